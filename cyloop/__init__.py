@@ -1,0 +1,51 @@
+"""cyloop: a fast engine for the loops inside ML models.
+
+Graphs built with `GraphBuilder` (or lowered from a model format by a frontend) compile into a
+`Model`; every loop runs on one Cython driver whose memory planner slices inputs as views, hands
+back edges over in place and writes scan outputs straight into their final position.
+"""
+
+from .errors import (
+    CyloopError,
+    ExecutionError,
+    InputError,
+    LoopLimitError,
+    ModelError,
+    UnsupportedOpError,
+)
+from .ir import (
+    CarriedInput,
+    ConcatOutput,
+    Graph,
+    GraphBuilder,
+    InvariantInput,
+    LastOutput,
+    LoopSpec,
+    Node,
+    SlicedInput,
+    Value,
+)
+from .model import Model
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Model",
+    "Graph",
+    "GraphBuilder",
+    "Node",
+    "Value",
+    "LoopSpec",
+    "CarriedInput",
+    "SlicedInput",
+    "InvariantInput",
+    "LastOutput",
+    "ConcatOutput",
+    "CyloopError",
+    "ModelError",
+    "InputError",
+    "UnsupportedOpError",
+    "LoopLimitError",
+    "ExecutionError",
+    "__version__",
+]

@@ -1,0 +1,887 @@
+"""The Cython core: the flat program runner and the loop driver with its memory planner.
+
+Design: the planner's invariants.
+
+1. A run does no dict look-ups and no attribute work: a compiled program is arrays of slot numbers
+   and a list of kernels bound once.
+2. Sliced inputs are read-only views built from a data pointer: part i of an input starts at
+   ``first + i * stride`` elements along its axis; nothing is copied, for any axis, stride sign or
+   part size, and no transpose is ever made.
+3. Concatenated outputs are preallocated once the first iteration shows the per-iteration shape:
+   exactly n slots when the trip count is known, else min(bound, cap) or geometric growth. A slot
+   is at position i (forward) or cap-1-i (reverse), so the final output is one view: nothing is
+   flipped or concatenated afterwards.
+4. Write-into: the step making a result that goes to a slot row or a back edge is called with
+   ``out=`` when its inputs have the shapes and dtypes they had when the destination was sized
+   (an ``out=`` kernel's result shape follows from those alone). A result both carried and emitted
+   lives in its output row and the next iteration reads it there.
+5. Back edges alias: a carried value is handed over by reference. A carried result written in
+   place gets a small pool of buffers (two in steady state); the buffer picked never overlaps a
+   value the iteration reads, so a body may read the old value after making the new one.
+6. The planner writes only into buffers it allocated in this call. Feeds, invariants and slices
+   are read-only views; per-call state (pools, output buffers) is never reused by the next call, so
+   arrays handed back earlier are never overwritten.
+"""
+
+cimport cython
+cimport numpy as cnp
+from cpython.exc cimport PyErr_CheckSignals
+from cpython.ref cimport PyObject, Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from libc.string cimport memcmp
+
+from cyloop._aligned_alloc cimport cyl_aligned_alloc, cyl_aligned_free
+from cyloop._strided_copy cimport cyl_strided_copy
+
+import numpy as np
+
+from .errors import CyloopError, ExecutionError, LoopLimitError, ModelError
+from .ir import CarriedInput, ConcatOutput, InvariantInput, OuterInput, SlicedInput
+
+cnp.import_array()
+
+cdef extern from "numpy/arrayobject.h":
+    # Steals a reference to `descr`.
+    object PyArray_NewFromDescr(type subtype, cnp.dtype descr, int nd, cnp.npy_intp *dims,
+                                cnp.npy_intp *strides, void *data, int flags, object obj)
+
+DEF MAX_SIG = 256
+DEF MAX_DIMS = 64
+# Bytes a concatenated output may take before its length is known; past it, geometric growth.
+DEF GROWTH_CAP_BYTES = 64 * 1024 * 1024
+
+__all__ = ["Program", "LoopDriver", "strided_copy", "aligned_empty", "slice_count"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory helpers
+
+cdef class _AlignedBlock:
+    """Owns one block from cyl_aligned_alloc; an array built on it keeps it alive as its base."""
+    cdef void *ptr
+
+    def __dealloc__(self):
+        if self.ptr != NULL:
+            cyl_aligned_free(self.ptr)
+
+
+cdef cnp.ndarray _aligned_empty(tuple shape, cnp.dtype dtype):
+    cdef int nd = len(shape)
+    cdef cnp.npy_intp dims[MAX_DIMS]
+    cdef Py_ssize_t k
+    cdef size_t nbytes = dtype.itemsize
+    cdef _AlignedBlock block
+    if dtype.hasobject or nd > MAX_DIMS:
+        return np.empty(shape, dtype)
+    for k in range(nd):
+        dims[k] = shape[k]
+        nbytes *= <size_t>dims[k]
+    block = _AlignedBlock()
+    block.ptr = cyl_aligned_alloc(nbytes)
+    if block.ptr == NULL:
+        raise MemoryError(f"cannot allocate {nbytes} bytes for an array of shape {shape}")
+    Py_INCREF(dtype)  # PyArray_NewFromDescr steals it
+    arr = PyArray_NewFromDescr(np.ndarray, dtype, nd, dims, NULL, block.ptr,
+                                   cnp.NPY_ARRAY_CARRAY, None)
+    cnp.set_array_base(arr, block)
+    return arr
+
+
+def aligned_empty(shape, dtype):
+    """An uninitialized C-ordered array whose data is 64-byte aligned."""
+    return _aligned_empty(tuple(int(d) for d in shape), np.dtype(dtype))
+
+
+cdef object _view(cnp.ndarray base, char *data, int nd, cnp.npy_intp *dims,
+                  cnp.npy_intp *strides, bint writeable):
+    """A view of `base`'s memory starting at `data`: no copy, `base` kept alive."""
+    cdef cnp.dtype descr = <cnp.dtype><PyObject *>cnp.PyArray_DESCR(base)
+    Py_INCREF(descr)
+    view = PyArray_NewFromDescr(np.ndarray, descr, nd, dims, strides, data,
+                                    cnp.NPY_ARRAY_WRITEABLE if writeable else 0, None)
+    cnp.set_array_base(view, base)
+    return view
+
+
+cdef Py_ssize_t _copy_into(cnp.ndarray dst, cnp.ndarray src) except -1:
+    """Copy `src` into `dst` (same shape and dtype); returns the number of bytes copied."""
+    if cyl_strided_copy(<char *>cnp.PyArray_DATA(dst), <Py_ssize_t *>cnp.PyArray_STRIDES(dst),
+                        <const char *>cnp.PyArray_DATA(src),
+                        <Py_ssize_t *>cnp.PyArray_STRIDES(src),
+                        <Py_ssize_t *>cnp.PyArray_DIMS(src), cnp.PyArray_NDIM(src),
+                        cnp.PyArray_ITEMSIZE(src)) != 0:
+        np.copyto(dst, src)
+    return cnp.PyArray_NBYTES(src)
+
+
+def strided_copy(dst, src):
+    """Copy `src` into `dst` through the C helper; both arrays must have one shape and dtype."""
+    if not isinstance(dst, np.ndarray) or not isinstance(src, np.ndarray):
+        raise TypeError("strided_copy takes two numpy arrays")
+    if dst.shape != src.shape or dst.dtype != src.dtype:
+        raise ValueError(f"strided_copy needs one shape and dtype, got {dst.shape} {dst.dtype} "
+                         f"and {src.shape} {src.dtype}")
+    if not dst.flags.writeable:
+        raise ValueError("strided_copy: the destination is read-only")
+    if dst.dtype.hasobject:
+        raise TypeError("strided_copy cannot copy object arrays")
+    return _copy_into(dst, src)
+
+
+cdef void _extent(object value, char **lo, char **hi):
+    """The byte range [lo, hi) an array's elements occupy (empty for non-arrays)."""
+    cdef cnp.ndarray arr
+    cdef int k
+    cdef cnp.npy_intp step
+    lo[0] = NULL
+    hi[0] = NULL
+    if not cnp.PyArray_Check(value):
+        return
+    arr = <cnp.ndarray>value
+    if cnp.PyArray_SIZE(arr) == 0:
+        return
+    lo[0] = <char *>cnp.PyArray_DATA(arr)
+    hi[0] = lo[0] + cnp.PyArray_ITEMSIZE(arr)
+    for k in range(cnp.PyArray_NDIM(arr)):
+        step = (cnp.PyArray_DIMS(arr)[k] - 1) * cnp.PyArray_STRIDES(arr)[k]
+        if step < 0:
+            lo[0] += step
+        else:
+            hi[0] += step
+
+
+cdef bint _overlaps(object a, object b):
+    cdef char *alo
+    cdef char *ahi
+    cdef char *blo
+    cdef char *bhi
+    _extent(a, &alo, &ahi)
+    _extent(b, &blo, &bhi)
+    return alo != NULL and blo != NULL and alo < bhi and blo < ahi
+
+
+cdef Py_ssize_t _signature(tuple args, cnp.npy_intp *sig) except -2:
+    """Write the shapes and dtypes of `args` into `sig`; the entry count, or -1 if not plannable."""
+    cdef Py_ssize_t n = 0, k, d, nd
+    cdef cnp.ndarray arr
+    cdef object value
+    for k in range(len(args)):
+        value = args[k]
+        if cnp.PyArray_Check(value):
+            arr = <cnp.ndarray>value
+            nd = cnp.PyArray_NDIM(arr)
+            if n + 2 + nd > MAX_SIG:
+                return -1
+            sig[n] = cnp.PyArray_TYPE(arr)
+            sig[n + 1] = nd
+            for d in range(nd):
+                sig[n + 2 + d] = cnp.PyArray_DIMS(arr)[d]
+            n += 2 + nd
+        elif isinstance(value, np.generic):
+            if n + 2 > MAX_SIG:
+                return -1
+            sig[n] = (<cnp.dtype>cnp.PyArray_DescrFromScalar(value)).type_num
+            sig[n + 1] = 0
+            n += 2
+        elif value is None:
+            if n + 1 > MAX_SIG:
+                return -1
+            sig[n] = -1
+            n += 1
+        else:
+            return -1
+    return n
+
+
+# ---------------------------------------------------------------------------------------------
+# Program runner
+
+cdef class Program:
+    """A compiled graph (see `_compile.py`) as flat arrays, run without any dict work."""
+
+    def __init__(self, compiled):
+        self.compiled = compiled
+        steps = compiled.steps
+        self.n_steps = len(steps)
+        self.n_slots = len(compiled.slot_names)
+        self.fns = [step.fn for step in steps]
+        self.labels = [step.label for step in steps]
+        self.template = [None] * self.n_slots
+        for slot, value in compiled.constants.items():
+            self.template[slot] = value
+        self.sigs = [None] * self.n_steps
+
+        def flatten(lists):
+            offsets = np.zeros(len(lists) + 1, dtype=np.intp)
+            offsets[1:] = np.cumsum([len(x) for x in lists])
+            flat = np.array([v for x in lists for v in x], dtype=np.intp)
+            return offsets, flat
+
+        self.in_off, self.in_idx = flatten([s.inputs for s in steps])
+        self.out_off, self.out_idx = flatten([s.outputs for s in steps])
+        self.kill_off, self.kill_idx = flatten([s.kills for s in steps])
+        self.multi = np.array([s.multi for s in steps] + [0], dtype=np.intp)
+        self.planned = np.zeros(self.n_steps + 1, dtype=np.intp)
+        self.generation = np.zeros(self.n_steps + 1, dtype=np.intp)
+        self.input_slots = np.array(compiled.input_slots, dtype=np.intp)
+        self.output_slots = np.array(compiled.output_slots, dtype=np.intp)
+
+    def plan_step(self, Py_ssize_t step):
+        """Mark `step` as writing into a destination the driver supplies (see the Design note)."""
+        self.planned[step] = 1
+
+    def run(self, args):
+        """Run on `args` (the program's inputs in order); returns the outputs as a list."""
+        cdef list slots = list(self.template)
+        cdef Py_ssize_t k
+        if len(args) != self.input_slots.shape[0]:
+            raise TypeError(f"program {self.compiled.name!r} takes {self.input_slots.shape[0]} "
+                            f"inputs, got {len(args)}")
+        for k in range(self.input_slots.shape[0]):
+            slots[self.input_slots[k]] = args[k]
+        self.execute(slots, None)
+        return [slots[self.output_slots[k]] for k in range(self.output_slots.shape[0])]
+
+    cdef int execute(self, list slots, list dests) except -1:
+        cdef Py_ssize_t s, k, a, b, slot, n_sig
+        cdef tuple args
+        cdef object fn, value, result, dest
+        cdef cnp.npy_intp sig[MAX_SIG]
+        cdef bytes stored
+        for s in range(self.n_steps):
+            fn = self.fns[s]
+            a = self.in_off[s]
+            b = self.in_off[s + 1]
+            args = PyTuple_New(b - a)
+            for k in range(a, b):
+                slot = self.in_idx[k]
+                value = slots[slot] if slot >= 0 else None
+                Py_INCREF(value)
+                PyTuple_SET_ITEM(args, k - a, value)
+            dest = None
+            n_sig = -1
+            if self.planned[s]:
+                n_sig = _signature(args, sig)
+                stored = self.sigs[s]
+                if dests is not None:
+                    dest = dests[self.out_idx[self.out_off[s]]]
+                if dest is not None and (stored is None or n_sig < 0
+                                         or len(stored) != n_sig * sizeof(cnp.npy_intp)
+                                         or memcmp(<char *>stored, sig,
+                                                   n_sig * sizeof(cnp.npy_intp)) != 0):
+                    dest = None
+            try:
+                if dest is not None:
+                    result = fn(*args, out=dest)
+                else:
+                    result = fn(*args)
+            except CyloopError:
+                raise
+            except Exception as e:
+                raise ExecutionError(f"{self.labels[s]} failed: {type(e).__name__}: {e}") from e
+            if self.planned[s] and dest is None:
+                # Remember the input signature this result's shape follows from.
+                if n_sig < 0:
+                    self.sigs[s] = None
+                    self.generation[s] += 1
+                else:
+                    fresh = (<char *>sig)[:n_sig * sizeof(cnp.npy_intp)]
+                    if fresh != self.sigs[s]:
+                        self.sigs[s] = fresh
+                        self.generation[s] += 1
+            a = self.out_off[s]
+            b = self.out_off[s + 1]
+            if self.multi[s]:
+                result = tuple(result)
+                if len(result) != b - a:
+                    raise ExecutionError(f"{self.labels[s]} returned {len(result)} values for "
+                                         f"{b - a} outputs")
+                for k in range(a, b):
+                    slot = self.out_idx[k]
+                    if slot >= 0:
+                        slots[slot] = result[k - a]
+            else:
+                slot = self.out_idx[a]
+                if slot >= 0:
+                    slots[slot] = result
+            for k in range(self.kill_off[s], self.kill_off[s + 1]):
+                slots[self.kill_idx[k]] = None
+        return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Slicing
+
+def slice_count(Py_ssize_t dim, Py_ssize_t start, Py_ssize_t end, Py_ssize_t stride,
+                Py_ssize_t part_size):
+    """(number of parts, first index of part 0); the C twin of `cyloop.ir.slice_count`."""
+    cdef Py_ssize_t n, first
+    if _slice_count(dim, start, end, stride, part_size, &n, &first) < 0:
+        raise ValueError(f"parts fall outside an axis of size {dim} (start={start}, end={end}, "
+                         f"stride={stride}, part_size={part_size})")
+    return n, first
+
+
+cdef int _slice_count(Py_ssize_t dim, Py_ssize_t start, Py_ssize_t end, Py_ssize_t stride,
+                      Py_ssize_t part, Py_ssize_t *n, Py_ssize_t *first) noexcept nogil:
+    """DESIGN's rule; -1 when a part falls outside [0, dim)."""
+    cdef Py_ssize_t s = start + dim if start < 0 else start
+    cdef Py_ssize_t e = end + dim if end < 0 else end
+    cdef Py_ssize_t span, last, low, high
+    if stride > 0:
+        span = e - s + 1 - part
+        first[0] = s
+    else:
+        span = s - e + 1 - part
+        first[0] = s - part + 1
+    # floor division of span by |stride|, then + 1
+    if span >= 0:
+        n[0] = span // (stride if stride > 0 else -stride) + 1
+    else:
+        n[0] = -((-span + (stride if stride > 0 else -stride) - 1)
+                 // (stride if stride > 0 else -stride)) + 1
+    if n[0] < 0:
+        n[0] = 0
+    if n[0] > 0:
+        last = first[0] + (n[0] - 1) * stride
+        low = first[0] if first[0] < last else last
+        high = (last if first[0] < last else first[0]) + part
+        if low < 0 or high > dim:
+            return -1
+    return 0
+
+
+cdef class _Sliced:
+    """One sliced input for one call: part i is a read-only view at data0 + i * step."""
+    cdef Py_ssize_t param_slot
+    cdef cnp.ndarray base
+    cdef char *data0
+    cdef Py_ssize_t step
+    cdef Py_ssize_t n
+    cdef int nd
+    cdef cnp.npy_intp dims[MAX_DIMS]
+    cdef cnp.npy_intp strides[MAX_DIMS]
+
+    cdef object part(self, Py_ssize_t i):
+        return _view(self.base, self.data0 + i * self.step, self.nd, self.dims, self.strides,
+                     False)
+
+
+cdef _Sliced _make_sliced(object desc, object value, Py_ssize_t param_slot, str label):
+    cdef _Sliced sl = _Sliced()
+    cdef cnp.ndarray x = np.asarray(value)
+    cdef int ndim = x.ndim, axis = desc.axis, k, j = 0
+    cdef Py_ssize_t n, first
+    if axis < 0:
+        axis += ndim
+    if not 0 <= axis < ndim:
+        raise ModelError(f"{label}: sliced input {desc.param!r} has axis {desc.axis}, but the "
+                         f"value has rank {ndim} (shape {(<object>x).shape})")
+    if _slice_count(x.shape[axis], desc.start, desc.end, desc.stride, desc.part_size,
+                    &n, &first) < 0:
+        raise ModelError(f"{label}: sliced input {desc.param!r}: parts fall outside axis {axis} "
+                         f"of size {(<object>x).shape[axis]} (start={desc.start}, end={desc.end}, "
+                         f"stride={desc.stride}, part_size={desc.part_size})")
+    sl.param_slot = param_slot
+    sl.base = x
+    sl.n = n
+    sl.data0 = <char *>cnp.PyArray_DATA(x) + first * x.strides[axis]
+    sl.step = desc.stride * x.strides[axis]
+    for k in range(ndim):
+        if k == axis and not desc.keep_axis:
+            continue
+        sl.dims[j] = desc.part_size if k == axis else x.shape[k]
+        sl.strides[j] = x.strides[k]
+        j += 1
+    sl.nd = j
+    return sl
+
+
+# ---------------------------------------------------------------------------------------------
+# Concatenated outputs
+
+cdef class _Concat:
+    """A concatenated output for one call: preallocated slots, written in their final position."""
+    cdef Py_ssize_t index
+    cdef Py_ssize_t result_slot
+    cdef object desc
+    cdef object label
+    cdef object declared
+    cdef bint reverse
+    cdef bint new_axis
+    cdef int axis
+    cdef Py_ssize_t cap
+    cdef Py_ssize_t bound
+    cdef Py_ssize_t part
+    cdef cnp.ndarray buffer
+    cdef tuple part_shape
+    cdef cnp.dtype dtype
+    cdef int nd
+    cdef cnp.npy_intp dims[MAX_DIMS]
+    cdef cnp.npy_intp strides[MAX_DIMS]
+    cdef Py_ssize_t slot_bytes
+
+    cdef Py_ssize_t position(self, Py_ssize_t i):
+        return self.cap - 1 - i if self.reverse else i
+
+    cdef object row(self, Py_ssize_t i):
+        """The writeable view iteration i's result goes to (None before the first result)."""
+        if self.buffer is None or i >= self.cap:
+            return None
+        return _view(self.buffer, <char *>cnp.PyArray_DATA(self.buffer)
+                     + self.position(i) * self.slot_bytes, self.nd, self.dims, self.strides, True)
+
+    cdef int allocate(self, LoopDriver driver, object first, Py_ssize_t n_exact,
+                      Py_ssize_t bound) except -1:
+        """Size the buffer from the first result: n_exact slots if known, else min(bound, cap)."""
+        cdef cnp.ndarray value = np.asarray(first)
+        cdef int rank = value.ndim, axis = self.desc.axis
+        cdef Py_ssize_t row_bytes, rows
+        if self.new_axis:
+            if axis < 0:
+                axis += rank + 1
+            if not 0 <= axis <= rank:
+                raise ModelError(f"{self.label}: concatenated output #{self.index} stacks on axis "
+                                 f"{self.desc.axis}, but the result has rank {rank}")
+            self.part = 1
+        else:
+            if axis < 0:
+                axis += rank
+            if not 0 <= axis < rank:
+                raise ModelError(f"{self.label}: concatenated output #{self.index} joins axis "
+                                 f"{self.desc.axis}, but the result has rank {rank}")
+            self.part = (<object>value).shape[axis]
+        self.axis = axis
+        self.part_shape = (<object>value).shape
+        self.dtype = value.dtype
+        self.bound = bound
+        row_bytes = max(value.nbytes, 1)
+        if n_exact >= 0:
+            rows = n_exact
+        else:
+            rows = max(16, GROWTH_CAP_BYTES // row_bytes)
+            if bound >= 0 and bound < rows:
+                rows = bound
+        self._resize(driver, rows, 0)
+        return 0
+
+    cdef int _resize(self, LoopDriver driver, Py_ssize_t rows, Py_ssize_t filled) except -1:
+        """(Re)allocate for `rows` slots, keeping the `filled` ones already written."""
+        cdef list shape = list(self.part_shape)
+        cdef cnp.ndarray old = self.buffer
+        cdef Py_ssize_t old_cap = self.cap, k, j = 0
+        cdef int rank = len(shape)
+        if self.new_axis:
+            shape.insert(self.axis, rows)
+        else:
+            shape[self.axis] = rows * self.part
+        self.buffer = _aligned_empty(tuple(shape), self.dtype)
+        self.cap = rows
+        driver.allocations += 1
+        driver.bytes_allocated += self.buffer.nbytes
+        driver.last_preallocated_bytes += self.buffer.nbytes
+        # Slot geometry: the part's dims/strides, and the bytes from one slot to the next.
+        self.slot_bytes = self.buffer.strides[self.axis] * self.part
+        for k in range(len(shape)):
+            if k == self.axis and self.new_axis:
+                continue
+            self.dims[j] = self.part if k == self.axis else shape[k]
+            self.strides[j] = self.buffer.strides[k]
+            j += 1
+        self.nd = j
+        if old is not None and filled:
+            lo_old, hi_old = self._span(old_cap, filled)
+            lo_new, hi_new = self._span(rows, filled)
+            dst = self._along(self.buffer, lo_new, hi_new)
+            np.copyto(dst, self._along(old, lo_old, hi_old))
+            driver.growth_bytes_copied += dst.nbytes
+        return 0
+
+    cdef tuple _span(self, Py_ssize_t cap, Py_ssize_t n):
+        if self.reverse:
+            return (cap - n, cap)
+        return (0, n)
+
+    cdef object _along(self, cnp.ndarray arr, Py_ssize_t lo, Py_ssize_t hi):
+        index = [slice(None)] * arr.ndim
+        index[self.axis] = slice(lo * self.part, hi * self.part)
+        return arr[tuple(index)]
+
+    cdef int ensure(self, LoopDriver driver, Py_ssize_t i) except -1:
+        """Make room for slot i (geometric growth, never past the bound)."""
+        cdef Py_ssize_t rows
+        if self.buffer is not None and i >= self.cap:
+            rows = max(2 * self.cap, i + 1)
+            if self.bound >= 0 and rows > self.bound:
+                rows = self.bound
+            self._resize(driver, rows, i)
+        return 0
+
+    cdef int emit(self, LoopDriver driver, Py_ssize_t i, object value, object row) except -1:
+        """Put iteration i's result in its slot unless the kernel already wrote it there."""
+        cdef cnp.ndarray arr
+        cdef Py_ssize_t nbytes
+        if row is not None and value is row:
+            driver.in_place_writes += 1
+            return 0
+        arr = np.asarray(value)
+        if (<object>arr).shape != self.part_shape:
+            raise ModelError(f"{self.label}: concatenated output #{self.index} (body output "
+                             f"{self.desc.result!r}) changed shape at iteration {i}: "
+                             f"{self.part_shape} before, {(<object>arr).shape} now")
+        if arr.dtype != self.dtype:
+            raise ModelError(f"{self.label}: concatenated output #{self.index} (body output "
+                             f"{self.desc.result!r}) changed dtype at iteration {i}: "
+                             f"{self.dtype} before, {arr.dtype} now")
+        if row is None:
+            row = self.row(i)
+        if self.dtype.hasobject:
+            np.copyto(row, arr)
+            nbytes = arr.nbytes
+        else:
+            nbytes = _copy_into(<cnp.ndarray>row, arr)
+        driver.copies += 1
+        driver.bytes_copied += nbytes
+        if i >= 2:
+            driver.steady_bytes_copied += nbytes
+        return 0
+
+    cdef object finish(self, Py_ssize_t n):
+        """The output after n iterations: a view of the slots written, in final order."""
+        if self.buffer is None:
+            return self.desc.empty(self.declared)
+        lo, hi = self._span(self.cap, n)
+        return self._along(self.buffer, lo, hi)
+
+
+# ---------------------------------------------------------------------------------------------
+# Back-edge pools
+
+cdef class _Pool:
+    """Buffers a carried result is written into; two suffice in steady state."""
+    cdef Py_ssize_t result_slot
+    cdef Py_ssize_t step
+    cdef Py_ssize_t generation
+    cdef tuple shape
+    cdef object dtype
+    cdef list buffers
+
+    cdef object pick(self, LoopDriver driver, list carried_values):
+        """A buffer that overlaps no value this iteration reads; allocated if none is free."""
+        cdef object buf, value
+        cdef bint busy
+        if self.shape is None:
+            return None
+        for buf in self.buffers:
+            busy = False
+            for value in carried_values:
+                if _overlaps(buf, value):
+                    busy = True
+                    break
+            if not busy:
+                return buf
+        buf = _aligned_empty(self.shape, self.dtype)
+        self.buffers.append(buf)
+        driver.allocations += 1
+        driver.bytes_allocated += buf.nbytes
+        driver.last_preallocated_bytes += buf.nbytes
+        return buf
+
+    cdef void observe(self, object result, Py_ssize_t generation):
+        """After a step ran without a destination: re-size the pool if its signature changed."""
+        if generation != self.generation:
+            self.generation = generation
+            self.buffers = []
+            if cnp.PyArray_Check(result) or isinstance(result, np.generic):
+                self.shape = tuple(result.shape)
+                self.dtype = result.dtype
+            else:
+                self.shape = None
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop driver
+
+cdef object _operand_int(object value, str what, str label):
+    arr = np.asarray(value)
+    if arr.size != 1 or arr.dtype.kind not in "iu":
+        raise ModelError(f"{label}: the {what} must be one integer, got shape {arr.shape} "
+                         f"dtype {arr.dtype}")
+    return int(arr.reshape(-1)[0])
+
+
+cdef bint _operand_bool(object value, str what, str label) except -1:
+    arr = np.asarray(value)
+    if arr.size != 1:
+        raise ModelError(f"{label}: the {what} must be one boolean, got shape {arr.shape}")
+    return bool(arr.reshape(-1)[0])
+
+
+cdef class LoopDriver:
+    """Runs one loop node: its `LoopSpec`, a compiled body, and the memory plan (Design note)."""
+
+    def __init__(self, spec, compiled_body, label, settings, destinations):
+        self.spec = spec
+        self.label = label
+        self.settings = settings
+        self.body = Program(compiled_body)
+        self.destinations = dict(destinations)
+        params = spec.body.inputs
+        self.n_params = len(params)
+        self.n_captures = len(compiled_body.input_slots) - self.n_params
+        slot = compiled_body.slot
+        self.iter_slot = slot(spec.iteration_param) if spec.iteration_param else -1
+        self.cond_slot = slot(spec.cond_param) if spec.cond_param else -1
+        self.cond_result_slot = slot(spec.cond_result) if spec.cond_result else -1
+        self.iter_type = cnp.NPY_INT64
+        if spec.iteration_param:
+            declared = next(v for v in params if v.name == spec.iteration_param).dtype
+            if declared is not None and declared.kind in "iu":
+                self.iter_type = declared.num
+        self.carried = []
+        self.sliced = []
+        self.invariants = []
+        for k, inp in enumerate(spec.inputs):
+            if isinstance(inp, CarriedInput):
+                self.carried.append((k, inp.outer, slot(inp.param), slot(inp.result)))
+            elif isinstance(inp, SlicedInput):
+                self.sliced.append((inp, slot(inp.param)))
+            else:
+                self.invariants.append((inp.outer, slot(inp.param)))
+        self.capture_slots = list(compiled_body.input_slots[self.n_params:])
+        declared_outputs = {v.name: v for v in spec.body.outputs}
+        self.outputs = [(j, out, slot(out.result), declared_outputs.get(out.result))
+                        for j, out in enumerate(spec.outputs)]
+        self.producer = [-1] * len(compiled_body.slot_names)
+        for index, step in enumerate(compiled_body.steps):
+            for out_slot in step.outputs:
+                if out_slot >= 0:
+                    self.producer[out_slot] = index
+        for result_slot in self.destinations:
+            self.body.plan_step(self.producer[result_slot])
+
+    @property
+    def loops(self):
+        return self.body.compiled.loops
+
+    def counters(self):
+        """What the planner did, summed over every call: copies, bytes, allocations."""
+        return {
+            "runs": self.runs,
+            "iterations": self.iterations,
+            "copies": self.copies,
+            "bytes_copied": self.bytes_copied,
+            "steady_bytes_copied": self.steady_bytes_copied,
+            "growth_bytes_copied": self.growth_bytes_copied,
+            "allocations": self.allocations,
+            "bytes_allocated": self.bytes_allocated,
+            "in_place_writes": self.in_place_writes,
+            "last_preallocated_bytes": self.last_preallocated_bytes,
+            "last_iterations": self.last_iterations,
+            "steady_iterations": self.steady_iterations,
+        }
+
+    def reset_counters(self):
+        self.runs = self.iterations = self.copies = self.bytes_copied = 0
+        self.steady_bytes_copied = self.growth_bytes_copied = self.allocations = 0
+        self.bytes_allocated = self.in_place_writes = 0
+        self.last_preallocated_bytes = self.last_iterations = self.steady_iterations = 0
+
+    def plan(self):
+        from .plan import describe_loop
+        return describe_loop(self)
+
+    def __call__(self, *args):
+        cdef object spec = self.spec
+        cdef str label = self.label
+        cdef Py_ssize_t n_node = len(args) - self.n_captures
+        cdef Py_ssize_t n_max = -1, slice_limit = -1, max_iter = -1, i, k, n_exact
+        cdef Py_ssize_t n_carried = len(self.carried)
+        cdef bint go = True, has_cond_result = self.cond_result_slot >= 0
+        cdef list slots = list(self.body.template)
+        cdef list dests = [None] * self.body.n_slots
+        cdef list values, fixed, sliced, concats, pools, last_values
+        cdef _Sliced sl
+        cdef _Concat cc
+        cdef _Pool pool
+        cdef object row, true_value, iteration
+        cdef Py_ssize_t[::1] generation = self.body.generation
+
+        self.runs += 1
+        self.last_preallocated_bytes = 0
+
+        # The trip count and the first condition.
+        trip = spec.trip_count
+        if isinstance(trip, OuterInput):
+            value = args[trip.index]
+            if value is not None:
+                n_max = _operand_int(value, "trip count", label)
+                if n_max < 0:
+                    n_max = -1 if spec.negative_trip_count_unbounded else 0
+        elif trip is not None:
+            n_max = int(trip)
+            if n_max < 0:
+                n_max = -1 if spec.negative_trip_count_unbounded else 0
+        first_cond = spec.initial_cond
+        if isinstance(first_cond, OuterInput):
+            value = args[first_cond.index]
+            if value is not None:
+                go = _operand_bool(value, "condition", label)
+        elif first_cond is not None:
+            go = bool(first_cond)
+
+        # Sliced inputs: views, and the number of parts they allow.
+        sliced = []
+        for desc, param_slot in self.sliced:
+            sl = _make_sliced(desc, args[desc.outer], param_slot, label)
+            sliced.append(sl)
+        if sliced:
+            counts = {(<_Sliced>s).n for s in sliced}
+            if spec.slices_set_trip_count:
+                if len(counts) > 1:
+                    detail = ", ".join(f"{d.param!r}: {(<_Sliced>s).n}"
+                                       for (d, _), s in zip(self.sliced, sliced))
+                    raise ModelError(f"{label}: sliced inputs disagree on the number of "
+                                     f"iterations ({detail})")
+                n_slices = counts.pop()
+                n_max = n_slices if n_max < 0 else min(n_max, n_slices)
+            else:
+                slice_limit = min(counts)
+        if self.settings.max_iterations is not None:
+            max_iter = self.settings.max_iterations
+
+        # Values that stay put: invariants and outer-scope captures, as read-only views.
+        fixed = []
+        for outer, param_slot in self.invariants:
+            fixed.append((param_slot, _readonly(args[outer])))
+        for k in range(self.n_captures):
+            fixed.append((self.capture_slots[k], _readonly(args[n_node + k])))
+        values = [args[outer] for (_, outer, _, _) in self.carried]
+
+        # The trip count is exact when nothing can stop the loop early.
+        n_exact = n_max if (n_max >= 0 and not has_cond_result) else -1
+        if n_exact >= 0 and max_iter >= 0 and n_exact > max_iter:
+            n_exact = -1
+        concats = []
+        last_values = [None] * len(self.outputs)
+        for j, out, result_slot, declared in self.outputs:
+            if isinstance(out, ConcatOutput):
+                cc = _Concat()
+                cc.index = j
+                cc.result_slot = result_slot
+                cc.desc = out
+                cc.label = label
+                cc.declared = declared
+                cc.reverse = out.reverse
+                cc.new_axis = out.new_axis
+                cc.buffer = None
+                cc.cap = 0
+                concats.append(cc)
+        pools = []
+        for result_slot, (kind, _) in self.destinations.items():
+            if kind == "pool":
+                pool = _Pool()
+                pool.result_slot = result_slot
+                pool.step = self.producer[result_slot]
+                pool.generation = -1
+                pool.shape = None
+                pool.buffers = []
+                pools.append(pool)
+        row_of_slot = {}  # result slot -> the _Concat whose row it is written into
+        for cc in concats:
+            if self.destinations.get(cc.result_slot) == ("row", cc.index):
+                row_of_slot[cc.result_slot] = cc
+        # Slots are bounded by the trip count, and by max_iterations (which raises past it).
+        bound = n_max
+        if max_iter >= 0 and (bound < 0 or max_iter < bound):
+            bound = max_iter
+
+        true_value = np.ones((), dtype=np.bool_)
+        true_value.flags.writeable = False
+        i = 0
+        while go and (n_max < 0 or i < n_max):
+            if max_iter >= 0 and i >= max_iter:
+                raise LoopLimitError(f"{label}: reached max_iterations={max_iter} without "
+                                     "finishing; raise max_iterations, or check the loop's trip "
+                                     "count and condition")
+            if slice_limit >= 0 and i >= slice_limit:
+                names = [d.param for (d, _), s in zip(self.sliced, sliced)
+                         if (<_Sliced>s).n <= i]
+                raise ModelError(f"{label}: iteration {i} runs past the last slice of sliced "
+                                 f"input {names[0]!r} ({slice_limit} parts)")
+            # Bind the body inputs.
+            if self.iter_slot >= 0:
+                iteration = cnp.PyArray_ZEROS(0, NULL, self.iter_type, 0)
+                cnp.PyArray_SETITEM(iteration, cnp.PyArray_DATA(iteration), i)
+                slots[self.iter_slot] = iteration
+            if self.cond_slot >= 0:
+                slots[self.cond_slot] = true_value
+            for k in range(n_carried):
+                slots[(<tuple>self.carried[k])[2]] = values[k]
+            for sl in sliced:
+                slots[sl.param_slot] = sl.part(i)
+            for param_slot, value in fixed:
+                slots[param_slot] = value
+            # Destinations: the output row for emitted results, a free pool buffer for carried.
+            for cc in concats:
+                cc.ensure(self, i)
+            for result_slot, cc in row_of_slot.items():
+                dests[result_slot] = (<_Concat>cc).row(i)
+            for pool in pools:
+                dests[pool.result_slot] = pool.pick(self, values)
+
+            self.body.execute(slots, dests)
+
+            if has_cond_result:
+                go = _operand_bool(slots[self.cond_result_slot], "condition result", label)
+            for cc in concats:
+                value = slots[cc.result_slot]
+                row = None
+                if cc.buffer is None:
+                    cc.allocate(self, value, n_exact, bound)
+                elif row_of_slot.get(cc.result_slot) is cc:
+                    row = dests[cc.result_slot]
+                cc.emit(self, i, value, row)
+            for pool in pools:
+                result = slots[pool.result_slot]
+                if result is not dests[pool.result_slot]:
+                    pool.observe(result, generation[pool.step])
+            for j, out, result_slot, declared in self.outputs:
+                if not isinstance(out, ConcatOutput):
+                    last_values[j] = slots[result_slot]
+            for k in range(n_carried):
+                values[k] = slots[(<tuple>self.carried[k])[3]]
+            i += 1
+            PyErr_CheckSignals()
+
+        self.iterations += i
+        self.steady_iterations += max(i - 2, 0)
+        self.last_iterations = i
+        results = []
+        for j, out, result_slot, declared in self.outputs:
+            if isinstance(out, ConcatOutput):
+                for cc in concats:
+                    if cc.index == j:
+                        results.append(cc.finish(i))
+                        break
+            elif i == 0:
+                results.append(self._initial_value(out, values, label, j))
+            else:
+                results.append(last_values[j])
+        return tuple(results)
+
+    def _initial_value(self, out, values, label, j):
+        for k, (input_index, _, _, _) in enumerate(self.carried):
+            if self.spec.inputs[input_index].result == out.result:
+                return values[k]
+        raise ModelError(f"{label}: output #{j} (body output {out.result!r}) has no value: the "
+                         "loop ran zero iterations and it is not a carried value")
+
+
+cdef object _readonly(object value):
+    """A read-only view of an array (the caller's data is never written through it)."""
+    if cnp.PyArray_Check(value) and (<cnp.ndarray>value).flags.writeable:
+        view = (<cnp.ndarray>value).view()
+        view.flags.writeable = False
+        return view
+    return value

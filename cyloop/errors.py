@@ -1,0 +1,38 @@
+"""The exceptions cyloop raises.
+
+Every error is a `CyloopError`, itself a `ValueError`, so callers can catch one type; each subclass
+also inherits the built-in that matches its meaning.
+"""
+
+__all__ = [
+    "CyloopError",
+    "ModelError",
+    "InputError",
+    "UnsupportedOpError",
+    "LoopLimitError",
+    "ExecutionError",
+]
+
+
+class CyloopError(ValueError):
+    """Base class of every error cyloop raises on purpose."""
+
+
+class ModelError(CyloopError):
+    """The model is malformed: the message names the node or layer, the op and the port."""
+
+
+class InputError(CyloopError, TypeError):
+    """The feeds do not match the model's inputs: the message names the input, expected vs got."""
+
+
+class UnsupportedOpError(ModelError, NotImplementedError):
+    """No kernel is registered for an op: names the op, domain, version and what exists."""
+
+
+class LoopLimitError(CyloopError, RuntimeError):
+    """A loop reached `max_iterations` without finishing."""
+
+
+class ExecutionError(CyloopError, RuntimeError):
+    """A kernel failed while the model ran: names the node and the op, chained to the cause."""

@@ -1,0 +1,388 @@
+"""The format-neutral intermediate representation every frontend lowers to.
+
+A `Graph` is a list of `Node`s over named values, with typed inputs, outputs and initializers. Every
+iteration operator of every format (ONNX Loop and Scan, OpenVINO Loop-5 and TensorIterator) becomes
+one node of op type ``Loop`` in the ``cyloop`` domain whose ``spec`` attribute is a `LoopSpec`; the
+engine knows nothing of formats.
+
+Semantics of a `LoopSpec`, as a plain-Python loop (the real driver differs only in where values
+live, never in what they are; see ``_core.pyx``)::
+
+    n_max = trip count (None: unbounded); go = initial condition (None: true)
+    carried = [initial values]; i = 0
+    while (n_max is None or i < n_max) and go:
+        body inputs: carried values, part i of each sliced input, the invariants,
+                     the iteration number i and the condition
+        run the body
+        carried = [the back-edge results]; emit the concatenated results; i += 1
+        go = body's condition result (if it has one)
+    last outputs: the final value of their result (a carried value's initial value if i == 0)
+
+A `SlicedInput` both bounds the loop (``slices_set_trip_count``: TensorIterator, Scan) or only limits it
+(Loop-5: running past its last part is a model error). The slicing rule, for an axis of size D::
+
+    s = start + D if start < 0 else start;  e = end + D if end < 0 else end;  P = part_size
+    stride > 0: part i is [s + i*stride, s + i*stride + P) while its last element <= e
+    stride < 0: part i is [s - i*|stride| - P + 1, s - i*|stride|] while its first element >= e
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .errors import ModelError
+
+__all__ = [
+    "Value",
+    "Node",
+    "Graph",
+    "OuterInput",
+    "CarriedInput",
+    "SlicedInput",
+    "InvariantInput",
+    "LastOutput",
+    "ConcatOutput",
+    "LoopSpec",
+    "GraphBuilder",
+    "slice_count",
+    "LOOP_DOMAIN",
+]
+
+LOOP_DOMAIN = "cyloop"
+
+
+@dataclass(eq=False)
+class Value:
+    """A named, optionally typed graph input or output. Shape entries: int, str (symbolic) or None."""
+
+    name: str
+    dtype: np.dtype | None = None
+    shape: tuple | None = None
+
+    def __post_init__(self):
+        if self.dtype is not None:
+            self.dtype = np.dtype(self.dtype)
+        if self.shape is not None:
+            self.shape = tuple(self.shape)
+
+
+@dataclass(eq=False)
+class Node:
+    """One operation. An empty input name means the optional input is omitted."""
+
+    op_type: str
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    domain: str = ""
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        """How errors name this node: its name if it has one, else its op and first output."""
+        if self.name:
+            return f"node {self.name!r} ({self.op_type})"
+        first = self.outputs[0] if self.outputs else "?"
+        return f"{self.op_type} node producing {first!r}"
+
+    def subgraphs(self) -> list[Graph]:
+        """The graphs this node runs (a loop's body, an If's branches)."""
+        found = []
+        for value in self.attrs.values():
+            if isinstance(value, Graph):
+                found.append(value)
+            elif isinstance(value, LoopSpec):
+                found.append(value.body)
+        return found
+
+
+@dataclass(eq=False)
+class Graph:
+    """A computation: inputs, initializers (constants), nodes in topological order, outputs."""
+
+    nodes: list[Node]
+    inputs: list[Value]
+    outputs: list[Value]
+    initializers: dict[str, np.ndarray] = field(default_factory=dict)
+    opsets: dict[str, int] = field(default_factory=dict)
+    name: str = "graph"
+
+    def defined_names(self) -> set[str]:
+        names = {v.name for v in self.inputs} | set(self.initializers)
+        for node in self.nodes:
+            names.update(o for o in node.outputs if o)
+        return names
+
+    def free_names(self) -> list[str]:
+        """Names this graph (or any graph nested in it) reads but does not define: outer-scope reads.
+
+        In first-use order, without repeats.
+        """
+        defined = {v.name for v in self.inputs} | set(self.initializers)
+        free: dict[str, None] = {}
+        for node in self.nodes:
+            for name in node.inputs:
+                if name and name not in defined:
+                    free[name] = None
+            for sub in node.subgraphs():
+                for name in sub.free_names():
+                    if name not in defined:
+                        free[name] = None
+            defined.update(o for o in node.outputs if o)
+        for out in self.outputs:
+            if out.name not in defined:
+                free[out.name] = None
+        return list(free)
+
+
+class OuterInput(NamedTuple):
+    """A loop operand read from the loop node's input at `index` (trip count, initial condition)."""
+
+    index: int
+
+
+@dataclass
+class CarriedInput:
+    """Initial value from the loop node's input `outer`; then `result` of the previous iteration."""
+
+    outer: int
+    param: str
+    result: str
+
+
+@dataclass
+class SlicedInput:
+    """Part i of the loop node's input `outer` along `axis` feeds `param` at iteration i.
+
+    With ``keep_axis=False`` (ONNX Scan) the part must have ``part_size == 1`` and the axis is dropped.
+    """
+
+    outer: int
+    param: str
+    axis: int = 0
+    start: int = 0
+    end: int = -1
+    stride: int = 1
+    part_size: int = 1
+    keep_axis: bool = False
+
+
+@dataclass
+class InvariantInput:
+    """The loop node's input `outer` feeds `param` unchanged at every iteration."""
+
+    outer: int
+    param: str
+
+
+@dataclass
+class LastOutput:
+    """The value of body output `result` after the final iteration."""
+
+    result: str
+
+
+@dataclass
+class ConcatOutput:
+    """The values of body output `result`, one per iteration, joined along `axis`.
+
+    ``new_axis=True`` stacks them on a new axis (ONNX Loop and Scan); otherwise they are joined along
+    an existing axis (TensorIterator, Loop-5), each iteration's part as large as the result is along
+    it. ``reverse=True`` (a negative stride) puts iteration i at slot n-1-i.
+    """
+
+    result: str
+    axis: int = 0
+    reverse: bool = False
+    new_axis: bool = True
+
+    def empty(self, declared: Value | None) -> np.ndarray:
+        """The output of zero iterations: `declared`'s dims with 0 slots (unknown dims count 0)."""
+        dtype = declared.dtype if declared is not None and declared.dtype is not None \
+            else np.float32
+        dims = list(declared.shape) if declared is not None and declared.shape is not None else []
+        dims = [d if isinstance(d, int) and d >= 0 else 0 for d in dims]
+        if self.new_axis:
+            axis = self.axis + len(dims) + 1 if self.axis < 0 else self.axis
+            dims.insert(min(max(axis, 0), len(dims)), 0)
+        elif dims:
+            dims[self.axis] = 0
+        else:
+            dims = [0]
+        return np.empty(dims, dtype)
+
+
+LoopInput = CarriedInput | SlicedInput | InvariantInput
+LoopOutput = LastOutput | ConcatOutput
+
+
+@dataclass
+class LoopSpec:
+    """One iteration operator, whatever format it came from. See the module docstring."""
+
+    body: Graph
+    inputs: list[LoopInput] = field(default_factory=list)
+    outputs: list[LoopOutput] = field(default_factory=list)
+    trip_count: int | OuterInput | None = None
+    initial_cond: bool | OuterInput | None = None
+    iteration_param: str | None = None
+    cond_param: str | None = None
+    cond_result: str | None = None
+    negative_trip_count_unbounded: bool = False
+    slices_set_trip_count: bool = True
+
+    def validate(self, label: str, n_outer: int) -> None:
+        """Check the spec against its body; raise `ModelError` naming `label` and the port."""
+        params = [v.name for v in self.body.inputs]
+        results = {v.name for v in self.body.outputs}
+        claimed: dict[str, str] = {}
+
+        def claim(param, what):
+            if param not in params:
+                raise ModelError(f"{label}: {what} names body input {param!r}, which the body does "
+                                 f"not have (body inputs: {params})")
+            if param in claimed:
+                raise ModelError(f"{label}: body input {param!r} is both {claimed[param]} and {what}")
+            claimed[param] = what
+
+        def check_outer(index, what):
+            if not 0 <= index < n_outer:
+                raise ModelError(f"{label}: {what} reads loop input #{index}, but the loop has "
+                                 f"{n_outer} inputs")
+
+        def check_result(result, what):
+            if result not in results:
+                raise ModelError(f"{label}: {what} names body output {result!r}, which the body does "
+                                 f"not have (body outputs: {sorted(results)})")
+
+        if self.iteration_param is not None:
+            claim(self.iteration_param, "the iteration number")
+        if self.cond_param is not None:
+            claim(self.cond_param, "the condition")
+        if self.cond_result is not None:
+            check_result(self.cond_result, "the condition")
+        for operand, what in ((self.trip_count, "trip count"), (self.initial_cond, "condition")):
+            if isinstance(operand, OuterInput):
+                check_outer(operand.index, f"the {what}")
+        for k, inp in enumerate(self.inputs):
+            kind = type(inp).__name__
+            what = f"{kind} #{k}"
+            check_outer(inp.outer, what)
+            claim(inp.param, what)
+            if isinstance(inp, CarriedInput):
+                check_result(inp.result, what)
+            elif isinstance(inp, SlicedInput):
+                if inp.stride == 0:
+                    raise ModelError(f"{label}: sliced input {inp.param!r} has stride 0")
+                if inp.part_size < 1:
+                    raise ModelError(f"{label}: sliced input {inp.param!r} has part_size "
+                                     f"{inp.part_size}; it must be at least 1")
+                if not inp.keep_axis and inp.part_size != 1:
+                    raise ModelError(f"{label}: sliced input {inp.param!r} drops its axis, so its "
+                                     f"part_size must be 1, not {inp.part_size}")
+        unclaimed = [p for p in params if p not in claimed]
+        if unclaimed:
+            raise ModelError(f"{label}: body inputs {unclaimed} are fed by nothing (neither the "
+                             "iteration number, the condition, nor a loop input)")
+        for k, out in enumerate(self.outputs):
+            check_result(out.result, f"{type(out).__name__} #{k}")
+
+
+def slice_count(dim: int, start: int, end: int, stride: int, part_size: int) -> tuple[int, int]:
+    """DESIGN's slicing rule: (number of parts, first index of part 0) for an axis of size `dim`.
+
+    Part i starts at ``first + i * stride``. Raises ValueError (the caller names the input) if a part
+    would fall outside the axis.
+    """
+    s = start + dim if start < 0 else start
+    e = end + dim if end < 0 else end
+    size = part_size
+    if stride > 0:
+        n = (e - s + 1 - size) // stride + 1
+        first = s
+    else:
+        n = (s - e + 1 - size) // -stride + 1
+        first = s - size + 1
+    n = max(n, 0)
+    if n:
+        last = first + (n - 1) * stride
+        low, high = min(first, last), max(first, last) + size
+        if low < 0 or high > dim:
+            raise ValueError(f"parts span [{low}, {high}) but the axis has size {dim} "
+                             f"(start={start}, end={end}, stride={stride}, part_size={part_size})")
+    return n, first
+
+
+class GraphBuilder:
+    """Build a `Graph` in code, with no file format involved.
+
+    >>> b = GraphBuilder(opset=17)
+    >>> x = b.input("x", np.float32, (3,))
+    >>> b.output(b.node("Add", x, b.const(np.float32(1))))
+    >>> graph = b.build()
+    """
+
+    def __init__(self, name: str = "graph", opset: int = 17, opsets: dict[str, int] | None = None):
+        self.name = name
+        self.opsets = {"": opset, LOOP_DOMAIN: 1}
+        self.opsets.update(opsets or {})
+        self._inputs: list[Value] = []
+        self._outputs: list[Value] = []
+        self._nodes: list[Node] = []
+        self._initializers: dict[str, np.ndarray] = {}
+        self._counter = 0
+
+    def fresh(self, hint: str = "t") -> str:
+        self._counter += 1
+        return f"{hint}_{self._counter}"
+
+    def input(self, name: str, dtype=None, shape=None) -> str:
+        self._inputs.append(Value(name, dtype, shape))
+        return name
+
+    def const(self, value, name: str | None = None) -> str:
+        name = name or self.fresh("const")
+        self._initializers[name] = np.asarray(value)
+        return name
+
+    def node(self, op_type: str, *inputs: str, outputs: int | list[str] = 1, domain: str = "",
+             name: str = "", **attrs) -> Any:
+        """Add a node; returns its output name (or a tuple of names for several outputs)."""
+        if isinstance(outputs, int):
+            outputs = [self.fresh(op_type.lower()) for _ in range(outputs)]
+        self._nodes.append(Node(op_type, list(inputs), list(outputs), attrs, domain, name))
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def loop(self, body: Graph, inputs: list[tuple[str, LoopInput]], outputs: list[LoopOutput],
+             trip_count: int | str | None = None, initial_cond: bool | str | None = None,
+             name: str = "", **spec_fields) -> Any:
+        """Add a loop node. `inputs` pairs each outer value name with its descriptor, whose own
+        ``outer`` field is filled in here; a str trip count or condition names an outer value."""
+        node_inputs: list[str] = []
+
+        def operand(value):
+            if isinstance(value, str):
+                node_inputs.append(value)
+                return OuterInput(len(node_inputs) - 1)
+            return value
+
+        spec = LoopSpec(body, trip_count=operand(trip_count), initial_cond=operand(initial_cond),
+                        outputs=list(outputs), **spec_fields)
+        for outer_name, desc in inputs:
+            node_inputs.append(outer_name)
+            desc.outer = len(node_inputs) - 1
+            spec.inputs.append(desc)
+        names = [self.fresh("loop_out") for _ in outputs]
+        self._nodes.append(Node("Loop", node_inputs, names, {"spec": spec}, LOOP_DOMAIN, name))
+        return names[0] if len(names) == 1 else tuple(names)
+
+    def output(self, *names: str, dtype=None, shape=None) -> None:
+        for name in names:
+            self._outputs.append(Value(name, dtype, shape))
+
+    def build(self) -> Graph:
+        return Graph(list(self._nodes), list(self._inputs), list(self._outputs),
+                     dict(self._initializers), dict(self.opsets), self.name)

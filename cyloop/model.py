@@ -1,0 +1,126 @@
+"""`Model`: a compiled graph with validated feeds, safe outputs, its plan and its counters."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._compile import DEFAULT_MAX_ITERATIONS, Settings, compile_graph, driver_module
+from .errors import InputError
+from .ir import Graph
+from .plan import Plan
+
+__all__ = ["Model"]
+
+
+class Model:
+    """A graph compiled once and run many times.
+
+    ``driver``: ``"cython"`` (default) or ``"python"`` (the reference driver; the default when
+    ``CYLOOP_PURE_PYTHON=1``). ``max_iterations``: any loop reaching it raises `LoopLimitError`
+    (None: no limit).
+    """
+
+    def __init__(self, graph: Graph, *, driver: str | None = None,
+                 max_iterations: int | None = DEFAULT_MAX_ITERATIONS):
+        self.graph = graph
+        self.settings = Settings.make(driver, max_iterations)
+        self._compiled = compile_graph(graph, self.settings)
+        self._program = driver_module(self.settings).Program(self._compiled)
+        self._output_index = {v.name: k for k, v in enumerate(graph.outputs)}
+
+    @property
+    def input_names(self) -> list[str]:
+        return [v.name for v in self.graph.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [v.name for v in self.graph.outputs]
+
+    def run(self, feeds: dict, output_names: list[str] | None = None) -> dict[str, np.ndarray]:
+        """Run on `feeds` (input name -> array); returns output name -> array.
+
+        Feeds are checked against the declared inputs (`InputError`) and never written to; no
+        returned array shares memory with a feed or with another returned array.
+        """
+        args = self._check_feeds(feeds)
+        if output_names is not None:
+            unknown = [name for name in output_names if name not in self._output_index]
+            if unknown:
+                raise InputError(f"unknown output names {unknown}; the model's outputs are "
+                                 f"{self.output_names}")
+        values = self._program.run(args)
+        names = self.output_names if output_names is None else list(output_names)
+        results: dict[str, np.ndarray] = {}
+        for name in names:
+            value = np.asarray(values[self._output_index[name]])
+            if any(np.may_share_memory(value, other) for other in (*args, *results.values())):
+                value = value.copy()
+            results[name] = value
+        return results
+
+    def _check_feeds(self, feeds: dict) -> list:
+        if not isinstance(feeds, dict):
+            raise InputError(f"feeds must be a dict of input name -> array, not "
+                             f"{type(feeds).__name__}")
+        unknown = sorted(set(feeds) - set(self.input_names))
+        if unknown:
+            raise InputError(f"unknown inputs {unknown}; the model's inputs are "
+                             f"{self.input_names}")
+        missing = [name for name in self.input_names if name not in feeds]
+        if missing:
+            raise InputError(f"missing inputs {missing}; the model's inputs are "
+                             f"{self.input_names}")
+        args = []
+        bound: dict[str, tuple[int, str]] = {}
+        for declared in self.graph.inputs:
+            value = feeds[declared.name]
+            if not isinstance(value, (np.ndarray, np.generic)):
+                value = np.asarray(value, dtype=declared.dtype)
+            value = np.asarray(value)
+            if declared.dtype is not None and value.dtype != declared.dtype:
+                raise InputError(f"input {declared.name!r}: expected dtype {declared.dtype}, got "
+                                 f"{value.dtype}")
+            if declared.shape is not None:
+                if value.ndim != len(declared.shape):
+                    raise InputError(f"input {declared.name!r}: expected rank "
+                                     f"{len(declared.shape)} (shape {list(declared.shape)}), got "
+                                     f"rank {value.ndim} (shape {list(value.shape)})")
+                for axis, (want, got) in enumerate(zip(declared.shape, value.shape)):
+                    if isinstance(want, int) and want >= 0 and want != got:
+                        raise InputError(f"input {declared.name!r}: expected size {want} on "
+                                         f"axis {axis} (shape {list(declared.shape)}), got "
+                                         f"{got} (shape {list(value.shape)})")
+                    if isinstance(want, str) and want:
+                        if want in bound and bound[want][0] != got:
+                            size, first = bound[want]
+                            raise InputError(f"input {declared.name!r}: dimension {want!r} is "
+                                             f"{got} on axis {axis}, but {size} in input "
+                                             f"{first!r}")
+                        bound.setdefault(want, (got, declared.name))
+            args.append(value)
+        return args
+
+    def plan(self) -> Plan:
+        """The memory plan of every loop, with what the last runs measured."""
+        return Plan([loop.plan() for loop in self._compiled.loops])
+
+    def counters(self) -> dict[str, dict[str, int]]:
+        """Each loop's planner counters (bytes copied, allocations, ...), by loop label;
+        nested loops are listed after their parent."""
+        found = {}
+
+        def walk(loops):
+            for loop in loops:
+                found[loop.label] = loop.counters()
+                walk(loop.loops)
+
+        walk(self._compiled.loops)
+        return found
+
+    def reset_counters(self) -> None:
+        def walk(loops):
+            for loop in loops:
+                loop.reset_counters()
+                walk(loop.loops)
+
+        walk(self._compiled.loops)

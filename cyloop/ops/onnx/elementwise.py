@@ -1,0 +1,142 @@
+"""Elementwise arithmetic, comparison and logic (ONNX broadcasting is numpy's).
+
+Most kernels are numpy ufuncs returned as they are: they take ``out=`` and cost one C call.
+"""
+
+import numpy as np
+
+from ..registry import kernel
+
+# op_type -> ufunc. ONNX versions of these ops differ only in the types they allow (and Add-1..6's
+# legacy broadcast attribute, which numpy broadcasting subsumes), so one kernel serves every opset.
+_UFUNCS = {
+    "Add": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "Neg": np.negative,
+    "Abs": np.absolute,
+    "Sqrt": np.sqrt,
+    "Exp": np.exp,
+    "Log": np.log,
+    "Reciprocal": np.reciprocal,
+    "Floor": np.floor,
+    "Ceil": np.ceil,
+    "Tanh": np.tanh,
+    "Equal": np.equal,
+    "Less": np.less,
+    "LessOrEqual": np.less_equal,
+    "Greater": np.greater,
+    "GreaterOrEqual": np.greater_equal,
+    "And": np.logical_and,
+    "Or": np.logical_or,
+    "Xor": np.logical_xor,
+    "Not": np.logical_not,
+}
+
+
+def _register_ufunc(op_type, ufunc):
+    @kernel(op_type, out=True)
+    def factory(attrs):
+        return ufunc
+
+
+for _op_type, _ufunc in _UFUNCS.items():
+    _register_ufunc(_op_type, _ufunc)
+
+
+def _integer_divide(a, b, out=None):
+    """C-style integer division (truncation toward zero), as onnxruntime computes integer Div."""
+    if out is None:
+        out = np.empty(np.broadcast_shapes(np.shape(a), np.shape(b)), np.result_type(a, b))
+    quotient = np.floor_divide(a, b, out=out)
+    # floor and trunc differ where the remainder is non-zero and the signs differ: add one back.
+    fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+    return np.add(quotient, fix.astype(quotient.dtype), out=quotient)
+
+
+@kernel("Div", out=True)
+def div(attrs):
+    def divide(a, b, out=None):
+        if a.dtype.kind in "iu":
+            return _integer_divide(a, b, out=out)
+        return np.divide(a, b, out=out)
+
+    return divide
+
+
+@kernel("Pow")
+def pow_(attrs):
+    def power(base, exponent):
+        # ONNX Pow's result has the base's type, whatever the exponent's.
+        return np.power(base, exponent).astype(base.dtype, copy=False)
+
+    return power
+
+
+def _variadic(ufunc):
+    def apply(first, *rest, out=None):
+        if not rest:
+            if out is None:
+                return np.array(first, copy=True)
+            np.copyto(out, first)
+            return out
+        result = ufunc(first, rest[0], out=out)
+        for other in rest[1:]:
+            result = ufunc(result, other, out=result if out is not None else None)
+        return result
+
+    return apply
+
+
+@kernel("Max", out=True)
+def max_(attrs):
+    return _variadic(np.maximum)
+
+
+@kernel("Min", out=True)
+def min_(attrs):
+    return _variadic(np.minimum)
+
+
+@kernel("Sum", out=True)
+def sum_(attrs):
+    return _variadic(np.add)
+
+
+@kernel("Mean", out=True)
+def mean(attrs):
+    total = _variadic(np.add)
+
+    def average(*inputs, out=None):
+        result = total(*inputs, out=out)
+        return np.divide(result, result.dtype.type(len(inputs)), out=out)
+
+    return average
+
+
+@kernel("Where")
+def where(attrs):
+    return np.where
+
+
+@kernel("Sigmoid", out=True)
+def sigmoid(attrs):
+    def logistic(x, out=None):
+        # 0.5 * tanh(0.5 x) + 0.5 equals 1 / (1 + exp(-x)) and cannot overflow.
+        half = x.dtype.type(0.5)
+        if out is None:
+            out = np.empty(np.shape(x), x.dtype)
+        result = np.multiply(x, half, out=out)
+        np.tanh(result, out=result)
+        np.multiply(result, half, out=result)
+        return np.add(result, half, out=result)
+
+    return logistic
+
+
+@kernel("Relu", out=True)
+def relu(attrs):
+    def rectify(x, out=None):
+        return np.maximum(x, x.dtype.type(0), out=out)
+
+    return rectify

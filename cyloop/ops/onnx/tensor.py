@@ -1,0 +1,136 @@
+"""Shape and data movement: Identity, Constant, Cast, Shape, Reshape, Squeeze, Unsqueeze, Concat,
+Gather. Kernels that only re-view their input return numpy views (no copy)."""
+
+import numpy as np
+
+from ..registry import kernel
+from .dtypes import to_numpy_dtype
+
+
+def _axes_tuple(axes):
+    return tuple(int(a) for a in np.asarray(axes).ravel())
+
+
+@kernel("Identity")
+def identity(attrs):
+    def same(x):
+        return x
+
+    return same
+
+
+@kernel("Constant")
+def constant(attrs):
+    if "value" in attrs:
+        value = np.asarray(attrs["value"])
+    elif "value_float" in attrs:
+        value = np.array(attrs["value_float"], dtype=np.float32)
+    elif "value_floats" in attrs:
+        value = np.array(attrs["value_floats"], dtype=np.float32)
+    elif "value_int" in attrs:
+        value = np.array(attrs["value_int"], dtype=np.int64)
+    elif "value_ints" in attrs:
+        value = np.array(attrs["value_ints"], dtype=np.int64)
+    else:
+        raise ValueError(f"Constant needs one of value, value_float(s), value_int(s); got "
+                         f"{sorted(attrs)}")
+    value = value.copy()
+    value.flags.writeable = False
+
+    def produce():
+        return value
+
+    return produce
+
+
+@kernel("Cast", out=True)
+def cast(attrs):
+    dtype = to_numpy_dtype(attrs["to"])
+
+    def convert(x, out=None):
+        if out is None:
+            return np.asarray(x).astype(dtype)
+        np.copyto(out, x, casting="unsafe")
+        return out
+
+    return convert
+
+
+@kernel("Shape")
+def shape(attrs):
+    start, end = attrs.get("start", 0), attrs.get("end")
+
+    def shape_of(x):
+        return np.array(np.shape(x)[start:end], dtype=np.int64)
+
+    return shape_of
+
+
+@kernel("Reshape", since=5)
+def reshape(attrs):
+    allow_zero = bool(attrs.get("allowzero", 0))
+
+    def reshaped(data, new_shape):
+        dims = [int(d) for d in new_shape]
+        if not allow_zero:
+            # ONNX: a 0 copies the input's dimension at that position.
+            dims = [np.shape(data)[k] if d == 0 else d for k, d in enumerate(dims)]
+        return np.reshape(data, dims)
+
+    return reshaped
+
+
+@kernel("Squeeze", since=1)
+def squeeze_1(attrs):
+    axes = attrs.get("axes")
+
+    def squeezed(data):
+        return np.squeeze(data, axis=None if axes is None else _axes_tuple(axes))
+
+    return squeezed
+
+
+@kernel("Squeeze", since=13)
+def squeeze_13(attrs):
+    def squeezed(data, axes=None):
+        return np.squeeze(data, axis=None if axes is None else _axes_tuple(axes))
+
+    return squeezed
+
+
+@kernel("Unsqueeze", since=1)
+def unsqueeze_1(attrs):
+    axes = _axes_tuple(attrs["axes"])
+
+    def unsqueezed(data):
+        return np.expand_dims(data, axes)
+
+    return unsqueezed
+
+
+@kernel("Unsqueeze", since=13)
+def unsqueeze_13(attrs):
+    def unsqueezed(data, axes):
+        return np.expand_dims(data, _axes_tuple(axes))
+
+    return unsqueezed
+
+
+@kernel("Concat", since=1, out=True)
+def concat(attrs):
+    axis = int(attrs.get("axis", 1))
+
+    def joined(*inputs, out=None):
+        return np.concatenate(inputs, axis=axis, out=out)
+
+    return joined
+
+
+@kernel("Gather", since=1, out=True)
+def gather(attrs):
+    axis = int(attrs.get("axis", 0))
+
+    def gathered(data, indices, out=None):
+        return np.take(data, indices, axis=axis, out=out)
+
+    return gathered

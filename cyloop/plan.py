@@ -1,0 +1,151 @@
+"""The memory plan, for people: what each loop's inputs and outputs are, what aliases what, bytes
+preallocated and bytes copied per iteration (``Model.plan()``, ``cyloop plan``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .ir import CarriedInput, ConcatOutput, InvariantInput, OuterInput, SlicedInput
+
+__all__ = ["LoopPlan", "Plan", "describe_loop"]
+
+
+@dataclass
+class LoopPlan:
+    """One loop: rows of (port, kind, where it lives), aliasing notes, and measured counters."""
+
+    label: str
+    driver: str
+    trip_count: str
+    inputs: list[tuple[str, str, str]]
+    outputs: list[tuple[str, str, str]]
+    aliasing: list[str]
+    counters: dict[str, int]
+    nested: list[LoopPlan] = field(default_factory=list)
+
+    @property
+    def preallocated_bytes(self) -> int:
+        return self.counters.get("last_preallocated_bytes", 0)
+
+    @property
+    def copied_bytes_per_iteration(self) -> float:
+        """Bytes copied per iteration in steady state (after the first two), as last measured."""
+        steady = self.counters.get("steady_iterations", 0)
+        return self.counters.get("steady_bytes_copied", 0) / steady if steady else 0.0
+
+    def lines(self, indent: str = "") -> list[str]:
+        out = [f"{indent}loop {self.label} [{self.driver} driver]  trip count: {self.trip_count}"]
+        rows = [("input", *row) for row in self.inputs] + [("output", *row) for row in self.outputs]
+        widths = [max(len(r[k]) for r in rows) for k in range(3)] if rows else [0, 0, 0]
+        for row in rows:
+            out.append(f"{indent}  {row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  "
+                       f"{row[2]:<{widths[2]}}  {row[3]}")
+        for note in self.aliasing:
+            out.append(f"{indent}  alias: {note}")
+        c = self.counters
+        if c.get("runs"):
+            out.append(f"{indent}  measured over {c['runs']} run(s), {c['iterations']} "
+                       f"iteration(s): preallocated {self.preallocated_bytes} B in the last run, "
+                       f"{c['allocations']} planner allocation(s), "
+                       f"{self.copied_bytes_per_iteration:g} B copied per iteration in steady "
+                       f"state, {c['growth_bytes_copied']} B moved by growth")
+        else:
+            out.append(f"{indent}  not run yet: sizes and copies are measured on the first run")
+        for inner in self.nested:
+            out.extend(inner.lines(indent + "    "))
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+@dataclass
+class Plan:
+    """Every loop of a model, outermost first."""
+
+    loops: list[LoopPlan]
+
+    def __str__(self) -> str:
+        if not self.loops:
+            return "no loops"
+        return "\n\n".join(str(loop) for loop in self.loops)
+
+
+def _operand(value) -> str:
+    if isinstance(value, OuterInput):
+        return f"input #{value.index}"
+    return "none" if value is None else repr(value)
+
+
+def describe_loop(driver) -> LoopPlan:
+    """The plan of one loop driver (either driver: the pure-Python one plans no write-into)."""
+    spec = driver.spec
+    cython = type(driver).__module__.endswith("_core")
+    body = driver.body.compiled
+    producer = {step.outputs[0]: step.op_type for step in body.steps if len(step.outputs) == 1}
+    params = {v.name for v in spec.body.inputs}
+    trip = _operand(spec.trip_count)
+    if spec.slices_set_trip_count and any(isinstance(i, SlicedInput) for i in spec.inputs):
+        trip = "set by the sliced inputs" if spec.trip_count is None else f"{trip} and the slices"
+    if spec.cond_result:
+        trip += f", until {spec.cond_result!r} is false"
+
+    inputs = []
+    if spec.iteration_param:
+        inputs.append((spec.iteration_param, "iteration", "a fresh int scalar each iteration"))
+    if spec.cond_param:
+        inputs.append((spec.cond_param, "condition", "true while the body runs"))
+    for inp in spec.inputs:
+        if isinstance(inp, CarriedInput):
+            inputs.append((inp.param, "carried", f"back edge from {inp.result!r}"))
+        elif isinstance(inp, SlicedInput):
+            inputs.append((inp.param, "sliced",
+                           f"read-only view: axis {inp.axis}, start {inp.start}, end {inp.end}, "
+                           f"stride {inp.stride}, part {inp.part_size}"
+                           f"{'' if inp.keep_axis else ', axis dropped'}"))
+        elif isinstance(inp, InvariantInput):
+            inputs.append((inp.param, "invariant", "read-only view, bound once"))
+    for slot in body.input_slots[len(spec.body.inputs):]:
+        inputs.append((body.slot_names[slot], "captured", "outer-scope value, read-only view"))
+
+    outputs, aliasing = [], []
+    for j, out in enumerate(spec.outputs):
+        slot = body.slot(out.result)
+        if isinstance(out, ConcatOutput):
+            order = "reverse" if out.reverse else "forward"
+            how = "stacked on new" if out.new_axis else "joined along"
+            if not cython:
+                where = "collected, joined once after the loop"
+            elif driver.destinations.get(slot) == ("row", j):
+                where = (f"preallocated; {producer.get(slot)} writes slot i in place "
+                         f"({order})")
+            else:
+                source = "a body input" if out.result in params else \
+                    f"{producer.get(slot, 'an outer value')} (no out=)"
+                where = f"preallocated; copied into slot i from {source} ({order})"
+            outputs.append((f"#{j} {out.result}", "concatenated", f"{how} axis {out.axis}: "
+                            f"{where}"))
+        else:
+            outputs.append((f"#{j} {out.result}", "last", "value after the final iteration"))
+    for inp in spec.inputs:
+        if not isinstance(inp, CarriedInput):
+            continue
+        slot = body.slot(inp.result)
+        if inp.result in params:
+            aliasing.append(f"{inp.param} <- {inp.result}: a body input passed through, handed "
+                            "over by reference (0 copies)")
+        elif not cython:
+            aliasing.append(f"{inp.param} <- {inp.result}: handed over by reference")
+        elif driver.destinations.get(slot, ("",))[0] == "row":
+            j = driver.destinations[slot][1]
+            aliasing.append(f"{inp.param} <- {inp.result}: lives in slot i of output #{j}; the "
+                            "next iteration reads it there (0 copies)")
+        elif driver.destinations.get(slot, ("",))[0] == "pool":
+            aliasing.append(f"{inp.param} <- {inp.result}: {producer[slot]} writes into a "
+                            "ping-pong buffer pair (0 copies, 2 buffers in steady state)")
+        else:
+            aliasing.append(f"{inp.param} <- {inp.result}: handed over by reference "
+                            f"({producer.get(slot, 'an outer value')} allocates it)")
+    nested = [inner.plan() for inner in driver.loops]
+    return LoopPlan(driver.label, "cython" if cython else "pure-Python", trip, inputs, outputs,
+                    aliasing, driver.counters(), nested)
