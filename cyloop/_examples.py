@@ -36,6 +36,7 @@ def rnn(steps=64, batch=4, features=16, hidden=32, seed=0):
         + [(weights[k], InvariantInput(0, k)) for k in ("w", "u", "b")],
         outputs=[LastOutput("h_next"), ConcatOutput("h_next", axis=0)],
         name="rnn_loop",
+        output_names=["h_last", "h_all"],
     )
     g.output(h_last)
     g.output(h_all)
@@ -54,5 +55,6 @@ def counter(iterations=10_000):
     g = GraphBuilder("counter")
     acc0 = g.input("acc0", np.float32, ())
     g.output(g.loop(body.build(), inputs=[(acc0, CarriedInput(0, "acc", "acc_next"))],
-                    outputs=[LastOutput("acc_next")], trip_count=iterations, name="counter_loop"))
+                    outputs=[LastOutput("acc_next")], trip_count=iterations, name="counter_loop",
+                    output_names=["acc"]))
     return g.build(), {"acc0": np.zeros((), np.float32)}

@@ -358,9 +358,10 @@ class GraphBuilder:
 
     def loop(self, body: Graph, inputs: list[tuple[str, LoopInput]], outputs: list[LoopOutput],
              trip_count: int | str | None = None, initial_cond: bool | str | None = None,
-             name: str = "", **spec_fields) -> Any:
+             name: str = "", output_names: list[str] | None = None, **spec_fields) -> Any:
         """Add a loop node. `inputs` pairs each outer value name with its descriptor, whose own
-        ``outer`` field is filled in here; a str trip count or condition names an outer value."""
+        ``outer`` field is filled in here; a str trip count or condition names an outer value.
+        Returns the output name(s): `output_names`, or fresh ones."""
         node_inputs: list[str] = []
 
         def operand(value):
@@ -375,7 +376,7 @@ class GraphBuilder:
             node_inputs.append(outer_name)
             desc.outer = len(node_inputs) - 1
             spec.inputs.append(desc)
-        names = [self.fresh("loop_out") for _ in outputs]
+        names = list(output_names) if output_names else [self.fresh("loop_out") for _ in outputs]
         self._nodes.append(Node("Loop", node_inputs, names, {"spec": spec}, LOOP_DOMAIN, name))
         return names[0] if len(names) == 1 else tuple(names)
 

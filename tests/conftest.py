@@ -1,0 +1,26 @@
+"""Shared helpers. The default driver follows CYLOOP_PURE_PYTHON, so CI runs every test under both
+drivers; tests about the Cython planner's own counters ask for the Cython driver by name."""
+
+import numpy as np
+import pytest
+
+import cyloop
+
+
+def run_both(graph, feeds, **kwargs):
+    """Run `graph` on both drivers; assert they agree exactly; return the default driver's result."""
+    results = {}
+    for driver in ("cython", "python"):
+        model = cyloop.Model(graph, driver=driver, **kwargs)
+        results[driver] = model.run({k: v.copy() for k, v in feeds.items()})
+    for name, value in results["cython"].items():
+        other = results["python"][name]
+        assert value.shape == other.shape, name
+        assert value.dtype == other.dtype, name
+        np.testing.assert_array_equal(value, other, err_msg=name)
+    return results[cyloop.Model(graph).settings.driver]
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)

@@ -1,0 +1,191 @@
+"""Aliasing hazards: the planner's in-place writes must never change what a body computes, touch a
+caller's array, or overwrite an array already handed back."""
+
+import numpy as np
+
+import cyloop
+from cyloop.ir import (
+    CarriedInput,
+    ConcatOutput,
+    GraphBuilder,
+    InvariantInput,
+    LastOutput,
+    SlicedInput,
+)
+
+from .conftest import run_both
+
+
+def _loop(build_body, carried, sliced=(), invariant=(), outputs=(), n=6, shape=(3,)):
+    """A graph with one loop; `build_body(b)` adds the body nodes and outputs."""
+    body = GraphBuilder("body")
+    g = GraphBuilder("outer")
+    inputs = []
+    for param, result in carried:
+        body.input(param, np.float64, shape)
+        inputs.append((g.input(f"{param}0", np.float64, shape), CarriedInput(0, param, result)))
+    for param in sliced:
+        body.input(param, np.float64, shape)
+        inputs.append((g.input(f"{param}_seq", np.float64, ("T", *shape)),
+                       SlicedInput(0, param)))
+    for param, outer in invariant:
+        body.input(param, np.float64, None)
+        g.input(outer, np.float64, None)
+        inputs.append((outer, InvariantInput(0, param)))
+    build_body(body)
+    names = [f"out{j}" for j in range(len(outputs))]
+    g.loop(body.build(), inputs=inputs, outputs=list(outputs),
+           trip_count=None if sliced else n, output_names=names)
+    g.output(*names)
+    return g.build()
+
+
+def test_body_reads_carried_value_after_computing_the_next(rng):
+    def body(b):
+        c_next = b.node("Add", "c", b.const(1.0), outputs=["c_next"])
+        y = b.node("Mul", "c", b.const(2.0), outputs=["y"])  # reads the old c afterwards
+        b.output(c_next, y)
+
+    graph = _loop(body, [("c", "c_next")],
+                  outputs=[LastOutput("c_next"), ConcatOutput("y"), ConcatOutput("c_next")])
+    c0 = rng.standard_normal(3)
+    out = run_both(graph, {"c0": c0})
+    c, cs, ys = c0, [], []
+    for _ in range(6):
+        c_next = c + 1.0
+        ys.append(c * 2.0)
+        cs.append(c_next)
+        c = c_next
+    expected_c = np.stack(cs)
+    np.testing.assert_array_equal(out["out2"], expected_c)
+    np.testing.assert_array_equal(out["out1"], np.stack(ys))
+    np.testing.assert_array_equal(out["out0"], expected_c[-1])
+
+
+def test_body_returning_its_input_unchanged(rng):
+    def body(b):
+        b.output("c")
+
+    graph = _loop(body, [("c", "c")], outputs=[LastOutput("c"), ConcatOutput("c")])
+    c0 = rng.standard_normal(3)
+    out = run_both(graph, {"c0": c0})
+    np.testing.assert_array_equal(out["out0"], c0)
+    np.testing.assert_array_equal(out["out1"], np.stack([c0] * 6))
+    assert not np.may_share_memory(out["out0"], c0)
+
+
+def test_one_result_feeds_a_back_edge_and_two_outputs(rng):
+    def body(b):
+        b.output(b.node("Add", "c", "x_t", outputs=["r"]))
+
+    graph = _loop(body, [("c", "r")], sliced=["x_t"],
+                  outputs=[LastOutput("r"), ConcatOutput("r"), ConcatOutput("r", reverse=True)])
+    c0, xs = rng.standard_normal(3), rng.standard_normal((5, 3))
+    out = run_both(graph, {"c0": c0, "x_t_seq": xs})
+    c, rows = c0, []
+    for x_t in xs:
+        c = c + x_t
+        rows.append(c)
+    expected = np.stack(rows)
+    np.testing.assert_array_equal(out["out1"], expected)
+    np.testing.assert_array_equal(out["out2"], expected[::-1])
+    np.testing.assert_array_equal(out["out0"], expected[-1])
+    assert not np.may_share_memory(out["out0"], out["out1"])
+
+
+def test_swapped_carried_values(rng):
+    """a <- b and b <- a + 1: each pool buffer is read through the other carried value."""
+    def body(b):
+        a_next = b.node("Identity", "b", outputs=["a_next"])
+        b_next = b.node("Add", "a", b.const(1.0), outputs=["b_next"])
+        b.output(a_next, b_next)
+
+    graph = _loop(body, [("a", "a_next"), ("b", "b_next")], n=9,
+                  outputs=[LastOutput("a_next"), LastOutput("b_next")])
+    a, b = rng.standard_normal(3), rng.standard_normal(3)
+    out = run_both(graph, {"a0": a, "b0": b})
+    for _ in range(9):
+        a, b = b, a + 1
+    np.testing.assert_array_equal(out["out0"], a)
+    np.testing.assert_array_equal(out["out1"], b)
+
+
+def test_carried_view_of_another_carried_buffer(rng):
+    """c <- reshape(d) (a view) while d <- c * 2 is written in place: the view must survive."""
+    def body(b):
+        shape = b.const(np.array([3], np.int64))
+        c_next = b.node("Reshape", "d", shape, outputs=["c_next"])
+        d_next = b.node("Mul", "c", b.const(2.0), outputs=["d_next"])
+        b.output(c_next, d_next)
+
+    graph = _loop(body, [("c", "c_next"), ("d", "d_next")], n=8,
+                  outputs=[LastOutput("c_next"), LastOutput("d_next")])
+    c, d = rng.standard_normal(3), rng.standard_normal(3)
+    out = run_both(graph, {"c0": c, "d0": d})
+    for _ in range(8):
+        c, d = d, c * 2
+    np.testing.assert_array_equal(out["out0"], c)
+    np.testing.assert_array_equal(out["out1"], d)
+
+
+def test_sliced_input_also_used_as_invariant(rng):
+    body = GraphBuilder("body")
+    body.input("x_t", np.float64, (3,))
+    body.input("x_all", np.float64, (4, 3))
+    first_row = body.node("Gather", "x_all", body.const(np.int64(0)), axis=0)
+    body.output(body.node("Add", "x_t", first_row, outputs=["y"]))
+    g = GraphBuilder()
+    g.input("x", np.float64, (4, 3))
+    g.loop(body.build(), inputs=[("x", SlicedInput(0, "x_t")), ("x", InvariantInput(0, "x_all"))],
+           outputs=[ConcatOutput("y")], output_names=["ys"])
+    g.output("ys")
+    x = rng.standard_normal((4, 3))
+    out = run_both(g.build(), {"x": x})
+    np.testing.assert_array_equal(out["ys"], x + x[0])
+
+
+def test_caller_arrays_unchanged_and_never_aliased(rng):
+    def body(b):
+        b.output(b.node("Add", "c", "x_t", outputs=["c_next"]), "w")
+
+    graph = _loop(body, [("c", "c_next")], sliced=["x_t"], invariant=[("w", "w_outer")],
+                  outputs=[LastOutput("c_next"), ConcatOutput("c_next"), LastOutput("w")])
+    feeds = {"c0": rng.standard_normal(3), "x_t_seq": rng.standard_normal((5, 3)),
+             "w_outer": rng.standard_normal(2)}
+    before = {k: v.copy() for k, v in feeds.items()}
+    for driver in ("cython", "python"):
+        out = cyloop.Model(graph, driver=driver).run(feeds)
+        for name, value in feeds.items():
+            assert value.tobytes() == before[name].tobytes(), name
+            for result in out.values():
+                assert not np.may_share_memory(result, value)
+        np.testing.assert_array_equal(out["out2"], feeds["w_outer"])
+
+
+def test_zero_iterations_return_copies_of_initial_values(rng):
+    def body(b):
+        b.output(b.node("Add", "c", b.const(1.0), outputs=["c_next"]), dtype=np.float64,
+                 shape=(3,))
+
+    graph = _loop(body, [("c", "c_next")], n=0, outputs=[LastOutput("c_next"),
+                                                         ConcatOutput("c_next")])
+    c0 = rng.standard_normal(3)
+    out = run_both(graph, {"c0": c0})
+    np.testing.assert_array_equal(out["out0"], c0)
+    assert not np.may_share_memory(out["out0"], c0)
+    assert out["out1"].shape == (0, 3) and out["out1"].dtype == np.float64
+
+
+def test_outputs_of_an_earlier_run_are_not_overwritten(rng):
+    def body(b):
+        b.output(b.node("Add", "c", "x_t", outputs=["c_next"]))
+
+    graph = _loop(body, [("c", "c_next")], sliced=["x_t"],
+                  outputs=[LastOutput("c_next"), ConcatOutput("c_next")])
+    model = cyloop.Model(graph)
+    first_feeds = {"c0": rng.standard_normal(3), "x_t_seq": rng.standard_normal((5, 3))}
+    first = model.run(first_feeds)
+    kept = {k: v.copy() for k, v in first.items()}
+    model.run({"c0": rng.standard_normal(3), "x_t_seq": rng.standard_normal((5, 3))})
+    for name in first:
+        np.testing.assert_array_equal(first[name], kept[name])

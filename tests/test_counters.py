@@ -1,0 +1,72 @@
+"""The Cython planner's counters: what it copies and allocates. These tests ask for the Cython
+driver by name, since the counters describe its memory plan (the reference driver has none)."""
+
+import numpy as np
+import pytest
+
+import cyloop
+from cyloop import _examples
+
+
+def _counters(model):
+    (counters,) = model.counters().values()
+    return counters
+
+
+@pytest.mark.parametrize("steps", [5, 50], ids=["5-steps", "50-steps"])
+def test_carried_and_emitted_value_costs_no_copy_in_steady_state(steps):
+    graph, feeds = _examples.rnn(steps=steps)
+    model = cyloop.Model(graph, driver="cython")
+    out = model.run(feeds)
+    c = _counters(model)
+    assert c["steady_bytes_copied"] == 0
+    # Only the first result is copied (it sizes the buffer); every later one is written in place.
+    assert c["copies"] == 1 and c["in_place_writes"] == steps - 1
+    # One allocation: the scan output itself, no final concatenation and no carried buffers.
+    assert c["allocations"] == 1
+    assert c["last_preallocated_bytes"] == out["h_all"].nbytes
+    reference = cyloop.Model(graph, driver="python").run(feeds)
+    np.testing.assert_array_equal(out["h_all"], reference["h_all"])
+
+
+def test_planner_allocations_do_not_grow_with_the_iteration_count():
+    allocations = []
+    for n in (10, 1000):
+        graph, feeds = _examples.counter(n)
+        model = cyloop.Model(graph, driver="cython")
+        assert model.run(feeds)["acc"] == n
+        c = _counters(model)
+        assert c["steady_bytes_copied"] == 0
+        allocations.append(c["allocations"])
+    assert allocations[0] == allocations[1] == 2  # a ping-pong pair
+
+
+def test_pass_through_result_is_copied_into_its_slot():
+    """The plan is honest: a body input emitted as is must be copied, and the counter says so."""
+    b = cyloop.GraphBuilder("body")
+    b.input("x_t", np.float32, (4,))
+    b.output("x_t")
+    g = cyloop.GraphBuilder()
+    g.input("x", np.float32, (6, 4))
+    g.loop(b.build(), inputs=[("x", cyloop.SlicedInput(0, "x_t"))],
+           outputs=[cyloop.ConcatOutput("x_t")], output_names=["ys"])
+    g.output("ys")
+    model = cyloop.Model(g.build(), driver="cython")
+    x = np.arange(24, dtype=np.float32).reshape(6, 4)
+    np.testing.assert_array_equal(model.run({"x": x})["ys"], x)
+    c = _counters(model)
+    assert c["copies"] == 6 and c["bytes_copied"] == x.nbytes
+    assert model.plan().loops[0].copied_bytes_per_iteration == 16
+
+
+def test_plan_shows_aliasing():
+    graph, feeds = _examples.rnn(steps=8)
+    model = cyloop.Model(graph, driver="cython")
+    model.run(feeds)
+    text = str(model.plan())
+    assert "h <- h_next: lives in slot i of output #1" in text
+    assert "Tanh writes slot i in place" in text
+    assert "sliced" in text and "invariant" in text and "carried" in text
+    (loop,) = model.plan().loops
+    assert loop.preallocated_bytes == 8 * 4 * 32 * 4
+    assert loop.copied_bytes_per_iteration == 0

@@ -1,0 +1,118 @@
+"""Trip counts and conditions: zero iterations, loops stopped by their condition (bounded or not,
+forward or reverse, with growth), max_iterations, and Ctrl-C."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import cyloop
+from cyloop.ir import ConcatOutput, GraphBuilder, LastOutput
+
+from .conftest import run_both
+
+
+def _counting_loop(stop_after, row=(2,), trip_count=None, reverse=False, new_axis=True):
+    """Emits rows filled with the iteration number; the body's condition turns false at
+    iteration `stop_after` (that iteration is still emitted)."""
+    body = GraphBuilder("body")
+    i = body.input("i", np.int64, ())
+    body.input("cond_in", np.bool_, ())
+    limit = body.const(np.int64(stop_after))
+    cond = body.node("Less", i, limit, outputs=["cond_out"])
+    filled = body.node("Add", body.const(np.zeros(row, np.int64)), i, outputs=["y"])
+    body.output(cond, filled)
+    g = GraphBuilder()
+    g.input("m", np.int64, ())
+    g.loop(body.build(), inputs=[],
+           outputs=[ConcatOutput("y", reverse=reverse, new_axis=new_axis)],
+           trip_count="m" if trip_count else None, iteration_param="i", cond_param="cond_in",
+           cond_result="cond_out", output_names=["ys"])
+    g.output("ys")
+    return g.build(), {"m": np.int64(trip_count or 0)}
+
+
+def _expected(n, row, reverse):
+    rows = [np.full(row, i, np.int64) for i in range(n)]
+    return np.stack(rows[::-1] if reverse else rows)
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("trip_count", [None, 100, 5], ids=["unbounded", "bound-100", "bound-5"])
+def test_condition_stops_the_loop(trip_count, reverse):
+    graph, feeds = _counting_loop(9, trip_count=trip_count, reverse=reverse)
+    out = run_both(graph, feeds)
+    n = min(10, trip_count or 10)
+    np.testing.assert_array_equal(out["ys"], _expected(n, (2,), reverse))
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_unbounded_output_grows_geometrically(reverse):
+    """Rows of 256 KiB: the first buffer holds 256 of them, so 600 iterations grow it twice."""
+    graph, feeds = _counting_loop(599, row=(32768,), reverse=reverse)
+    model = cyloop.Model(graph, driver="cython")
+    out = model.run(feeds)["ys"]
+    np.testing.assert_array_equal(out, _expected(600, (32768,), reverse))
+    (counters,) = model.counters().values()
+    assert counters["growth_bytes_copied"] > 0
+    assert counters["allocations"] == 3
+
+
+def test_zero_trip_count_gives_empty_outputs():
+    body = GraphBuilder("body")
+    body.input("c", np.float32, (2, 3))
+    body.output(body.node("Neg", "c", outputs=["c_next"]), dtype=np.float32, shape=(2, 3))
+    g = GraphBuilder()
+    g.input("c0", np.float32, (2, 3))
+    g.loop(body.build(), inputs=[("c0", cyloop.CarriedInput(0, "c", "c_next"))],
+           outputs=[LastOutput("c_next"), ConcatOutput("c_next", axis=1)], trip_count=0,
+           output_names=["last", "all"])
+    g.output("last", "all")
+    c0 = np.ones((2, 3), np.float32)
+    out = run_both(g.build(), {"c0": c0})
+    np.testing.assert_array_equal(out["last"], c0)
+    assert out["all"].shape == (2, 0, 3)
+
+
+def test_max_iterations_stops_an_endless_loop():
+    graph, feeds = _counting_loop(10**12)
+    for driver in ("cython", "python"):
+        model = cyloop.Model(graph, driver=driver, max_iterations=50)
+        with pytest.raises(cyloop.LoopLimitError, match="reached max_iterations=50"):
+            model.run(feeds)
+
+
+def test_initial_condition_false_runs_nothing():
+    graph, feeds = _counting_loop(3)
+    graph.nodes[0].attrs["spec"].initial_cond = False
+    out = run_both(graph, feeds)
+    assert out["ys"].shape == (0,)
+
+
+INTERRUPT_SCRIPT = textwrap.dedent("""
+    import os, signal, threading, sys
+    import numpy as np
+    from cyloop import _examples, Model
+    graph, feeds = _examples.counter(10**7)
+    model = Model(graph, driver=sys.argv[1])
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    try:
+        model.run(feeds)
+    except KeyboardInterrupt:
+        (counters,) = model.counters().values()
+        print("interrupted", counters["iterations"])
+    else:
+        print("finished")
+""")
+
+
+@pytest.mark.parametrize("driver", ["cython", "python"])
+def test_ctrl_c_interrupts_a_long_loop(driver):
+    env = dict(os.environ)
+    proc = subprocess.run([sys.executable, "-c", INTERRUPT_SCRIPT, driver], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("interrupted"), proc.stdout

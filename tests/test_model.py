@@ -1,0 +1,141 @@
+"""`Model`: feed validation, output names, compile-time model errors, and kernel failures."""
+
+import numpy as np
+import pytest
+
+import cyloop
+from cyloop import _examples
+from cyloop.ir import CarriedInput, GraphBuilder, LastOutput, SlicedInput
+
+
+@pytest.fixture
+def rnn():
+    graph, feeds = _examples.rnn(steps=4)
+    return cyloop.Model(graph), feeds
+
+
+@pytest.mark.parametrize("change,error", [
+    (lambda f: f.pop("h0"), r"missing inputs \['h0'\]"),
+    (lambda f: f.update(extra=np.zeros(1)), r"unknown inputs \['extra'\]"),
+    (lambda f: f.update(h0=f["h0"].astype(np.float64)),
+     "input 'h0': expected dtype float32, got float64"),
+    (lambda f: f.update(h0=f["h0"][0]), r"input 'h0': expected rank 2 \(shape \[4, 32\]\), got "
+                                        r"rank 1"),
+    (lambda f: f.update(h0=np.zeros((4, 31), np.float32)),
+     r"input 'h0': expected size 32 on axis 1 .* got 31"),
+], ids=["missing", "unknown", "dtype", "rank", "fixed-dim"])
+def test_bad_feeds_raise_input_error(rnn, change, error):
+    model, feeds = rnn
+    change(feeds)
+    with pytest.raises(cyloop.InputError, match=error):
+        model.run(feeds)
+
+
+def test_symbolic_dimensions_accept_any_size_but_must_agree():
+    g = GraphBuilder()
+    g.input("a", np.float32, ("N", 2))
+    g.input("b", np.float32, ("N",))
+    g.output(g.node("Identity", "a"))
+    model = cyloop.Model(g.build())
+    for n in (1, 5):
+        model.run({"a": np.zeros((n, 2), np.float32), "b": np.zeros(n, np.float32)})
+    with pytest.raises(cyloop.InputError, match="dimension 'N' is 3 on axis 0, but 2 in input "
+                                                "'a'"):
+        model.run({"a": np.zeros((2, 2), np.float32), "b": np.zeros(3, np.float32)})
+
+
+def test_output_names_select_and_order(rnn):
+    model, feeds = rnn
+    assert model.input_names == ["x", "h0"] and model.output_names == ["h_last", "h_all"]
+    out = model.run(feeds, output_names=["h_all"])
+    assert list(out) == ["h_all"]
+    with pytest.raises(cyloop.InputError, match="unknown output names"):
+        model.run(feeds, output_names=["nope"])
+
+
+def test_identity_graph_output_is_a_copy():
+    g = GraphBuilder()
+    g.input("x", np.float32, (3,))
+    g.output(g.node("Identity", "x", outputs=["y"]))
+    x = np.arange(3, dtype=np.float32)
+    y = cyloop.Model(g.build()).run({"x": x})["y"]
+    np.testing.assert_array_equal(y, x)
+    assert not np.may_share_memory(x, y)
+
+
+def test_undefined_name_is_a_model_error():
+    g = GraphBuilder()
+    g.input("x", np.float32, (3,))
+    g.output(g.node("Add", "x", "ghost", name="adder"))
+    with pytest.raises(cyloop.ModelError, match="node 'adder'.*'ghost' is not defined"):
+        cyloop.Model(g.build())
+
+
+@pytest.mark.parametrize("desc,error", [
+    (SlicedInput(0, "x_t", stride=0), "stride 0"),
+    (SlicedInput(0, "x_t", part_size=0, keep_axis=True), "part_size 0"),
+    (SlicedInput(0, "x_t", part_size=2), "part_size must be 1"),
+    (SlicedInput(0, "nope"), "names body input 'nope'"),
+    (CarriedInput(0, "x_t", "missing"), "names body output 'missing'"),
+], ids=["stride-0", "part-0", "drop-axis-part-2", "unknown-param", "unknown-result"])
+def test_bad_loop_specs_fail_at_compile_time(desc, error):
+    body = GraphBuilder("body")
+    body.input("x_t", np.float32, None)
+    body.output(body.node("Neg", "x_t", outputs=["y"]))
+    g = GraphBuilder()
+    g.input("x", np.float32, None)
+    g.loop(body.build(), inputs=[("x", desc)], outputs=[LastOutput("y")], name="L")
+    g.output(g._nodes[-1].outputs[0])
+    with pytest.raises(cyloop.ModelError, match=f"node 'L'.*{error}"):
+        cyloop.Model(g.build())
+
+
+def test_unfed_body_input_is_a_model_error():
+    body = GraphBuilder("body")
+    body.input("a", np.float32, None)
+    body.input("b", np.float32, None)
+    body.output(body.node("Add", "a", "b", outputs=["y"]))
+    g = GraphBuilder()
+    g.input("x", np.float32, None)
+    g.loop(body.build(), inputs=[("x", CarriedInput(0, "a", "y"))], outputs=[LastOutput("y")],
+           trip_count=2, name="L")
+    g.output(g._nodes[-1].outputs[0])
+    with pytest.raises(cyloop.ModelError, match=r"body inputs \['b'\] are fed by nothing"):
+        cyloop.Model(g.build())
+
+
+def test_kernel_failure_names_the_node():
+    g = GraphBuilder()
+    g.input("a", np.float32, (2, 3))
+    g.input("b", np.float32, (4, 5))
+    g.output(g.node("MatMul", "a", "b", name="mm"))
+    for driver in ("cython", "python"):
+        with pytest.raises(cyloop.ExecutionError, match="node 'mm' \\(MatMul\\) failed"):
+            cyloop.Model(g.build(), driver=driver).run(
+                {"a": np.ones((2, 3), np.float32), "b": np.ones((4, 5), np.float32)})
+
+
+def test_outer_scope_values_are_read_by_name_in_nested_loops():
+    """The inner body reads `w` from the outermost graph without it being a loop input."""
+    inner = GraphBuilder("inner")
+    inner.input("c", np.float64, (2,))
+    inner.output(inner.node("Add", "c", "w", outputs=["c_next"]))
+    outer = GraphBuilder("outer_body")
+    outer.input("d", np.float64, (2,))
+    outer.loop(inner.build(), inputs=[("d", CarriedInput(0, "c", "c_next"))],
+               outputs=[LastOutput("c_next")], trip_count=3, output_names=["d3"])
+    outer.output(outer.node("Mul", "d3", outer.const(2.0), outputs=["d_next"]))
+    g = GraphBuilder()
+    g.input("d0", np.float64, (2,))
+    g.input("w", np.float64, (2,))
+    g.loop(outer.build(), inputs=[("d0", CarriedInput(0, "d", "d_next"))],
+           outputs=[LastOutput("d_next")], trip_count=4, output_names=["out"])
+    g.output("out")
+    d, w = np.array([1.0, -2.0]), np.array([0.5, 3.0])
+    expected = d
+    for _ in range(4):
+        expected = (expected + 3 * w) * 2
+    for driver in ("cython", "python"):
+        model = cyloop.Model(g.build(), driver=driver)
+        np.testing.assert_allclose(model.run({"d0": d, "w": w})["out"], expected)
+        assert len(model.plan().loops[0].nested) == 1

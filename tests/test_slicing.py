@@ -1,0 +1,178 @@
+"""Slicing and concatenation arithmetic: Cython driver == pure-Python driver == a direct numpy
+computation of DESIGN's rules, on random shapes, axes, start/end, strides, part sizes and orders."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cyloop
+from cyloop import _core
+from cyloop.ir import (
+    CarriedInput,
+    ConcatOutput,
+    GraphBuilder,
+    LastOutput,
+    SlicedInput,
+    slice_count,
+)
+
+
+def oracle_parts(x, axis, start, end, stride, part, keep_axis):
+    """DESIGN's TensorIterator rule, element by element. None if a part leaves the axis."""
+    dim = x.shape[axis]
+    s = start + dim if start < 0 else start
+    e = end + dim if end < 0 else end
+    parts, i = [], 0
+    while True:
+        if stride > 0:
+            lo = s + i * stride
+            hi = lo + part - 1
+            if hi > e:
+                break
+        else:
+            hi = s - i * -stride
+            lo = hi - part + 1
+            if lo < e:
+                break
+        if lo < 0 or hi >= dim:
+            return None
+        block = np.take(x, list(range(lo, hi + 1)), axis=axis)
+        parts.append(block if keep_axis else np.squeeze(block, axis))
+        i += 1
+    return parts
+
+
+@given(dim=st.integers(0, 12), start=st.integers(-14, 14), end=st.integers(-14, 14),
+       stride=st.integers(-4, 4).filter(bool), part=st.integers(1, 4))
+def test_slice_count_matches_the_rule(dim, start, end, stride, part):
+    x = np.arange(max(dim, 1))[:dim]
+    expected = oracle_parts(x, 0, start, end, stride, part, True)
+    if expected is None:
+        with pytest.raises(ValueError, match="size"):
+            slice_count(dim, start, end, stride, part)
+        with pytest.raises(ValueError, match="size"):
+            _core.slice_count(dim, start, end, stride, part)
+        return
+    n, first = slice_count(dim, start, end, stride, part)
+    assert (n, first) == _core.slice_count(dim, start, end, stride, part)
+    assert n == len(expected)
+    for i, block in enumerate(expected):
+        assert block[0] == first + i * stride
+
+
+def _sliced_loop(shape, axis, start, end, stride, part, keep_axis, out_axis, reverse):
+    """y_i = 2 x_i + 1 emitted (joined or stacked on out_axis), and acc = acc + x_i carried."""
+    part_shape = list(shape)
+    if keep_axis:
+        part_shape[axis] = part
+    else:
+        del part_shape[axis]
+    body = GraphBuilder("body")
+    x_t = body.input("x_t", np.float64, tuple(part_shape))
+    acc = body.input("acc", np.float64, tuple(part_shape))
+    y = body.node("Add", body.node("Mul", x_t, body.const(2.0)), body.const(1.0), outputs=["y"])
+    acc_next = body.node("Add", acc, x_t, outputs=["acc_next"])
+    body.output(y, dtype=np.float64, shape=tuple(part_shape))
+    body.output(acc_next)
+    g = GraphBuilder("sliced")
+    x = g.input("x", np.float64, tuple(shape))
+    acc0 = g.input("acc0", np.float64, tuple(part_shape))
+    g.loop(body.build(),
+           inputs=[(x, SlicedInput(0, "x_t", axis, start, end, stride, part, keep_axis)),
+                   (acc0, CarriedInput(0, "acc", "acc_next"))],
+           outputs=[ConcatOutput("y", out_axis, reverse, new_axis=not keep_axis),
+                    LastOutput("acc_next")],
+           output_names=["ys", "acc"])
+    g.output("ys", "acc")
+    return g.build()
+
+
+@st.composite
+def sliced_cases(draw):
+    rank = draw(st.integers(1, 3))
+    shape = draw(st.lists(st.integers(1, 6), min_size=rank, max_size=rank))
+    axis = draw(st.integers(-rank, rank - 1))
+    dim = shape[axis]
+    keep_axis = draw(st.booleans())
+    part = draw(st.integers(1, min(dim, 3))) if keep_axis else 1
+    stride_size = draw(st.integers(1, 3))
+    stride = stride_size if draw(st.booleans()) else -stride_size
+    start = draw(st.integers(-dim, dim - 1))
+    end = draw(st.integers(-dim, dim - 1))
+    part_rank = rank if keep_axis else rank - 1
+    if keep_axis:
+        out_axis = draw(st.integers(-part_rank, part_rank - 1))
+    else:
+        out_axis = draw(st.integers(-(part_rank + 1), part_rank))
+    reverse = draw(st.booleans())
+    return shape, axis, start, end, stride, part, keep_axis, out_axis, reverse
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=sliced_cases())
+def test_sliced_loop_matches_numpy(case):
+    shape, axis, start, end, stride, part, keep_axis, out_axis, reverse = case
+    x = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
+    graph = _sliced_loop(*case)
+    parts = oracle_parts(x, axis % len(shape), start, end, stride, part, keep_axis)
+    acc0 = np.zeros(parts[0].shape if parts else graph.inputs[1].shape)
+    feeds = {"x": x, "acc0": acc0}
+    if parts is None:
+        for driver in ("cython", "python"):
+            with pytest.raises(cyloop.ModelError, match="outside axis|fall outside"):
+                cyloop.Model(graph, driver=driver).run(feeds)
+        return
+    got = {driver: cyloop.Model(graph, driver=driver).run(feeds) for driver in ("cython",
+                                                                                 "python")}
+    ys = [2 * p + 1 for p in parts]
+    if reverse:
+        ys = ys[::-1]
+    if not ys:
+        assert got["cython"]["ys"].size == 0 and got["python"]["ys"].size == 0
+    else:
+        expected = np.concatenate(ys, out_axis) if keep_axis else np.stack(ys, out_axis)
+        for driver in ("cython", "python"):
+            np.testing.assert_array_equal(got[driver]["ys"], expected, err_msg=driver)
+    expected_acc = acc0 + sum(parts) if parts else acc0
+    for driver in ("cython", "python"):
+        np.testing.assert_array_equal(got[driver]["acc"], expected_acc, err_msg=driver)
+
+
+def test_loop5_sliced_inputs_limit_but_do_not_set_the_trip_count():
+    """Loop-5: the trip count decides; running past a sliced input's last part is a model error."""
+    body = GraphBuilder("body")
+    body.input("x_t", np.float32, (1, 2))
+    body.output(body.node("Identity", "x_t", outputs=["y"]))
+    g = GraphBuilder()
+    g.input("x", np.float32, (3, 2))
+    g.input("n", np.int64, ())
+    g.loop(body.build(), inputs=[("x", SlicedInput(0, "x_t", 0, 0, -1, 1, 1, True))],
+           outputs=[ConcatOutput("y", 0, new_axis=False)], trip_count="n",
+           slices_set_trip_count=False, output_names=["ys"])
+    g.output("ys")
+    graph = g.build()
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    for driver in ("cython", "python"):
+        model = cyloop.Model(graph, driver=driver)
+        np.testing.assert_array_equal(model.run({"x": x, "n": np.int64(2)})["ys"], x[:2])
+        with pytest.raises(cyloop.ModelError, match="runs past the last slice of sliced input "
+                                                    "'x_t'"):
+            model.run({"x": x, "n": np.int64(4)})
+
+
+def test_sliced_inputs_must_agree_on_the_count():
+    body = GraphBuilder("body")
+    body.input("a_t", np.float32, ())
+    body.input("b_t", np.float32, ())
+    body.output(body.node("Add", "a_t", "b_t", outputs=["y"]))
+    g = GraphBuilder()
+    g.input("a", np.float32, ("N",))
+    g.input("b", np.float32, ("M",))
+    g.loop(body.build(), inputs=[("a", SlicedInput(0, "a_t")), ("b", SlicedInput(0, "b_t"))],
+           outputs=[ConcatOutput("y")], output_names=["ys"])
+    g.output("ys")
+    for driver in ("cython", "python"):
+        with pytest.raises(cyloop.ModelError, match="disagree.*'a_t': 3, 'b_t': 4"):
+            cyloop.Model(g.build(), driver=driver).run({"a": np.ones(3, np.float32),
+                                                        "b": np.ones(4, np.float32)})
