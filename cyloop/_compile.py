@@ -20,7 +20,7 @@ from . import ops
 from .errors import ModelError
 from .ir import LOOP_DOMAIN, CarriedInput, ConcatOutput, Graph, LoopSpec, Node
 
-__all__ = ["CompiledStep", "CompiledProgram", "Settings", "compile_graph", "driver_module"]
+__all__ = ["CompiledProgram", "CompiledStep", "Settings", "compile_graph", "driver_module"]
 
 DEFAULT_MAX_ITERATIONS = 100_000_000
 

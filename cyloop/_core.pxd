@@ -43,6 +43,7 @@ cdef class LoopDriver:
     cdef list invariants
     cdef list capture_slots
     cdef list outputs
+    cdef list last_outputs
     cdef list producer
     # counters, accumulated over every call
     cdef public long long runs

@@ -23,7 +23,6 @@ Design: the planner's invariants.
    arrays handed back earlier are never overwritten.
 """
 
-cimport cython
 cimport numpy as cnp
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.ref cimport PyObject, Py_INCREF
@@ -36,7 +35,7 @@ from cyloop._strided_copy cimport cyl_strided_copy
 import numpy as np
 
 from .errors import CyloopError, ExecutionError, LoopLimitError, ModelError
-from .ir import CarriedInput, ConcatOutput, InvariantInput, OuterInput, SlicedInput
+from .ir import CarriedInput, ConcatOutput, OuterInput, SlicedInput
 
 cnp.import_array()
 
@@ -82,7 +81,7 @@ cdef cnp.ndarray _aligned_empty(tuple shape, cnp.dtype dtype):
         raise MemoryError(f"cannot allocate {nbytes} bytes for an array of shape {shape}")
     Py_INCREF(dtype)  # PyArray_NewFromDescr steals it
     arr = PyArray_NewFromDescr(np.ndarray, dtype, nd, dims, NULL, block.ptr,
-                                   cnp.NPY_ARRAY_CARRAY, None)
+                               cnp.NPY_ARRAY_CARRAY, None)
     cnp.set_array_base(arr, block)
     return arr
 
@@ -98,7 +97,7 @@ cdef object _view(cnp.ndarray base, char *data, int nd, cnp.npy_intp *dims,
     cdef cnp.dtype descr = <cnp.dtype><PyObject *>cnp.PyArray_DESCR(base)
     Py_INCREF(descr)
     view = PyArray_NewFromDescr(np.ndarray, descr, nd, dims, strides, data,
-                                    cnp.NPY_ARRAY_WRITEABLE if writeable else 0, None)
+                                cnp.NPY_ARRAY_WRITEABLE if writeable else 0, None)
     cnp.set_array_base(view, base)
     return view
 
@@ -470,7 +469,6 @@ cdef class _Concat:
         cdef list shape = list(self.part_shape)
         cdef cnp.ndarray old = self.buffer
         cdef Py_ssize_t old_cap = self.cap, k, j = 0
-        cdef int rank = len(shape)
         if self.new_axis:
             shape.insert(self.axis, rows)
         else:
@@ -652,6 +650,8 @@ cdef class LoopDriver:
         declared_outputs = {v.name: v for v in spec.body.outputs}
         self.outputs = [(j, out, slot(out.result), declared_outputs.get(out.result))
                         for j, out in enumerate(spec.outputs)]
+        self.last_outputs = [(j, slot(out.result)) for j, out in enumerate(spec.outputs)
+                             if not isinstance(out, ConcatOutput)]
         self.producer = [-1] * len(compiled_body.slot_names)
         for index, step in enumerate(compiled_body.steps):
             for out_slot in step.outputs:
@@ -846,9 +846,8 @@ cdef class LoopDriver:
                 result = slots[pool.result_slot]
                 if result is not dests[pool.result_slot]:
                     pool.observe(result, generation[pool.step])
-            for j, out, result_slot, declared in self.outputs:
-                if not isinstance(out, ConcatOutput):
-                    last_values[j] = slots[result_slot]
+            for j, result_slot in self.last_outputs:
+                last_values[j] = slots[result_slot]
             for k in range(n_carried):
                 values[k] = slots[(<tuple>self.carried[k])[3]]
             i += 1
@@ -858,12 +857,10 @@ cdef class LoopDriver:
         self.steady_iterations += max(i - 2, 0)
         self.last_iterations = i
         results = []
-        for j, out, result_slot, declared in self.outputs:
+        finished = {cc.index: cc.finish(i) for cc in concats}
+        for j, out in enumerate(spec.outputs):
             if isinstance(out, ConcatOutput):
-                for cc in concats:
-                    if cc.index == j:
-                        results.append(cc.finish(i))
-                        break
+                results.append(finished[j])
             elif i == 0:
                 results.append(self._initial_value(out, values, label, j))
             else:

@@ -11,7 +11,7 @@ import numpy as np
 from .errors import CyloopError, ExecutionError, LoopLimitError, ModelError
 from .ir import CarriedInput, ConcatOutput, InvariantInput, OuterInput, SlicedInput, slice_count
 
-__all__ = ["Program", "LoopDriver"]
+__all__ = ["LoopDriver", "Program"]
 
 
 class Program:

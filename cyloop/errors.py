@@ -6,11 +6,11 @@ also inherits the built-in that matches its meaning.
 
 __all__ = [
     "CyloopError",
-    "ModelError",
-    "InputError",
-    "UnsupportedOpError",
-    "LoopLimitError",
     "ExecutionError",
+    "InputError",
+    "LoopLimitError",
+    "ModelError",
+    "UnsupportedOpError",
 ]
 
 

@@ -36,19 +36,19 @@ import numpy as np
 from .errors import ModelError
 
 __all__ = [
-    "Value",
-    "Node",
-    "Graph",
-    "OuterInput",
+    "LOOP_DOMAIN",
     "CarriedInput",
-    "SlicedInput",
+    "ConcatOutput",
+    "Graph",
+    "GraphBuilder",
     "InvariantInput",
     "LastOutput",
-    "ConcatOutput",
     "LoopSpec",
-    "GraphBuilder",
+    "Node",
+    "OuterInput",
+    "SlicedInput",
+    "Value",
     "slice_count",
-    "LOOP_DOMAIN",
 ]
 
 LOOP_DOMAIN = "cyloop"

@@ -99,10 +99,10 @@ def describe_loop(driver) -> LoopPlan:
         if isinstance(inp, CarriedInput):
             inputs.append((inp.param, "carried", f"back edge from {inp.result!r}"))
         elif isinstance(inp, SlicedInput):
-            inputs.append((inp.param, "sliced",
-                           f"read-only view: axis {inp.axis}, start {inp.start}, end {inp.end}, "
-                           f"stride {inp.stride}, part {inp.part_size}"
-                           f"{'' if inp.keep_axis else ', axis dropped'}"))
+            dropped = "" if inp.keep_axis else ", axis dropped"
+            where = (f"read-only view: axis {inp.axis}, start {inp.start}, end {inp.end}, "
+                     f"stride {inp.stride}, part {inp.part_size}{dropped}")
+            inputs.append((inp.param, "sliced", where))
         elif isinstance(inp, InvariantInput):
             inputs.append((inp.param, "invariant", "read-only view, bound once"))
     for slot in body.input_slots[len(spec.body.inputs):]:
@@ -123,8 +123,7 @@ def describe_loop(driver) -> LoopPlan:
                 source = "a body input" if out.result in params else \
                     f"{producer.get(slot, 'an outer value')} (no out=)"
                 where = f"preallocated; copied into slot i from {source} ({order})"
-            outputs.append((f"#{j} {out.result}", "concatenated", f"{how} axis {out.axis}: "
-                            f"{where}"))
+            outputs.append((f"#{j} {out.result}", "concatenated", f"{how} axis {out.axis}: {where}"))
         else:
             outputs.append((f"#{j} {out.result}", "last", "value after the final iteration"))
     for inp in spec.inputs:

@@ -19,8 +19,8 @@ def rnn():
     (lambda f: f.update(extra=np.zeros(1)), r"unknown inputs \['extra'\]"),
     (lambda f: f.update(h0=f["h0"].astype(np.float64)),
      "input 'h0': expected dtype float32, got float64"),
-    (lambda f: f.update(h0=f["h0"][0]), r"input 'h0': expected rank 2 \(shape \[4, 32\]\), got "
-                                        r"rank 1"),
+    (lambda f: f.update(h0=f["h0"][0]),
+     r"input 'h0': expected rank 2 \(shape \[4, 32\]\), got rank 1"),
     (lambda f: f.update(h0=np.zeros((4, 31), np.float32)),
      r"input 'h0': expected size 32 on axis 1 .* got 31"),
 ], ids=["missing", "unknown", "dtype", "rank", "fixed-dim"])

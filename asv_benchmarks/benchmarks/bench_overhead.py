@@ -6,8 +6,8 @@ from .common import counter_graph, counter_numpy
 
 
 class TinyBodyLoop:
-    params = ([1_000, 10_000], ["cython", "python"])
-    param_names = ["iterations", "driver"]
+    params = ((1_000, 10_000), ("cython", "python"))
+    param_names = ("iterations", "driver")
 
     def setup(self, iterations, driver):
         graph, self.feeds = counter_graph(iterations)

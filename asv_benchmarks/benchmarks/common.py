@@ -11,7 +11,7 @@ import numpy as np
 import cyloop
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def counter_graph(iterations):
     """W1: a tiny body, ``acc = acc + 1`` carried for `iterations` steps (per-iteration overhead).
 

@@ -10,8 +10,9 @@ and dtypes alone (no data-dependent shapes), which is what lets the planner reus
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import UnsupportedOpError
 
