@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from . import ops
 from .errors import ModelError
 from .ir import LOOP_DOMAIN, CarriedInput, ConcatOutput, Graph, LoopSpec, Node
@@ -103,7 +105,9 @@ def compile_graph(graph: Graph, settings: Settings, captures: list[str] = (),
     for name, value in graph.initializers.items():
         if name in slots:  # an input with a default: the feed wins, as in ONNX
             continue
-        constants[slot_of(name)] = value
+        constant = np.array(value, copy=True)  # the model's own, never handed out writeable
+        constant.flags.writeable = False
+        constants[slot_of(name)] = constant
     defined = set(slots)
 
     steps: list[CompiledStep] = []

@@ -25,7 +25,8 @@ Design: the planner's invariants.
 
 cimport numpy as cnp
 from cpython.exc cimport PyErr_CheckSignals
-from cpython.ref cimport PyObject, Py_INCREF
+from cpython.list cimport PyList_GET_ITEM
+from cpython.ref cimport Py_INCREF, PyObject
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.string cimport memcmp
 
@@ -35,9 +36,13 @@ from cyloop._strided_copy cimport cyl_strided_copy
 import numpy as np
 
 from .errors import CyloopError, ExecutionError, LoopLimitError, ModelError
-from .ir import CarriedInput, ConcatOutput, OuterInput, SlicedInput
+from .ir import CarriedInput, ConcatOutput, OuterInput, SlicedInput, slice_count
 
 cnp.import_array()
+
+cdef extern from "Python.h":
+    # The reference count behind a borrowed pointer (no temporary reference taken).
+    Py_ssize_t _refcount "Py_REFCNT"(PyObject *obj)
 
 cdef extern from "numpy/arrayobject.h":
     # Steals a reference to `descr`.
@@ -49,7 +54,7 @@ DEF MAX_DIMS = 64
 # Bytes a concatenated output may take before its length is known; past it, geometric growth.
 DEF GROWTH_CAP_BYTES = 64 * 1024 * 1024
 
-__all__ = ["Program", "LoopDriver", "strided_copy", "aligned_empty", "slice_count"]
+__all__ = ["Program", "LoopDriver", "strided_copy", "aligned_empty"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,6 +109,9 @@ cdef object _view(cnp.ndarray base, char *data, int nd, cnp.npy_intp *dims,
 
 cdef Py_ssize_t _copy_into(cnp.ndarray dst, cnp.ndarray src) except -1:
     """Copy `src` into `dst` (same shape and dtype); returns the number of bytes copied."""
+    if _overlaps(dst, src):
+        np.copyto(dst, src)
+        return cnp.PyArray_NBYTES(src)
     if cyl_strided_copy(<char *>cnp.PyArray_DATA(dst), <Py_ssize_t *>cnp.PyArray_STRIDES(dst),
                         <const char *>cnp.PyArray_DATA(src),
                         <Py_ssize_t *>cnp.PyArray_STRIDES(src),
@@ -311,45 +319,6 @@ cdef class Program:
 # ---------------------------------------------------------------------------------------------
 # Slicing
 
-def slice_count(Py_ssize_t dim, Py_ssize_t start, Py_ssize_t end, Py_ssize_t stride,
-                Py_ssize_t part_size):
-    """(number of parts, first index of part 0); the C twin of `cyloop.ir.slice_count`."""
-    cdef Py_ssize_t n, first
-    if _slice_count(dim, start, end, stride, part_size, &n, &first) < 0:
-        raise ValueError(f"parts fall outside an axis of size {dim} (start={start}, end={end}, "
-                         f"stride={stride}, part_size={part_size})")
-    return n, first
-
-
-cdef int _slice_count(Py_ssize_t dim, Py_ssize_t start, Py_ssize_t end, Py_ssize_t stride,
-                      Py_ssize_t part, Py_ssize_t *n, Py_ssize_t *first) noexcept nogil:
-    """DESIGN's rule; -1 when a part falls outside [0, dim)."""
-    cdef Py_ssize_t s = start + dim if start < 0 else start
-    cdef Py_ssize_t e = end + dim if end < 0 else end
-    cdef Py_ssize_t span, last, low, high
-    if stride > 0:
-        span = e - s + 1 - part
-        first[0] = s
-    else:
-        span = s - e + 1 - part
-        first[0] = s - part + 1
-    # floor division of span by |stride|, then + 1
-    if span >= 0:
-        n[0] = span // (stride if stride > 0 else -stride) + 1
-    else:
-        n[0] = -((-span + (stride if stride > 0 else -stride) - 1)
-                 // (stride if stride > 0 else -stride)) + 1
-    if n[0] < 0:
-        n[0] = 0
-    if n[0] > 0:
-        last = first[0] + (n[0] - 1) * stride
-        low = first[0] if first[0] < last else last
-        high = (last if first[0] < last else first[0]) + part
-        if low < 0 or high > dim:
-            return -1
-    return 0
-
-
 cdef class _Sliced:
     """One sliced input for one call: part i is a read-only view at data0 + i * step."""
     cdef Py_ssize_t param_slot
@@ -370,22 +339,24 @@ cdef _Sliced _make_sliced(object desc, object value, Py_ssize_t param_slot, str 
     cdef _Sliced sl = _Sliced()
     cdef cnp.ndarray x = np.asarray(value)
     cdef int ndim = x.ndim, axis = desc.axis, k, j = 0
-    cdef Py_ssize_t n, first
     if axis < 0:
         axis += ndim
     if not 0 <= axis < ndim:
         raise ModelError(f"{label}: sliced input {desc.param!r} has axis {desc.axis}, but the "
                          f"value has rank {ndim} (shape {(<object>x).shape})")
-    if _slice_count(x.shape[axis], desc.start, desc.end, desc.stride, desc.part_size,
-                    &n, &first) < 0:
-        raise ModelError(f"{label}: sliced input {desc.param!r}: parts fall outside axis {axis} "
-                         f"of size {(<object>x).shape[axis]} (start={desc.start}, end={desc.end}, "
-                         f"stride={desc.stride}, part_size={desc.part_size})")
+    # Python ints: no overflow whatever the spec says; a part outside the axis is refused here.
+    try:
+        n, first = slice_count((<object>x).shape[axis], desc.start, desc.end, desc.stride,
+                               desc.part_size)
+    except ValueError as e:
+        raise ModelError(f"{label}: sliced input {desc.param!r}: {e}") from None
     sl.param_slot = param_slot
     sl.base = x
     sl.n = n
-    sl.data0 = <char *>cnp.PyArray_DATA(x) + first * x.strides[axis]
-    sl.step = desc.stride * x.strides[axis]
+    # With one part or none, the step is never taken (and a huge stride must not overflow it).
+    cdef Py_ssize_t offset = first * x.strides[axis] if n else 0
+    sl.data0 = <char *>cnp.PyArray_DATA(x) + offset
+    sl.step = desc.stride * x.strides[axis] if n > 1 else 0
     for k in range(ndim):
         if k == axis and not desc.keep_axis:
             continue
@@ -458,7 +429,7 @@ cdef class _Concat:
         if n_exact >= 0:
             rows = n_exact
         else:
-            rows = max(16, GROWTH_CAP_BYTES // row_bytes)
+            rows = max(1, GROWTH_CAP_BYTES // row_bytes)
             if bound >= 0 and bound < rows:
                 rows = bound
         self._resize(driver, rows, 0)
@@ -544,12 +515,18 @@ cdef class _Concat:
             driver.steady_bytes_copied += nbytes
         return 0
 
-    cdef object finish(self, Py_ssize_t n):
-        """The output after n iterations: a view of the slots written, in final order."""
+    cdef object finish(self, LoopDriver driver, Py_ssize_t n):
+        """The output after n iterations: a view of the slots written, in final order; a copy
+        when under half the buffer was used, so a loop that stopped early holds no dead rows."""
         if self.buffer is None:
             return self.desc.empty(self.declared)
         lo, hi = self._span(self.cap, n)
-        return self._along(self.buffer, lo, hi)
+        used = self._along(self.buffer, lo, hi)
+        if 2 * n >= self.cap:
+            return used
+        compact = np.array(used, copy=True)
+        driver.growth_bytes_copied += compact.nbytes
+        return compact
 
 
 # ---------------------------------------------------------------------------------------------
@@ -564,20 +541,16 @@ cdef class _Pool:
     cdef object dtype
     cdef list buffers
 
-    cdef object pick(self, LoopDriver driver, list carried_values):
-        """A buffer that overlaps no value this iteration reads; allocated if none is free."""
-        cdef object buf, value
-        cdef bint busy
+    cdef object pick(self, LoopDriver driver):
+        """A buffer nothing else references (so nothing this iteration reads it, through a view,
+        a carried value or a sequence holding it); allocated if none is free."""
+        cdef Py_ssize_t k
         if self.shape is None:
             return None
-        for buf in self.buffers:
-            busy = False
-            for value in carried_values:
-                if _overlaps(buf, value):
-                    busy = True
-                    break
-            if not busy:
-                return buf
+        for k in range(len(self.buffers)):
+            # Free when the pool's list holds the only reference.
+            if _refcount(PyList_GET_ITEM(self.buffers, k)) == 1:
+                return self.buffers[k]
         buf = _aligned_empty(self.shape, self.dtype)
         self.buffers.append(buf)
         driver.allocations += 1
@@ -760,7 +733,8 @@ cdef class LoopDriver:
 
         # The trip count is exact when nothing can stop the loop early.
         n_exact = n_max if (n_max >= 0 and not has_cond_result) else -1
-        if n_exact >= 0 and max_iter >= 0 and n_exact > max_iter:
+        if n_exact >= 0 and ((max_iter >= 0 and n_exact > max_iter)
+                             or (slice_limit >= 0 and n_exact > slice_limit)):
             n_exact = -1
         concats = []
         last_values = [None] * len(self.outputs)
@@ -791,10 +765,12 @@ cdef class LoopDriver:
         for cc in concats:
             if self.destinations.get(cc.result_slot) == ("row", cc.index):
                 row_of_slot[cc.result_slot] = cc
-        # Slots are bounded by the trip count, and by max_iterations (which raises past it).
+        # Slots are bounded by the trip count, by max_iterations and by the last slice of a Loop-5
+        # sliced input (both raise past it).
         bound = n_max
-        if max_iter >= 0 and (bound < 0 or max_iter < bound):
-            bound = max_iter
+        for limit in (max_iter, slice_limit):
+            if limit >= 0 and (bound < 0 or limit < bound):
+                bound = limit
 
         true_value = np.ones((), dtype=np.bool_)
         true_value.flags.writeable = False
@@ -828,7 +804,8 @@ cdef class LoopDriver:
             for result_slot, cc in row_of_slot.items():
                 dests[result_slot] = (<_Concat>cc).row(i)
             for pool in pools:
-                dests[pool.result_slot] = pool.pick(self, values)
+                dests[pool.result_slot] = None
+                dests[pool.result_slot] = pool.pick(self)
 
             self.body.execute(slots, dests)
 
@@ -850,6 +827,10 @@ cdef class LoopDriver:
                 last_values[j] = slots[result_slot]
             for k in range(n_carried):
                 values[k] = slots[(<tuple>self.carried[k])[3]]
+            for k in range(self.body.output_slots.shape[0]):
+                slots[self.body.output_slots[k]] = None
+            for k in range(self.body.input_slots.shape[0]):
+                slots[self.body.input_slots[k]] = None
             i += 1
             PyErr_CheckSignals()
 
@@ -857,7 +838,7 @@ cdef class LoopDriver:
         self.steady_iterations += max(i - 2, 0)
         self.last_iterations = i
         results = []
-        finished = {cc.index: cc.finish(i) for cc in concats}
+        finished = {cc.index: cc.finish(self, i) for cc in concats}
         for j, out in enumerate(spec.outputs):
             if isinstance(out, ConcatOutput):
                 results.append(finished[j])

@@ -158,16 +158,24 @@ class SlicedInput:
     """Part i of the loop node's input `outer` along `axis` feeds `param` at iteration i.
 
     With ``keep_axis=False`` (ONNX Scan) the part must have ``part_size == 1`` and the axis is dropped.
+    `start` and `end` default to the whole axis in the stride's direction: 0 and -1 for a positive
+    stride, -1 and 0 for a negative one.
     """
 
     outer: int
     param: str
     axis: int = 0
-    start: int = 0
-    end: int = -1
+    start: int | None = None
+    end: int | None = None
     stride: int = 1
     part_size: int = 1
     keep_axis: bool = False
+
+    def __post_init__(self):
+        if self.start is None:
+            self.start = 0 if self.stride > 0 else -1
+        if self.end is None:
+            self.end = -1 if self.stride > 0 else 0
 
 
 @dataclass
@@ -295,8 +303,15 @@ def slice_count(dim: int, start: int, end: int, stride: int, part_size: int) -> 
     """DESIGN's slicing rule: (number of parts, first index of part 0) for an axis of size `dim`.
 
     Part i starts at ``first + i * stride``. Raises ValueError (the caller names the input) if a part
-    would fall outside the axis.
+    would fall outside the axis, or for a zero stride or a part size below 1.
+
+    DESIGN also gives ``n = (abs(e - s) + 1 - P) // abs(stride) + 1``; that agrees with the rule
+    whenever the range runs in the stride's direction, and where it does not (say stride > 0 and
+    e < s) the rule, which yields no parts, is what is implemented.
     """
+    if stride == 0 or part_size < 1:
+        raise ValueError(f"stride must be non-zero and part_size at least 1 (stride={stride}, "
+                         f"part_size={part_size})")
     s = start + dim if start < 0 else start
     e = end + dim if end < 0 else end
     size = part_size

@@ -39,8 +39,9 @@ class Model:
     def run(self, feeds: dict, output_names: list[str] | None = None) -> dict[str, np.ndarray]:
         """Run on `feeds` (input name -> array); returns output name -> array.
 
-        Feeds are checked against the declared inputs (`InputError`) and never written to; no
-        returned array shares memory with a feed or with another returned array.
+        Feeds are checked against the declared inputs (`InputError`) and never written to. Every
+        returned array is the caller's own: writeable, sharing memory with no feed, no constant of
+        the model and no other returned array.
         """
         args = self._check_feeds(feeds)
         if output_names is not None:
@@ -53,7 +54,8 @@ class Model:
         results: dict[str, np.ndarray] = {}
         for name in names:
             value = np.asarray(values[self._output_index[name]])
-            if any(np.may_share_memory(value, other) for other in (*args, *results.values())):
+            if not value.flags.writeable or any(
+                    np.may_share_memory(value, other) for other in (*args, *results.values())):
                 value = value.copy()
             results[name] = value
         return results
