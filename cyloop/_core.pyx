@@ -379,6 +379,7 @@ cdef class _Concat:
     cdef object declared
     cdef bint reverse
     cdef bint new_axis
+    cdef bint in_place
     cdef int axis
     cdef Py_ssize_t cap
     cdef Py_ssize_t bound
@@ -673,7 +674,7 @@ cdef class LoopDriver:
         cdef bint go = True, has_cond_result = self.cond_result_slot >= 0
         cdef list slots = list(self.body.template)
         cdef list dests = [None] * self.body.n_slots
-        cdef list values, fixed, sliced, concats, pools, last_values
+        cdef list values, fixed, sliced, concats, pools, last_values, in_place
         cdef _Sliced sl
         cdef _Concat cc
         cdef _Pool pool
@@ -761,10 +762,11 @@ cdef class LoopDriver:
                 pool.shape = None
                 pool.buffers = []
                 pools.append(pool)
-        row_of_slot = {}  # result slot -> the _Concat whose row it is written into
+        in_place = []  # the outputs whose result a kernel writes straight into its slot
         for cc in concats:
-            if self.destinations.get(cc.result_slot) == ("row", cc.index):
-                row_of_slot[cc.result_slot] = cc
+            cc.in_place = self.destinations.get(cc.result_slot) == ("row", cc.index)
+            if cc.in_place:
+                in_place.append(cc)
         # Slots are bounded by the trip count, by max_iterations and by the last slice of a Loop-5
         # sliced input (both raise past it).
         bound = n_max
@@ -801,8 +803,8 @@ cdef class LoopDriver:
             # Destinations: the output row for emitted results, a free pool buffer for carried.
             for cc in concats:
                 cc.ensure(self, i)
-            for result_slot, cc in row_of_slot.items():
-                dests[result_slot] = (<_Concat>cc).row(i)
+            for cc in in_place:
+                dests[cc.result_slot] = cc.row(i)
             for pool in pools:
                 dests[pool.result_slot] = None
                 dests[pool.result_slot] = pool.pick(self)
@@ -816,7 +818,7 @@ cdef class LoopDriver:
                 row = None
                 if cc.buffer is None:
                     cc.allocate(self, value, n_exact, bound)
-                elif row_of_slot.get(cc.result_slot) is cc:
+                elif cc.in_place:
                     row = dests[cc.result_slot]
                 cc.emit(self, i, value, row)
             for pool in pools:
