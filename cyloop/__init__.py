@@ -25,6 +25,7 @@ from .ir import (
     SlicedInput,
     Value,
 )
+from .loading import load
 from .model import Model
 
 __version__ = "0.1.0"

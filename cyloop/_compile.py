@@ -121,6 +121,8 @@ def compile_graph(graph: Graph, settings: Settings, captures: list[str] = (),
         fn, multi, out_ok = _build_kernel(node, extra, settings, opsets)
         if hasattr(fn, "plan"):
             loops.append(fn)
+        elif hasattr(fn, "loops"):  # If / SequenceMap: the loops inside their subgraphs
+            loops.extend(fn.loops)
         inputs = tuple(slot_of(name) if name else -1 for name in list(node.inputs) + extra)
         outputs = tuple(slot_of(name) if name else -1 for name in node.outputs)
         defined.update(name for name in node.outputs if name)
@@ -178,6 +180,8 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings, opsets: d
         driver = driver_module(settings).LoopDriver(spec, body, node.label, settings,
                                                     plan_destinations(spec, body))
         return driver, True, False
+    if node.domain in ("", "ai.onnx") and node.op_type in ("If", "SequenceMap"):
+        return _build_control(node, captures, settings, opsets)
     version = opsets.get(node.domain, opsets.get("", 1))
     definition = ops.lookup(node.domain, node.op_type, version, where=node.label)
     try:
@@ -185,6 +189,32 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings, opsets: d
     except (KeyError, ValueError, TypeError) as e:
         raise ModelError(f"{node.label}: bad attributes for {node.op_type}: {e}") from e
     return fn, definition.multi, definition.out and len(node.outputs) == 1
+
+
+def _build_control(node: Node, captures: list[str], settings: Settings, opsets: dict[str, int]):
+    from ._control import IfRunner, SequenceMapRunner
+
+    Program = driver_module(settings).Program
+
+    def subgraph(key):
+        graph = node.attrs.get(key)
+        if not isinstance(graph, Graph):
+            raise ModelError(f"{node.label}: the {node.op_type} node has no {key!r} subgraph")
+        return Program(compile_graph(graph, settings, captures=captures, opsets=opsets))
+
+    if node.op_type == "If":
+        then_program, else_program = subgraph("then_branch"), subgraph("else_branch")
+        for program, key in ((then_program, "then_branch"), (else_program, "else_branch")):
+            if len(program.compiled.output_slots) != len(node.outputs):
+                raise ModelError(f"{node.label}: {key} has {len(program.compiled.output_slots)} "
+                                 f"outputs, the node {len(node.outputs)}")
+        return IfRunner(then_program, else_program, len(node.outputs), node.label), True, False
+    body = subgraph("body")
+    n_params = len(node.attrs["body"].inputs)
+    if n_params != len(node.inputs):
+        raise ModelError(f"{node.label}: the body has {n_params} inputs, the node "
+                         f"{len(node.inputs)}")
+    return SequenceMapRunner(body, len(node.inputs), len(node.outputs), node.label), True, False
 
 
 def plan_destinations(spec: LoopSpec, body: CompiledProgram) -> dict[int, tuple[str, int]]:

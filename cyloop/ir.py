@@ -56,11 +56,16 @@ LOOP_DOMAIN = "cyloop"
 
 @dataclass(eq=False)
 class Value:
-    """A named, optionally typed graph input or output. Shape entries: int, str (symbolic) or None."""
+    """A named, optionally typed graph input or output. Shape entries: int, str (symbolic) or None.
+
+    `kind` is "tensor", "sequence" (of tensors of `dtype`/`shape`) or "optional" (None, or a value
+    of `dtype`/`shape`).
+    """
 
     name: str
     dtype: np.dtype | None = None
     shape: tuple | None = None
+    kind: str = "tensor"
 
     def __post_init__(self):
         if self.dtype is not None:

@@ -8,6 +8,7 @@ from ._compile import DEFAULT_MAX_ITERATIONS, Settings, compile_graph, driver_mo
 from .errors import InputError
 from .ir import Graph
 from .plan import Plan
+from .sequence import TensorSequence
 
 __all__ = ["Model"]
 
@@ -51,13 +52,27 @@ class Model:
                                  f"{self.output_names}")
         values = self._program.run(args)
         names = self.output_names if output_names is None else list(output_names)
-        results: dict[str, np.ndarray] = {}
-        for name in names:
-            value = np.asarray(values[self._output_index[name]])
-            if not value.flags.writeable or any(
-                    np.may_share_memory(value, other) for other in (*args, *results.values())):
+        results: dict = {}
+        handed: list[np.ndarray] = [a for a in args if isinstance(a, np.ndarray)]
+        for arg in args:
+            if isinstance(arg, TensorSequence):
+                handed.extend(arg)
+
+        def own(value):
+            value = np.asarray(value)
+            if not value.flags.writeable or any(np.may_share_memory(value, h) for h in handed):
                 value = value.copy()
-            results[name] = value
+            handed.append(value)
+            return value
+
+        for name in names:
+            value = values[self._output_index[name]]
+            if value is None:
+                results[name] = None  # an empty optional
+            elif isinstance(value, TensorSequence):
+                results[name] = [own(item) for item in value]
+            else:
+                results[name] = own(value)
         return results
 
     def _check_feeds(self, feeds: dict) -> list:
@@ -76,31 +91,46 @@ class Model:
         bound: dict[str, tuple[int, str]] = {}
         for declared in self.graph.inputs:
             value = feeds[declared.name]
-            if not isinstance(value, (np.ndarray, np.generic)):
-                value = np.asarray(value, dtype=declared.dtype)
-            value = np.asarray(value)
-            if declared.dtype is not None and value.dtype != declared.dtype:
-                raise InputError(f"input {declared.name!r}: expected dtype {declared.dtype}, got "
-                                 f"{value.dtype}")
-            if declared.shape is not None:
-                if value.ndim != len(declared.shape):
-                    raise InputError(f"input {declared.name!r}: expected rank "
-                                     f"{len(declared.shape)} (shape {list(declared.shape)}), got "
-                                     f"rank {value.ndim} (shape {list(value.shape)})")
-                for axis, (want, got) in enumerate(zip(declared.shape, value.shape)):
-                    if isinstance(want, int) and want >= 0 and want != got:
-                        raise InputError(f"input {declared.name!r}: expected size {want} on "
-                                         f"axis {axis} (shape {list(declared.shape)}), got "
-                                         f"{got} (shape {list(value.shape)})")
-                    if isinstance(want, str) and want:
-                        if want in bound and bound[want][0] != got:
-                            size, first = bound[want]
-                            raise InputError(f"input {declared.name!r}: dimension {want!r} is "
-                                             f"{got} on axis {axis}, but {size} in input "
-                                             f"{first!r}")
-                        bound.setdefault(want, (got, declared.name))
-            args.append(value)
+            if declared.kind == "optional" and value is None:
+                args.append(None)
+                continue
+            if declared.kind == "sequence" or isinstance(value, (list, tuple, TensorSequence)):
+                if not isinstance(value, (list, tuple, TensorSequence)):
+                    raise InputError(f"input {declared.name!r}: expected a sequence (a list of "
+                                     f"arrays), got {type(value).__name__}")
+                # Elements may differ in size: symbolic dims bind per element.
+                items = [self._check_tensor(declared, item, {}) for item in value]
+                args.append(TensorSequence(items, dtype=declared.dtype))
+                continue
+            args.append(self._check_tensor(declared, value, bound))
         return args
+
+    def _check_tensor(self, declared, value, bound: dict[str, tuple[int, str]]) -> np.ndarray:
+        """`value` as an array matching `declared`; `bound` ties symbolic dims across inputs."""
+        if not isinstance(value, (np.ndarray, np.generic)):
+            value = np.asarray(value, dtype=declared.dtype)
+        value = np.asarray(value)
+        if declared.dtype is not None and value.dtype != declared.dtype:
+            raise InputError(f"input {declared.name!r}: expected dtype {declared.dtype}, got "
+                             f"{value.dtype}")
+        if declared.shape is not None:
+            if value.ndim != len(declared.shape):
+                raise InputError(f"input {declared.name!r}: expected rank "
+                                 f"{len(declared.shape)} (shape {list(declared.shape)}), got "
+                                 f"rank {value.ndim} (shape {list(value.shape)})")
+            for axis, (want, got) in enumerate(zip(declared.shape, value.shape)):
+                if isinstance(want, int) and want >= 0 and want != got:
+                    raise InputError(f"input {declared.name!r}: expected size {want} on "
+                                     f"axis {axis} (shape {list(declared.shape)}), got "
+                                     f"{got} (shape {list(value.shape)})")
+                if isinstance(want, str) and want:
+                    if want in bound and bound[want][0] != got:
+                        size, first = bound[want]
+                        raise InputError(f"input {declared.name!r}: dimension {want!r} is "
+                                         f"{got} on axis {axis}, but {size} in input "
+                                         f"{first!r}")
+                    bound.setdefault(want, (got, declared.name))
+        return value
 
     def plan(self) -> Plan:
         """The memory plan of every loop, with what the last runs measured."""

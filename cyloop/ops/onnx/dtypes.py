@@ -20,6 +20,13 @@ ONNX_TO_NUMPY = {
     15: np.dtype(np.complex128),
 }
 
+try:  # bfloat16 and the float8 types, where ml_dtypes (an onnx dependency) is installed
+    import ml_dtypes
+
+    ONNX_TO_NUMPY[16] = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover
+    pass
+
 
 def to_numpy_dtype(to) -> np.dtype:
     """An ONNX element type number, or anything `np.dtype` accepts, as a numpy dtype."""

@@ -1,0 +1,1 @@
+"""Model formats lowered to the cyloop IR: ONNX (`onnx.py`)."""

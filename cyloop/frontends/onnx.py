@@ -1,0 +1,321 @@
+"""ONNX -> cyloop IR. Loop and Scan become cyloop Loop nodes with a `LoopSpec`; If and SequenceMap
+keep their subgraphs; every other node maps to a registered kernel, or to onnx.reference's kernel
+when cyloop has none (listed once in a warning at load time).
+
+Needs the `onnx` package (the ``[onnx]`` extra).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+
+from .. import ops
+from ..errors import ModelError, UnsupportedOpError
+from ..ir import (
+    LOOP_DOMAIN,
+    CarriedInput,
+    ConcatOutput,
+    Graph,
+    LastOutput,
+    LoopSpec,
+    Node,
+    OuterInput,
+    SlicedInput,
+    Value,
+)
+from ..ops.onnx.dtypes import ONNX_TO_NUMPY
+from ..ops.onnx.fallback import FALLBACK_DOMAIN
+
+__all__ = ["load_onnx", "onnx_to_graph"]
+
+
+def _onnx():
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise ImportError("reading ONNX models needs the onnx package: pip install "
+                          "'cyloop[onnx]'") from None
+    return onnx
+
+
+def load_onnx(source):
+    """A `ModelProto` from a path, bytes, or a `ModelProto` (returned as is)."""
+    onnx = _onnx()
+    if isinstance(source, onnx.ModelProto):
+        return source
+    from google.protobuf.message import DecodeError
+
+    try:
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            return onnx.load_from_string(bytes(source))
+        return onnx.load(os.fspath(source))
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise ModelError(f"cannot read the ONNX model: corrupt or truncated protobuf ({e})") \
+            from e
+
+
+def onnx_to_graph(model) -> Graph:
+    """Lower a `ModelProto` to a cyloop `Graph`."""
+    onnx = _onnx()
+    try:
+        model = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - inference is a convenience; the model may still run
+        pass
+    opsets = {}
+    for entry in model.opset_import:
+        opsets["" if entry.domain == "ai.onnx" else entry.domain] = entry.version
+    opsets.setdefault("", 1)
+    opsets[LOOP_DOMAIN] = 1
+    opsets[FALLBACK_DOMAIN] = 1
+    converter = _Converter(onnx, opsets)
+    graph = converter.graph(model.graph, top=True)
+    if converter.fallback:
+        listed = ", ".join(sorted(converter.fallback))
+        warnings.warn(f"cyloop runs these ops with onnx.reference's kernels (no native kernel "
+                      f"yet): {listed}", stacklevel=3)
+    return graph
+
+
+class _Converter:
+    def __init__(self, onnx, opsets):
+        self.onnx = onnx
+        self.opsets = opsets
+        self.fallback: set[str] = set()
+        self.types: dict[str, object] = {}
+
+    # -- values and attributes -------------------------------------------------------------
+
+    def value(self, info) -> Value:
+        return self._typed(info.name, info.type)
+
+    def _typed(self, name, type_proto) -> Value:
+        which = type_proto.WhichOneof("value")
+        if which == "tensor_type":
+            dtype, shape = self._tensor(type_proto.tensor_type)
+            return Value(name, dtype, shape)
+        if which == "sequence_type":
+            inner = self._typed(name, type_proto.sequence_type.elem_type)
+            return Value(name, inner.dtype, inner.shape, "sequence")
+        if which == "optional_type":
+            inner = self._typed(name, type_proto.optional_type.elem_type)
+            return Value(name, inner.dtype, None, "optional")
+        return Value(name)
+
+    @staticmethod
+    def _tensor(tensor_type):
+        dtype = ONNX_TO_NUMPY.get(tensor_type.elem_type)
+        if not tensor_type.HasField("shape"):
+            return dtype, None
+        dims = []
+        for dim in tensor_type.shape.dim:
+            if dim.HasField("dim_value"):
+                dims.append(dim.dim_value)
+            elif dim.HasField("dim_param"):
+                dims.append(dim.dim_param)
+            else:
+                dims.append(None)
+        return dtype, tuple(dims)
+
+    def attribute(self, attr):
+        kind = self.onnx.AttributeProto
+        if attr.type == kind.GRAPH:
+            return self.graph(attr.g, top=False)
+        if attr.type == kind.GRAPHS:
+            return [self.graph(g, top=False) for g in attr.graphs]
+        if attr.type == kind.TENSOR:
+            return self.onnx.numpy_helper.to_array(attr.t)
+        if attr.type == kind.TENSORS:
+            return [self.onnx.numpy_helper.to_array(t) for t in attr.tensors]
+        value = self.onnx.helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            return value.decode()
+        if isinstance(value, list) and value and isinstance(value[0], bytes):
+            return [v.decode() for v in value]
+        return value
+
+    # -- graphs and nodes -----------------------------------------------------------------------
+
+    def graph(self, g, top: bool) -> Graph:
+        for info in list(g.value_info) + list(g.input) + list(g.output):
+            self.types[info.name] = info.type
+        initializers = {t.name: self.onnx.numpy_helper.to_array(t) for t in g.initializer}
+        # At the top, an input that is also an initializer is a constant (ONNX IR < 4 style).
+        inputs = [self.value(v) for v in g.input if not (top and v.name in initializers)]
+        nodes = [self.node(n) for n in g.node]
+        outputs = [self.value(v) for v in g.output]
+        return Graph(nodes, inputs, outputs, initializers, dict(self.opsets), g.name or "graph")
+
+    def node(self, proto) -> Node:
+        domain = "" if proto.domain == "ai.onnx" else proto.domain
+        node = Node(proto.op_type, list(proto.input), list(proto.output), {}, domain, proto.name)
+        try:
+            node.attrs = {a.name: self.attribute(a) for a in proto.attribute}
+        except ModelError:
+            raise
+        except Exception as e:
+            raise ModelError(f"{node.label}: cannot read its attributes: {e}") from e
+        if domain == "" and proto.op_type == "Loop":
+            return self.loop(node)
+        if domain == "" and proto.op_type == "Scan":
+            return self.scan(node)
+        if domain == "" and proto.op_type in ("If", "SequenceMap"):
+            return node
+        version = self.opsets.get(domain, self.opsets[""])
+        try:
+            ops.lookup(domain, proto.op_type, version)
+            return node
+        except UnsupportedOpError:
+            if not self._reference_has(domain, proto.op_type, version):
+                raise UnsupportedOpError(
+                    f"{node.label}: op {proto.op_type!r} in domain {domain or 'ai.onnx'!r} at "
+                    f"version {version} has no kernel in cyloop or onnx.reference") from None
+        self.fallback.add(proto.op_type if not domain else f"{domain}::{proto.op_type}")
+        return Node("OnnxReference", node.inputs, node.outputs,
+                    {"node": proto, "opsets": dict(self.opsets), "version": version},
+                    FALLBACK_DOMAIN, proto.name)
+
+    def _reference_has(self, domain, op_type, version) -> bool:
+        from onnx.reference.ops import load_op
+
+        try:
+            load_op(domain, op_type, version)
+        except Exception:  # noqa: BLE001 - onnx raises several types for "not found"
+            return False
+        return True
+
+    def _body(self, node, key="body") -> Graph:
+        body = node.attrs.get(key)
+        if not isinstance(body, Graph):
+            raise ModelError(f"{node.label}: missing subgraph attribute {key!r}")
+        return body
+
+    def _elem_type(self, name):
+        type_proto = self.types.get(name)
+        if type_proto is None or type_proto.WhichOneof("value") != "tensor_type":
+            return None
+        return ONNX_TO_NUMPY.get(type_proto.tensor_type.elem_type)
+
+    def loop(self, node) -> Node:
+        """ONNX Loop: inputs (M, cond, v_initial...), body (iter, cond, v...) -> (cond, v...,
+        scan outputs...)."""
+        body = self._body(node)
+        if len(node.inputs) < 2:
+            raise ModelError(f"{node.label}: Loop needs its M and cond inputs (empty names for "
+                             f"omitted ones), got {len(node.inputs)} inputs")
+        n_carried = len(node.inputs) - 2
+        if len(body.inputs) != 2 + n_carried:
+            raise ModelError(f"{node.label}: the body has {len(body.inputs)} inputs; a Loop with "
+                             f"{n_carried} loop-carried values needs {2 + n_carried} (iteration "
+                             "number, condition, then one per carried value)")
+        n_scan = len(body.outputs) - 1 - n_carried
+        if n_scan < 0:
+            raise ModelError(f"{node.label}: the body has {len(body.outputs)} outputs; a Loop "
+                             f"with {n_carried} loop-carried values needs at least "
+                             f"{1 + n_carried} (condition, then one per carried value)")
+        if len(node.outputs) != n_carried + n_scan:
+            raise ModelError(f"{node.label}: the node has {len(node.outputs)} outputs but the "
+                             f"body makes {n_carried} carried values and {n_scan} scan outputs")
+        m_name, cond_name = node.inputs[0], node.inputs[1]
+        if m_name and self._elem_type(m_name) not in (None, np.dtype(np.int64)):
+            raise ModelError(f"{node.label}: M ({m_name!r}) must be int64, not "
+                             f"{self._elem_type(m_name)}")
+        if cond_name and self._elem_type(cond_name) not in (None, np.dtype(np.bool_)):
+            raise ModelError(f"{node.label}: cond ({cond_name!r}) must be bool, not "
+                             f"{self._elem_type(cond_name)}")
+        cond_out = body.outputs[0]
+        if cond_out.dtype is not None and cond_out.dtype != np.bool_:
+            raise ModelError(f"{node.label}: the body's condition output {cond_out.name!r} must "
+                             f"be bool, not {cond_out.dtype}")
+        results = [v.name for v in body.outputs]
+        spec = LoopSpec(
+            body,
+            inputs=[CarriedInput(2 + k, body.inputs[2 + k].name, results[1 + k])
+                    for k in range(n_carried)],
+            outputs=[LastOutput(results[1 + k]) for k in range(n_carried)]
+            + [ConcatOutput(results[1 + n_carried + j], axis=0, new_axis=True)
+               for j in range(n_scan)],
+            trip_count=OuterInput(0) if m_name else None,
+            initial_cond=OuterInput(1) if cond_name else None,
+            iteration_param=body.inputs[0].name,
+            cond_param=body.inputs[1].name,
+            cond_result=results[0],
+        )
+        return Node("Loop", node.inputs, node.outputs, {"spec": spec}, LOOP_DOMAIN,
+                    node.name or node.outputs[0])
+
+    def scan(self, node, min_version=None) -> Node:
+        """ONNX Scan 9+: inputs (states..., scan inputs...), body (states, slices) -> (states,
+        scan outputs): sliced views along each input's axis, outputs stacked on their axis."""
+        body = self._body(node)
+        if (min_version or self.opsets[""]) < 9:
+            return self.scan8(node)
+        n_scan_in = node.attrs.get("num_scan_inputs")
+        if n_scan_in is None or not 0 < n_scan_in <= len(node.inputs):
+            raise ModelError(f"{node.label}: num_scan_inputs is {n_scan_in}, but the node has "
+                             f"{len(node.inputs)} inputs")
+        n_state = len(node.inputs) - n_scan_in
+        if len(body.inputs) != len(node.inputs):
+            raise ModelError(f"{node.label}: num_scan_inputs is inconsistent: the body has "
+                             f"{len(body.inputs)} inputs, the node {len(node.inputs)} "
+                             f"({n_state} states + {n_scan_in} scan inputs)")
+        n_scan_out = len(body.outputs) - n_state
+        if n_scan_out < 0 or len(node.outputs) != len(body.outputs):
+            raise ModelError(f"{node.label}: the body has {len(body.outputs)} outputs, the node "
+                             f"{len(node.outputs)}; both need {n_state} states then the scan "
+                             "outputs")
+
+        def per_input(key, count):
+            values = list(node.attrs.get(key) or [0] * count)
+            if len(values) != count:
+                raise ModelError(f"{node.label}: {key} has {len(values)} entries for {count} "
+                                 "inputs/outputs")
+            return values
+
+        in_axes = per_input("scan_input_axes", n_scan_in)
+        in_dirs = per_input("scan_input_directions", n_scan_in)
+        out_axes = per_input("scan_output_axes", n_scan_out)
+        out_dirs = per_input("scan_output_directions", n_scan_out)
+        results = [v.name for v in body.outputs]
+        inputs = [CarriedInput(k, body.inputs[k].name, results[k]) for k in range(n_state)]
+        for j in range(n_scan_in):
+            stride = -1 if in_dirs[j] else 1
+            inputs.append(SlicedInput(n_state + j, body.inputs[n_state + j].name, in_axes[j],
+                                      stride=stride))
+        outputs = [LastOutput(results[k]) for k in range(n_state)]
+        outputs += [ConcatOutput(results[n_state + j], out_axes[j], bool(out_dirs[j]), True)
+                    for j in range(n_scan_out)]
+        spec = LoopSpec(body, inputs=inputs, outputs=outputs)
+        return Node("Loop", node.inputs, node.outputs, {"spec": spec}, LOOP_DOMAIN,
+                    node.name or node.outputs[0])
+
+    def scan8(self, node) -> Node:
+        """ONNX Scan-8: (sequence_lens, states..., scan inputs...) with a leading batch axis.
+
+        Lowered to a loop over the batch axis whose body is the Scan-9 loop over each batch
+        element (states sliced and outputs stacked along the batch axis).
+        """
+        if node.inputs and node.inputs[0]:
+            raise UnsupportedOpError(f"{node.label}: Scan-8 with sequence_lens is not supported "
+                                     "yet (sequences of unequal length)")
+        body = self._body(node)
+        inner_inputs = node.inputs[1:]
+        n_scan_in = node.attrs.get("num_scan_inputs")
+        if n_scan_in is None or not 0 < n_scan_in <= len(inner_inputs):
+            raise ModelError(f"{node.label}: num_scan_inputs is {n_scan_in}, but the node has "
+                             f"{len(inner_inputs)} state and scan inputs")
+        attrs = {"body": body, "num_scan_inputs": n_scan_in,
+                 "scan_input_directions": node.attrs.get("directions")}
+        params = [f"{node.outputs[0]}/batch_in{k}" for k in range(len(inner_inputs))]
+        results = [f"{node.outputs[0]}/batch_out{k}" for k in range(len(node.outputs))]
+        inner = self.scan(Node("Scan", params, results, attrs, "", f"{node.label}/per_batch"),
+                          min_version=9)
+        outer_body = Graph([inner], [Value(p) for p in params], [Value(r) for r in results],
+                           {}, dict(self.opsets), f"{node.outputs[0]}/batch_body")
+        spec = LoopSpec(outer_body,
+                        inputs=[SlicedInput(1 + k, p) for k, p in enumerate(params)],
+                        outputs=[ConcatOutput(r, 0, False, True) for r in results])
+        return Node("Loop", node.inputs, node.outputs, {"spec": spec}, LOOP_DOMAIN,
+                    node.name or node.outputs[0])
