@@ -62,8 +62,8 @@ def onnx_to_graph(model) -> Graph:
     onnx = _onnx()
     try:
         model = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001 - inference is a convenience; the model may still run
-        pass
+    except Exception as e:  # noqa: BLE001 - inference only adds types; the model may still run
+        warnings.warn(f"ONNX shape inference failed, loading without it: {e}", stacklevel=3)
     opsets = {}
     for entry in model.opset_import:
         opsets["" if entry.domain == "ai.onnx" else entry.domain] = entry.version

@@ -1,0 +1,78 @@
+"""ONNX models built in the tests with onnx.helper (no files), shared by the ONNX test modules."""
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+T = {np.dtype(k): v for k, v in {
+    np.float16: TensorProto.FLOAT16, np.float32: TensorProto.FLOAT,
+    np.float64: TensorProto.DOUBLE, np.int32: TensorProto.INT32, np.int64: TensorProto.INT64,
+    np.bool_: TensorProto.BOOL}.items()}
+
+
+def tensor(name, dtype, shape):
+    return helper.make_tensor_value_info(name, T[np.dtype(dtype)], shape)
+
+
+def const(name, value):
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(
+        np.asarray(value), name))
+
+
+def model(graph, opset, ir_version=8):
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                             ir_version=ir_version)
+
+
+def loop_model(m_given, cond_given, stop_at, dtype=np.float32, shape=(2, 3), opset=13):
+    """v <- v (+) f(iteration); emits y = v_next (+) v each iteration; the body's condition turns
+    false once iteration == stop_at (None: it passes cond_in through)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        update = [helper.make_node("Not", ["v_in"], ["v_out"]),
+                  helper.make_node("And", ["v_out", "v_in"], ["y"])]
+    else:
+        update = [helper.make_node("Cast", ["iter"], ["iter_t"], to=T[dtype]),
+                  helper.make_node("Add", ["v_in", "iter_t"], ["v_out"]),
+                  helper.make_node("Add", ["v_out", "v_in"], ["y"])]
+    if stop_at is None:
+        cond = [helper.make_node("Identity", ["cond_in"], ["cond_out"])]
+    else:
+        cond = [const("stop", np.int64(stop_at)),
+                helper.make_node("Less", ["iter", "stop"], ["cond_out"])]
+    body = helper.make_graph(
+        update + cond, "body",
+        [tensor("iter", np.int64, []), tensor("cond_in", np.bool_, []),
+         tensor("v_in", dtype, list(shape))],
+        [tensor("cond_out", np.bool_, []), tensor("v_out", dtype, list(shape)),
+         tensor("y", dtype, list(shape))])
+    inputs = []
+    if m_given:
+        inputs.append(tensor("M", np.int64, []))
+    if cond_given:
+        inputs.append(tensor("cond", np.bool_, []))
+    inputs.append(tensor("v0", dtype, list(shape)))
+    node = helper.make_node("Loop", ["M" if m_given else "", "cond" if cond_given else "", "v0"],
+                            ["v_final", "ys"], body=body)
+    graph = helper.make_graph([node], "loop", inputs,
+                              [tensor("v_final", dtype, list(shape)),
+                               tensor("ys", dtype, ["N", *shape])])
+    return model(graph, opset)
+
+
+def scan_model(shape, in_axis, in_reverse, out_axis, out_reverse, opset=16):
+    """s <- s + x_t; emits y = 2 s_next; x sliced along in_axis, y stacked along out_axis."""
+    part = [d for k, d in enumerate(shape) if k != in_axis % len(shape)]
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]),
+         helper.make_node("Add", ["s_out", "s_out"], ["y"])], "body",
+        [tensor("s_in", np.float32, part), tensor("x_t", np.float32, part)],
+        [tensor("s_out", np.float32, part), tensor("y", np.float32, part)])
+    node = helper.make_node("Scan", ["s0", "x"], ["s_final", "ys"], body=body, num_scan_inputs=1,
+                            scan_input_axes=[in_axis], scan_input_directions=[int(in_reverse)],
+                            scan_output_axes=[out_axis],
+                            scan_output_directions=[int(out_reverse)])
+    graph = helper.make_graph([node], "scan", [tensor("s0", np.float32, part),
+                                               tensor("x", np.float32, list(shape))],
+                              [tensor("s_final", np.float32, part),
+                               helper.make_tensor_value_info("ys", TensorProto.FLOAT, None)])
+    return model(graph, opset)
