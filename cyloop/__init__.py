@@ -48,5 +48,6 @@ __all__ = [
     "SlicedInput",
     "UnsupportedOpError",
     "Value",
+    "load",
     "__version__",
 ]
