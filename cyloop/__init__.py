@@ -48,6 +48,6 @@ __all__ = [
     "SlicedInput",
     "UnsupportedOpError",
     "Value",
-    "load",
     "__version__",
+    "load",
 ]
