@@ -1,0 +1,210 @@
+"""Loading ONNX models: sources, feeds, the fallback warning, and every bad-model class failing at
+load time with a ModelError that names the node and the reason."""
+
+import warnings
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import cyloop
+from cyloop.sequence import TensorSequence
+
+from .onnx_models import const, loop_model, model, scan_model, tensor
+
+
+def test_load_from_path_bytes_and_proto(tmp_path, rng):
+    onnx_model = loop_model(True, False, None)
+    path = tmp_path / "loop.onnx"
+    path.write_bytes(onnx_model.SerializeToString())
+    feeds = {"M": np.array(3, np.int64), "v0": rng.standard_normal((2, 3)).astype(np.float32)}
+    results = [cyloop.load(source).run(feeds) for source in
+               (path, str(path), onnx_model.SerializeToString(), onnx_model)]
+    for other in results[1:]:
+        for name in results[0]:
+            np.testing.assert_array_equal(results[0][name], other[name])
+    m = cyloop.load(path)
+    assert m.input_names == ["M", "v0"] and m.output_names == ["v_final", "ys"]
+
+
+@pytest.mark.parametrize("blob", [b"\x08\x07\x12garbage\xff\xff", None], ids=["corrupt",
+                                                                              "truncated"])
+def test_corrupt_or_truncated_protobuf(blob, tmp_path):
+    if blob is None:
+        blob = loop_model(True, False, None).SerializeToString()[:-25]
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(blob)
+    with pytest.raises(cyloop.ModelError, match="corrupt or truncated protobuf"):
+        cyloop.load(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(cyloop.ModelError, match="no such file"):
+        cyloop.load(tmp_path / "nope.onnx")
+
+
+def _loop_with_body(body, inputs=("M", "", "v0"), n_outputs=1, m_type=TensorProto.INT64):
+    node = helper.make_node("Loop", list(inputs), [f"out{k}" for k in range(n_outputs)],
+                            body=body, name="the_loop")
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("M", m_type, []),
+                      helper.make_tensor_value_info("c", TensorProto.FLOAT, []),
+                      tensor("v0", np.float32, [2])],
+        [helper.make_tensor_value_info(f"out{k}", TensorProto.FLOAT, None)
+         for k in range(n_outputs)])
+    return model(graph, 13)
+
+
+def _body(n_in=3, n_out=2, cond_type=TensorProto.BOOL, extra_nodes=(), v_source="v_in"):
+    names_in = ["iter", "cond_in", "v_in", "w_in"][:n_in]
+    types_in = [TensorProto.INT64, TensorProto.BOOL, TensorProto.FLOAT, TensorProto.FLOAT]
+    nodes = [helper.make_node("Identity", ["cond_in"], ["cond_out"]) if cond_type ==
+             TensorProto.BOOL else helper.make_node("Cast", ["cond_in"], ["cond_out"], to=cond_type),
+             helper.make_node("Neg", [v_source], ["v_out"]), *extra_nodes]
+    outputs = [helper.make_tensor_value_info("cond_out", cond_type, []),
+               helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [2]),
+               helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])][:n_out]
+    return helper.make_graph(nodes, "body", [helper.make_tensor_value_info(n, t, [2] if k > 1
+                                                                           else [])
+                                             for k, (n, t) in enumerate(zip(names_in, types_in))],
+                             outputs)
+
+
+BAD_MODELS = {
+    "body-inputs": (lambda: _loop_with_body(_body(n_in=4)), "body has 4 inputs.*needs 3"),
+    "body-outputs": (lambda: _loop_with_body(_body(n_out=1)), "body has 1 outputs.*needs at "
+                                                               "least 2"),
+    "node-outputs": (lambda: _loop_with_body(_body(), n_outputs=2), "node has 2 outputs"),
+    "cond-not-bool": (lambda: _loop_with_body(_body(cond_type=TensorProto.FLOAT)),
+                      "condition output 'cond_out' must be bool"),
+    "M-not-int64": (lambda: _loop_with_body(_body(), m_type=TensorProto.INT32),
+                    "M \\('M'\\) must be int64"),
+    "cond-input-not-bool": (lambda: _loop_with_body(_body(), inputs=("M", "c", "v0")),
+                            "cond \\('c'\\) must be bool"),
+    "undefined-name": (lambda: _loop_with_body(_body(v_source="ghost")),
+                       "input 'ghost' is not defined"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_MODELS, ids=list(BAD_MODELS))
+def test_bad_loop_models_fail_at_load_time(case):
+    build, error = BAD_MODELS[case]
+    with pytest.raises(cyloop.ModelError, match=error) as info:
+        cyloop.load(build())
+    assert "the_loop" in str(info.value) or "ghost" in str(info.value)
+
+
+def test_missing_body_attribute():
+    node = helper.make_node("Loop", ["M", "", "v0"], ["out"], name="bodiless")
+    graph = helper.make_graph([node], "g", [tensor("M", np.int64, []),
+                                            tensor("v0", np.float32, [2])],
+                              [tensor("out", np.float32, [2])])
+    with pytest.raises(cyloop.ModelError, match="bodiless.*missing subgraph attribute 'body'"):
+        cyloop.load(model(graph, 13))
+
+
+def test_num_scan_inputs_inconsistent():
+    onnx_model = scan_model((4, 3), 0, 0, 0, 0)
+    attr = next(a for a in onnx_model.graph.node[0].attribute if a.name == "num_scan_inputs")
+    attr.i = 3
+    with pytest.raises(cyloop.ModelError, match="num_scan_inputs is 3"):
+        cyloop.load(onnx_model)
+
+
+def test_scan_length_mismatch_names_the_inputs():
+    body = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["y"])], "body",
+        [tensor("a", np.float32, []), tensor("b", np.float32, [])], [tensor("y", np.float32, [])])
+    node = helper.make_node("Scan", ["xa", "xb"], ["ys"], body=body, num_scan_inputs=2,
+                            name="two_scans")
+    graph = helper.make_graph([node], "g", [tensor("xa", np.float32, ["A"]),
+                                            tensor("xb", np.float32, ["B"])],
+                              [tensor("ys", np.float32, None)])
+    m = cyloop.load(model(graph, 16))
+    with pytest.raises(cyloop.ModelError, match="two_scans.*disagree.*'a': 3, 'b': 4"):
+        m.run({"xa": np.ones(3, np.float32), "xb": np.ones(4, np.float32)})
+
+
+def test_scan_output_changing_shape_is_named(rng):
+    """Loop body emits Range(0, iter+1): its shape changes at iteration 1."""
+    body = helper.make_graph(
+        [const("zero", np.int64(0)), const("one", np.int64(1)),
+         helper.make_node("Add", ["iter", "one"], ["limit"]),
+         helper.make_node("Range", ["zero", "limit", "one"], ["y"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [tensor("iter", np.int64, []), tensor("cond_in", np.bool_, [])],
+        [tensor("cond_out", np.bool_, []), tensor("y", np.int64, None)])
+    node = helper.make_node("Loop", ["M", ""], ["ys"], body=body, name="growing")
+    graph = helper.make_graph([node], "g", [tensor("M", np.int64, [])],
+                              [tensor("ys", np.int64, None)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = cyloop.load(model(graph, 13))
+    with pytest.raises(cyloop.ModelError, match=r"growing.*output #0 \(body output 'y'\) changed "
+                                                r"shape at iteration 1: \(1,\) before, \(2,\) now"):
+        m.run({"M": np.array(3, np.int64)})
+
+
+def test_fallback_ops_are_listed_once_in_a_warning():
+    body = helper.make_graph(
+        [helper.make_node("Range", ["a", "b", "c"], ["r1"]),
+         helper.make_node("Range", ["a", "b", "c"], ["r2"]),
+         helper.make_node("Add", ["r1", "r2"], ["y"])], "g",
+        [tensor("a", np.int64, []), tensor("b", np.int64, []), tensor("c", np.int64, [])],
+        [tensor("y", np.int64, None)])
+    with pytest.warns(UserWarning, match="onnx.reference's kernels.*: Range$"):
+        m = cyloop.load(model(body, 13))
+    out = m.run({"a": np.array(0), "b": np.array(5), "c": np.array(2)})
+    np.testing.assert_array_equal(out["y"], 2 * np.arange(0, 5, 2))
+
+
+def test_unknown_op_names_node_op_domain_and_version():
+    node = helper.make_node("Frob", ["x"], ["y"], name="frob", domain="com.example")
+    graph = helper.make_graph([node], "g", [tensor("x", np.float32, [2])],
+                              [tensor("y", np.float32, [2])])
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                         helper.make_opsetid("com.example", 2)])
+    with pytest.raises(cyloop.UnsupportedOpError,
+                       match="frob.*'Frob' in domain 'com.example' at version 2"):
+        cyloop.load(onnx_model)
+
+
+def _insert_loop(n_outputs_concat=True):
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["iter"], ["it_f"], to=TensorProto.FLOAT),
+         helper.make_node("Add", ["row", "it_f"], ["item"]),
+         helper.make_node("SequenceInsert", ["seq_in", "item"], ["seq_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [tensor("iter", np.int64, []), tensor("cond_in", np.bool_, []),
+         helper.make_tensor_sequence_value_info("seq_in", TensorProto.FLOAT, None)],
+        [tensor("cond_out", np.bool_, []),
+         helper.make_tensor_sequence_value_info("seq_out", TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("SequenceEmpty", [], ["empty"], dtype=TensorProto.FLOAT),
+             helper.make_node("Loop", ["N", "", "empty"], ["seq"], body=body)]
+    outputs = [helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, None)]
+    if n_outputs_concat:
+        nodes.append(helper.make_node("ConcatFromSequence", ["seq"], ["joined"], axis=0,
+                                      new_axis=1))
+        outputs.append(tensor("joined", np.float32, None))
+    graph = helper.make_graph(nodes, "g", [tensor("N", np.int64, []),
+                                           tensor("row", np.float32, [64])], outputs)
+    return model(graph, 13)
+
+
+def test_sequence_insert_in_a_loop_never_copies_the_sequence(rng):
+    m = cyloop.load(_insert_loop())
+    row = rng.standard_normal(64).astype(np.float32)
+    before = TensorSequence.list_copies
+    out = m.run({"N": np.array(2000, np.int64), "row": row})
+    assert TensorSequence.list_copies == before  # each insert extended the shared list in place
+    assert len(out["seq"]) == 2000
+    np.testing.assert_array_equal(out["joined"], row + np.arange(2000, dtype=np.float32)[:, None])
+
+
+def test_sequence_values_stay_immutable():
+    seq = TensorSequence([np.zeros(1)])
+    longer = seq.inserted(np.ones(1))
+    branch = seq.inserted(np.full(1, 2.0))  # appending to an older version copies
+    assert [x[0] for x in seq] == [0] and [x[0] for x in longer] == [0, 1]
+    assert [x[0] for x in branch] == [0, 2]
+    assert [x[0] for x in longer.erased()] == [0] and len(longer) == 2
