@@ -35,3 +35,31 @@ def counter_numpy(iterations, acc0):
     for _ in range(iterations):
         acc = np.add(acc, one)
     return acc
+
+
+@functools.lru_cache(maxsize=None)
+def sequence_insert_model():
+    """W6: an ONNX Loop carrying a sequence grown by SequenceInsert of a [64] f32 tensor (N from
+    the input ``N``), then ConcatFromSequence. Returns the ModelProto."""
+    from onnx import TensorProto, helper
+
+    def tensor(name, elem, shape):
+        return helper.make_tensor_value_info(name, elem, shape)
+
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["iter"], ["it_f"], to=TensorProto.FLOAT),
+         helper.make_node("Add", ["row", "it_f"], ["item"]),
+         helper.make_node("SequenceInsert", ["seq_in", "item"], ["seq_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [tensor("iter", TensorProto.INT64, []), tensor("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_sequence_value_info("seq_in", TensorProto.FLOAT, None)],
+        [tensor("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_sequence_value_info("seq_out", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [helper.make_node("SequenceEmpty", [], ["empty"], dtype=TensorProto.FLOAT),
+         helper.make_node("Loop", ["N", "", "empty"], ["seq"], body=body),
+         helper.make_node("ConcatFromSequence", ["seq"], ["joined"], axis=0, new_axis=1)],
+        "sequence_insert", [tensor("N", TensorProto.INT64, []),
+                            tensor("row", TensorProto.FLOAT, [64])],
+        [tensor("joined", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)

@@ -72,8 +72,7 @@ def _body(n_in=3, n_out=2, cond_type=TensorProto.BOOL, extra_nodes=(), v_source=
 
 BAD_MODELS = {
     "body-inputs": (lambda: _loop_with_body(_body(n_in=4)), "body has 4 inputs.*needs 3"),
-    "body-outputs": (lambda: _loop_with_body(_body(n_out=1)), "body has 1 outputs.*needs at "
-                                                               "least 2"),
+    "body-outputs": (lambda: _loop_with_body(_body(n_out=1)), "body has 1 outputs.*needs at least 2"),
     "node-outputs": (lambda: _loop_with_body(_body(), n_outputs=2), "node has 2 outputs"),
     "cond-not-bool": (lambda: _loop_with_body(_body(cond_type=TensorProto.FLOAT)),
                       "condition output 'cond_out' must be bool"),
