@@ -37,7 +37,7 @@ def counter_numpy(iterations, acc0):
     return acc
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sequence_insert_model():
     """W6: an ONNX Loop carrying a sequence grown by SequenceInsert of a [64] f32 tensor (N from
     the input ``N``), then ConcatFromSequence. Returns the ModelProto."""

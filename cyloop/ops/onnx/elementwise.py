@@ -140,3 +140,86 @@ def relu(attrs):
         return np.maximum(x, x.dtype.type(0), out=out)
 
     return rectify
+
+
+@kernel("Mod", since=10)
+def mod(attrs):
+    if attrs.get("fmod", 0):
+        return np.fmod  # C fmod: the result takes the dividend's sign
+    return np.mod  # Python-style: the result takes the divisor's sign
+
+
+@kernel("LeakyRelu")
+def leaky_relu(attrs):
+    alpha = float(attrs.get("alpha", 0.01))
+    return lambda x: np.where(x < 0, x * x.dtype.type(alpha), x)
+
+
+@kernel("Elu")
+def elu(attrs):
+    alpha = float(attrs.get("alpha", 1.0))
+    return lambda x: np.where(x < 0, x.dtype.type(alpha) * np.expm1(np.minimum(x, 0)), x)
+
+
+@kernel("HardSigmoid")
+def hard_sigmoid(attrs):
+    alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
+    return lambda x: np.clip(x * x.dtype.type(alpha) + x.dtype.type(beta), 0, 1).astype(x.dtype)
+
+
+@kernel("Softplus")
+def softplus(attrs):
+    return lambda x: np.logaddexp(x, x.dtype.type(0))
+
+
+@kernel("Clip", since=6)
+def clip_6(attrs):
+    low, high = attrs.get("min", -np.inf), attrs.get("max", np.inf)
+    return lambda x: np.clip(x, x.dtype.type(low), x.dtype.type(high))
+
+
+@kernel("Clip", since=11)
+def clip_11(attrs):
+    def clip(x, low=None, high=None):
+        result = x if low is None else np.maximum(x, low)
+        result = result if high is None else np.minimum(result, high)
+        return np.array(result, dtype=x.dtype, copy=True) if result is x else result
+
+    return clip
+
+
+def _softmax_13(log):
+    def factory(attrs):
+        axis = int(attrs.get("axis", -1))
+
+        def softmax(x):
+            shifted = x - np.max(x, axis=axis, keepdims=True)
+            if log:
+                return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+            e = np.exp(shifted)
+            return e / np.sum(e, axis=axis, keepdims=True)
+
+        return softmax
+
+    return factory
+
+
+def _softmax_1(log):
+    def factory(attrs):
+        axis = int(attrs.get("axis", 1))
+        inner = _softmax_13(log)({"axis": -1})
+
+        def softmax(x):
+            # Opsets < 13 flatten to 2-D at `axis` and normalize over the trailing block.
+            axis_ = axis + x.ndim if axis < 0 else axis
+            flat = x.reshape(int(np.prod(x.shape[:axis_])), -1)
+            return inner(flat).reshape(x.shape)
+
+        return softmax
+
+    return factory
+
+
+for _op, _log in (("Softmax", False), ("LogSoftmax", True)):
+    kernel(_op, since=1)(_softmax_1(_log))
+    kernel(_op, since=13)(_softmax_13(_log))

@@ -8,3 +8,19 @@ from ..registry import kernel
 @kernel("MatMul", since=1, out=True)
 def matmul(attrs):
     return np.matmul
+
+
+@kernel("Gemm", since=7)
+def gemm(attrs):
+    alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+    trans_a, trans_b = bool(attrs.get("transA", 0)), bool(attrs.get("transB", 0))
+
+    def general(a, b, c=None):
+        product = np.matmul(a.T if trans_a else a, b.T if trans_b else b)
+        if alpha != 1.0:
+            product *= product.dtype.type(alpha)
+        if c is not None:
+            product += c * product.dtype.type(beta) if beta != 1.0 else c
+        return product
+
+    return general

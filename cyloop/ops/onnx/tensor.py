@@ -134,3 +134,61 @@ def gather(attrs):
         return np.take(data, indices, axis=axis, out=out)
 
     return gathered
+
+
+@kernel("Transpose", since=1)
+def transpose(attrs):
+    perm = attrs.get("perm")
+    return lambda x: np.transpose(x, None if perm is None else tuple(perm))
+
+
+@kernel("Flatten", since=1)
+def flatten(attrs):
+    axis = int(attrs.get("axis", 1))
+
+    def flattened(x):
+        axis_ = axis + x.ndim if axis < 0 else axis
+        return np.reshape(x, (int(np.prod(x.shape[:axis_])), -1))
+
+    return flattened
+
+
+@kernel("Expand", since=8)
+def expand(attrs):
+    def expanded(x, shape):
+        target = np.broadcast_shapes(np.shape(x), tuple(int(d) for d in shape))
+        return np.array(np.broadcast_to(x, target))  # a real array, not a read-only broadcast
+
+    return expanded
+
+
+@kernel("Tile", since=6)
+def tile(attrs):
+    return lambda x, repeats: np.tile(x, tuple(int(r) for r in repeats))
+
+
+@kernel("Size", since=1)
+def size(attrs):
+    return lambda x: np.array(np.size(x), dtype=np.int64)
+
+
+@kernel("ConstantOfShape", since=9)
+def constant_of_shape(attrs):
+    value = np.asarray(attrs.get("value", np.zeros(1, np.float32))).reshape(-1)[0]
+    return lambda shape: np.full(tuple(int(d) for d in shape), value, dtype=value.dtype)
+
+
+@kernel("Range", since=11)
+def range_(attrs):
+    def arange(start, limit, delta):
+        start, limit, delta = (np.asarray(v).reshape(()) for v in (start, limit, delta))
+        count = max(int(np.ceil((limit - start) / delta)), 0)
+        return (start + np.arange(count, dtype=start.dtype) * delta).astype(start.dtype)
+
+    return arange
+
+
+@kernel("CastLike", since=15)
+def cast_like(attrs):
+    return lambda x, like: np.asarray(x).astype(like.dtype)
+
