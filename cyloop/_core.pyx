@@ -583,6 +583,10 @@ cdef object _operand_int(object value, str what, str label):
 
 
 cdef bint _operand_bool(object value, str what, str label) except -1:
+    # Fast path for what a condition usually is: a one-element array or a numpy bool.
+    if isinstance(value, np.bool_) or (cnp.PyArray_Check(value)
+                                       and cnp.PyArray_SIZE(<cnp.ndarray>value) == 1):
+        return bool(value)
     arr = np.asarray(value)
     if arr.size != 1:
         raise ModelError(f"{label}: the {what} must be one boolean, got shape {arr.shape}")
