@@ -185,7 +185,7 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings, opsets: d
     version = opsets.get(node.domain, opsets.get("", 1))
     definition = ops.lookup(node.domain, node.op_type, version, where=node.label)
     try:
-        fn = definition.build(node.attrs)
+        fn = definition.build(node.attrs, len(node.outputs))
     except (KeyError, ValueError, TypeError) as e:
         raise ModelError(f"{node.label}: bad attributes for {node.op_type}: {e}") from e
     return fn, definition.multi, definition.out and len(node.outputs) == 1

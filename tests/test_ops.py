@@ -103,6 +103,9 @@ CASES = [
 ]
 
 
+X3 = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4) % 7 - 3
+
+
 @pytest.mark.parametrize("op,opset,attrs,inputs", [
     ("Softmax", 11, {"axis": 1}, [np.arange(24.0).reshape(2, 3, 4) / 7]),
     ("LogSoftmax", 11, {}, [np.arange(24.0).reshape(2, 3, 4) / 7]),
@@ -115,13 +118,31 @@ CASES = [
     ("Clip", 11, {}, [np.arange(-5.0, 5.0, dtype=np.float32), np.float32(-2), np.float32(3)]),
     ("Clip", 6, {"min": -1.0, "max": 2.0}, [np.arange(-5.0, 5.0, dtype=np.float32)]),
     ("CastLike", 15, {}, [np.arange(3.7, step=0.6), np.zeros(1, np.int32)]),
+    ("ReduceSum", 11, {"axes": [1], "keepdims": 0}, [X3]),
+    ("ReduceSum", 13, {}, [X3, np.array([0, -1])]),
+    ("ReduceSum", 13, {"noop_with_empty_axes": 1}, [X3, np.array([], np.int64)]),
+    ("ReduceMean", 13, {"axes": [2]}, [X3]),
+    ("ReduceMean", 18, {"keepdims": 0}, [X3, np.array([1])]),
+    ("ReduceMax", 13, {}, [X3]),
+    ("ReduceMax", 18, {}, [X3, np.array([0, 2])]),
+    ("ReduceMin", 13, {"axes": [-1], "keepdims": 0}, [X3]),
+    ("ReduceProd", 18, {}, [X3, np.array([1])]),
+    ("ArgMax", 13, {"axis": 1}, [X3]),
+    ("ArgMax", 13, {"axis": -1, "keepdims": 0, "select_last_index": 1}, [X3]),
+    ("ArgMin", 13, {"axis": 0, "select_last_index": 1}, [X3]),
+    ("CumSum", 14, {}, [X3, np.array(1)]),
+    ("CumSum", 14, {"exclusive": 1, "reverse": 1}, [X3, np.array(-1)]),
+    ("TopK", 11, {"axis": 1}, [X3, np.array([2])]),
+    ("TopK", 11, {"largest": 0, "axis": -1}, [X3, np.array([3])]),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_versioned_kernels_match_onnxruntime(op, opset, attrs, inputs):
     """onnxruntime is the oracle here: onnx.reference computes Softmax-1/11 with opset 13's
     per-axis semantics instead of the flatten-to-2-D the older opsets specify."""
     names = [f"in{k}" for k in range(len(inputs))]
-    node = helper.make_node(op, names, ["out"], **attrs)
-    graph = helper.make_graph([node], "g", [], [helper.make_empty_tensor_value_info("out")])
+    outs = ["out", "out_indices"] if op == "TopK" else ["out"]
+    node = helper.make_node(op, names, outs, **attrs)
+    graph = helper.make_graph([node], "g", [], [helper.make_empty_tensor_value_info(o)
+                                                for o in outs])
     onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     feeds = {n: np.asarray(v) for n, v in zip(names, inputs)}
     onnx_model.graph.input.extend(helper.make_tensor_value_info(
@@ -129,12 +150,17 @@ def test_versioned_kernels_match_onnxruntime(op, opset, attrs, inputs):
     onnx_model.ir_version = 8
     session = ort.InferenceSession(onnx_model.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
-    expected = session.run(None, feeds)[0]
+    expected = session.run(None, feeds)
     if "value" in attrs:
         attrs = {"value": numpy_helper.to_array(attrs["value"])}  # as the frontend passes it
-    got = np.asarray(ops.lookup("", op, opset).build(attrs)(*feeds.values()))
-    assert got.dtype == expected.dtype and got.shape == expected.shape
-    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    definition = ops.lookup("", op, opset)
+    got = definition.build(attrs, len(outs))(*feeds.values())
+    got = got if definition.multi else (got,)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        g = np.asarray(g)
+        assert g.dtype == e.dtype and g.shape == e.shape
+        np.testing.assert_allclose(g, e, rtol=1e-6)
 
 
 @pytest.mark.parametrize("op,attrs,shapes,dtype", CASES,

@@ -30,7 +30,10 @@ class KernelDef:
     out: bool = False
     multi: bool = False
 
-    def build(self, attrs: dict[str, Any]) -> Callable:
+    def build(self, attrs: dict[str, Any], n_outputs: int = 1) -> Callable:
+        """Bind `attrs`; a ``multi`` factory also learns how many outputs the node has."""
+        if self.multi:
+            return self.factory(attrs, n_outputs)
         return self.factory(attrs)
 
 
@@ -40,8 +43,9 @@ _TABLE: dict[tuple[str, str], list[KernelDef]] = {}
 def kernel(op_type: str, domain: str = "", since: int = 1, out: bool = False, multi: bool = False):
     """Register the decorated factory for `op_type` in `domain` from opset `since` on.
 
-    ``out=True``: the kernel accepts ``out=`` (see the module docstring). ``multi=True``: it returns
-    a tuple of results, one per node output.
+    ``out=True``: the kernel accepts ``out=`` (see the module docstring). ``multi=True``: the
+    factory is called as ``factory(attrs, n_outputs)`` and the kernel returns a tuple of results,
+    one per node output.
     """
 
     def register(factory):

@@ -1,3 +1,3 @@
 """Kernels for the ONNX default domain (ai.onnx), by family."""
 
-from . import elementwise, fallback, nn, sequence, tensor  # noqa: F401  (registers on import)
+from . import elementwise, fallback, nn, reduction, sequence, tensor  # noqa: F401  (registers)

@@ -16,7 +16,7 @@ def _from_reference(value):
 
 
 @kernel("OnnxReference", domain=FALLBACK_DOMAIN, multi=True)
-def onnx_reference(attrs):
+def onnx_reference(attrs, n_outputs):
     from onnx.reference import ReferenceEvaluator
     from onnx.reference.ops import load_op
 

@@ -1,0 +1,101 @@
+"""Reductions (ReduceSum/Mean/Max/Min/Prod; axes an attribute before opset 13 for ReduceSum and
+18 for the others, an input after), ArgMax/ArgMin, CumSum, TopK."""
+
+import numpy as np
+
+from ..registry import kernel
+
+_REDUCERS = {"ReduceSum": (np.sum, 13), "ReduceMean": (np.mean, 18), "ReduceMax": (np.max, 18),
+             "ReduceMin": (np.min, 18), "ReduceProd": (np.prod, 18)}
+
+
+def _reduce(reducer, x, axes, keepdims, noop_with_empty_axes):
+    if axes is None or len(axes) == 0:
+        if noop_with_empty_axes:
+            return np.array(x, copy=True)
+        axes = None
+    else:
+        axes = tuple(int(a) for a in axes)
+    result = reducer(x, axis=axes, keepdims=keepdims)
+    return np.asarray(result, dtype=x.dtype)
+
+
+def _register_reduction(op_type, reducer, input_since):
+    @kernel(op_type, since=1)
+    def with_attribute(attrs):
+        axes, keepdims = attrs.get("axes"), bool(attrs.get("keepdims", 1))
+        return lambda x: _reduce(reducer, x, axes, keepdims, False)
+
+    @kernel(op_type, since=input_since)
+    def with_input(attrs):
+        keepdims = bool(attrs.get("keepdims", 1))
+        noop = bool(attrs.get("noop_with_empty_axes", 0))
+
+        def reduce(x, axes=None):
+            return _reduce(reducer, x, None if axes is None else np.asarray(axes).ravel(),
+                           keepdims, noop)
+
+        return reduce
+
+
+for _op_type, (_reducer, _since) in _REDUCERS.items():
+    _register_reduction(_op_type, _reducer, _since)
+
+
+def _arg(pick):
+    def factory(attrs):
+        axis, keepdims = int(attrs.get("axis", 0)), bool(attrs.get("keepdims", 1))
+        last = bool(attrs.get("select_last_index", 0))
+
+        def arg(x):
+            if last:  # the last occurrence: search the flipped axis, then map the index back
+                index = x.shape[axis] - 1 - pick(np.flip(x, axis), axis=axis)
+            else:
+                index = pick(x, axis=axis)
+            index = np.asarray(index, dtype=np.int64)
+            return np.expand_dims(index, axis) if keepdims else index
+
+        return arg
+
+    return factory
+
+
+kernel("ArgMax", since=1)(_arg(np.argmax))
+kernel("ArgMin", since=1)(_arg(np.argmin))
+
+
+@kernel("CumSum", since=11)
+def cumsum(attrs):
+    exclusive, reverse = bool(attrs.get("exclusive", 0)), bool(attrs.get("reverse", 0))
+
+    def cumulative(x, axis):
+        axis = int(np.asarray(axis).reshape(()))
+        data = np.flip(x, axis) if reverse else x
+        total = np.cumsum(data, axis=axis, dtype=x.dtype)
+        if exclusive:
+            total = np.concatenate([np.zeros_like(np.take(total, [0], axis=axis)),
+                                    np.take(total, range(total.shape[axis] - 1), axis=axis)],
+                                   axis=axis)
+        return np.flip(total, axis) if reverse else total
+
+    return cumulative
+
+
+@kernel("TopK", since=10, multi=True)
+def top_k(attrs, n_outputs):
+    axis = int(attrs.get("axis", -1))
+    largest, ordered = bool(attrs.get("largest", 1)), bool(attrs.get("sorted", 1))
+
+    def top(x, k):
+        k = int(np.asarray(k).reshape(-1)[0])
+        # A stable sort keeps equal values in index order, as onnxruntime returns them.
+        keys = x if x.dtype.kind in "fi" else x.astype(np.float64)
+        if largest:
+            keys = -keys
+        indices = np.argsort(keys, axis=axis, kind="stable")
+        indices = np.take(indices, range(k), axis=axis)
+        if not ordered:
+            indices = np.sort(indices, axis=axis)
+        return np.take_along_axis(x, indices, axis=axis), indices.astype(np.int64)
+
+    return top
