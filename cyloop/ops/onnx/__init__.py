@@ -1,3 +1,3 @@
 """Kernels for the ONNX default domain (ai.onnx), by family."""
 
-from . import elementwise, fallback, nn, reduction, sequence, tensor  # noqa: F401  (registers)
+from . import elementwise, fallback, indexing, nn, reduction, sequence, tensor  # noqa: F401

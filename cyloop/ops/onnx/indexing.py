@@ -1,0 +1,196 @@
+"""Indexing and data movement with index tensors: Split, Slice, GatherElements, GatherND,
+ScatterElements, ScatterND, NonZero, OneHot, Pad, Einsum, Dropout (inference)."""
+
+import numpy as np
+
+from ..registry import kernel
+
+
+def _ints(values):
+    return [int(v) for v in np.asarray(values).ravel()]
+
+
+def _split(x, axis, sizes, n_outputs):
+    length = x.shape[axis]
+    if sizes is None:  # equal parts; opset 18 allows a smaller last part
+        step = -(-length // n_outputs)
+        sizes = [min(step, length - k * step) for k in range(n_outputs)]
+    bounds = np.cumsum(sizes)[:-1]
+    return tuple(np.split(x, bounds, axis=axis))
+
+
+@kernel("Split", since=2, multi=True)
+def split_2(attrs, n_outputs):
+    axis, sizes = int(attrs.get("axis", 0)), attrs.get("split")
+    return lambda x: _split(x, axis, sizes, n_outputs)
+
+
+@kernel("Split", since=13, multi=True)
+def split_13(attrs, n_outputs):
+    axis = int(attrs.get("axis", 0))
+    return lambda x, split=None: _split(x, axis, None if split is None else _ints(split),
+                                        n_outputs)
+
+
+def _slice(x, starts, ends, axes, steps):
+    index = [slice(None)] * x.ndim
+    axes = range(len(starts)) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        # ONNX clamps to the axis like Python slicing, but INT64 extremes mean "to the end".
+        index[axis] = slice(start, None if (step < 0 and end < -x.shape[axis]) else end, step)
+    return x[tuple(index)]
+
+
+@kernel("Slice", since=1)
+def slice_1(attrs):
+    starts, ends, axes = attrs["starts"], attrs["ends"], attrs.get("axes")
+    return lambda x: _slice(x, starts, ends, axes, None)
+
+
+@kernel("Slice", since=10)
+def slice_10(attrs):
+    def sliced(x, starts, ends, axes=None, steps=None):
+        return _slice(x, _ints(starts), _ints(ends), None if axes is None else _ints(axes),
+                      None if steps is None else _ints(steps))
+
+    return sliced
+
+
+@kernel("GatherElements", since=11)
+def gather_elements(attrs):
+    axis = int(attrs.get("axis", 0))
+
+    def gathered(data, indices):
+        indices = np.where(indices < 0, indices + data.shape[axis], indices)
+        return np.take_along_axis(data, indices, axis=axis)
+
+    return gathered
+
+
+@kernel("GatherND", since=11)
+def gather_nd(attrs):
+    batch_dims = int(attrs.get("batch_dims", 0))
+
+    def gathered(data, indices):
+        batch = data.shape[:batch_dims]
+        flat_data = data.reshape((-1, *data.shape[batch_dims:]))
+        flat_idx = indices.reshape((-1, *indices.shape[batch_dims:]))
+        depth = indices.shape[-1]
+        parts = [d[tuple(np.moveaxis(i, -1, 0))] if depth else d[None]
+                 for d, i in zip(flat_data, flat_idx)]
+        result = np.stack(parts) if parts else np.empty((0,), data.dtype)
+        return result.reshape(batch + result.shape[1:])
+
+    return gathered
+
+
+_REDUCTIONS = {"none": None, "add": np.add, "mul": np.multiply, "max": np.maximum,
+               "min": np.minimum}
+
+
+@kernel("ScatterElements", since=11)
+def scatter_elements(attrs):
+    axis = int(attrs.get("axis", 0))
+    reduce = _REDUCTIONS[attrs.get("reduction", "none")]
+
+    def scattered(data, indices, updates):
+        result = np.array(data, copy=True)
+        indices = np.where(indices < 0, indices + data.shape[axis], indices)
+        index = list(np.indices(indices.shape, sparse=True))
+        index[axis] = indices
+        if reduce is None:
+            result[tuple(index)] = updates
+        else:
+            reduce.at(result, tuple(index), updates)
+        return result
+
+    return scattered
+
+
+@kernel("ScatterND", since=11)
+def scatter_nd(attrs):
+    reduce = _REDUCTIONS[attrs.get("reduction", "none")]
+
+    def scattered(data, indices, updates):
+        result = np.array(data, copy=True)
+        index = tuple(np.moveaxis(indices, -1, 0))
+        if reduce is None:
+            result[index] = updates
+        else:
+            reduce.at(result, index, updates)
+        return result
+
+    return scattered
+
+
+@kernel("NonZero", since=9)
+def non_zero(attrs):
+    return lambda x: np.array(np.nonzero(x), dtype=np.int64).reshape(np.ndim(x), -1)
+
+
+@kernel("OneHot", since=9)
+def one_hot(attrs):
+    axis = int(attrs.get("axis", -1))
+
+    def encoded(indices, depth, values):
+        depth = int(np.asarray(depth).reshape(-1)[0])
+        indices = np.asarray(indices).astype(np.int64)
+        indices = np.where(indices < 0, indices + depth, indices)
+        hot = np.arange(depth) == indices[..., None]
+        hot = np.moveaxis(hot, -1, axis if axis >= 0 else hot.ndim + axis)
+        return np.where(hot, values[1], values[0]).astype(values.dtype)
+
+    return encoded
+
+
+def _pad(x, pads, mode, value, axes=None):
+    rank = x.ndim
+    axes = list(range(rank)) if axes is None else [a % rank for a in axes]
+    width = [(0, 0)] * rank
+    half = len(pads) // 2
+    for k, axis in enumerate(axes):
+        width[axis] = (pads[k], pads[k + half])
+    # Negative pads crop.
+    crop = tuple(slice(-lo if lo < 0 else 0, x.shape[a] + hi if hi < 0 else None)
+                 for a, (lo, hi) in enumerate(width))
+    x = x[crop]
+    width = [(max(lo, 0), max(hi, 0)) for lo, hi in width]
+    if mode == "constant":
+        return np.pad(x, width, mode="constant", constant_values=value)
+    return np.pad(x, width, mode={"edge": "edge", "reflect": "reflect", "wrap": "wrap"}[mode])
+
+
+@kernel("Pad", since=2)
+def pad_2(attrs):
+    pads, mode, value = attrs["pads"], attrs.get("mode", "constant"), attrs.get("value", 0.0)
+    return lambda x: _pad(x, list(pads), mode, x.dtype.type(value))
+
+
+@kernel("Pad", since=11)
+def pad_11(attrs):
+    mode = attrs.get("mode", "constant")
+
+    def padded(x, pads, constant_value=None, axes=None):
+        value = x.dtype.type(0) if constant_value is None else \
+            np.asarray(constant_value).reshape(-1)[0]
+        return _pad(x, _ints(pads), mode, value, None if axes is None else _ints(axes))
+
+    return padded
+
+
+@kernel("Einsum", since=12)
+def einsum(attrs):
+    equation = attrs["equation"].replace(" ", "")
+    return lambda *operands: np.einsum(equation, *operands)
+
+
+@kernel("Dropout", since=1, multi=True)
+def dropout(attrs, n_outputs):
+    def passthrough(x, ratio=None, training_mode=None):
+        if training_mode is not None and bool(np.asarray(training_mode)):
+            raise ValueError("Dropout in training mode is not supported (inference only)")
+        outputs = (x, np.ones(np.shape(x), dtype=np.bool_))
+        return outputs[:n_outputs]
+
+    return passthrough
