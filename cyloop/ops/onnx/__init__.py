@@ -1,3 +1,12 @@
 """Kernels for the ONNX default domain (ai.onnx), by family."""
 
-from . import elementwise, fallback, indexing, nn, reduction, sequence, tensor  # noqa: F401
+from . import (  # noqa: F401  (registration happens on import)
+    elementwise,
+    fallback,
+    indexing,
+    nn,
+    reduction,
+    rnn,
+    sequence,
+    tensor,
+)

@@ -1,0 +1,170 @@
+"""ONNX RNN, GRU and LSTM (all directions, sequence_lens, layout, clip, activations, peepholes).
+
+The input projection ``X W^T + Wb`` of every time step is one matrix product before the time loop;
+only ``H R^T`` runs per step.
+"""
+
+import math
+
+import numpy as np
+
+from ..registry import kernel
+
+
+def _sigmoid(x):
+    return 0.5 * np.tanh(0.5 * x) + 0.5
+
+
+_ACTIVATIONS = {  # name -> (function of (x, alpha, beta), default alpha, default beta)
+    "relu": (lambda x, a, b: np.maximum(x, 0), None, None),
+    "tanh": (lambda x, a, b: np.tanh(x), None, None),
+    "sigmoid": (lambda x, a, b: _sigmoid(x), None, None),
+    "affine": (lambda x, a, b: a * x + b, 1.0, 0.0),
+    "leakyrelu": (lambda x, a, b: np.where(x >= 0, x, a * x), 0.01, None),
+    "thresholdedrelu": (lambda x, a, b: np.where(x > a, x, 0), 1.0, None),
+    "scaledtanh": (lambda x, a, b: a * np.tanh(b * x), 1.0, 1.0),
+    "hardsigmoid": (lambda x, a, b: np.clip(a * x + b, 0, 1), 0.2, 0.5),
+    "elu": (lambda x, a, b: np.where(x >= 0, x, a * np.expm1(np.minimum(x, 0))), 1.0, None),
+    "softsign": (lambda x, a, b: x / (1 + np.abs(x)), None, None),
+    "softplus": (lambda x, a, b: np.logaddexp(x, 0), None, None),
+}
+
+_DEFAULTS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
+_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+def _activations(op_type, attrs, n_dirs):
+    """One list of activation callables per direction."""
+    names = attrs.get("activations") or _DEFAULTS[op_type] * n_dirs
+    alphas = list(attrs.get("activation_alpha") or [])
+    betas = list(attrs.get("activation_beta") or [])
+    functions = []
+    for name in names:
+        fn, alpha, beta = _ACTIVATIONS[name.lower()]
+        if alpha is not None:
+            alpha = alphas.pop(0) if alphas else alpha
+        if beta is not None:
+            beta = betas.pop(0) if betas else beta
+        functions.append(lambda x, fn=fn, a=alpha, b=beta: fn(x, a, b))
+    per = len(_DEFAULTS[op_type])
+    if len(functions) != per * n_dirs:
+        raise ValueError(f"{op_type} needs {per * n_dirs} activations for {n_dirs} direction(s), "
+                         f"got {names}")
+    return [functions[d * per:(d + 1) * per] for d in range(n_dirs)]
+
+
+def _factory(op_type):
+    def factory(attrs, n_outputs):
+        direction = attrs.get("direction", "forward")
+        n_dirs = 2 if direction == "bidirectional" else 1
+        acts = _activations(op_type, attrs, n_dirs)
+        clip = attrs.get("clip")
+        layout = int(attrs.get("layout", 0))
+        linear_before_reset = bool(attrs.get("linear_before_reset", 0))
+        input_forget = bool(attrs.get("input_forget", 0))
+        gates = _GATES[op_type]
+
+        def run(x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None):
+            if layout:
+                x = np.swapaxes(x, 0, 1)
+                h0 = None if h0 is None else np.swapaxes(h0, 0, 1)
+                c0 = None if c0 is None else np.swapaxes(c0, 0, 1)
+            steps, batch, _ = x.shape
+            hidden = r.shape[-1]
+            dtype = x.dtype
+            lens = np.full(batch, steps, np.int64) if seq_lens is None else \
+                np.asarray(seq_lens, np.int64)
+            y = np.zeros((steps, n_dirs, batch, hidden), dtype)
+            y_h = np.zeros((n_dirs, batch, hidden), dtype)
+            y_c = np.zeros((n_dirs, batch, hidden), dtype)
+            rows = np.arange(batch)
+            for d in range(n_dirs):
+                reverse = direction == "reverse" or d == 1
+                bias_w = np.zeros(gates * hidden, dtype) if b is None else b[d, :gates * hidden]
+                bias_r = np.zeros(gates * hidden, dtype) if b is None else b[d, gates * hidden:]
+                projected = x @ w[d].T + bias_w  # [steps, batch, gates*hidden]: one GEMM
+                h = np.zeros((batch, hidden), dtype) if h0 is None else h0[d].astype(dtype)
+                c = np.zeros((batch, hidden), dtype) if c0 is None else c0[d].astype(dtype)
+                peep = None if p is None else p[d]
+                for s in range(steps):
+                    active = s < lens
+                    # Per batch entry, the time index this step reads and writes.
+                    t = np.where(active, lens - 1 - s, 0) if reverse else np.full(batch, s)
+                    xt = projected[t, rows]
+                    h_new, c_new = _cell(op_type, xt, h, c, r[d], bias_r, peep, acts[d], clip,
+                                         linear_before_reset, input_forget, hidden)
+                    mask = active[:, None]
+                    h = np.where(mask, h_new, h)
+                    c = np.where(mask, c_new, c)
+                    y[t[active], d, rows[active]] = h_new[active]
+                y_h[d], y_c[d] = h, c
+            if layout:
+                y = np.transpose(y, (2, 0, 1, 3))
+                y_h, y_c = np.swapaxes(y_h, 0, 1), np.swapaxes(y_c, 0, 1)
+            outputs = (y, y_h, y_c) if op_type == "LSTM" else (y, y_h)
+            return outputs[:n_outputs]
+
+        return run
+
+    return factory
+
+
+def _clip(x, clip):
+    return x if clip is None else np.clip(x, -clip, clip)
+
+
+def _cell(op_type, xt, h, c, r, bias_r, peep, acts, clip, linear_before_reset, input_forget,
+          hidden):
+    if op_type == "RNN":
+        return acts[0](_clip(xt + h @ r.T + bias_r, clip)), c
+    if op_type == "GRU":
+        f, g = acts
+        xz, xr, xh = np.split(xt, 3, axis=-1)
+        rz, rr, rh = np.split(r, 3, axis=0)
+        bz, br, bh = np.split(bias_r, 3)
+        z = f(_clip(xz + h @ rz.T + bz, clip))
+        reset = f(_clip(xr + h @ rr.T + br, clip))
+        if linear_before_reset:
+            candidate = g(_clip(xh + reset * (h @ rh.T + bh), clip))
+        else:
+            candidate = g(_clip(xh + (reset * h) @ rh.T + bh, clip))
+        return (1 - z) * candidate + z * h, c
+    f, g, act_h = acts
+    gates = xt + h @ r.T + bias_r
+    gi, go, gf, gc = np.split(gates, 4, axis=-1)
+    if peep is not None:
+        pi, po, pf = np.split(peep, 3)
+        gi, gf = gi + pi * c, gf + pf * c
+    i = f(_clip(gi, clip))
+    forget = 1 - i if input_forget else f(_clip(gf, clip))
+    c_new = forget * c + i * g(_clip(gc, clip))
+    if peep is not None:
+        go = go + po * c_new
+    o = f(_clip(go, clip))
+    return o * act_h(c_new), c_new
+
+
+# One kernel serves every version: later opsets only added attributes (layout at 14) that default
+# to the older behaviour.
+for _op_type in ("RNN", "GRU", "LSTM"):
+    kernel(_op_type, since=1, multi=True)(_factory(_op_type))
+
+
+@kernel("Erf", since=9)
+def erf(attrs):
+    scalar_erf = np.frompyfunc(math.erf, 1, 1)
+    return lambda x: scalar_erf(x).astype(x.dtype)
+
+
+@kernel("Gelu", since=20)
+def gelu(attrs):
+    approximate = attrs.get("approximate", "none")
+    scalar_erf = np.frompyfunc(math.erf, 1, 1)
+
+    def gaussian_error_linear(x):
+        if approximate == "tanh":
+            inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
+            return (0.5 * x * (1 + np.tanh(inner))).astype(x.dtype)
+        return (0.5 * x * (1 + scalar_erf(x / math.sqrt(2)).astype(np.float64))).astype(x.dtype)
+
+    return gaussian_error_linear
