@@ -76,3 +76,39 @@ def scan_model(shape, in_axis, in_reverse, out_axis, out_reverse, opset=16):
                               [tensor("s_final", np.float32, part),
                                helper.make_tensor_value_info("ys", TensorProto.FLOAT, None)])
     return model(graph, opset)
+
+
+def lstm_loop_model(hidden=8, opset=13):
+    """An LSTM spelled as an ONNX Loop: Gather(X, i), MatMul, Split, Sigmoid, Tanh, Mul."""
+    body = helper.make_graph(
+        [helper.make_node("Gather", ["X", "i"], ["x_t"], axis=0),
+         helper.make_node("MatMul", ["x_t", "W"], ["xw"]),
+         helper.make_node("MatMul", ["h_in", "R"], ["hr"]),
+         helper.make_node("Add", ["xw", "hr"], ["pre"]),
+         helper.make_node("Add", ["pre", "B"], ["gates"]),
+         helper.make_node("Split", ["gates"], ["gi", "gf", "gg", "go"], axis=1),
+         helper.make_node("Sigmoid", ["gi"], ["i_t"]),
+         helper.make_node("Sigmoid", ["gf"], ["f_t"]),
+         helper.make_node("Tanh", ["gg"], ["g_t"]),
+         helper.make_node("Sigmoid", ["go"], ["o_t"]),
+         helper.make_node("Mul", ["f_t", "c_in"], ["fc"]),
+         helper.make_node("Mul", ["i_t", "g_t"], ["ig"]),
+         helper.make_node("Add", ["fc", "ig"], ["c_out"]),
+         helper.make_node("Tanh", ["c_out"], ["c_act"]),
+         helper.make_node("Mul", ["o_t", "c_act"], ["h_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Identity", ["h_out"], ["y"])], "lstm_body",
+        [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []),
+         tensor("h_in", np.float32, ["B", hidden]), tensor("c_in", np.float32, ["B", hidden])],
+        [tensor("cond_out", np.bool_, []), tensor("h_out", np.float32, ["B", hidden]),
+         tensor("c_out", np.float32, ["B", hidden]), tensor("y", np.float32, ["B", hidden])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["T", "", "h0", "c0"], ["h_last", "c_last", "hs"], body=body)],
+        "lstm_loop",
+        [tensor("T", np.int64, []), tensor("X", np.float32, ["T", "B", "I"]),
+         tensor("W", np.float32, ["I", 4 * hidden]), tensor("R", np.float32, [hidden, 4 * hidden]),
+         tensor("B", np.float32, [4 * hidden]), tensor("h0", np.float32, ["B", hidden]),
+         tensor("c0", np.float32, ["B", hidden])],
+        [tensor("h_last", np.float32, ["B", hidden]), tensor("c_last", np.float32, ["B", hidden]),
+         tensor("hs", np.float32, ["T", "B", hidden])])
+    return model(graph, opset)

@@ -7,7 +7,7 @@ from onnx import helper
 
 import cyloop
 
-from .onnx_models import const, loop_model, model, scan_model, tensor
+from .onnx_models import const, loop_model, lstm_loop_model, model, scan_model, tensor
 
 FORMS = {  # (M given, cond given, body stops at, feeds for M/cond)
     "M-and-cond": (True, True, None, {"M": np.int64(5), "cond": np.bool_(True)}),
@@ -117,3 +117,19 @@ def test_loop_inside_if(flag, rng):
         [tensor("out", np.float32, [3])])
     _compare(model(graph, 13), {"flag": np.bool_(flag), "m": np.int64(4),
                                 "x": rng.standard_normal(3).astype(np.float32)})
+
+
+def test_lstm_written_as_an_onnx_loop(rng):
+    steps, batch, features, hidden = 7, 3, 5, 8
+    feeds = {"T": np.array(steps, np.int64),
+             "X": rng.standard_normal((steps, batch, features)).astype(np.float32),
+             "W": (rng.standard_normal((features, 4 * hidden)) * 0.4).astype(np.float32),
+             "R": (rng.standard_normal((hidden, 4 * hidden)) * 0.4).astype(np.float32),
+             "B": rng.standard_normal(4 * hidden).astype(np.float32),
+             "h0": np.zeros((batch, hidden), np.float32),
+             "c0": np.zeros((batch, hidden), np.float32)}
+    onnx_model = lstm_loop_model(hidden)
+    expected = _ort(onnx_model, feeds)
+    got = cyloop.load(onnx_model).run(feeds)
+    for name, value in expected.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
