@@ -133,3 +133,40 @@ def test_lstm_written_as_an_onnx_loop(rng):
     got = cyloop.load(onnx_model).run(feeds)
     for name, value in expected.items():
         np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def _growing_loop(direct):
+    nodes = [helper.make_node("Concat", ["v_in", "w"], ["v_out"], axis=0),
+             helper.make_node("Identity", ["c_in"], ["c_out"])]
+    emitted = "w"
+    if not direct:  # onnxruntime refuses a subgraph output naming an outer value
+        nodes.append(helper.make_node("Identity", ["w"], ["w_copy"]))
+        emitted = "w_copy"
+    body = helper.make_graph(
+        nodes, "body",
+        [tensor("i", np.int64, []), tensor("c_in", np.bool_, []),
+         tensor("v_in", np.float32, ["N", 2]), tensor("u_in", np.float32, [2])],
+        [tensor("c_out", np.bool_, []), tensor("v_out", np.float32, ["N", 2]),
+         tensor("u_in", np.float32, [2]), tensor(emitted, np.float32, [1, 2])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["m", "", "v0", "u0"], ["v_final", "u_final", "ws"],
+                          body=body)], "g",
+        [tensor("m", np.int64, []), tensor("v0", np.float32, [1, 2]),
+         tensor("u0", np.float32, [2]), tensor("w", np.float32, [1, 2])],
+        [tensor("v_final", np.float32, ["N", 2]), tensor("u_final", np.float32, [2]),
+         tensor("ws", np.float32, ["M", 1, 2])])
+    return model(graph, 13)
+
+
+def test_carried_value_that_grows_and_outputs_naming_inputs_or_outer_values(rng):
+    """v grows by one row per iteration (a carried value changing shape); the body's outputs
+    name a body input (u passes through) and an outer value (w, emitted every iteration). The
+    oracle is onnxruntime on the same model with an Identity in front of w."""
+    feeds = {"m": np.array(4, np.int64), "v0": rng.standard_normal((1, 2)).astype(np.float32),
+             "u0": rng.standard_normal(2).astype(np.float32),
+             "w": rng.standard_normal((1, 2)).astype(np.float32)}
+    expected = _ort(_growing_loop(direct=False), feeds)
+    got = cyloop.load(_growing_loop(direct=True)).run(feeds)
+    for name, value in expected.items():
+        assert got[name].shape == value.shape, name
+        np.testing.assert_array_equal(got[name], value, err_msg=name)
