@@ -168,6 +168,15 @@ def _node_captures(node: Node) -> list[str]:
 
 def _build_kernel(node: Node, captures: list[str], settings: Settings, opsets: dict[str, int]):
     """(callable, multi, out_ok) for one node; loop nodes get a driver around a compiled body."""
+    if node.domain == LOOP_DOMAIN and node.op_type == "BatchedScan":
+        from ._control import BatchedScanRunner
+
+        inner = Node("Loop", node.inputs[1:], node.outputs, {"spec": node.attrs["spec"]},
+                     LOOP_DOMAIN, node.name)
+        driver, _, _ = _build_kernel(inner, captures, settings, opsets)
+        runner = BatchedScanRunner(driver, node.attrs["num_states"], len(node.inputs) - 1,
+                                   node.label)
+        return runner, True, False
     if node.domain == LOOP_DOMAIN and node.op_type == "Loop":
         spec = node.attrs.get("spec")
         if not isinstance(spec, LoopSpec):

@@ -7,7 +7,7 @@ import numpy as np
 from .errors import ExecutionError
 from .sequence import TensorSequence
 
-__all__ = ["IfRunner", "SequenceMapRunner"]
+__all__ = ["BatchedScanRunner", "IfRunner", "SequenceMapRunner"]
 
 
 class IfRunner:
@@ -55,3 +55,35 @@ class SequenceMapRunner:
             for k, value in enumerate(self.body.run(step + captures)):
                 results[k].append(value)
         return tuple(TensorSequence(items) for items in results)
+
+
+class BatchedScanRunner:
+    """ONNX Scan-8: the scan loop run per batch element b on its first sequence_lens[b] steps;
+    final states stacked on the batch axis, scan outputs zero-padded to the longest sequence."""
+
+    def __init__(self, driver, n_states, n_inputs, label):
+        self.driver = driver
+        self.n_states = n_states
+        self.n_inputs = n_inputs
+        self.label = label
+        self.loops = [driver]
+
+    def __call__(self, sequence_lens, *args):
+        inputs, captures = args[: self.n_inputs], args[self.n_inputs:]
+        states, scans = inputs[: self.n_states], inputs[self.n_states:]
+        batch, max_len = scans[0].shape[0], scans[0].shape[1]
+        lens = np.full(batch, max_len, np.int64) if sequence_lens is None else \
+            np.asarray(sequence_lens, np.int64).reshape(-1)
+        if lens.shape != (batch,) or np.any(lens < 0) or np.any(lens > max_len):
+            raise ExecutionError(f"{self.label}: sequence_lens {lens.tolist()} does not fit a "
+                                 f"batch of {batch} sequences of at most {max_len} steps")
+        per_batch = []
+        for b in range(batch):
+            outputs = self.driver(*[s[b] for s in states], *[x[b, : lens[b]] for x in scans],
+                                  *captures)
+            padded = list(outputs[: self.n_states])
+            for y in outputs[self.n_states:]:
+                pad = [(0, max_len - y.shape[0])] + [(0, 0)] * (y.ndim - 1)
+                padded.append(np.pad(y, pad))
+            per_batch.append(padded)
+        return tuple(np.stack([row[k] for row in per_batch]) for k in range(len(per_batch[0])))

@@ -292,14 +292,9 @@ class _Converter:
                     node.name or node.outputs[0])
 
     def scan8(self, node) -> Node:
-        """ONNX Scan-8: (sequence_lens, states..., scan inputs...) with a leading batch axis.
-
-        Lowered to a loop over the batch axis whose body is the Scan-9 loop over each batch
-        element (states sliced and outputs stacked along the batch axis).
-        """
-        if node.inputs and node.inputs[0]:
-            raise UnsupportedOpError(f"{node.label}: Scan-8 with sequence_lens is not supported "
-                                     "yet (sequences of unequal length)")
+        """ONNX Scan-8: (sequence_lens, states..., scan inputs...), each with a leading batch
+        axis. The per-batch-element scan is a Scan-9 loop; a `BatchedScan` node runs it on each
+        batch element, on the first sequence_lens[b] steps, and zero-pads the scan outputs."""
         body = self._body(node)
         inner_inputs = node.inputs[1:]
         n_scan_in = node.attrs.get("num_scan_inputs")
@@ -308,14 +303,9 @@ class _Converter:
                              f"{len(inner_inputs)} state and scan inputs")
         attrs = {"body": body, "num_scan_inputs": n_scan_in,
                  "scan_input_directions": node.attrs.get("directions")}
-        params = [f"{node.outputs[0]}/batch_in{k}" for k in range(len(inner_inputs))]
-        results = [f"{node.outputs[0]}/batch_out{k}" for k in range(len(node.outputs))]
-        inner = self.scan(Node("Scan", params, results, attrs, "", f"{node.label}/per_batch"),
+        inner = self.scan(Node("Scan", inner_inputs, node.outputs, attrs, "", node.name),
                           min_version=9)
-        outer_body = Graph([inner], [Value(p) for p in params], [Value(r) for r in results],
-                           {}, dict(self.opsets), f"{node.outputs[0]}/batch_body")
-        spec = LoopSpec(outer_body,
-                        inputs=[SlicedInput(1 + k, p) for k, p in enumerate(params)],
-                        outputs=[ConcatOutput(r, 0, False, True) for r in results])
-        return Node("Loop", node.inputs, node.outputs, {"spec": spec}, LOOP_DOMAIN,
+        n_states = len(inner_inputs) - n_scan_in
+        return Node("BatchedScan", node.inputs, node.outputs,
+                    {"spec": inner.attrs["spec"], "num_states": n_states}, LOOP_DOMAIN,
                     node.name or node.outputs[0])

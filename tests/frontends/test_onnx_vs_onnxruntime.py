@@ -170,3 +170,48 @@ def test_carried_value_that_grows_and_outputs_naming_inputs_or_outer_values(rng)
     for name, value in expected.items():
         assert got[name].shape == value.shape, name
         np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+@pytest.mark.parametrize("lens", [None, [4, 1, 2, 3]], ids=["no-lens", "lens"])
+@pytest.mark.parametrize("reverse", [0, 1], ids=["forward", "reverse"])
+def test_scan8_batch_axis_and_sequence_lens(lens, reverse, rng):
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]),
+         helper.make_node("Mul", ["s_out", "x_t"], ["y"])], "body",
+        [tensor("s_in", np.float32, [2]), tensor("x_t", np.float32, [2])],
+        [tensor("s_out", np.float32, [2]), tensor("y", np.float32, [2])])
+    node = helper.make_node("Scan", ["lens" if lens else "", "s0", "x"], ["s_final", "ys"],
+                            body=body, num_scan_inputs=1, directions=[reverse])
+    inputs = [tensor("s0", np.float32, [4, 2]), tensor("x", np.float32, [4, 4, 2])]
+    if lens:
+        inputs.insert(0, tensor("lens", np.int64, [4]))
+    graph = helper.make_graph([node], "g", inputs, [tensor("s_final", np.float32, [4, 2]),
+                                                   tensor("ys", np.float32, [4, 4, 2])])
+    feeds = {"s0": rng.standard_normal((4, 2)).astype(np.float32),
+             "x": rng.standard_normal((4, 4, 2)).astype(np.float32)}
+    if lens:
+        feeds["lens"] = np.array(lens, np.int64)
+    _compare(model(graph, 8), feeds)
+
+
+def test_scan8_zero_length_sequence_keeps_the_initial_state(rng):
+    """onnxruntime refuses a length of 0, so a numpy loop is the oracle here."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]),
+         helper.make_node("Identity", ["s_out"], ["y"])], "body",
+        [tensor("s_in", np.float32, [2]), tensor("x_t", np.float32, [2])],
+        [tensor("s_out", np.float32, [2]), tensor("y", np.float32, [2])])
+    node = helper.make_node("Scan", ["lens", "s0", "x"], ["s_final", "ys"], body=body,
+                            num_scan_inputs=1)
+    graph = helper.make_graph([node], "g", [tensor("lens", np.int64, [2]),
+                                            tensor("s0", np.float32, [2, 2]),
+                                            tensor("x", np.float32, [2, 3, 2])],
+                              [tensor("s_final", np.float32, [2, 2]),
+                               tensor("ys", np.float32, [2, 3, 2])])
+    s0 = rng.standard_normal((2, 2)).astype(np.float32)
+    x = rng.standard_normal((2, 3, 2)).astype(np.float32)
+    got = cyloop.load(model(graph, 8)).run({"lens": np.array([0, 3]), "s0": s0, "x": x})
+    np.testing.assert_array_equal(got["s_final"][0], s0[0])
+    np.testing.assert_array_equal(got["ys"][0], np.zeros((3, 2), np.float32))
+    np.testing.assert_allclose(got["s_final"][1], s0[1] + x[1].sum(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(got["ys"][1], s0[1] + np.cumsum(x[1], axis=0), rtol=1e-6)
