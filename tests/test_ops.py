@@ -134,6 +134,7 @@ X3 = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4) % 7 - 3
     ("CumSum", 14, {"exclusive": 1, "reverse": 1}, [X3, np.array(-1)]),
     ("TopK", 11, {"axis": 1}, [X3, np.array([2])]),
     ("TopK", 11, {"largest": 0, "axis": -1}, [X3, np.array([3])]),
+    ("TopK", 9, {"k": 2, "axis": 0}, [X3]),
     ("Split", 11, {"axis": 1, "split": [1, 2]}, [X3]),
     ("Split", 13, {"axis": 2}, [X3, np.array([3, 1])]),
     ("Split", 13, {"axis": -1}, [X3]),

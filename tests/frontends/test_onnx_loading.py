@@ -206,3 +206,46 @@ def test_sequence_values_stay_immutable():
     assert [x[0] for x in seq] == [0] and [x[0] for x in longer] == [0, 1]
     assert [x[0] for x in branch] == [0, 2]
     assert [x[0] for x in longer.erased()] == [0] and len(longer) == 2
+
+
+NO_ONNX = """
+import sys
+sys.modules["onnx"] = None  # as if the [onnx] extra were not installed
+import numpy as np
+import cyloop
+from cyloop import _examples
+graph, feeds = _examples.counter(3)
+print(cyloop.Model(graph).run(feeds)["acc"])
+try:
+    cyloop.load(sys.argv[1])
+except ImportError as e:
+    print(e)
+"""
+
+
+def test_cyloop_works_without_onnx_and_says_which_extra_to_install(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "loop.onnx"
+    path.write_bytes(loop_model(True, False, None).SerializeToString())
+    proc = subprocess.run([sys.executable, "-c", NO_ONNX, str(path)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0] == "3.0"
+    assert "pip install 'cyloop[onnx]'" in lines[1]
+
+
+@pytest.mark.parametrize("feeds,error", [
+    ({"M": np.array(2, np.int64)}, r"missing inputs \['v0'\]"),
+    ({"M": np.array(2, np.int32), "v0": np.zeros((2, 3), np.float32)},
+     "input 'M': expected dtype int64, got int32"),
+    ({"M": np.array(2, np.int64), "v0": np.zeros((2, 4), np.float32)},
+     "input 'v0': expected size 3 on axis 1"),
+    ({"M": np.array(2, np.int64), "v0": np.zeros(3, np.float32)}, "input 'v0': expected rank 2"),
+    ({"M": np.array(2, np.int64), "v0": np.zeros((2, 3), np.float32), "x": 1}, "unknown inputs"),
+], ids=["missing", "dtype", "fixed-dim", "rank", "unknown"])
+def test_bad_feeds_to_an_onnx_model(feeds, error):
+    with pytest.raises(cyloop.InputError, match=error):
+        cyloop.load(loop_model(True, False, None)).run(feeds)

@@ -81,6 +81,13 @@ def cumsum(attrs):
     return cumulative
 
 
+@kernel("TopK", since=1, multi=True)
+def top_k_1(attrs, n_outputs):
+    k = int(attrs["k"])
+    top = top_k(attrs, n_outputs)
+    return lambda x: top(x, k)
+
+
 @kernel("TopK", since=10, multi=True)
 def top_k(attrs, n_outputs):
     axis = int(attrs.get("axis", -1))
