@@ -58,8 +58,8 @@ LOOP_DOMAIN = "cyloop"
 class Value:
     """A named, optionally typed graph input or output. Shape entries: int, str (symbolic) or None.
 
-    `kind` is "tensor", "sequence" (of tensors of `dtype`/`shape`) or "optional" (None, or a value
-    of `dtype`/`shape`).
+    `kind` is "tensor", "sequence" (of tensors of `dtype`/`shape`), "optional" (None, or a tensor
+    of `dtype`/`shape`) or "optional_sequence" (None, or a sequence).
     """
 
     name: str

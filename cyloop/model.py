@@ -28,10 +28,14 @@ class Model:
         self._compiled = compile_graph(graph, self.settings)
         self._program = driver_module(self.settings).Program(self._compiled)
         self._output_index = {v.name: k for k, v in enumerate(graph.outputs)}
+        # An input that is also an initializer may be fed; otherwise it takes that value.
+        self._defaults = {v.name: graph.initializers[v.name] for v in graph.inputs
+                          if v.name in graph.initializers}
 
     @property
     def input_names(self) -> list[str]:
-        return [v.name for v in self.graph.inputs]
+        """The inputs a run needs (inputs with a default value are not listed, but accepted)."""
+        return [v.name for v in self.graph.inputs if v.name not in self._defaults]
 
     @property
     def output_names(self) -> list[str]:
@@ -79,7 +83,7 @@ class Model:
         if not isinstance(feeds, dict):
             raise InputError(f"feeds must be a dict of input name -> array, not "
                              f"{type(feeds).__name__}")
-        unknown = sorted(set(feeds) - set(self.input_names))
+        unknown = sorted(set(feeds) - set(self.input_names) - set(self._defaults))
         if unknown:
             raise InputError(f"unknown inputs {unknown}; the model's inputs are "
                              f"{self.input_names}")
@@ -90,11 +94,14 @@ class Model:
         args = []
         bound: dict[str, tuple[int, str]] = {}
         for declared in self.graph.inputs:
+            if declared.name not in feeds:
+                args.append(self._defaults[declared.name])
+                continue
             value = feeds[declared.name]
-            if declared.kind == "optional" and value is None:
+            if declared.kind in ("optional", "optional_sequence") and value is None:
                 args.append(None)
                 continue
-            if declared.kind == "sequence" or isinstance(value, (list, tuple, TensorSequence)):
+            if declared.kind in ("sequence", "optional_sequence"):
                 if not isinstance(value, (list, tuple, TensorSequence)):
                     raise InputError(f"input {declared.name!r}: expected a sequence (a list of "
                                      f"arrays), got {type(value).__name__}")

@@ -70,6 +70,8 @@ class TensorSequence:
 
     def erased(self, position: int | None = None) -> TensorSequence:
         """A new sequence without the element at `position` (default: the last)."""
+        if self._length == 0:
+            raise IndexError("cannot erase from an empty sequence")
         if position is None or position in (-1, self._length - 1):
             return TensorSequence(dtype=self.dtype, _shared=self._items, _length=self._length - 1)
         items = self._copied()

@@ -36,7 +36,8 @@ def _inputs(op, rng, dirs, bias=True, lens=False, initial=False, peep=False, lay
         "W": (rng.standard_normal((dirs, gates * HIDDEN, INPUT)) * 0.5).astype(f),
         "R": (rng.standard_normal((dirs, gates * HIDDEN, HIDDEN)) * 0.5).astype(f),
         "B": rng.standard_normal((dirs, 2 * gates * HIDDEN)).astype(f) if bias else None,
-        "sequence_lens": np.array([5, 2, 4], np.int32) if lens else None,
+        "sequence_lens": (np.array(lens if isinstance(lens, list) else [5, 2, 4], np.int32)
+                          if lens else None),
         "initial_h": rng.standard_normal(h_shape).astype(f) if initial else None,
     }
     if op == "LSTM":
@@ -58,6 +59,8 @@ CONFIGS = [
     ("LSTM", {"layout": 1}, {"initial": True}),
     ("LSTM", {"activations": ["HardSigmoid", "Tanh", "Softsign"], "activation_alpha": [0.3],
               "activation_beta": [0.6]}, {}),
+    ("LSTM", {"direction": "bidirectional"}, {"initial": True, "lens": [4, 2, 0]}),
+    ("GRU", {"direction": "reverse"}, {"initial": True, "lens": [0, 5, 1]}),
 ]
 
 

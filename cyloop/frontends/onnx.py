@@ -101,7 +101,8 @@ class _Converter:
             return Value(name, inner.dtype, inner.shape, "sequence")
         if which == "optional_type":
             inner = self._typed(name, type_proto.optional_type.elem_type)
-            return Value(name, inner.dtype, None, "optional")
+            kind = "optional_sequence" if inner.kind == "sequence" else "optional"
+            return Value(name, inner.dtype, inner.shape, kind)
         return Value(name)
 
     @staticmethod
@@ -142,8 +143,8 @@ class _Converter:
         for info in list(g.value_info) + list(g.input) + list(g.output):
             self.types[info.name] = info.type
         initializers = {t.name: self.onnx.numpy_helper.to_array(t) for t in g.initializer}
-        # At the top, an input that is also an initializer is a constant (ONNX IR < 4 style).
-        inputs = [self.value(v) for v in g.input if not (top and v.name in initializers)]
+        # An input that is also an initializer takes that value unless it is fed (Model).
+        inputs = [self.value(v) for v in g.input]
         nodes = [self.node(n) for n in g.node]
         outputs = [self.value(v) for v in g.output]
         return Graph(nodes, inputs, outputs, initializers, dict(self.opsets), g.name or "graph")

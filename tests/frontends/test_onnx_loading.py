@@ -249,3 +249,36 @@ def test_cyloop_works_without_onnx_and_says_which_extra_to_install(tmp_path):
 def test_bad_feeds_to_an_onnx_model(feeds, error):
     with pytest.raises(cyloop.InputError, match=error):
         cyloop.load(loop_model(True, False, None)).run(feeds)
+
+
+def test_erasing_from_an_empty_sequence_is_an_error():
+    graph = helper.make_graph(
+        [helper.make_node("SequenceConstruct", ["x"], ["s1"]),
+         helper.make_node("SequenceErase", ["s1"], ["s2"]),
+         helper.make_node("SequenceErase", ["s2"], ["s3"])], "g",
+        [tensor("x", np.float32, [2])],
+        [helper.make_tensor_sequence_value_info("s3", TensorProto.FLOAT, None)])
+    with pytest.raises(cyloop.ExecutionError, match="SequenceErase.*empty sequence"):
+        cyloop.load(model(graph, 13)).run({"x": np.ones(2, np.float32)})
+
+
+def test_an_input_with_an_initializer_is_optional_and_overridable():
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])], "g",
+        [tensor("x", np.float32, [2]), tensor("w", np.float32, [2])],
+        [tensor("y", np.float32, [2])],
+        initializer=[helper.make_tensor("w", TensorProto.FLOAT, [2], [1.0, 2.0])])
+    m = cyloop.load(model(graph, 13))
+    assert m.input_names == ["x"]
+    x = np.zeros(2, np.float32)
+    np.testing.assert_array_equal(m.run({"x": x})["y"], [1, 2])
+    np.testing.assert_array_equal(m.run({"x": x, "w": np.full(2, 5, np.float32)})["y"], [5, 5])
+
+
+def test_python_lists_are_tensors_unless_the_input_is_a_sequence():
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [tensor("x", np.float32, [2])], [tensor("y", np.float32, [2])])
+    m = cyloop.load(model(graph, 13))
+    np.testing.assert_array_equal(m.run({"x": [1.0, -2.0]})["y"], [1, 0])
+    with pytest.raises(cyloop.InputError, match="expected rank 1"):
+        m.run({"x": [[1.0, 2.0]]})

@@ -68,6 +68,12 @@ def div(attrs):
 def pow_(attrs):
     def power(base, exponent):
         # ONNX Pow's result has the base's type, whatever the exponent's.
+        if base.dtype.kind in "iu" and np.asarray(exponent).dtype.kind in "iu" \
+                and np.any(exponent < 0):
+            # numpy refuses integers to negative powers; ONNX truncates (2 ** -1 == 0).
+            as_float = np.trunc(np.power(base.astype(np.float64), exponent))
+            as_int = np.power(base, np.maximum(exponent, 0))
+            return np.where(exponent < 0, as_float, as_int).astype(base.dtype)
         return np.power(base, exponent).astype(base.dtype, copy=False)
 
     return power
@@ -193,6 +199,8 @@ def _softmax_13(log):
         axis = int(attrs.get("axis", -1))
 
         def softmax(x):
+            if x.size == 0:
+                return np.empty_like(x)
             shifted = x - np.max(x, axis=axis, keepdims=True)
             if log:
                 return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
@@ -212,7 +220,7 @@ def _softmax_1(log):
         def softmax(x):
             # Opsets < 13 flatten to 2-D at `axis` and normalize over the trailing block.
             axis_ = axis + x.ndim if axis < 0 else axis
-            flat = x.reshape(int(np.prod(x.shape[:axis_])), -1)
+            flat = x.reshape(int(np.prod(x.shape[:axis_])), int(np.prod(x.shape[axis_:])))
             return inner(flat).reshape(x.shape)
 
         return softmax

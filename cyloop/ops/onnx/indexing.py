@@ -37,8 +37,18 @@ def _slice(x, starts, ends, axes, steps):
     axes = range(len(starts)) if axes is None else axes
     steps = [1] * len(starts) if steps is None else steps
     for start, end, axis, step in zip(starts, ends, axes, steps):
-        # ONNX clamps to the axis like Python slicing, but INT64 extremes mean "to the end".
-        index[axis] = slice(start, None if (step < 0 and end < -x.shape[axis]) else end, step)
+        axis = axis + x.ndim if axis < 0 else axis
+        dim = x.shape[axis]
+        # ONNX: negative indices count from the end, then clamp to the axis: start to [0, dim]
+        # and end to [0, dim] going forward; start to [0, dim-1] and end to [-1, dim-1] going
+        # backward, where an end of -1 means "past the first element".
+        start = start + dim if start < 0 else start
+        end = end + dim if end < 0 else end
+        if step > 0:
+            start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+        else:
+            start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+        index[axis] = slice(start, None if end < 0 else end, step) if dim else slice(0, 0)
     return x[tuple(index)]
 
 
@@ -74,6 +84,10 @@ def gather_nd(attrs):
 
     def gathered(data, indices):
         batch = data.shape[:batch_dims]
+        depth = indices.shape[-1]
+        if indices.size == 0 or data.size == 0:
+            shape = indices.shape[:-1] + data.shape[batch_dims + depth:]
+            return np.zeros(shape, data.dtype)
         flat_data = data.reshape((-1, *data.shape[batch_dims:]))
         flat_idx = indices.reshape((-1, *indices.shape[batch_dims:]))
         depth = indices.shape[-1]
@@ -126,7 +140,12 @@ def scatter_nd(attrs):
 
 @kernel("NonZero", since=9)
 def non_zero(attrs):
-    return lambda x: np.array(np.nonzero(x), dtype=np.int64).reshape(np.ndim(x), -1)
+    def nonzero(x):
+        if np.ndim(x) == 0:  # numpy refuses 0-d; ONNX gives shape (1, 1 or 0)
+            return np.zeros((1, int(bool(x))), np.int64)
+        return np.array(np.nonzero(x), dtype=np.int64).reshape(np.ndim(x), -1)
+
+    return nonzero
 
 
 @kernel("OneHot", since=9)
@@ -158,6 +177,10 @@ def _pad(x, pads, mode, value, axes=None):
     width = [(max(lo, 0), max(hi, 0)) for lo, hi in width]
     if mode == "constant":
         return np.pad(x, width, mode="constant", constant_values=value)
+    if mode == "reflect" and any(max(lo, hi) > x.shape[a] - 1 for a, (lo, hi) in enumerate(width)
+                                 if lo or hi):
+        raise ValueError(f"reflect padding {width} needs pads smaller than each padded axis "
+                         f"(shape {x.shape})")
     return np.pad(x, width, mode={"edge": "edge", "reflect": "reflect", "wrap": "wrap"}[mode])
 
 
@@ -185,12 +208,19 @@ def einsum(attrs):
     return lambda *operands: np.einsum(equation, *operands)
 
 
-@kernel("Dropout", since=1, multi=True)
-def dropout(attrs, n_outputs):
-    def passthrough(x, ratio=None, training_mode=None):
-        if training_mode is not None and bool(np.asarray(training_mode)):
-            raise ValueError("Dropout in training mode is not supported (inference only)")
-        outputs = (x, np.ones(np.shape(x), dtype=np.bool_))
-        return outputs[:n_outputs]
+def _dropout(mask_is_bool):
+    def factory(attrs, n_outputs):
+        def passthrough(x, ratio=None, training_mode=None):
+            if training_mode is not None and bool(np.asarray(training_mode)):
+                raise ValueError("Dropout in training mode is not supported (inference only)")
+            mask = np.ones(np.shape(x), dtype=np.bool_ if mask_is_bool else x.dtype)
+            return (x, mask)[:n_outputs]
 
-    return passthrough
+        return passthrough
+
+    return factory
+
+
+# Before opset 10 the mask has the input's type; from 10 on it is bool.
+kernel("Dropout", since=1, multi=True)(_dropout(False))
+kernel("Dropout", since=10, multi=True)(_dropout(True))

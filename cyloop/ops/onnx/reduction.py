@@ -5,8 +5,27 @@ import numpy as np
 
 from ..registry import kernel
 
-_REDUCERS = {"ReduceSum": (np.sum, 13), "ReduceMean": (np.mean, 18), "ReduceMax": (np.max, 18),
-             "ReduceMin": (np.min, 18), "ReduceProd": (np.prod, 18)}
+
+def _with_identity(reducer, pick_low):
+    """max/min over possibly empty axes: the identity (-inf/+inf, or the integer limits) as ONNX
+    18 specifies, instead of numpy's error."""
+
+    def reduce(x, axis=None, keepdims=True):
+        if x.dtype.kind in "iu":
+            info = np.iinfo(x.dtype)
+            initial = info.min if pick_low else info.max
+        elif x.dtype.kind == "b":
+            initial = not pick_low
+        else:
+            initial = -np.inf if pick_low else np.inf
+        return reducer(x, axis=axis, keepdims=keepdims, initial=initial)
+
+    return reduce
+
+
+_REDUCERS = {"ReduceSum": (np.sum, 13), "ReduceMean": (np.mean, 18),
+             "ReduceMax": (_with_identity(np.max, True), 18),
+             "ReduceMin": (_with_identity(np.min, False), 18), "ReduceProd": (np.prod, 18)}
 
 
 def _reduce(reducer, x, axes, keepdims, noop_with_empty_axes):
@@ -70,6 +89,8 @@ def cumsum(attrs):
 
     def cumulative(x, axis):
         axis = int(np.asarray(axis).reshape(()))
+        if x.shape[axis] == 0:
+            return np.array(x, copy=True)
         data = np.flip(x, axis) if reverse else x
         total = np.cumsum(data, axis=axis, dtype=x.dtype)
         if exclusive:
@@ -96,9 +117,9 @@ def top_k(attrs, n_outputs):
     def top(x, k):
         k = int(np.asarray(k).reshape(-1)[0])
         # A stable sort keeps equal values in index order, as onnxruntime returns them.
-        keys = x if x.dtype.kind in "fi" else x.astype(np.float64)
-        if largest:
-            keys = -keys
+        keys = x.astype(np.int8) if x.dtype.kind == "b" else x
+        if largest:  # order-reversing keys: ~ for integers (no overflow at the minimum)
+            keys = ~keys if keys.dtype.kind in "iu" else -keys
         indices = np.argsort(keys, axis=axis, kind="stable")
         indices = np.take(indices, range(k), axis=axis)
         if not ordered:

@@ -98,6 +98,8 @@ def _factory(op_type):
                     c = np.where(mask, c_new, c)
                     y[t[active], d, rows[active]] = h_new[active]
                 y_h[d], y_c[d] = h, c
+                y_h[d, lens == 0] = 0  # an empty sequence has no last state
+                y_c[d, lens == 0] = 0
             if layout:
                 y = np.transpose(y, (2, 0, 1, 3))
                 y_h, y_c = np.swapaxes(y_h, 0, 1), np.swapaxes(y_c, 0, 1)

@@ -11,6 +11,12 @@ def _axes_tuple(axes):
     return tuple(int(a) for a in np.asarray(axes).ravel())
 
 
+def _to_text(value):
+    if isinstance(value, (np.floating, float)):
+        return np.format_float_positional(value, trim="-")
+    return str(value)
+
+
 @kernel("Identity")
 def identity(attrs):
     def same(x):
@@ -48,6 +54,9 @@ def cast(attrs):
     dtype = to_numpy_dtype(attrs["to"])
 
     def convert(x, out=None):
+        if dtype == object:  # to STRING: the shortest text that reads back to the number
+            x = np.asarray(x)  # element by element, keeping each element's own precision
+            return np.array([_to_text(v) for v in x.ravel()], dtype=object).reshape(x.shape)
         if out is None:
             return np.asarray(x).astype(dtype)
         np.copyto(out, x, casting="unsafe")
@@ -148,7 +157,7 @@ def flatten(attrs):
 
     def flattened(x):
         axis_ = axis + x.ndim if axis < 0 else axis
-        return np.reshape(x, (int(np.prod(x.shape[:axis_])), -1))
+        return np.reshape(x, (int(np.prod(x.shape[:axis_])), int(np.prod(x.shape[axis_:]))))
 
     return flattened
 
