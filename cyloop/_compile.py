@@ -191,7 +191,8 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings, opsets: d
         return driver, True, False
     if node.domain in ("", "ai.onnx") and node.op_type in ("If", "SequenceMap"):
         return _build_control(node, captures, settings, opsets)
-    version = opsets.get(node.domain, opsets.get("", 1))
+    version = node.version if node.version is not None else \
+        opsets.get(node.domain, opsets.get("", 1))
     definition = ops.lookup(node.domain, node.op_type, version, where=node.label)
     try:
         fn = definition.build(node.attrs, len(node.outputs))

@@ -76,7 +76,9 @@ class Value:
 
 @dataclass(eq=False)
 class Node:
-    """One operation. An empty input name means the optional input is omitted."""
+    """One operation. An empty input name means the optional input is omitted. `version` is the
+    op's version where the format states it per node (OpenVINO's ``opsetN``); otherwise the
+    graph's opset for the node's domain applies."""
 
     op_type: str
     inputs: list[str]
@@ -84,6 +86,7 @@ class Node:
     attrs: dict[str, Any] = field(default_factory=dict)
     domain: str = ""
     name: str = ""
+    version: int | None = None
 
     @property
     def label(self) -> str:

@@ -11,18 +11,21 @@ from .model import Model
 __all__ = ["load"]
 
 
-def load(source, *, driver: str | None = None,
+def load(source, *, weights=None, driver: str | None = None,
          max_iterations: int | None = DEFAULT_MAX_ITERATIONS) -> Model:
-    """Load an ONNX model (a path, its bytes, or an ``onnx.ModelProto``) and compile it.
+    """Load and compile a model: an ONNX file, its bytes or an ``onnx.ModelProto``; or an
+    OpenVINO IR ``.xml`` (weights from the ``.bin`` beside it, or `weights`).
 
     ``driver`` and ``max_iterations`` are passed to `Model`.
     """
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        if path.endswith(".xml"):
-            raise ModelError(f"{path}: OpenVINO IR is not supported by this version of cyloop")
         if not os.path.exists(path):
             raise ModelError(f"{path}: no such file")
+        if path.endswith(".xml"):
+            from .frontends.openvino import load_ir
+
+            return Model(load_ir(path, weights), driver=driver, max_iterations=max_iterations)
     from .frontends.onnx import load_onnx, onnx_to_graph
 
     return Model(onnx_to_graph(load_onnx(source)), driver=driver, max_iterations=max_iterations)

@@ -3,7 +3,7 @@
 Importing this package registers every kernel.
 """
 
-from . import onnx  # noqa: F401  (registers the ONNX kernels)
+from . import onnx, openvino  # noqa: F401  (registers the ONNX and OpenVINO kernels)
 from .registry import KernelDef, kernel, lookup, registered
 
 __all__ = ["KernelDef", "kernel", "lookup", "registered"]

@@ -1,0 +1,402 @@
+"""OpenVINO IR (.xml + .bin, IR v10/v11) -> cyloop IR, with the standard library only.
+
+TensorIterator-1 and Loop-5 become cyloop Loop nodes with a `LoopSpec` (both Loop-5 dialects: the
+current `internal_layer_id` / `purpose=` one and the older `internal_operation_id` /
+`from-operation` / `condition="True"` one). Every other layer maps to a kernel of the
+``openvino`` domain at the layer's own opset version.
+
+Inputs are keyed by their Parameter layer's name, outputs by the first tensor name on the port
+feeding each Result (else the Result layer's name). Body Parameters and Results are ordered as
+the document orders them: a layer id is an identifier, not an index.
+"""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from xml.parsers import expat
+
+import numpy as np
+
+from .. import ops
+from ..errors import ModelError
+from ..ir import (
+    LOOP_DOMAIN,
+    CarriedInput,
+    ConcatOutput,
+    Graph,
+    InvariantInput,
+    LastOutput,
+    LoopSpec,
+    Node,
+    OuterInput,
+    SlicedInput,
+    Value,
+)
+from ..ops.openvino._attrs import DOMAIN, ELEMENT_TYPES
+
+__all__ = ["load_ir"]
+
+
+def _refuse_dtd(*_args):
+    raise ModelError("the IR declares a DTD or entities; cyloop refuses them (entity expansion "
+                     "can exhaust memory)")
+
+
+def _parse_xml(data: bytes, path: str) -> ET.Element:
+    """Parse with every DTD and entity declaration refused before any is expanded."""
+    guard = expat.ParserCreate()
+    guard.StartDoctypeDeclHandler = _refuse_dtd
+    guard.EntityDeclHandler = _refuse_dtd
+    try:
+        guard.Parse(data, True)
+        return ET.fromstring(data)
+    except (expat.ExpatError, ET.ParseError) as e:
+        raise ModelError(f"{path}: not a well-formed IR XML file ({e})") from e
+
+
+def load_ir(xml_path, weights=None) -> Graph:
+    """Read an IR: `xml_path` and its weights (`weights`, default: the .bin beside it)."""
+    xml_path = os.fspath(xml_path)
+    try:
+        with open(xml_path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ModelError(f"{xml_path}: cannot read the IR ({e.strerror})") from e
+    root = _parse_xml(data, xml_path)
+    if root.tag != "net":
+        raise ModelError(f"{xml_path}: the root element is <{root.tag}>, not an IR <net>")
+    bin_path = os.fspath(weights) if weights is not None else os.path.splitext(xml_path)[0] + ".bin"
+    blob = b""
+    if os.path.exists(bin_path):
+        with open(bin_path, "rb") as f:
+            blob = f.read()
+    elif weights is not None:
+        raise ModelError(f"{bin_path}: the weights file does not exist")
+    reader = _Reader(blob, bin_path)
+    return reader.graph(root, prefix="", top=True, name=root.get("name", "ir"))
+
+
+def _int(element, key, default=None):
+    value = element.get(key)
+    return default if value is None else int(value)
+
+
+def _shape(text):
+    """An IR shape attribute: "5,2,3"; "" is a scalar; "?", "-1" and "1..10" are dynamic."""
+    if text is None:
+        return None
+    text = text.strip()
+    if text in ("", "[]"):
+        return ()
+    dims = []
+    for item in text.strip("[]").split(","):
+        item = item.strip()
+        dims.append(int(item) if item.lstrip("-").isdigit() and int(item) >= 0 else None)
+    return tuple(dims)
+
+
+class _Reader:
+    def __init__(self, blob: bytes, bin_path: str):
+        self.blob = blob
+        self.bin_path = bin_path
+
+    # -- one graph (the net or a body) ---------------------------------------------------------
+
+    def graph(self, element, prefix: str, top: bool, name: str) -> Graph:
+        layers_el = element.find("layers")
+        if layers_el is None:
+            layers_el = element.find("operations")  # the older Loop-5 dialect
+        if layers_el is None:
+            raise ModelError(f"{name}: no <layers> section")
+        layers = list(layers_el)
+        by_id = {}
+        for layer in layers:
+            lid = layer.get("id")
+            if lid is None or lid in by_id:
+                raise ModelError(f"{name}: a layer has a missing or repeated id ({lid!r})")
+            by_id[lid] = layer
+        sources = {}  # (to layer, to port) -> (from layer, from port)
+        edges_el = element.find("edges")
+        for edge in ([] if edges_el is None else list(edges_el)):
+            src = (edge.get("from-layer", edge.get("from-operation")), edge.get("from-port"))
+            dst = (edge.get("to-layer", edge.get("to-operation")), edge.get("to-port"))
+            for layer_id, _ in (src, dst):
+                if layer_id not in by_id:
+                    raise ModelError(f"{name}: an edge names layer {layer_id}, which does not "
+                                     "exist")
+            sources[dst] = src
+
+        inputs, outputs, nodes, initializers = [], [], [], {}
+        value_names: dict[tuple[str, str], str] = {}
+
+        def internal(lid, port):
+            return f"{prefix}#{lid}:{port}"
+
+        def read(layer, port_el):
+            key = (layer.get("id"), port_el.get("id"))
+            if key not in sources:
+                raise ModelError(f"layer {layer.get('id')} ({layer.get('name')!r}, "
+                                 f"{layer.get('type')}): input port {key[1]} is not connected")
+            src = sources[key]
+            if src not in value_names:
+                raise ModelError(f"layer {layer.get('id')} ({layer.get('name')!r}): its input "
+                                 f"comes from layer {src[0]} port {src[1]}, which produces "
+                                 "nothing (or comes later in the document)")
+            return value_names[src]
+
+        def out_ports(layer):
+            section = layer.find("output")
+            return [] if section is None else list(section)
+
+        def in_ports(layer):
+            section = layer.find("input")
+            return [] if section is None else list(section)
+
+        public_outputs: list[tuple[str, str]] = []
+        for layer in layers:
+            lid, kind = layer.get("id"), layer.get("type")
+            data = layer.find("data")
+            attrs = dict(data.attrib) if data is not None else {}
+            if kind == "Parameter":
+                dtype = ELEMENT_TYPES.get(attrs.get("element_type", "f32"))
+                value = layer.get("name") if top else internal(lid, "0")
+                for port in out_ports(layer) or [ET.Element("port", id="0")]:
+                    value_names[(lid, port.get("id"))] = value
+                inputs.append(Value(value, dtype, _shape(attrs.get("shape"))))
+            elif kind == "Const":
+                value = self.const(layer, attrs)
+                for port in out_ports(layer):
+                    initializers[internal(lid, port.get("id"))] = value
+                    value_names[(lid, port.get("id"))] = internal(lid, port.get("id"))
+            elif kind == "Result":
+                (port,) = in_ports(layer)[:1] or [None]
+                if port is None:
+                    raise ModelError(f"Result layer {lid} ({layer.get('name')!r}) has no input")
+                source = read(layer, port)
+                if top:
+                    src_layer, src_port = sources[(lid, port.get("id"))]
+                    public_outputs.append((source, self.tensor_name(by_id[src_layer], src_port)
+                                           or layer.get("name")))
+                else:
+                    outputs.append(Value(source, *_port_type(port)))
+                value_names[(lid, "result")] = source
+            else:
+                node_inputs = [read(layer, port) for port in in_ports(layer)]
+                node_outputs = [internal(lid, port.get("id")) for port in out_ports(layer)]
+                for port, value in zip(out_ports(layer), node_outputs):
+                    value_names[(lid, port.get("id"))] = value
+                nodes.append(self.node(layer, kind, attrs, node_inputs, node_outputs, prefix))
+        if top:
+            taken = {v.name for v in inputs}
+            for source, public in public_outputs:
+                if public in taken:
+                    if source != public:
+                        raise ModelError(f"output name {public!r} is also an input's name")
+                else:
+                    nodes.append(Node("Identity", [source], [public], {}, DOMAIN, public,
+                                      version=1))
+                    taken.add(public)
+                outputs.append(Value(public))
+        graph = Graph(nodes, inputs, outputs, initializers, {DOMAIN: 1, LOOP_DOMAIN: 1}, name)
+        graph.layer_values = value_names  # for the loop lowering: layer id -> value name
+        return graph
+
+    @staticmethod
+    def tensor_name(layer, port_id):
+        section = layer.find("output")
+        for port in ([] if section is None else list(section)):
+            if port.get("id") == port_id and port.get("names"):
+                return port.get("names").split(",")[0].strip()
+        return None
+
+    def const(self, layer, attrs):
+        label = f"Const layer {layer.get('id')} ({layer.get('name')!r})"
+        kind = attrs.get("element_type")
+        if kind not in ELEMENT_TYPES:
+            raise ModelError(f"{label}: element type {kind!r} is not supported (supported: "
+                             f"{', '.join(ELEMENT_TYPES)})")
+        try:
+            offset, size = int(attrs["offset"]), int(attrs["size"])
+        except (KeyError, ValueError) as e:
+            raise ModelError(f"{label}: needs integer offset and size attributes") from e
+        shape = _shape(attrs.get("shape", "")) or ()
+        if any(d is None for d in shape):
+            raise ModelError(f"{label}: a Const needs a static shape, got {attrs.get('shape')!r}")
+        if offset < 0 or size < 0 or offset + size > len(self.blob):
+            raise ModelError(f"{label}: bytes [{offset}, {offset + size}) run past the end of "
+                             f"{self.bin_path} ({len(self.blob)} bytes); the .bin is missing, "
+                             "truncated or not this IR's")
+        dtype = np.dtype(ELEMENT_TYPES[kind])
+        count = int(np.prod(shape)) if shape else 1
+        if count * dtype.itemsize != size:
+            raise ModelError(f"{label}: shape {list(shape)} of {kind} needs "
+                             f"{count * dtype.itemsize} bytes, the layer says {size}")
+        value = np.frombuffer(self.blob, dtype, count, offset).reshape(shape).copy()
+        value.flags.writeable = False
+        return value
+
+    # -- layers ----------------------------------------------------------------------------------
+
+    def node(self, layer, kind, attrs, node_inputs, node_outputs, prefix) -> Node:
+        lid, lname = layer.get("id"), layer.get("name", "")
+        label = f"layer {lid} ({lname!r}, {kind})"
+        version_text = layer.get("version", "opset1")
+        try:
+            version = int(version_text.replace("opset", ""))
+        except ValueError:
+            raise ModelError(f"{label}: unknown version {version_text!r}") from None
+        if kind in ("TensorIterator", "Loop"):
+            return self.loop(layer, kind, node_inputs, node_outputs, prefix, label)
+        try:
+            ops.lookup(DOMAIN, kind, version)
+        except ModelError as e:
+            raise type(e)(f"{label}: {e}") from None
+        return Node(kind, node_inputs, node_outputs, attrs, DOMAIN, f"{lid}:{lname}",
+                    version=version)
+
+    def loop(self, layer, kind, node_inputs, node_outputs, prefix, label) -> Node:
+        body_el = layer.find("body")
+        if body_el is None:
+            raise ModelError(f"{label}: no <body>")
+        body = self.graph(body_el, f"{prefix}{layer.get('id')}/", top=False,
+                          name=f"{label} body")
+        params = {}  # body Parameter layer id -> its value name
+        results = {}  # body Result layer id -> the value it reads
+        layers_el = body_el.find("layers")
+        if layers_el is None:
+            layers_el = body_el.find("operations")
+        for body_layer in layers_el:
+            if body_layer.get("type") == "Parameter":
+                params[body_layer.get("id")] = body.layer_values[(body_layer.get("id"),
+                                                                  _first_port(body_layer))]
+            elif body_layer.get("type") == "Result":
+                results[body_layer.get("id")] = body.layer_values[(body_layer.get("id"),
+                                                                   "result")]
+        in_ports = [p.get("id") for p in (layer.find("input") if layer.find("input") is not None
+                                          else [])]
+        out_ports = [p.get("id") for p in (layer.find("output") if layer.find("output")
+                                           is not None else [])]
+        back = {}
+        back_el = layer.find("back_edges")
+        for edge in ([] if back_el is None else list(back_el)):
+            src = edge.get("from-layer", edge.get("from-operation"))
+            dst = edge.get("to-layer", edge.get("to-operation"))
+            if src not in results or dst not in params:
+                raise ModelError(f"{label}: back edge {src} -> {dst} must join a body Result to "
+                                 "a body Parameter")
+            back[dst] = src
+
+        def param(layer_id):
+            if layer_id not in params:
+                raise ModelError(f"{label}: port_map names body layer {layer_id}, which is not "
+                                 "a body Parameter")
+            return params[layer_id]
+
+        def result(layer_id):
+            if layer_id not in results:
+                raise ModelError(f"{label}: port_map names body layer {layer_id}, which is not "
+                                 "a body Result")
+            return results[layer_id]
+
+        def position(ports, port_id, what):
+            if port_id not in ports:
+                raise ModelError(f"{label}: port_map names {what} port {port_id}, which the "
+                                 f"layer does not have (ports: {ports})")
+            return ports.index(port_id)
+
+        port_map = layer.find("port_map")
+        entries_in = [] if port_map is None else port_map.findall("input")
+        entries_out = [] if port_map is None else port_map.findall("output")
+        spec = LoopSpec(body, negative_trip_count_unbounded=kind == "Loop",
+                        slices_set_trip_count=kind == "TensorIterator")
+        mapped_params, cond_param_layer = set(), None
+        for entry in entries_in:
+            internal_id = entry.get("internal_layer_id", entry.get("internal_operation_id"))
+            external = entry.get("external_port_id")
+            purpose = entry.get("purpose")
+            mapped_params.add(internal_id)
+            if purpose == "current_iteration":
+                spec.iteration_param = param(internal_id)
+                continue
+            outer = position(in_ports, external, "input")
+            if entry.get("condition", "").lower() == "true":  # older dialect
+                spec.initial_cond = OuterInput(outer)
+                spec.cond_param = param(internal_id)
+                cond_param_layer = internal_id
+                continue
+            if entry.get("axis") is not None:
+                stride = _int(entry, "stride", 1)
+                part = _int(entry, "part_size", 1)
+                if stride == 0:
+                    raise ModelError(f"{label}: sliced input port {external} has stride 0")
+                if part < 1:
+                    raise ModelError(f"{label}: sliced input port {external} has part_size "
+                                     f"{part}; it must be at least 1")
+                spec.inputs.append(SlicedInput(outer, param(internal_id), _int(entry, "axis"),
+                                               _int(entry, "start"), _int(entry, "end"), stride,
+                                               part, keep_axis=True))
+            elif internal_id in back:
+                spec.inputs.append(CarriedInput(outer, param(internal_id),
+                                                result(back[internal_id])))
+            else:
+                spec.inputs.append(InvariantInput(outer, param(internal_id)))
+        outputs_by_port = {}
+        for entry in entries_out:
+            internal_id = entry.get("internal_layer_id", entry.get("internal_operation_id"))
+            if entry.get("purpose") == "execution_condition":
+                spec.cond_result = result(internal_id)
+                continue
+            external = entry.get("external_port_id")
+            position(out_ports, external, "output")
+            if entry.get("axis") is not None:
+                outputs_by_port[external] = ConcatOutput(result(internal_id),
+                                                         _int(entry, "axis"),
+                                                         _int(entry, "stride", 1) < 0, False)
+            else:
+                outputs_by_port[external] = LastOutput(result(internal_id))
+        missing = [p for p in out_ports if p not in outputs_by_port]
+        if missing:
+            raise ModelError(f"{label}: output ports {missing} have no port_map entry")
+        spec.outputs = [outputs_by_port[p] for p in out_ports]
+        if kind == "Loop":
+            unmapped = [lid for lid in params if lid not in mapped_params]
+            if cond_param_layer is not None:  # older dialect
+                cond_back = back.pop(cond_param_layer, None)
+                spec.inputs = [i for i in spec.inputs if i.param != spec.cond_param]
+                if cond_back is not None:
+                    spec.cond_result = result(cond_back)
+                used = {i.outer for i in spec.inputs} | {spec.initial_cond.index}
+                free_ports = [k for k in range(len(in_ports)) if k not in used]
+                spec.trip_count = OuterInput(free_ports[0]) if free_ports else None
+                if spec.iteration_param is None and unmapped:
+                    spec.iteration_param = params[unmapped[0]]
+            else:
+                if len(in_ports) < 2:
+                    raise ModelError(f"{label}: a Loop needs its trip count and execution "
+                                     "condition inputs (ports 0 and 1)")
+                spec.trip_count, spec.initial_cond = OuterInput(0), OuterInput(1)
+                if spec.iteration_param is None and len(unmapped) == 1:
+                    spec.iteration_param = params[unmapped[0]]
+        return Node("Loop", node_inputs, node_outputs, {"spec": spec}, LOOP_DOMAIN,
+                    f"{layer.get('id')}:{layer.get('name', '')}")
+
+
+_PRECISIONS = {"FP16": np.float16, "FP32": np.float32, "FP64": np.float64, "I8": np.int8,
+               "I16": np.int16, "I32": np.int32, "I64": np.int64, "U8": np.uint8,
+               "U16": np.uint16, "U32": np.uint32, "U64": np.uint64, "BOOL": np.bool_}
+
+
+def _port_type(port):
+    """(dtype, shape) a port declares; dims of -1 or ranges are unknown (None)."""
+    dims = []
+    for dim in port.findall("dim"):
+        text = (dim.text or "").strip()
+        dims.append(int(text) if text.isdigit() else None)
+    return _PRECISIONS.get(port.get("precision", "").upper()), tuple(dims)
+
+
+def _first_port(layer):
+    section = layer.find("output")
+    ports = [] if section is None else list(section)
+    return ports[0].get("id") if ports else "0"

@@ -1,0 +1,62 @@
+"""Parsing IR ``<data>`` attributes (all strings) and the shared broadcasting rules."""
+
+import numpy as np
+
+DOMAIN = "openvino"
+
+ELEMENT_TYPES = {
+    "f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8, "i16": np.int16,
+    "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32,
+    "u64": np.uint64, "boolean": np.bool_,
+}
+
+
+def as_int(attrs, key, default=None):
+    value = attrs.get(key)
+    return default if value in (None, "") else int(value)
+
+
+def as_float(attrs, key, default=None):
+    value = attrs.get(key)
+    return default if value in (None, "") else float(value)
+
+
+def as_bool(attrs, key, default=False):
+    value = attrs.get(key)
+    if value in (None, ""):
+        return default
+    return str(value).lower() in ("true", "1")
+
+
+def as_ints(attrs, key, default=None):
+    value = attrs.get(key)
+    if value in (None, ""):
+        return default
+    return [int(v) for v in str(value).split(",") if v.strip()]
+
+
+def broadcasting(fn, attrs):
+    """`fn` under the layer's ``auto_broadcast``: numpy (default), none (shapes must match) or
+    pdpd (the second operand aligned at ``axis``)."""
+    mode = attrs.get("auto_broadcast", "numpy").lower()
+    if mode == "numpy":
+        return fn
+    if mode == "none":
+        def strict(a, b, out=None):
+            if np.shape(a) != np.shape(b):
+                raise ValueError(f"auto_broadcast='none' needs equal shapes, got {np.shape(a)} "
+                                 f"and {np.shape(b)}")
+            return fn(a, b, out=out)
+
+        return strict
+    if mode == "pdpd":
+        axis = as_int(attrs, "axis", -1)
+
+        def paddle(a, b, out=None):
+            a_rank, b_rank = np.ndim(a), np.ndim(b)
+            start = a_rank - b_rank if axis == -1 else axis
+            b = np.reshape(b, (1,) * start + np.shape(b) + (1,) * (a_rank - start - b_rank))
+            return fn(a, b, out=out)
+
+        return paddle
+    raise ValueError(f"unknown auto_broadcast {mode!r}")

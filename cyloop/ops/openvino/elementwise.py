@@ -1,0 +1,193 @@
+"""Elementwise OpenVINO layers: arithmetic, comparison, logic, activations, Select, Convert."""
+
+import math
+
+import numpy as np
+
+from ..registry import kernel
+from ._attrs import DOMAIN, ELEMENT_TYPES, as_float, broadcasting
+
+
+def _floor_mod(a, b, out=None):
+    return np.mod(a, b, out=out)
+
+
+def _truncated_mod(a, b, out=None):
+    return np.fmod(a, b, out=out)
+
+
+def _divide_factory(attrs):
+    python_division = attrs.get("m_pythondiv", "true").lower() == "true"
+
+    def divide(a, b, out=None):
+        if np.result_type(a, b).kind in "iu":
+            if python_division:
+                return np.floor_divide(a, b, out=out)
+            return np.trunc(np.true_divide(a, b)).astype(np.result_type(a, b))
+        return np.true_divide(a, b, out=out)
+
+    return divide
+
+
+def _squared_difference(a, b, out=None):
+    result = np.subtract(a, b, out=out)
+    return np.multiply(result, result, out=result if out is not None else None)
+
+
+_BINARY = {
+    "Add": np.add, "Subtract": np.subtract, "Multiply": np.multiply, "Maximum": np.maximum,
+    "Minimum": np.minimum, "Power": np.power, "SquaredDifference": _squared_difference,
+    "FloorMod": _floor_mod, "Mod": _truncated_mod, "Equal": np.equal,
+    "NotEqual": np.not_equal, "Less": np.less, "LessEqual": np.less_equal,
+    "Greater": np.greater, "GreaterEqual": np.greater_equal, "LogicalAnd": np.logical_and,
+    "LogicalOr": np.logical_or, "LogicalXor": np.logical_xor,
+}
+
+
+def _register_binary(op_type, fn):
+    @kernel(op_type, domain=DOMAIN, since=1, out=True)
+    def factory(attrs):
+        return broadcasting(fn, attrs)
+
+
+for _op_type, _fn in _BINARY.items():
+    _register_binary(_op_type, _fn)
+
+
+@kernel("Divide", domain=DOMAIN, since=1, out=True)
+def divide(attrs):
+    return broadcasting(_divide_factory(attrs), attrs)
+
+
+def _sigmoid(x, out=None):
+    half = x.dtype.type(0.5)
+    if out is None:
+        out = np.empty(np.shape(x), x.dtype)
+    result = np.multiply(x, half, out=out)
+    np.tanh(result, out=result)
+    np.multiply(result, half, out=result)
+    return np.add(result, half, out=result)
+
+
+_UNARY = {
+    "Negative": np.negative, "Abs": np.absolute, "Exp": np.exp, "Log": np.log,
+    "Sqrt": np.sqrt, "Tanh": np.tanh, "Sigmoid": _sigmoid, "Floor": np.floor,
+    "Ceiling": np.ceil, "LogicalNot": np.logical_not,
+}
+
+
+def _register_unary(op_type, fn):
+    @kernel(op_type, domain=DOMAIN, since=1, out=True)
+    def factory(attrs):
+        return fn
+
+
+for _op_type, _fn in _UNARY.items():
+    _register_unary(_op_type, _fn)
+
+
+@kernel("Relu", domain=DOMAIN, since=1, out=True)
+def relu(attrs):
+    return lambda x, out=None: np.maximum(x, x.dtype.type(0), out=out)
+
+
+@kernel("Clamp", domain=DOMAIN, since=1)
+def clamp(attrs):
+    low, high = as_float(attrs, "min"), as_float(attrs, "max")
+
+    def clamped(x):
+        if x.dtype.kind in "iu":  # integer bounds: min rounds up, max rounds down
+            return np.clip(x, math.ceil(low), math.floor(high)).astype(x.dtype)
+        return np.clip(x, x.dtype.type(low), x.dtype.type(high))
+
+    return clamped
+
+
+@kernel("Elu", domain=DOMAIN, since=1)
+def elu(attrs):
+    alpha = as_float(attrs, "alpha", 1.0)
+    return lambda x: np.where(x > 0, x, x.dtype.type(alpha) * np.expm1(np.minimum(x, 0)))
+
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+@kernel("Erf", domain=DOMAIN, since=1)
+def erf(attrs):
+    return lambda x: _erf(x).astype(x.dtype)
+
+
+@kernel("Gelu", domain=DOMAIN, since=2)
+def gelu(attrs):
+    mode = attrs.get("approximation_mode", "ERF").upper()
+
+    def gaussian_error_linear(x):
+        if mode == "TANH":
+            inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
+            return (0.5 * x * (1 + np.tanh(inner))).astype(x.dtype)
+        return (0.5 * x * (1 + _erf(x / math.sqrt(2)).astype(np.float64))).astype(x.dtype)
+
+    return gaussian_error_linear
+
+
+@kernel("Swish", domain=DOMAIN, since=4)
+def swish(attrs):
+    def swished(x, beta=None):
+        beta = 1.0 if beta is None else np.asarray(beta).reshape(-1)[0]
+        return (x * _sigmoid(np.asarray(x * beta, dtype=x.dtype))).astype(x.dtype)
+
+    return swished
+
+
+@kernel("HSigmoid", domain=DOMAIN, since=5)
+def hsigmoid(attrs):
+    return lambda x: (np.clip(x + 3, 0, 6) / 6).astype(x.dtype)
+
+
+@kernel("HSwish", domain=DOMAIN, since=4)
+def hswish(attrs):
+    return lambda x: (x * np.clip(x + 3, 0, 6) / 6).astype(x.dtype)
+
+
+@kernel("SoftPlus", domain=DOMAIN, since=4)
+def softplus(attrs):
+    return lambda x: np.logaddexp(x, x.dtype.type(0))
+
+
+@kernel("Select", domain=DOMAIN, since=1)
+def select(attrs):
+    mode = attrs.get("auto_broadcast", "numpy").lower()
+
+    def selected(cond, then, other):
+        if mode == "none" and not (np.shape(cond) == np.shape(then) == np.shape(other)):
+            raise ValueError("Select with auto_broadcast='none' needs equal shapes")
+        return np.where(cond, then, other)
+
+    return selected
+
+
+@kernel("Convert", domain=DOMAIN, since=1, out=True)
+def convert(attrs):
+    dtype = np.dtype(ELEMENT_TYPES[attrs["destination_type"]])
+
+    def converted(x, out=None):
+        if dtype == np.bool_:
+            return np.not_equal(x, 0, out=out)
+        if dtype.kind in "iu" and np.asarray(x).dtype.kind == "f":
+            x = np.trunc(x)  # float -> integer truncates toward zero
+        if out is None:
+            return np.asarray(x).astype(dtype)
+        np.copyto(out, x, casting="unsafe")
+        return out
+
+    return converted
+
+
+@kernel("ConvertLike", domain=DOMAIN, since=1)
+def convert_like(attrs):
+    def converted(x, like):
+        if like.dtype.kind in "iu" and x.dtype.kind == "f":
+            x = np.trunc(x)
+        return np.asarray(x).astype(like.dtype)
+
+    return converted

@@ -1,0 +1,242 @@
+"""Shape and data movement OpenVINO layers."""
+
+import numpy as np
+
+from ..registry import kernel
+from ._attrs import DOMAIN, ELEMENT_TYPES, as_bool, as_int, as_ints
+
+
+def _ints(values):
+    return [int(v) for v in np.asarray(values).ravel()]
+
+
+@kernel("Identity", domain=DOMAIN, since=1)
+def identity(attrs):
+    return lambda x: x
+
+
+@kernel("Concat", domain=DOMAIN, since=1, out=True)
+def concat(attrs):
+    axis = as_int(attrs, "axis", 0)
+    return lambda *inputs, out=None: np.concatenate(inputs, axis=axis, out=out)
+
+
+@kernel("Split", domain=DOMAIN, since=1, multi=True)
+def split(attrs, n_outputs):
+    def parts(x, axis):
+        return tuple(np.split(x, int(attrs.get("num_splits", n_outputs)),
+                              axis=int(np.asarray(axis).reshape(()))))
+
+    return parts
+
+
+@kernel("VariadicSplit", domain=DOMAIN, since=1, multi=True)
+def variadic_split(attrs, n_outputs):
+    def parts(x, axis, lengths):
+        axis = int(np.asarray(axis).reshape(()))
+        lengths = _ints(lengths)
+        if -1 in lengths:
+            lengths[lengths.index(-1)] = x.shape[axis] - (sum(lengths) + 1)
+        return tuple(np.split(x, np.cumsum(lengths)[:-1], axis=axis))
+
+    return parts
+
+
+@kernel("Reshape", domain=DOMAIN, since=1)
+def reshape(attrs):
+    special_zero = as_bool(attrs, "special_zero")
+
+    def reshaped(x, shape):
+        dims = _ints(shape)
+        if special_zero:
+            dims = [x.shape[k] if d == 0 else d for k, d in enumerate(dims)]
+        return np.reshape(x, dims)
+
+    return reshaped
+
+
+@kernel("Squeeze", domain=DOMAIN, since=1)
+def squeeze(attrs):
+    def squeezed(x, axes=None):
+        if axes is None:
+            return np.squeeze(x)
+        axes = tuple(a % x.ndim for a in _ints(axes) if x.shape[a] == 1) if x.ndim else ()
+        return np.squeeze(x, axis=axes)
+
+    return squeezed
+
+
+@kernel("Unsqueeze", domain=DOMAIN, since=1)
+def unsqueeze(attrs):
+    return lambda x, axes: np.expand_dims(x, tuple(_ints(axes)))
+
+
+@kernel("Transpose", domain=DOMAIN, since=1)
+def transpose(attrs):
+    def transposed(x, order):
+        order = _ints(order)
+        return np.transpose(x, order if order else None)
+
+    return transposed
+
+
+@kernel("ShapeOf", domain=DOMAIN, since=1)
+def shape_of_1(attrs):
+    return lambda x: np.array(np.shape(x), dtype=np.int64)
+
+
+@kernel("ShapeOf", domain=DOMAIN, since=3)
+def shape_of_3(attrs):
+    dtype = ELEMENT_TYPES[attrs.get("output_type", "i64")]
+    return lambda x: np.array(np.shape(x), dtype=dtype)
+
+
+def _gather(batch_dims_attr):
+    def factory(attrs):
+        batch_dims = as_int(attrs, "batch_dims", 0) if batch_dims_attr else 0
+
+        def gathered(data, indices, axis):
+            axis = int(np.asarray(axis).reshape(()))
+            axis = axis + data.ndim if axis < 0 else axis
+            indices = np.asarray(indices)
+            indices = np.where(indices < 0, indices + data.shape[axis], indices)
+            batch = batch_dims + indices.ndim if batch_dims < 0 else batch_dims
+            if batch == 0:
+                return np.take(data, indices, axis=axis)
+            # batch_dims: the leading dims of data and indices are walked together.
+            lead = data.shape[:batch]
+            flat_data = data.reshape((-1, *data.shape[batch:]))
+            flat_idx = indices.reshape((-1, *indices.shape[batch:]))
+            parts = [np.take(d, i, axis=axis - batch) for d, i in zip(flat_data, flat_idx)]
+            return np.stack(parts).reshape(lead + parts[0].shape) if parts else \
+                np.empty(lead + indices.shape[batch:] + data.shape[axis + 1:], data.dtype)
+
+        return gathered
+
+    return factory
+
+
+kernel("Gather", domain=DOMAIN, since=1)(_gather(False))
+kernel("Gather", domain=DOMAIN, since=7)(_gather(True))
+kernel("Gather", domain=DOMAIN, since=8)(_gather(True))
+
+
+@kernel("Broadcast", domain=DOMAIN, since=1)
+def broadcast(attrs):
+    mode = attrs.get("mode", "numpy").lower()
+
+    def broadcasted(x, target, axes_mapping=None):
+        target = tuple(_ints(target))
+        if mode == "bidirectional":
+            target = np.broadcast_shapes(np.shape(x), target)
+        elif mode == "explicit":
+            shape = [1] * len(target)
+            for k, axis in enumerate(_ints(axes_mapping)):
+                shape[axis] = x.shape[k]
+            x = np.reshape(x, shape)
+        return np.array(np.broadcast_to(x, target))
+
+    return broadcasted
+
+
+@kernel("Tile", domain=DOMAIN, since=1)
+def tile(attrs):
+    def tiled(x, repeats):
+        repeats = _ints(repeats)
+        if len(repeats) < x.ndim:
+            repeats = [1] * (x.ndim - len(repeats)) + repeats
+        return np.tile(x, repeats)
+
+    return tiled
+
+
+@kernel("Range", domain=DOMAIN, since=4)
+def range_(attrs):
+    dtype = ELEMENT_TYPES.get(attrs.get("output_type", ""), None)
+
+    def arange(start, stop, step):
+        start, stop, step = (np.asarray(v).reshape(()) for v in (start, stop, step))
+        out_dtype = dtype or np.result_type(start, stop, step)
+        count = max(int(np.ceil((stop - start) / step)), 0)
+        return (start + np.arange(count) * step).astype(out_dtype)
+
+    return arange
+
+
+@kernel("NonZero", domain=DOMAIN, since=3)
+def non_zero(attrs):
+    dtype = ELEMENT_TYPES[attrs.get("output_type", "i64")]
+
+    def nonzero(x):
+        if np.ndim(x) == 0:
+            return np.zeros((1, int(bool(x))), dtype)
+        return np.array(np.nonzero(x), dtype=dtype).reshape(np.ndim(x), -1)
+
+    return nonzero
+
+
+@kernel("ScatterUpdate", domain=DOMAIN, since=3)
+def scatter_update(attrs):
+    def scattered(data, indices, updates, axis):
+        axis = int(np.asarray(axis).reshape(()))
+        axis = axis + data.ndim if axis < 0 else axis
+        result = np.array(data, copy=True)
+        indices = np.asarray(indices)
+        index = [slice(None)] * data.ndim
+        flat = indices.reshape(-1)
+        moved = np.moveaxis(updates.reshape(data.shape[:axis] + (flat.size,)
+                                            + data.shape[axis + 1:]), axis, 0)
+        target = np.moveaxis(result, axis, 0)
+        for k, i in enumerate(flat):
+            target[i] = moved[k]
+        del index
+        return result
+
+    return scattered
+
+
+def _strided_slice_index(x, begin, end, stride, attrs):
+    begin_mask = as_ints(attrs, "begin_mask", [])
+    end_mask = as_ints(attrs, "end_mask", [])
+    new_axis = as_ints(attrs, "new_axis_mask", [])
+    shrink = as_ints(attrs, "shrink_axis_mask", [])
+    ellipsis = as_ints(attrs, "ellipsis_mask", [])
+
+    def flag(mask, k):
+        return k < len(mask) and mask[k] == 1
+
+    index = []
+    for k in range(len(begin)):
+        if flag(ellipsis, k):
+            index.append(Ellipsis)
+        elif flag(new_axis, k):
+            index.append(None)
+        elif flag(shrink, k):
+            index.append(begin[k])
+        else:
+            index.append(slice(None if flag(begin_mask, k) else begin[k],
+                               None if flag(end_mask, k) else end[k], stride[k]))
+    return tuple(index)
+
+
+@kernel("StridedSlice", domain=DOMAIN, since=1)
+def strided_slice(attrs):
+    def sliced(x, begin, end, stride=None):
+        begin, end = _ints(begin), _ints(end)
+        stride = [1] * len(begin) if stride is None else _ints(stride)
+        return np.array(x[_strided_slice_index(x, begin, end, stride, attrs)])
+
+    return sliced
+
+
+@kernel("Slice", domain=DOMAIN, since=8)
+def slice_8(attrs):
+    def sliced(x, start, stop, step, axes=None):
+        start, stop, step = _ints(start), _ints(stop), _ints(step)
+        axes = list(range(len(start))) if axes is None else _ints(axes)
+        index = [slice(None)] * x.ndim
+        for s, e, st, a in zip(start, stop, step, axes):
+            index[a % x.ndim] = slice(s, e, st)
+        return np.array(x[tuple(index)])
+
+    return sliced

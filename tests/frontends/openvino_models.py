@@ -1,0 +1,103 @@
+"""OpenVINO IRs built in the tests with the openvino Python API and saved under tmp_path."""
+
+import numpy as np
+import openvino as ov
+import openvino.opset8 as ops
+
+
+def _i64(values):
+    return ops.constant(np.array(values, np.int64))
+
+
+def save(model, path):
+    ov.save_model(model, str(path), compress_to_fp16=False)
+    return path
+
+
+def ti_model(x_shape, axis, start, end, stride, part, out_axis, out_stride, dtype=np.float32):
+    """TensorIterator: h <- h + x_t * w (x sliced by the port map), y_t = 2 h emitted.
+
+    h has the part's shape; w is an invariant input; outputs: the last h and the y parts
+    concatenated along out_axis (reverse when out_stride < 0)."""
+    part_shape = list(x_shape)
+    part_shape[axis] = part
+    x = ops.parameter(list(x_shape), dtype, name="X")
+    h0 = ops.parameter(part_shape, dtype, name="H0")
+    w = ops.parameter(part_shape, dtype, name="W")
+    xt = ops.parameter(part_shape, dtype, name="xt")
+    h = ops.parameter(part_shape, dtype, name="h")
+    wb = ops.parameter(part_shape, dtype, name="wb")
+    h_next = ops.add(h, ops.multiply(xt, wb))
+    res_h = ops.result(h_next)
+    res_y = ops.result(ops.multiply(h_next, ops.constant(np.array(2, dtype))))
+    body = ov.Model([res_h, res_y], [xt, h, wb], "body")
+    ti = ops.tensor_iterator()
+    ti.set_body(body)
+    ti.set_sliced_input(xt, x.output(0), start, stride, part, end, axis)
+    ti.set_merged_input(h, h0.output(0), res_h.output(0))
+    ti.set_invariant_input(wb, w.output(0))
+    last = ti.get_iter_value(res_h.output(0), -1)
+    ys = ti.get_concatenated_slices(res_y.output(0), 0, out_stride, 1, -1, out_axis)
+    return ov.Model([last, ys], [x, h0, w], "ti")
+
+
+def loop_model(trip_count, stop_at=None, dtype=np.float32, sliced=False, rows=6):
+    """Loop-5: acc <- acc + i (the current iteration) [+ x_i when sliced]; emits acc each
+    iteration along axis 0; the body condition is i < stop_at (always true when None).
+
+    trip_count: an int (a Const), or "param" (a model input named "N")."""
+    acc0 = ops.parameter([1, 3], dtype, name="ACC0")
+    inputs = [acc0]
+    if trip_count == "param":
+        n = ops.parameter([], np.int64, name="N")
+        inputs.append(n)
+        trip = n
+    else:
+        trip = _i64(trip_count)
+    x = ops.parameter([rows, 3], dtype, name="X") if sliced else None
+    if sliced:
+        inputs.append(x)
+    it = ops.parameter([], np.int64, name="it")
+    acc = ops.parameter([1, 3], dtype, name="acc")
+    body_params = [it, acc]
+    step = ops.convert(it, dtype)
+    acc_next = ops.add(acc, step)
+    if sliced:
+        xt = ops.parameter([1, 3], dtype, name="xt")
+        body_params.append(xt)
+        acc_next = ops.add(acc_next, xt)
+    limit = _i64(stop_at if stop_at is not None else 2**62)
+    cond = ops.less(it, limit)
+    res_cond = ops.result(cond)
+    res_acc = ops.result(acc_next)
+    body = ov.Model([res_cond, res_acc], body_params, "body")
+    loop = ops.loop(trip, ops.constant(np.array(True)))
+    loop.set_function(body)
+    loop.set_special_body_ports([0, 0])  # current iteration: param 0; condition: result 0
+    loop.set_merged_input(acc, acc0.output(0), res_acc.output(0))
+    if sliced:
+        loop.set_sliced_input(xt, x.output(0), 0, 1, 1, -1, 0)
+    last = loop.get_iter_value(res_acc.output(0), -1)
+    all_acc = loop.get_concatenated_slices(res_acc.output(0), 0, 1, 1, -1, 0)
+    return ov.Model([last, all_acc], inputs, "loop")
+
+
+def defect_model():
+    """The TensorIterator OpenVINO's CPU plugin computes wrong: h <- h + squeeze(x_t) * w with a
+    constant w, emitting unsqueeze(h)."""
+    x = ops.parameter([5, 2, 3], np.float32, name="X")
+    h0 = ops.parameter([2, 3], np.float32, name="H0")
+    xt = ops.parameter([1, 2, 3], np.float32, name="xt")
+    h = ops.parameter([2, 3], np.float32, name="h")
+    w = ops.constant(np.full((2, 3), 0.5, np.float32))
+    h_next = ops.add(h, ops.multiply(ops.squeeze(xt, _i64([0])), w))
+    res_h = ops.result(h_next)
+    res_y = ops.result(ops.unsqueeze(h_next, _i64([0])))
+    body = ov.Model([res_h, res_y], [xt, h], "body")
+    ti = ops.tensor_iterator()
+    ti.set_body(body)
+    ti.set_sliced_input(xt, x.output(0), 0, 1, 1, -1, 0)
+    ti.set_merged_input(h, h0.output(0), res_h.output(0))
+    out_h = ti.get_iter_value(res_h.output(0), -1)
+    out_y = ti.get_concatenated_slices(res_y.output(0), 0, 1, 1, -1, 0)
+    return ov.Model([out_h, out_y], [x, h0], "ti_defect")

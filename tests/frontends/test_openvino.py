@@ -1,0 +1,114 @@
+"""OpenVINO IR: TensorIterator and Loop-5 IRs built with the openvino API, read by cyloop without
+OpenVINO, checked against numpy implementations of DESIGN's rules (OpenVINO's CPU plugin is only
+a second opinion: it is wrong for some bodies)."""
+
+import numpy as np
+import openvino as ov
+import pytest
+
+import cyloop
+
+from ..test_slicing import oracle_parts
+from .openvino_models import defect_model, loop_model, save, ti_model
+
+TI_CASES = [  # x shape, axis, start, end, stride, part, output axis, output stride
+    ((5, 2, 3), 0, 0, -1, 1, 1, 0, 1),
+    ((5, 2, 3), 0, -1, 0, -1, 1, 0, 1),
+    ((5, 2, 3), 0, 0, -1, 1, 1, 0, -1),
+    ((4, 6, 3), 1, 0, -1, 2, 2, 1, 1),
+    ((4, 6, 3), 1, -1, 0, -2, 2, 1, -1),
+    ((4, 7, 3), 1, 1, 5, 1, 1, 2, 1),
+    ((3, 4, 8), 2, 2, -2, 3, 2, 0, 1),
+    ((3, 4, 8), 2, -2, 1, -2, 1, 2, -1),
+]
+
+
+def _ti_oracle(x, h0, w, axis, start, end, stride, part, out_axis, out_stride):
+    parts = oracle_parts(x, axis, start, end, stride, part, keep_axis=True)
+    h, ys = h0, []
+    for x_t in parts:
+        h = h + x_t * w
+        ys.append(2 * h)
+    if out_stride < 0:
+        ys = ys[::-1]
+    return h, np.concatenate(ys, axis=out_axis)
+
+
+@pytest.mark.parametrize("case", TI_CASES, ids=[str(c) for c in TI_CASES])
+def test_tensor_iterator_port_maps(case, tmp_path, rng):
+    x_shape, axis, start, end, stride, part, out_axis, out_stride = case
+    path = save(ti_model(*case), tmp_path / "ti.xml")
+    part_shape = list(x_shape)
+    part_shape[axis] = part
+    feeds = {"X": rng.standard_normal(x_shape).astype(np.float32),
+             "H0": rng.standard_normal(part_shape).astype(np.float32),
+             "W": rng.standard_normal(part_shape).astype(np.float32)}
+    model = cyloop.load(path)
+    got = model.run(feeds)
+    last, ys = _ti_oracle(feeds["X"], feeds["H0"], feeds["W"], axis, start, end, stride, part,
+                          out_axis, out_stride)
+    np.testing.assert_allclose(got[model.output_names[0]], last, rtol=1e-5)
+    np.testing.assert_allclose(got[model.output_names[1]], ys, rtol=1e-5)
+
+
+def test_cpu_plugin_is_wrong_where_cyloop_is_right(tmp_path, rng):
+    """DESIGN's known defect: `h_next = h + x_t * w` in a TensorIterator (here with a squeezed
+    slice and a constant w). numpy is the oracle; the plugin is shown to disagree."""
+    ov_model = defect_model()
+    path = save(ov_model, tmp_path / "ti.xml")
+    feeds = {"X": rng.standard_normal((5, 2, 3)).astype(np.float32),
+             "H0": np.zeros((2, 3), np.float32)}
+    h, rows = feeds["H0"], []
+    for x_t in feeds["X"]:
+        h = h + x_t * np.float32(0.5)
+        rows.append(h)
+    model = cyloop.load(path)
+    got = model.run(feeds)
+    np.testing.assert_allclose(got[model.output_names[0]], h, rtol=1e-6)
+    np.testing.assert_allclose(got[model.output_names[1]], np.stack(rows), rtol=1e-6)
+    plugin = ov.Core().compile_model(ov_model, "CPU")
+    plugin_last = next(iter(plugin(list(feeds.values())).values()))
+    assert not np.allclose(plugin_last, h, atol=1e-3), \
+        "OpenVINO's CPU plugin now computes this body right: update DESIGN's note"
+
+
+def _loop_oracle(acc0, trip, stop_at, x=None):
+    acc, rows, i = acc0, [], 0
+    while (trip < 0 or i < trip):
+        acc = acc + np.float32(i) + (x[i:i + 1] if x is not None else 0)
+        rows.append(acc)
+        if stop_at is not None and not i < stop_at:
+            break
+        i += 1
+    return acc, (np.concatenate(rows, 0) if rows else np.zeros((0, 3), np.float32))
+
+
+@pytest.mark.parametrize("trip,stop_at,sliced", [
+    (5, None, False), (5, 2, False), (-1, 3, False), (0, None, False), ("param", None, True),
+    (6, None, True), (4, 1, True),
+], ids=["for", "for-with-cond", "while", "zero", "trip-param-sliced", "sliced", "sliced-stop"])
+def test_loop5_forms(trip, stop_at, sliced, tmp_path, rng):
+    ov_model = loop_model(trip, stop_at, sliced=sliced)
+    path = save(ov_model, tmp_path / "loop.xml")
+    feeds = {"ACC0": rng.standard_normal((1, 3)).astype(np.float32)}
+    n = 6 if trip == "param" else trip
+    if trip == "param":
+        feeds["N"] = np.array(n, np.int64)
+    if sliced:
+        feeds["X"] = rng.standard_normal((6, 3)).astype(np.float32)
+    model = cyloop.load(path)
+    got = model.run(feeds)
+    last, rows = _loop_oracle(feeds["ACC0"], n, stop_at, feeds.get("X"))
+    np.testing.assert_allclose(got[model.output_names[0]], last, rtol=1e-5)
+    np.testing.assert_allclose(got[model.output_names[1]], rows, rtol=1e-5)
+    if trip != 0:  # a second opinion (the plugin handles these bodies)
+        plugin = ov.Core().compile_model(ov_model, "CPU")
+        values = list(plugin(list(feeds.values())).values())
+        np.testing.assert_allclose(values[1], rows, rtol=1e-5)
+
+
+def test_loop5_running_past_the_last_slice(tmp_path):
+    path = save(loop_model(9, sliced=True), tmp_path / "loop.xml")
+    with pytest.raises(cyloop.ModelError, match="runs past the last slice"):
+        cyloop.load(path).run({"ACC0": np.zeros((1, 3), np.float32),
+                               "X": np.zeros((6, 3), np.float32)})
