@@ -45,6 +45,7 @@ cdef class LoopDriver:
     cdef list outputs
     cdef list last_outputs
     cdef list producer
+    cdef list reset_slots
     # counters, accumulated over every call
     cdef public long long runs
     cdef public long long iterations

@@ -637,6 +637,9 @@ cdef class LoopDriver:
                     self.producer[out_slot] = index
         for result_slot in self.destinations:
             self.body.plan_step(self.producer[result_slot])
+        self.reset_slots = sorted((set(compiled_body.output_slots)
+                                   | set(compiled_body.input_slots))
+                                  - set(compiled_body.constants))
 
     @property
     def loops(self):
@@ -833,10 +836,10 @@ cdef class LoopDriver:
                 last_values[j] = slots[result_slot]
             for k in range(n_carried):
                 values[k] = slots[(<tuple>self.carried[k])[3]]
-            for k in range(self.body.output_slots.shape[0]):
-                slots[self.body.output_slots[k]] = None
-            for k in range(self.body.input_slots.shape[0]):
-                slots[self.body.input_slots[k]] = None
+            # Drop this iteration's inputs and results (never constants), so the only references
+            # left to a pool buffer are real ones.
+            for slot in self.reset_slots:
+                slots[slot] = None
             i += 1
             PyErr_CheckSignals()
 

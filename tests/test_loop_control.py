@@ -116,3 +116,20 @@ def test_ctrl_c_interrupts_a_long_loop(driver):
                           text=True, timeout=120, env=env, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("interrupted"), proc.stdout
+
+
+def test_condition_result_that_is_a_constant():
+    """The body's condition output reads a constant directly (as OpenVINO's converter writes)."""
+    body = GraphBuilder("body")
+    body.input("i", np.int64, ())
+    body.input("acc", np.int64, ())
+    always = body.const(np.array([True]))
+    body.output(always, body.node("Add", "acc", "i", outputs=["acc_next"]))
+    g = GraphBuilder()
+    g.input("acc0", np.int64, ())
+    g.loop(body.build(), inputs=[("acc0", cyloop.CarriedInput(0, "acc", "acc_next"))],
+           outputs=[LastOutput("acc_next")], trip_count=5, iteration_param="i",
+           cond_result=always, output_names=["total"])
+    g.output("total")
+    out = run_both(g.build(), {"acc0": np.array(0, np.int64)})
+    assert out["total"] == sum(range(5))

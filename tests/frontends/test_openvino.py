@@ -112,3 +112,51 @@ def test_loop5_running_past_the_last_slice(tmp_path):
     with pytest.raises(cyloop.ModelError, match="runs past the last slice"):
         cyloop.load(path).run({"ACC0": np.zeros((1, 3), np.float32),
                                "X": np.zeros((6, 3), np.float32)})
+
+
+def _ort(onnx_model, feeds):
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(onnx_model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+
+
+def _converted_cases(rng):
+    from .onnx_models import loop_model as onnx_loop
+    from .onnx_models import lstm_loop_model, scan_model
+
+    steps, batch, features, hidden = 6, 2, 5, 8
+    return {
+        "loop-with-body-stop": (onnx_loop(True, True, 2), {
+            "M": np.array(6, np.int64), "cond": np.array(True),
+            "v0": rng.standard_normal((2, 3)).astype(np.float32)}),
+        "loop-M-only": (onnx_loop(True, False, None), {
+            "M": np.array(4, np.int64), "v0": rng.standard_normal((2, 3)).astype(np.float32)}),
+        "scan-axis1-reversed": (scan_model((4, 5, 3), 1, 1, 0, 1), {
+            "s0": rng.standard_normal((4, 3)).astype(np.float32),
+            "x": rng.standard_normal((4, 5, 3)).astype(np.float32)}),
+        "lstm-as-loop": (lstm_loop_model(hidden), {
+            "T": np.array(steps, np.int64),
+            "X": rng.standard_normal((steps, batch, features)).astype(np.float32),
+            "W": (rng.standard_normal((features, 4 * hidden)) * 0.4).astype(np.float32),
+            "R": (rng.standard_normal((hidden, 4 * hidden)) * 0.4).astype(np.float32),
+            "B": rng.standard_normal(4 * hidden).astype(np.float32),
+            "h0": np.zeros((batch, hidden), np.float32),
+            "c0": np.zeros((batch, hidden), np.float32)}),
+    }
+
+
+@pytest.mark.parametrize("name", ["loop-with-body-stop", "loop-M-only", "scan-axis1-reversed",
+                                  "lstm-as-loop"])
+def test_ir_converted_from_onnx_matches_onnxruntime_on_the_original(name, tmp_path, rng):
+    import onnx
+
+    onnx_model, feeds = _converted_cases(rng)[name]
+    onnx.save(onnx_model, str(tmp_path / "model.onnx"))
+    path = save(ov.convert_model(str(tmp_path / "model.onnx")), tmp_path / "model.xml")
+    expected = _ort(onnx_model, feeds)
+    model = cyloop.load(path)
+    got = model.run({k: v for k, v in feeds.items() if k in model.input_names})
+    for out_name, value in expected.items():
+        np.testing.assert_allclose(got[out_name], value, rtol=1e-5, atol=1e-6, err_msg=out_name)
