@@ -86,9 +86,13 @@ for _op_type, _fn in _UNARY.items():
     _register_unary(_op_type, _fn)
 
 
-@kernel("Relu", domain=DOMAIN, since=1, out=True)
 def relu(attrs):
     return lambda x, out=None: np.maximum(x, x.dtype.type(0), out=out)
+
+
+# The IR spells the layer type "ReLU"; "Relu" is accepted too.
+kernel("ReLU", domain=DOMAIN, since=1, out=True)(relu)
+kernel("Relu", domain=DOMAIN, since=1, out=True)(relu)
 
 
 @kernel("Clamp", domain=DOMAIN, since=1)

@@ -34,14 +34,13 @@ def _softmax(axis, log):
     return softmax
 
 
-@kernel("Softmax", domain=DOMAIN, since=1)
 def softmax(attrs):
     return _softmax(as_int(attrs, "axis", 1), False)
 
 
-@kernel("Softmax", domain=DOMAIN, since=8)
-def softmax_8(attrs):
-    return _softmax(as_int(attrs, "axis", 1), False)
+# The IR spells the layer type "SoftMax" (v1 and v8, which adds negative axes).
+for _name in ("SoftMax", "Softmax"):
+    kernel(_name, domain=DOMAIN, since=1)(softmax)
 
 
 @kernel("LogSoftmax", domain=DOMAIN, since=5)

@@ -150,9 +150,9 @@ def tile(attrs):
     return tiled
 
 
-@kernel("Range", domain=DOMAIN, since=4)
+@kernel("Range", domain=DOMAIN, since=1)
 def range_(attrs):
-    dtype = ELEMENT_TYPES.get(attrs.get("output_type", ""), None)
+    dtype = ELEMENT_TYPES.get(attrs.get("output_type", ""), None)  # Range-4; Range-1 infers
 
     def arange(start, stop, step):
         start, stop, step = (np.asarray(v).reshape(()) for v in (start, stop, step))
