@@ -1,0 +1,138 @@
+"""Bad OpenVINO IRs fail with ModelError naming the layer: entity declarations, missing or short
+weights, broken port maps and back edges, bad slicing; plus the older Loop-5 dialect, read to the
+same LoopSpec as its current-dialect twin."""
+
+import re
+import shutil
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+import cyloop
+
+from .openvino_models import loop_model, save, ti_model
+
+TI_CASE = ((5, 2, 3), 0, 0, -1, 1, 1, 0, 1)
+
+
+@pytest.fixture
+def ti_path(tmp_path):
+    return save(ti_model(*TI_CASE), tmp_path / "ti.xml")
+
+
+def _feeds(rng):
+    return {"X": rng.standard_normal((5, 2, 3)).astype(np.float32),
+            "H0": np.zeros((1, 2, 3), np.float32), "W": np.ones((1, 2, 3), np.float32)}
+
+
+def _edit(path, old, new, count=1):
+    text = path.read_text()
+    assert text.count(old) >= 1, old
+    path.write_text(text.replace(old, new, count))
+
+
+def test_entity_declarations_are_refused(ti_path):
+    text = ti_path.read_text()
+    bomb = ('<!DOCTYPE net [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
+            '<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;"><!ENTITY d "&c;&c;&c;&c;&c;&c;&c;&c;">]>')
+    ti_path.write_text(text.replace("<net ", bomb + '<net note="&d;" ', 1))
+    with pytest.raises(cyloop.ModelError, match="refuses them"):
+        cyloop.load(ti_path)
+
+
+def test_missing_weights_name_the_const_layer(ti_path):
+    ti_path.with_suffix(".bin").unlink()
+    with pytest.raises(cyloop.ModelError, match=r"Const layer \d+ .*run past the end"):
+        cyloop.load(ti_path)
+
+
+def test_truncated_weights_name_the_const_layer(ti_path):
+    blob = ti_path.with_suffix(".bin")
+    blob.write_bytes(blob.read_bytes()[:-1])
+    with pytest.raises(cyloop.ModelError, match=r"Const layer \d+ .*run past the end"):
+        cyloop.load(ti_path)
+
+
+def test_const_past_the_end_of_the_weights(ti_path):
+    text = ti_path.read_text()
+    ti_path.write_text(re.sub(r'offset="0"', 'offset="4096"', text, count=1))
+    with pytest.raises(cyloop.ModelError, match=r"Const layer \d+ .*\[4096, "):
+        cyloop.load(ti_path)
+
+
+def test_explicit_weights_path(ti_path, tmp_path):
+    moved = tmp_path / "elsewhere.bin"
+    shutil.move(ti_path.with_suffix(".bin"), moved)
+    model = cyloop.load(ti_path, weights=moved)
+    assert model.output_names
+
+
+@pytest.mark.parametrize("old,new,error", [
+    ('internal_layer_id="0" start', 'internal_layer_id="99" start',
+     "port_map names body layer 99, which is not a body Parameter"),
+    ('<edge from-layer="', '<edge from-layer="77" to-layer="1" /><edge from-layer="',
+     "back edge 77 -> 1"),
+    ('stride="1" part_size="1" />', 'stride="0" part_size="1" />', "stride 0"),
+    ('part_size="1" />', 'part_size="0" />', "part_size 0"),
+], ids=["port-map-missing-layer", "back-edge-missing-layer", "stride-0", "part-size-0"])
+def test_broken_port_maps(ti_path, old, new, error):
+    _edit(ti_path, old, new)
+    with pytest.raises(cyloop.ModelError, match=error) as info:
+        cyloop.load(ti_path)
+    assert re.search(r"layer \d+", str(info.value))
+
+
+def test_sliced_inputs_disagreeing_on_the_count(ti_path, rng):
+    # Slice W (one part along axis 0) as well as X (five parts).
+    _edit(ti_path, '<input external_port_id="2" internal_layer_id="',
+          '<input axis="0" start="0" end="-1" stride="1" part_size="1" external_port_id="2" '
+          'internal_layer_id="')
+    with pytest.raises(cyloop.ModelError, match=r"disagree on the number of iterations.*5.*1"):
+        cyloop.load(ti_path).run(_feeds(rng))
+
+
+def _to_older_dialect(path, out_path):
+    """Rewrite a current-dialect Loop-5 IR into the older doc's dialect."""
+    tree = ET.parse(path)
+    loop = next(layer for layer in tree.iter("layer") if layer.get("type") == "Loop")
+    port_map, back_edges = loop.find("port_map"), loop.find("back_edges")
+    body_layers = loop.find("body").find("layers")
+    cond_result = None
+    for entry in list(port_map):
+        entry.set("internal_operation_id", entry.attrib.pop("internal_layer_id"))
+        purpose = entry.attrib.pop("purpose", None)
+        if purpose == "current_iteration":
+            port_map.remove(entry)  # the unmapped Parameter is the current iteration
+        elif purpose == "execution_condition":
+            cond_result = entry.get("internal_operation_id")
+            port_map.remove(entry)
+    cond_param = ET.SubElement(body_layers, "layer", id="999", name="cond_in",
+                               type="Parameter", version="opset1")
+    ET.SubElement(cond_param, "data", shape="", element_type="boolean")
+    ET.SubElement(ET.SubElement(cond_param, "output"), "port", id="0", precision="BOOL")
+    ET.SubElement(port_map, "input", external_port_id="1", internal_operation_id="999",
+                  condition="True")
+    for edge in back_edges:
+        edge.set("from-operation", edge.attrib.pop("from-layer"))
+        edge.set("to-operation", edge.attrib.pop("to-layer"))
+    ET.SubElement(back_edges, "edge", {"from-operation": cond_result, "to-operation": "999"})
+    tree.write(out_path)
+    shutil.copy(path.with_suffix(".bin"), out_path.with_suffix(".bin"))
+    return out_path
+
+
+@pytest.mark.parametrize("trip,stop_at", [(5, None), (6, 2), (0, None)],
+                         ids=["for", "for-with-cond", "zero"])
+def test_older_loop5_dialect_matches_its_current_twin(trip, stop_at, tmp_path, rng):
+    current = save(loop_model(trip, stop_at, sliced=True), tmp_path / "current.xml")
+    older = _to_older_dialect(current, tmp_path / "older.xml")
+    assert "internal_operation_id" in older.read_text()
+    feeds = {"ACC0": rng.standard_normal((1, 3)).astype(np.float32),
+             "X": rng.standard_normal((6, 3)).astype(np.float32)}
+    a, b = cyloop.load(current), cyloop.load(older)
+    assert [str(x) for x in b._compiled.loops[0].spec.inputs] == \
+        [str(x) for x in a._compiled.loops[0].spec.inputs]
+    got_a, got_b = a.run(feeds), b.run(feeds)
+    for name_a, name_b in zip(a.output_names, b.output_names):
+        np.testing.assert_array_equal(got_a[name_a], got_b[name_b])
