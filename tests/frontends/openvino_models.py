@@ -101,3 +101,52 @@ def defect_model():
     out_h = ti.get_iter_value(res_h.output(0), -1)
     out_y = ti.get_concatenated_slices(res_y.output(0), 0, 1, 1, -1, 0)
     return ov.Model([out_h, out_y], [x, h0], "ti_defect")
+
+
+def cell_ti_model(cell, steps=6, batch=3, features=5, hidden=7, seed=0, **cell_attrs):
+    """A TensorIterator over axis 1 of X [batch, steps, features] whose body is one LSTMCell,
+    GRUCell or RNNCell; emits every h (concatenated on axis 1) and the last h (and c).
+
+    Returns (ov.Model, weights dict) with the weights as constants of the body."""
+    rng = np.random.default_rng(seed)
+    gates = {"lstm": 4, "gru": 3, "rnn": 1}[cell]
+    f = np.float32
+    weights = {"W": (rng.standard_normal((gates * hidden, features)) * 0.5).astype(f),
+               "R": (rng.standard_normal((gates * hidden, hidden)) * 0.5).astype(f),
+               "B": rng.standard_normal(((gates + (1 if cell_attrs.get("linear_before_reset")
+                                                   else 0)) * hidden,)).astype(f)}
+    x = ops.parameter([batch, steps, features], f, name="X")
+    h0 = ops.parameter([batch, hidden], f, name="H0")
+    xt = ops.parameter([batch, 1, features], f, name="xt")
+    h = ops.parameter([batch, hidden], f, name="h")
+    x2 = ops.squeeze(xt, _i64([1]))
+    w, r, b = (ops.constant(weights[k]) for k in ("W", "R", "B"))
+    params, outer = [xt, h], [x, h0]
+    if cell == "lstm":
+        c0 = ops.parameter([batch, hidden], f, name="C0")
+        c = ops.parameter([batch, hidden], f, name="c")
+        params.append(c)
+        outer.append(c0)
+        node = ops.lstm_cell(x2, h, c, w, r, b, hidden, **cell_attrs)
+        h_next, c_next = node.output(0), node.output(1)
+    elif cell == "gru":
+        h_next = ops.gru_cell(x2, h, w, r, b, hidden, **cell_attrs).output(0)
+    else:
+        h_next = ops.rnn_cell(x2, h, w, r, b, hidden, ["tanh"], [], [], **cell_attrs).output(0)
+    res_h = ops.result(h_next)
+    res_y = ops.result(ops.unsqueeze(h_next, _i64([1])))
+    results = [res_h, res_y]
+    if cell == "lstm":
+        res_c = ops.result(c_next)
+        results.append(res_c)
+    body = ov.Model(results, params, "cell_body")
+    ti = ops.tensor_iterator()
+    ti.set_body(body)
+    ti.set_sliced_input(xt, x.output(0), 0, 1, 1, -1, 1)
+    ti.set_merged_input(h, h0.output(0), res_h.output(0))
+    outputs = [ti.get_iter_value(res_h.output(0), -1),
+               ti.get_concatenated_slices(res_y.output(0), 0, 1, 1, -1, 1)]
+    if cell == "lstm":
+        ti.set_merged_input(c, c0.output(0), res_c.output(0))
+        outputs.append(ti.get_iter_value(res_c.output(0), -1))
+    return ov.Model(outputs, outer, f"{cell}_ti"), weights
