@@ -19,7 +19,7 @@ from xml.parsers import expat
 import numpy as np
 
 from .. import ops
-from ..errors import ModelError
+from ..errors import ModelError, UnsupportedOpError
 from ..ir import (
     LOOP_DOMAIN,
     CarriedInput,
@@ -252,6 +252,9 @@ class _Reader:
             ops.lookup(DOMAIN, kind, version)
         except ModelError as e:
             raise type(e)(f"{label}: {e}") from None
+        if kind == "LSTMCell" and len(node_inputs) > 6:
+            raise UnsupportedOpError(f"{label}: LSTMCell-{version} with peepholes (input P) is "
+                                     "not supported")
         return Node(kind, node_inputs, node_outputs, attrs, DOMAIN, f"{lid}:{lname}",
                     version=version)
 

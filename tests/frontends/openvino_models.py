@@ -109,6 +109,8 @@ def cell_ti_model(cell, steps=6, batch=3, features=5, hidden=7, seed=0, **cell_a
 
     Returns (ov.Model, weights dict) with the weights as constants of the body."""
     rng = np.random.default_rng(seed)
+    version1 = cell == "lstm1"  # LSTMCell-1 (opset1) rather than LSTMCell-4
+    cell = "lstm" if version1 else cell
     gates = {"lstm": 4, "gru": 3, "rnn": 1}[cell]
     f = np.float32
     weights = {"W": (rng.standard_normal((gates * hidden, features)) * 0.5).astype(f),
@@ -127,7 +129,13 @@ def cell_ti_model(cell, steps=6, batch=3, features=5, hidden=7, seed=0, **cell_a
         c = ops.parameter([batch, hidden], f, name="c")
         params.append(c)
         outer.append(c0)
-        node = ops.lstm_cell(x2, h, c, w, r, b, hidden, **cell_attrs)
+        if version1:
+            import openvino.opset1 as opset1
+
+            node = opset1.lstm_cell(x2, h, c, w, r, b, hidden, ["sigmoid", "tanh", "tanh"], [],
+                                    [], 0.0)
+        else:
+            node = ops.lstm_cell(x2, h, c, w, r, b, hidden, **cell_attrs)
         h_next, c_next = node.output(0), node.output(1)
     elif cell == "gru":
         h_next = ops.gru_cell(x2, h, w, r, b, hidden, **cell_attrs).output(0)

@@ -136,3 +136,21 @@ def test_older_loop5_dialect_matches_its_current_twin(trip, stop_at, tmp_path, r
     got_a, got_b = a.run(feeds), b.run(feeds)
     for name_a, name_b in zip(a.output_names, b.output_names):
         np.testing.assert_array_equal(got_a[name_a], got_b[name_b])
+
+
+def test_unknown_layer_type_names_layer_id_name_type_and_version(ti_path):
+    _edit(ti_path, 'type="Add" version="opset1"', 'type="Frobnicate" version="opset3"')
+    with pytest.raises(cyloop.UnsupportedOpError,
+                       match=r"layer \d+ \('[^']+', Frobnicate\).*Frobnicate \(opset 3\)"):
+        cyloop.load(ti_path)
+
+
+def test_ir_v10_outputs_fall_back_to_result_layer_names(ti_path, rng):
+    """IR v10 has no tensor names on ports: outputs are named by their Result layers."""
+    text = re.sub(r' names="[^"]*"', "", ti_path.read_text()).replace('version="11"',
+                                                                       'version="10"', 1)
+    ti_path.write_text(text)
+    model = cyloop.load(ti_path)
+    results = re.findall(r'<layer id="\d+" name="([^"]+)" type="Result"', text)
+    assert model.output_names == results[-2:]  # the net's own Results (after the body's)
+    assert model.run(_feeds(rng))

@@ -106,9 +106,11 @@ def _clip(x, clip):
     return x if not clip else np.clip(x, -clip, clip)
 
 
+@kernel("LSTMCell", domain=DOMAIN, since=1, multi=True)
 @kernel("LSTMCell", domain=DOMAIN, since=4, multi=True)
 def lstm_cell(attrs, n_outputs):
-    """Gates in OpenVINO's f, i, c, o order: one matmul over [x, h], then vectorized gates."""
+    """Gates in OpenVINO's f, i, c, o order. LSTMCell-1's peephole input is refused at load time
+    (by the frontend); without it the two versions compute the same."""
     f, g, h_act = _activations(attrs, ["sigmoid", "tanh", "tanh"])
     clip = as_float(attrs, "clip", 0.0)
 
