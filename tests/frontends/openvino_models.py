@@ -130,7 +130,7 @@ def cell_ti_model(cell, steps=6, batch=3, features=5, hidden=7, seed=0, **cell_a
         params.append(c)
         outer.append(c0)
         if version1:
-            import openvino.opset1 as opset1
+            from openvino import opset1
 
             node = opset1.lstm_cell(x2, h, c, w, r, b, hidden, ["sigmoid", "tanh", "tanh"], [],
                                     [], 0.0)
