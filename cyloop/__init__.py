@@ -13,6 +13,7 @@ from .errors import (
     ModelError,
     UnsupportedOpError,
 )
+from .functional import LoopCarryError, fori_loop, scan, while_loop
 from .ir import (
     CarriedInput,
     ConcatOutput,
@@ -40,6 +41,7 @@ __all__ = [
     "InputError",
     "InvariantInput",
     "LastOutput",
+    "LoopCarryError",
     "LoopLimitError",
     "LoopSpec",
     "Model",
@@ -49,5 +51,8 @@ __all__ = [
     "UnsupportedOpError",
     "Value",
     "__version__",
+    "fori_loop",
     "load",
+    "scan",
+    "while_loop",
 ]

@@ -1,0 +1,182 @@
+"""cyloop.scan / while_loop / fori_loop against plain Python loops (and jax.lax where jax is
+installed): pytrees, reverse, length without xs, zero length, carry errors."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cyloop
+
+
+def python_scan(f, init, xs=None, length=None, reverse=False):
+    """The documented semantics, literally."""
+    n = length if xs is None else len(_first_leaf(xs))
+    order = range(n - 1, -1, -1) if reverse else range(n)
+    carry, ys = init, [None] * n
+    for i in order:
+        x = None if xs is None else _index(xs, i)
+        carry, ys[i] = f(carry, x)
+    return carry, _stack(ys)
+
+
+def _first_leaf(tree):
+    while isinstance(tree, (tuple, list, dict)):
+        tree = tree[min(tree)] if isinstance(tree, dict) else tree[0]
+    return tree
+
+
+def _index(tree, i):
+    if isinstance(tree, dict):
+        return {k: _index(v, i) for k, v in tree.items()}
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(_index(v, i) for v in tree)
+    return tree[i]
+
+
+def _stack(items):
+    first = items[0]
+    if isinstance(first, dict):
+        return {k: _stack([it[k] for it in items]) for k in first}
+    if isinstance(first, (tuple, list)):
+        return type(first)(_stack([it[k] for it in items]) for k in range(len(first)))
+    return np.stack([np.asarray(it) for it in items])
+
+
+def assert_tree_equal(a, b):
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and sorted(a) == sorted(b)
+        for k in a:
+            assert_tree_equal(a[k], b[k])
+    elif isinstance(a, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_tree_equal(x, y)
+    else:
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, b.dtype, a.shape, b.shape)
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def rnn_step(carry, x):
+    h, count = carry["h"], carry["count"]
+    h_next = np.tanh(h @ x["w"] + x["b"])
+    return {"h": h_next, "count": count + 1}, (h_next, h_next.sum())
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_scan_with_pytrees(reverse, rng):
+    init = {"h": rng.standard_normal(4), "count": np.int64(0)}
+    xs = {"w": rng.standard_normal((6, 4, 4)), "b": rng.standard_normal((6, 4))}
+    assert_tree_equal(cyloop.scan(rnn_step, init, xs, reverse=reverse),
+                      python_scan(rnn_step, init, xs, reverse=reverse))
+
+
+def test_scan_with_length_and_no_xs():
+    def step(c, x):
+        assert x is None
+        return c * 2, c
+
+    assert_tree_equal(cyloop.scan(step, np.int64(1), length=5),
+                      python_scan(step, np.int64(1), length=5))
+
+
+def test_zero_length_scan(rng):
+    xs = rng.standard_normal((0, 3))
+    carry, ys = cyloop.scan(lambda c, x: (c + x, (x * 2, c)), np.zeros(3), xs)
+    np.testing.assert_array_equal(carry, np.zeros(3))
+    assert ys[0].shape == (0, 3) and ys[1].shape == (0, 3)
+
+
+def test_scan_calls_f_once_per_step(rng):
+    calls = []
+
+    def step(c, x):
+        calls.append(1)
+        return c + x, c
+
+    cyloop.scan(step, np.zeros(2), rng.standard_normal((7, 2)))
+    assert len(calls) == 7
+
+
+def test_scalars_are_promoted():
+    carry, ys = cyloop.scan(lambda c, x: (c + x, c), 0.0, np.arange(3.0))
+    assert carry == 3.0 and ys.tolist() == [0.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("step,error", [
+    (lambda c, x: ({"h": c["h"].astype(np.float32), "n": c["n"]}, x),
+     r"carry\['h'\] changed type: float64\[3\] at the start, float32\[3\] now"),
+    (lambda c, x: ({"h": c["h"][:2], "n": c["n"]}, x),
+     r"carry\['h'\] changed type: float64\[3\] at the start, float64\[2\] now"),
+    (lambda c, x: ({"h": c["h"]}, x),
+     r"carry changed structure: \{'h': leaf, 'n': leaf\} at the start, \{'h': leaf\} now"),
+    (lambda c, x: (c, x if x < 1 else np.zeros(4)), r"y changed type: float64\[\] "),
+], ids=["dtype", "shape", "structure", "y-shape"])
+def test_carry_errors_name_the_component(step, error):
+    init = {"h": np.zeros(3), "n": np.int64(0)}
+    xs = np.arange(3.0)
+    with pytest.raises(cyloop.LoopCarryError, match=error):
+        cyloop.scan(step, init, xs)
+
+
+def test_while_loop_and_fori_loop():
+    def cond(v):
+        return v[0] < 100
+
+    def body(v):
+        return (v[0] * 2 + 1, v[1] + 1)
+
+    val = (np.int64(1), np.int64(0))
+    expected = val
+    while cond(expected):
+        expected = body(expected)
+    assert_tree_equal(cyloop.while_loop(cond, body, val), expected)
+    assert_tree_equal(cyloop.while_loop(lambda v: False, body, val), val)
+    total = np.zeros(2)
+    for i in range(3, 9):
+        total = total + i
+    assert_tree_equal(cyloop.fori_loop(3, 9, lambda i, v: v + i, np.zeros(2)), total)
+    assert_tree_equal(cyloop.fori_loop(5, 2, lambda i, v: v + i, np.zeros(2)), np.zeros(2))
+
+
+def test_caller_arrays_are_not_written(rng):
+    init, xs = rng.standard_normal(3), rng.standard_normal((4, 3))
+    before = init.copy(), xs.copy()
+
+    def step(c, x):
+        with pytest.raises(ValueError, match="read-only"):
+            x[0] = 1.0
+        if c is not None and np.shares_memory(c, init):
+            with pytest.raises(ValueError, match="read-only"):
+                c[0] = 1.0
+        return c + x, c
+
+    cyloop.scan(step, init, xs)
+    np.testing.assert_array_equal(init, before[0])
+    np.testing.assert_array_equal(xs, before[1])
+
+
+OPS = [np.add, np.subtract, np.multiply, np.maximum, np.minimum]
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(st.integers(0, len(OPS) - 1), min_size=1, max_size=4),
+       steps=st.integers(0, 6), reverse=st.booleans(), seed=st.integers(0, 1000))
+def test_random_scans_match_plain_loops(ops, steps, reverse, seed):
+    rng = np.random.default_rng(seed)
+
+    def step(carry, x):
+        a, b = carry
+        for k in ops:
+            a, b = OPS[k](a, x), OPS[k](b, a)
+        return (np.tanh(a), np.tanh(b)), {"a": a, "ab": a * b}
+
+    init = (rng.standard_normal(3), rng.standard_normal(3))
+    xs = rng.standard_normal((steps, 3))
+    got = cyloop.scan(step, init, xs, reverse=reverse)
+    if steps == 0:
+        assert_tree_equal(got[0], init)
+        assert got[1]["a"].shape == (0, 3)
+    else:
+        assert_tree_equal(got, python_scan(step, init, xs, reverse=reverse))
