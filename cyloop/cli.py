@@ -1,57 +1,281 @@
-"""The `cyloop` command.
+"""The `cyloop` command: run, plan, info and bench a model (.onnx or OpenVINO .xml).
 
-``cyloop run`` runs the built-in example (an RNN loop built with the IR builder) and prints each
-output's name, shape, dtype and first values, and the time taken; ``cyloop plan`` prints that
-example's memory plan. Model files arrive with the ONNX and OpenVINO frontends.
+``cyloop run`` with no model runs the embedded examples in ``cyloop/data/``: an LSTM
+TensorIterator IR and an ONNX Loop with a sequence output.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import time
+import tracemalloc
+from collections import Counter
 
 import numpy as np
 
 from . import __version__
 from ._compile import DEFAULT_MAX_ITERATIONS
-from .errors import CyloopError
+from .errors import CyloopError, InputError
+from .ir import LOOP_DOMAIN, Graph
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+EXAMPLES = [os.path.join(DATA, "lstm_ti.xml"), os.path.join(DATA, "loop_sequence.onnx")]
+SYMBOLIC_SIZE = 4  # what a symbolic dimension becomes in generated inputs
 
 
-def _build_example(args):
-    from . import _examples
-    from .model import Model
+# -- inputs and outputs ---------------------------------------------------------------------------
 
-    graph, feeds = _examples.rnn(steps=args.steps)
-    model = Model(graph, driver=args.driver, max_iterations=args.max_iterations)
-    return model, feeds
+def _parse_inputs(specs: list[str]) -> dict[str, np.ndarray]:
+    feeds = {}
+    for spec in specs or []:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise InputError(f"-i takes NAME=FILE.npy, got {spec!r}")
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise InputError(f"-i {name}: cannot read {path!r} as a .npy file ({e})") from e
+    return feeds
 
 
-def _describe(name: str, value: np.ndarray, count: int = 5) -> str:
+def _random_value(declared, rng):
+    shape = tuple(d if isinstance(d, int) and d >= 0 else SYMBOLIC_SIZE
+                  for d in (declared.shape or ()))
+    dtype = np.dtype(declared.dtype or np.float32)
+    if dtype == np.bool_:
+        value = np.ones(shape, dtype)
+    elif dtype.kind in "iu":  # small, so that trip counts and indices stay sensible
+        value = rng.integers(1, SYMBOLIC_SIZE + 1, shape).astype(dtype)
+    else:
+        value = rng.standard_normal(shape).astype(dtype)
+    if declared.kind in ("sequence", "optional_sequence"):
+        return [value, value.copy()]
+    return value
+
+
+def _feeds(model, args) -> dict:
+    feeds = _parse_inputs(args.input)
+    missing = [name for name in model.input_names if name not in feeds]
+    if missing and not args.random_inputs:
+        raise InputError(f"missing inputs {missing}: give them with -i NAME=FILE.npy, or pass "
+                         "--random-inputs")
+    rng = np.random.default_rng(args.seed)
+    declared = {v.name: v for v in model.graph.inputs}
+    for name in missing:
+        feeds[name] = _random_value(declared[name], rng)
+    return feeds
+
+
+def _describe(name: str, value, count: int = 5) -> str:
+    if value is None:
+        return f"{name}: empty optional"
+    if isinstance(value, list):
+        first = f", first {_describe('', value[0]).lstrip(': ')}" if value else ""
+        return f"{name}: sequence of {len(value)} tensors{first}"
     flat = value.reshape(-1)[:count]
-    more = " ..." if value.size > count else ""
-    values = np.array2string(flat, precision=4, separator=", ", floatmode="maxprec")
-    return f"{name}: shape {list(value.shape)} {value.dtype} {values[:-1]}{more}]"
+    more = ", ..." if value.size > count else ""
+    shown = ", ".join(np.format_float_positional(v, precision=4) if value.dtype.kind == "f"
+                      else str(v) for v in flat)
+    return f"{name}: shape {list(value.shape)} {value.dtype} [{shown}{more}]"
 
+
+def _save(path: str, outputs: dict) -> None:
+    arrays = {}
+    for name, value in outputs.items():
+        if isinstance(value, list):
+            arrays.update({f"{name}_{k}": item for k, item in enumerate(value)})
+        elif value is not None:
+            arrays[name] = value
+    np.savez(path, **arrays)
+
+
+def _load(path, args):
+    from .loading import load
+
+    return load(path, driver=args.driver, max_iterations=args.max_iterations)
+
+
+# -- subcommands ----------------------------------------------------------------------------------
 
 def _cmd_run(args) -> int:
-    model, feeds = _build_example(args)
-    print(f"example: RNN loop h = tanh(x_t W + h U + b), {args.steps} steps "
-          f"({model.settings.driver} driver)")
-    start = time.perf_counter()
-    outputs = model.run(feeds)
-    elapsed = time.perf_counter() - start
-    for name, value in outputs.items():
-        print(_describe(name, value))
-    print(f"time: {elapsed * 1e3:.3f} ms")
+    models = [args.model] if args.model else EXAMPLES
+    if not args.model:
+        args.random_inputs = True
+    for path in models:
+        model = _load(path, args)
+        feeds = _feeds(model, args)
+        print(f"{os.path.basename(path)} ({model.settings.driver} driver)")
+        start = time.perf_counter()
+        outputs = model.run(feeds)
+        elapsed = time.perf_counter() - start
+        for name, value in outputs.items():
+            print("  " + _describe(name, value))
+        print(f"  time: {elapsed * 1e3:.3f} ms")
+        if args.output:
+            _save(args.output, outputs)
+            print(f"  outputs saved to {args.output}")
     return 0
 
 
 def _cmd_plan(args) -> int:
-    model, feeds = _build_example(args)
-    model.run(feeds)
+    model = _load(args.model, args)
+    feeds = _feeds(model, args)
+    tracemalloc.start()
+    try:
+        model.run(feeds)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
     print(model.plan())
+    print(f"\npeak memory of one run (measured with tracemalloc): {peak / 2**20:.3f} MiB")
     return 0
+
+
+def _walk(graph: Graph, depth=0):
+    """(node, depth) for every node, bodies included."""
+    for node in graph.nodes:
+        yield node, depth
+        for sub in node.subgraphs():
+            yield from _walk(sub, depth + 1)
+
+
+def _cmd_info(args) -> int:
+    model = _load(args.model, args)
+    graph = model.graph
+
+    def fmt(value):
+        shape = "?" if value.shape is None else \
+            "[" + ", ".join("?" if d is None else str(d) for d in value.shape) + "]"
+        dtype = "?" if value.dtype is None else str(value.dtype)
+        kind = "" if value.kind == "tensor" else f" ({value.kind})"
+        return f"  {value.name}: {dtype} {shape}{kind}"
+
+    print(f"{os.path.basename(args.model)}: {len(graph.inputs)} inputs, "
+          f"{len(graph.outputs)} outputs")
+    print("inputs:")
+    print("\n".join(fmt(v) for v in graph.inputs))
+    print("outputs:")
+    print("\n".join(fmt(v) for v in graph.outputs))
+    counts = Counter()
+    fallback = set()
+    loops = []
+    for node, depth in _walk(graph):
+        if node.domain == LOOP_DOMAIN:
+            loops.append((depth, node))
+            counts["Loop"] += 1
+        elif node.op_type == "OnnxReference":
+            fallback.add(node.attrs["node"].op_type)
+            counts[node.attrs["node"].op_type] += 1
+        else:
+            counts[node.op_type] += 1
+    print("ops: " + ", ".join(f"{op} x{n}" for op, n in sorted(counts.items())))
+    print("loops:" if loops else "loops: none")
+    for depth, node in loops:
+        spec = node.attrs["spec"]
+        print(f"  {'  ' * depth}{node.label}: {len(spec.inputs)} inputs, {len(spec.outputs)} "
+              f"outputs, body of {len(spec.body.nodes)} nodes")
+    print("ops served by the onnx.reference fallback: " +
+          (", ".join(sorted(fallback)) if fallback else "none"))
+    return 0
+
+
+def _peers(path, names, model):
+    """name -> callable(feeds) for each requested peer that is installed."""
+    peers = {}
+    for name in names:
+        try:
+            if name == "onnxruntime" and path.endswith(".onnx"):
+                import onnxruntime as ort
+
+                session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+                out_names = [o.name for o in session.get_outputs()]
+                peers[name] = lambda feeds, s=session, n=out_names: dict(zip(n, s.run(None,
+                                                                                       feeds)))
+            elif name == "openvino":
+                import openvino as ov
+
+                compiled = ov.Core().compile_model(path, "CPU")
+
+                def run_openvino(feeds, c=compiled):
+                    result = c(feeds)
+                    return {next(iter(k.get_names()), str(i)): v
+                            for i, (k, v) in enumerate(result.items())}
+
+                peers[name] = run_openvino
+            elif name == "reference" and path.endswith(".onnx"):
+                from onnx.reference import ReferenceEvaluator
+
+                evaluator = ReferenceEvaluator(path)
+                out_names = model.output_names
+                peers[name] = lambda feeds, e=evaluator, n=out_names: dict(zip(n, e.run(None,
+                                                                                        feeds)))
+            else:
+                print(f"  {name}: not applicable to {os.path.basename(path)}, skipped")
+        except ImportError:
+            print(f"  {name}: not installed, skipped")
+        except Exception as e:  # noqa: BLE001 - a peer that cannot load the model is reported
+            print(f"  {name}: cannot run this model, skipped ({str(e).strip().splitlines()[-1]})")
+    return peers
+
+
+def _agree(a, b) -> bool:
+    if isinstance(a, list) or isinstance(b, list):
+        return len(a) == len(b) and all(_agree(x, y) for x, y in zip(a, b))
+    return np.allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=1e-3,
+                       atol=1e-4)
+
+
+def _cmd_bench(args) -> int:
+    model = _load(args.model, args)
+    feeds = _feeds(model, args)
+    wanted = [name.strip() for name in args.vs.split(",") if name.strip()] if args.vs else []
+    runners = {"cyloop": model.run}
+    runners.update(_peers(args.model, wanted, model))
+    reference = model.run(feeds)
+    for name, runner in list(runners.items())[1:]:
+        try:
+            got = runner(feeds)
+        except Exception as e:  # noqa: BLE001 - a peer failing on the model is reported
+            print(f"  {name}: failed on this model, left out ({type(e).__name__}: "
+                  f"{str(e).strip().splitlines()[-1] if str(e).strip() else ''})")
+            del runners[name]
+            continue
+        same = [out for out in reference if out in got and _agree(reference[out], got[out])]
+        status = "agree" if len(same) == len(reference) else \
+            f"DISAGREE on {sorted(set(reference) - set(same))}"
+        print(f"  {name}: outputs {status}")
+    times = {name: [] for name in runners}
+    for _ in range(args.repeat):  # interleaved, so drift hits every runner alike
+        for name, runner in runners.items():
+            start = time.perf_counter()
+            runner(feeds)
+            times[name].append(time.perf_counter() - start)
+    base = statistics.median(times["cyloop"])
+    print(f"{'runner':<14}{'median ms':>12}{'min ms':>12}{'ratio':>10}")
+    for name, samples in times.items():
+        median = statistics.median(samples)
+        print(f"{name:<14}{median * 1e3:>12.3f}{min(samples) * 1e3:>12.3f}"
+              f"{median / base:>10.2f}")
+    return 0
+
+
+# -- entry point ----------------------------------------------------------------------------------
+
+def _common(cmd, model_required=True):
+    if model_required:
+        cmd.add_argument("model", help="an .onnx file or an OpenVINO IR .xml")
+    cmd.add_argument("-i", "--input", action="append", metavar="NAME=FILE.npy",
+                     help="an input from a .npy file (repeatable)")
+    cmd.add_argument("--random-inputs", action="store_true",
+                     help="generate the inputs not given with -i (seeded)")
+    cmd.add_argument("--seed", type=int, default=0, help="seed for --random-inputs")
+    cmd.add_argument("--driver", choices=["cython", "python"], default=None,
+                     help="loop driver (default: cython, or python if CYLOOP_PURE_PYTHON=1)")
+    cmd.add_argument("--max-iterations", type=int, default=DEFAULT_MAX_ITERATIONS,
+                     help="stop any loop that reaches this many iterations")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,21 +283,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"cyloop {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, helptext in (("run", "run the built-in example and print its outputs"),
-                           ("plan", "print the built-in example's memory plan")):
-        cmd = sub.add_parser(name, help=helptext)
-        cmd.add_argument("--steps", type=int, default=64, help="example sequence length")
-        cmd.add_argument("--driver", choices=["cython", "python"], default=None,
-                         help="loop driver (default: cython, or python if CYLOOP_PURE_PYTHON=1)")
-        cmd.add_argument("--max-iterations", type=int, default=DEFAULT_MAX_ITERATIONS,
-                         help="stop any loop that reaches this many iterations")
+    run = sub.add_parser("run", help="run a model (default: the embedded examples)")
+    run.add_argument("model", nargs="?", help="an .onnx file or an OpenVINO IR .xml")
+    _common(run, model_required=False)
+    run.add_argument("-o", "--output", metavar="OUT.npz", help="save the outputs")
+    _common(sub.add_parser("plan", help="the memory plan of each loop, after one run"))
+    _common(sub.add_parser("info", help="inputs, outputs, op counts, loops, fallback ops"))
+    bench = sub.add_parser("bench", help="time cyloop against installed peers")
+    _common(bench)
+    bench.add_argument("--vs", default="onnxruntime,openvino,reference",
+                       help="comma-separated peers: onnxruntime, openvino, reference")
+    bench.add_argument("--repeat", type=int, default=7, help="interleaved rounds")
     args = parser.parse_args(argv)
+    handlers = {"run": _cmd_run, "plan": _cmd_plan, "info": _cmd_info, "bench": _cmd_bench}
     try:
-        return {"run": _cmd_run, "plan": _cmd_plan}[args.command](args)
-    except (CyloopError, OSError) as e:
+        return handlers[args.command](args)
+    except (CyloopError, OSError, ImportError) as e:
         if args.debug:
             raise
-        print(f"cyloop: error: {e}", file=sys.stderr)
+        message = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"cyloop: error: {message}", file=sys.stderr)
         return 2
 
 

@@ -160,7 +160,10 @@ class _Reader:
             attrs = dict(data.attrib) if data is not None else {}
             if kind == "Parameter":
                 dtype = ELEMENT_TYPES.get(attrs.get("element_type", "f32"))
-                value = layer.get("name") if top else internal(lid, "0")
+                # A body Parameter keeps its layer name (scoped), for readable plans.
+                value = layer.get("name") if top else f"{prefix}{layer.get('name') or lid}"
+                if not top and value in {v.name for v in inputs}:
+                    value = internal(lid, "0")
                 for port in out_ports(layer) or [ET.Element("port", id="0")]:
                     value_names[(lid, port.get("id"))] = value
                 inputs.append(Value(value, dtype, _shape(attrs.get("shape"))))

@@ -1,0 +1,89 @@
+"""The `cyloop` command, through subprocess as a user runs it."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from cyloop.cli import EXAMPLES
+
+
+def cyloop(*args, cwd=None):
+    proc = subprocess.run([sys.executable, "-m", "cyloop.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=300, cwd=cwd, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_run_without_a_model_runs_the_embedded_examples():
+    code, out, err = cyloop("run")
+    assert code == 0, err
+    assert "lstm_ti.xml" in out and "loop_sequence.onnx" in out
+    assert "all_h: shape [2, 16, 16] float32" in out
+    assert "rows: sequence of" in out and "time:" in out
+
+
+def test_run_with_input_files_and_saved_outputs(tmp_path, rng):
+    row = rng.standard_normal(4).astype(np.float32)
+    np.save(tmp_path / "row.npy", row)
+    np.save(tmp_path / "n.npy", np.array(3, np.int64))
+    code, _out, err = cyloop("run", EXAMPLES[1], "-i", f"row={tmp_path / 'row.npy'}",
+                            "-i", f"trip_count={tmp_path / 'n.npy'}", "-o", tmp_path / "out.npz")
+    assert code == 0, err
+    saved = np.load(tmp_path / "out.npz")
+    np.testing.assert_array_equal(saved["stacked"], row * np.arange(3, dtype=np.float32)[:, None])
+    np.testing.assert_array_equal(saved["rows_2"], row * 2)
+
+
+def test_plan_shows_each_loop_and_measured_peak():
+    code, out, err = cyloop("plan", EXAMPLES[0], "--random-inputs")
+    assert code == 0, err
+    assert "sliced" in out and "carried" in out and "concatenated" in out
+    assert "peak memory of one run" in out
+
+
+def test_info_lists_ios_ops_and_loops():
+    code, out, err = cyloop("info", EXAMPLES[1])
+    assert code == 0, err
+    assert "trip_count: int64 []" in out and "rows: float32 ? (sequence)" in out
+    assert "SequenceInsert x1" in out and "Loop" in out
+    assert "fallback: none" in out
+
+
+def test_bench_against_onnxruntime():
+    code, out, err = cyloop("bench", EXAMPLES[1], "--random-inputs", "--vs", "onnxruntime",
+                            "--repeat", "3")
+    assert code == 0, err
+    assert "onnxruntime: outputs agree" in out
+    assert "cyloop" in out and "ratio" in out
+
+
+@pytest.mark.parametrize("args,message", [
+    (("run", "CORRUPT"), "corrupt or truncated protobuf"),
+    (("run", EXAMPLES[0]), "missing inputs ['X', 'H0', 'C0']"),
+    (("info", "nowhere.onnx"), "no such file"),
+    (("run", EXAMPLES[1], "-i", "row"), "-i takes NAME=FILE.npy"),
+], ids=["corrupt", "missing-input", "missing-file", "bad-input-spec"])
+def test_errors_are_one_line_and_exit_2(args, message, tmp_path):
+    corrupt = tmp_path / "corrupt.onnx"
+    corrupt.write_bytes(b"\x08\x07\x12garbage\xff")
+    args = [corrupt if a == "CORRUPT" else a for a in args]
+    code, _out, err = cyloop(*args)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("cyloop: error:"), err
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    code, _, err = cyloop("--debug", "info", tmp_path / "nowhere.onnx")
+    assert code != 0 and "Traceback" in err
+
+
+def test_console_script_is_installed():
+    bindir = os.path.dirname(sys.executable)
+    script = os.path.join(bindir, "cyloop")
+    assert os.path.exists(script)
+    proc = subprocess.run([script, "--version"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith("cyloop ")
