@@ -25,17 +25,22 @@ from .ir import LOOP_DOMAIN, CarriedInput, ConcatOutput, Graph, LoopSpec, Node
 __all__ = ["CompiledProgram", "CompiledStep", "Settings", "compile_graph", "driver_module"]
 
 DEFAULT_MAX_ITERATIONS = 100_000_000
+PROGRESS_EVERY = 1024
 
 
 @dataclass
 class Settings:
-    """Choices fixed at compile time: which driver runs loops, and the iteration guard."""
+    """Choices fixed at compile time: which driver runs loops, the iteration guard, and an
+    optional progress callback ``progress(label, done, total_or_None, finished)``, called every
+    `PROGRESS_EVERY` iterations of a loop and once when it ends."""
 
     driver: str = "cython"
     max_iterations: int | None = DEFAULT_MAX_ITERATIONS
+    progress: object = None
 
     @classmethod
-    def make(cls, driver: str | None = None, max_iterations: int | None = DEFAULT_MAX_ITERATIONS):
+    def make(cls, driver: str | None = None, max_iterations: int | None = DEFAULT_MAX_ITERATIONS,
+             progress=None):
         if driver is None:
             driver = "python" if os.environ.get("CYLOOP_PURE_PYTHON", "") not in ("", "0") \
                 else "cython"
@@ -43,7 +48,7 @@ class Settings:
             raise ValueError(f"driver must be 'cython' or 'python', not {driver!r}")
         if max_iterations is not None and max_iterations < 0:
             raise ValueError(f"max_iterations must be None or >= 0, not {max_iterations}")
-        return cls(driver, max_iterations)
+        return cls(driver, max_iterations, progress)
 
 
 def driver_module(settings: Settings):

@@ -53,6 +53,7 @@ DEF MAX_SIG = 256
 DEF MAX_DIMS = 64
 # Bytes a concatenated output may take before its length is known; past it, geometric growth.
 DEF GROWTH_CAP_BYTES = 64 * 1024 * 1024
+DEF PROGRESS_EVERY = 1024  # as _compile.PROGRESS_EVERY
 
 __all__ = ["Program", "LoopDriver", "strided_copy", "aligned_empty"]
 
@@ -687,6 +688,7 @@ cdef class LoopDriver:
         cdef _Pool pool
         cdef object row, true_value, iteration
         cdef Py_ssize_t[::1] generation = self.body.generation
+        cdef object progress = self.settings.progress
 
         self.runs += 1
         self.last_preallocated_bytes = 0
@@ -842,7 +844,11 @@ cdef class LoopDriver:
                 slots[slot] = None
             i += 1
             PyErr_CheckSignals()
+            if progress is not None and i % PROGRESS_EVERY == 0:
+                progress(label, i, None if n_max < 0 else n_max, False)
 
+        if progress is not None and i >= PROGRESS_EVERY:
+            progress(label, i, None if n_max < 0 else n_max, True)
         self.iterations += i
         self.steady_iterations += max(i - 2, 0)
         self.last_iterations = i

@@ -8,6 +8,7 @@ the Cython driver is tested against, so it stays short and obvious.
 
 import numpy as np
 
+from ._compile import PROGRESS_EVERY
 from .errors import CyloopError, ExecutionError, LoopLimitError, ModelError
 from .ir import CarriedInput, ConcatOutput, InvariantInput, OuterInput, SlicedInput, slice_count
 
@@ -206,6 +207,10 @@ class LoopDriver:
                 else:
                     last[j] = value
             i += 1
+            if self.settings.progress is not None and i % PROGRESS_EVERY == 0:
+                self.settings.progress(label, i, n_max, False)
+        if self.settings.progress is not None and i >= PROGRESS_EVERY:
+            self.settings.progress(label, i, n_max, True)
 
         counters["iterations"] += i
         counters["steady_iterations"] += max(i - 2, 0)

@@ -92,10 +92,40 @@ def _save(path: str, outputs: dict) -> None:
     np.savez(path, **arrays)
 
 
+class _ProgressBars:
+    """One tqdm bar per long-running loop, on a terminal only (tqdm is the `cli` extra)."""
+
+    def __init__(self):
+        from tqdm import tqdm
+
+        self.tqdm = tqdm
+        self.bars = {}
+
+    def __call__(self, label, done, total, finished):
+        bar = self.bars.get(label)
+        if bar is None:
+            bar = self.bars[label] = self.tqdm(total=total, desc=label, unit="it",
+                                               leave=False, file=sys.stderr)
+        bar.update(done - bar.n)
+        if finished:
+            bar.close()
+            del self.bars[label]
+
+
+def _progress():
+    if not sys.stderr.isatty():
+        return None
+    try:
+        return _ProgressBars()
+    except ImportError:  # no tqdm: no bar
+        return None
+
+
 def _load(path, args):
     from .loading import load
 
-    return load(path, driver=args.driver, max_iterations=args.max_iterations)
+    return load(path, driver=args.driver, max_iterations=args.max_iterations,
+                progress=_progress())
 
 
 # -- subcommands ----------------------------------------------------------------------------------
@@ -105,7 +135,13 @@ def _cmd_run(args) -> int:
     if not args.model:
         args.random_inputs = True
     for path in models:
-        model = _load(path, args)
+        try:
+            model = _load(path, args)
+        except ImportError as e:
+            if args.model:
+                raise
+            print(f"{os.path.basename(path)}: skipped ({e})")
+            continue
         feeds = _feeds(model, args)
         print(f"{os.path.basename(path)} ({model.settings.driver} driver)")
         start = time.perf_counter()

@@ -87,3 +87,62 @@ def test_console_script_is_installed():
     assert os.path.exists(script)
     proc = subprocess.run([script, "--version"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and proc.stdout.startswith("cyloop ")
+
+
+def _run_in_terminal(args, columns=100):
+    """Run the CLI with stdout and stderr on a pseudo-terminal of a real size."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "cyloop.cli", *map(str, args)],
+                            stdout=slave, stderr=slave)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    return proc.wait(timeout=300), out.decode(errors="replace")
+
+
+def _counting_loop(tmp_path, iterations):
+    from onnx import TensorProto, helper, save
+
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc_in", "one"], ["acc_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [])],
+        initializer=[helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["n", "", "acc0"], ["acc"], body=body, name="counter")], "g",
+        [helper.make_tensor_value_info("n", TensorProto.INT64, []),
+         helper.make_tensor_value_info("acc0", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("acc", TensorProto.FLOAT, [])])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8),
+         str(tmp_path / "count.onnx"))
+    np.save(tmp_path / "n.npy", np.array(iterations, np.int64))
+    np.save(tmp_path / "acc0.npy", np.array(0, np.float32))
+    return ["run", tmp_path / "count.onnx", "-i", f"n={tmp_path / 'n.npy'}",
+            "-i", f"acc0={tmp_path / 'acc0.npy'}"]
+
+
+def test_long_loops_show_a_progress_bar_on_a_terminal_only(tmp_path):
+    args = _counting_loop(tmp_path, 400_000)
+    code, screen = _run_in_terminal(args)
+    assert code == 0, screen
+    assert "counter" in screen and "/400000" in screen and "it/s" in screen
+    code, out, err = cyloop(*args)  # not a terminal: nothing extra
+    assert code == 0 and "it/s" not in out + err and err == ""
