@@ -180,3 +180,51 @@ def test_random_scans_match_plain_loops(ops, steps, reverse, seed):
         assert got[1]["a"].shape == (0, 3)
     else:
         assert_tree_equal(got, python_scan(step, init, xs, reverse=reverse))
+
+
+JAX_OPS = ["add", "subtract", "multiply", "maximum", "minimum"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(ops=st.lists(st.integers(0, len(JAX_OPS) - 1), min_size=1, max_size=4),
+       steps=st.integers(1, 6), reverse=st.booleans(), seed=st.integers(0, 1000))
+def test_random_scans_match_jax(ops, steps, reverse, seed):
+    import jax
+    import jax.numpy as jnp
+
+    def make_step(xp):
+        def step(carry, x):
+            a, b = carry["a"], carry["b"]
+            for k in ops:
+                fn = getattr(xp, JAX_OPS[k])
+                a, b = fn(a, x), fn(b, a)
+            return {"a": xp.tanh(a), "b": xp.tanh(b)}, (a, a * b)
+
+        return step
+
+    rng = np.random.default_rng(seed)
+    init = {"a": rng.standard_normal(3).astype(np.float32),
+            "b": rng.standard_normal(3).astype(np.float32)}
+    xs = rng.standard_normal((steps, 3)).astype(np.float32)
+    got = cyloop.scan(make_step(np), init, xs, reverse=reverse)
+    expected = jax.lax.scan(make_step(jnp), jax.tree_util.tree_map(jnp.asarray, init),
+                            jnp.asarray(xs), reverse=reverse)
+    expected = jax.tree_util.tree_map(np.asarray, expected)
+    np.testing.assert_allclose(got[0]["a"], expected[0]["a"], rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(got[0]["b"], expected[0]["b"], rtol=2e-5, atol=1e-6)
+    for g, e in zip(got[1], expected[1]):
+        np.testing.assert_allclose(g, e, rtol=2e-5, atol=1e-6)
+
+
+def test_while_and_fori_loops_match_jax():
+    import jax
+
+    def body(v):
+        return (v[0] * 3 + 1, v[1] + 2)
+
+    init = (np.int32(1), np.int32(0))
+    expected = jax.lax.while_loop(lambda v: v[0] < 500, body, init)
+    got = cyloop.while_loop(lambda v: v[0] < 500, body, init)
+    assert [int(x) for x in got] == [int(x) for x in expected]
+    expected = jax.lax.fori_loop(2, 7, lambda i, v: v * 2 + i, np.int32(1))
+    assert int(cyloop.fori_loop(2, 7, lambda i, v: v * 2 + i, np.int32(1))) == int(expected)
