@@ -100,3 +100,254 @@ def lstm_cell_ti_ir(directory, steps=200, batch=8, features=64, hidden=128):
     feeds = {"X": rng.standard_normal((batch, steps, features)).astype(f),
              "H0": np.zeros((batch, hidden), f), "C0": np.zeros((batch, hidden), f)}
     return path, feeds, model
+
+
+# -- the workloads of the side-by-side comparison (W1-W6), as ONNX models and OpenVINO IRs ------
+# Each returns (model, feeds, numpy_loop) where numpy_loop(feeds) -> list of expected outputs.
+
+def _onnx_helpers():
+    from onnx import TensorProto, helper
+
+    def tensor(name, shape, elem=TensorProto.FLOAT):
+        return helper.make_tensor_value_info(name, elem, shape)
+
+    def model(graph, opset=13):
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                                 ir_version=8)
+
+    return TensorProto, helper, tensor, model
+
+
+@functools.cache
+def w1_counter_onnx(iterations=10_000):
+    """W1 as ONNX: Loop(M) with acc = acc + 1 on a float scalar."""
+    TensorProto, helper, tensor, model = _onnx_helpers()
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc_in", "one"], ["acc_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [tensor("i", [], TensorProto.INT64), tensor("cond_in", [], TensorProto.BOOL),
+         tensor("acc_in", [])],
+        [tensor("cond_out", [], TensorProto.BOOL), tensor("acc_out", [])],
+        initializer=[helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "acc0"], ["acc"], body=body)], "w1",
+        [tensor("M", [], TensorProto.INT64), tensor("acc0", [])], [tensor("acc", [])])
+    feeds = {"M": np.array(iterations, np.int64), "acc0": np.array(0, np.float32)}
+
+    def numpy_loop(feeds):
+        acc, one = feeds["acc0"], np.float32(1)
+        for _ in range(int(feeds["M"])):
+            acc = acc + one
+        return [acc]
+
+    return model(graph), feeds, numpy_loop
+
+
+def _rnn_weights(steps, batch, features, hidden, seed):
+    rng = np.random.default_rng(seed)
+    f = np.float32
+    return (rng.standard_normal((steps, batch, features)).astype(f),
+            (rng.standard_normal((features, hidden)) / np.sqrt(features)).astype(f),
+            (rng.standard_normal((hidden, hidden)) / np.sqrt(hidden)).astype(f),
+            (rng.standard_normal(hidden) * 0.1).astype(f))
+
+
+def _rnn_numpy(feeds):
+    x, w, u, b = feeds["X"], feeds["W"], feeds["U"], feeds["B"]
+    h, hs = feeds["H0"], np.empty((x.shape[0], *feeds["H0"].shape), np.float32)
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ w + h @ u + b)
+        hs[t] = h
+    return [h, hs]
+
+
+def _rnn_feeds(steps, batch, features, hidden, seed):
+    x, w, u, b = _rnn_weights(steps, batch, features, hidden, seed)
+    return {"X": x, "W": w, "U": u, "B": b, "H0": np.zeros((batch, hidden), np.float32)}
+
+
+@functools.cache
+def w2_rnn_loop_onnx(steps=1000, batch=16, features=128, hidden=256, seed=2):
+    """W2 as an ONNX Loop reading x_t with Gather(X, i): h = tanh(x_t W + h U + b)."""
+    TensorProto, helper, tensor, model = _onnx_helpers()
+    body = helper.make_graph(
+        [helper.make_node("Gather", ["X", "i"], ["x_t"], axis=0),
+         helper.make_node("MatMul", ["x_t", "W"], ["xw"]),
+         helper.make_node("MatMul", ["h_in", "U"], ["hu"]),
+         helper.make_node("Add", ["xw", "hu"], ["s"]),
+         helper.make_node("Add", ["s", "B"], ["pre"]),
+         helper.make_node("Tanh", ["pre"], ["h_out"]),
+         helper.make_node("Identity", ["h_out"], ["y"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [tensor("i", [], TensorProto.INT64), tensor("cond_in", [], TensorProto.BOOL),
+         tensor("h_in", [batch, hidden])],
+        [tensor("cond_out", [], TensorProto.BOOL), tensor("h_out", [batch, hidden]),
+         tensor("y", [batch, hidden])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["T", "", "H0"], ["h_last", "hs"], body=body)], "w2_loop",
+        [tensor("T", [], TensorProto.INT64), tensor("X", [steps, batch, features]),
+         tensor("W", [features, hidden]), tensor("U", [hidden, hidden]), tensor("B", [hidden]),
+         tensor("H0", [batch, hidden])],
+        [tensor("h_last", [batch, hidden]), tensor("hs", [steps, batch, hidden])])
+    feeds = {"T": np.array(steps, np.int64), **_rnn_feeds(steps, batch, features, hidden, seed)}
+    return model(graph), feeds, _rnn_numpy
+
+
+@functools.cache
+def w2_rnn_scan_onnx(steps=1000, batch=16, features=128, hidden=256, seed=2):
+    """W2 as an ONNX Scan over X's axis 0 (W, U, B read from the outer scope)."""
+    TensorProto, helper, tensor, model = _onnx_helpers()
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["x_t", "W"], ["xw"]),
+         helper.make_node("MatMul", ["h_in", "U"], ["hu"]),
+         helper.make_node("Add", ["xw", "hu"], ["s"]),
+         helper.make_node("Add", ["s", "B"], ["pre"]),
+         helper.make_node("Tanh", ["pre"], ["h_out"]),
+         helper.make_node("Identity", ["h_out"], ["y"])], "body",
+        [tensor("h_in", [batch, hidden]), tensor("x_t", [batch, features])],
+        [tensor("h_out", [batch, hidden]), tensor("y", [batch, hidden])])
+    graph = helper.make_graph(
+        [helper.make_node("Scan", ["H0", "X"], ["h_last", "hs"], body=body, num_scan_inputs=1)],
+        "w2_scan",
+        [tensor("X", [steps, batch, features]), tensor("W", [features, hidden]),
+         tensor("U", [hidden, hidden]), tensor("B", [hidden]), tensor("H0", [batch, hidden])],
+        [tensor("h_last", [batch, hidden]), tensor("hs", [steps, batch, hidden])])
+    return model(graph, 16), _rnn_feeds(steps, batch, features, hidden, seed), _rnn_numpy
+
+
+@functools.cache
+def w2_rnn_ti_ir(directory, steps=1000, batch=16, features=128, hidden=256, seed=2):
+    """W2 as an OpenVINO TensorIterator IR (weights as body constants). Returns (xml path,
+    feeds, numpy_loop)."""
+    import openvino as ov
+    import openvino.opset8 as ops
+
+    feeds = _rnn_feeds(steps, batch, features, hidden, seed)
+    f = np.float32
+    x = ops.parameter([steps, batch, features], f, name="X")
+    h0 = ops.parameter([batch, hidden], f, name="H0")
+    xt = ops.parameter([1, batch, features], f, name="xt")
+    h = ops.parameter([batch, hidden], f, name="h")
+    x2 = ops.squeeze(xt, ops.constant(np.array([0], np.int64)))
+    pre = ops.add(ops.add(ops.matmul(x2, ops.constant(feeds["W"]), False, False),
+                          ops.matmul(h, ops.constant(feeds["U"]), False, False)),
+                  ops.constant(feeds["B"]))
+    h_next = ops.tanh(pre)
+    res_h = ops.result(h_next)
+    res_y = ops.result(ops.unsqueeze(h_next, ops.constant(np.array([0], np.int64))))
+    ti = ops.tensor_iterator()
+    ti.set_body(ov.Model([res_h, res_y], [xt, h], "rnn_body"))
+    ti.set_sliced_input(xt, x.output(0), 0, 1, 1, -1, 0)
+    ti.set_merged_input(h, h0.output(0), res_h.output(0))
+    outputs = [ti.get_iter_value(res_h.output(0), -1),
+               ti.get_concatenated_slices(res_y.output(0), 0, 1, 1, -1, 0)]
+    path = f"{directory}/w2_ti.xml"
+    ov.save_model(ov.Model(outputs, [x, h0], "w2_ti"), path, compress_to_fp16=False)
+    return path, {"X": feeds["X"], "H0": feeds["H0"]}, lambda fd: _rnn_numpy({**feeds, **fd})
+
+
+def _w3_numpy(part):
+    def numpy_loop(feeds):
+        x, acc = feeds["X"], feeds["ACC0"]
+        n = x.shape[1] // part
+        ys = np.empty_like(x)
+        for i in range(n):  # reverse: part i covers the i-th block from the end
+            lo = x.shape[1] - (i + 1) * part
+            block = x[:, lo:lo + part]
+            acc = acc + block
+            # Reverse concatenation puts iteration i at slot n-1-i: where its block came from.
+            ys[:, lo:lo + part] = 2 * block + 1
+        return [acc, ys]
+
+    return numpy_loop
+
+
+@functools.cache
+def w3_reverse_ti_ir(directory, part=1, batch=8, length=4096, features=64, seed=3):
+    """W3 as a TensorIterator: X [8, 4096, 64] sliced along axis 1 in reverse (part 1 or 2),
+    y = 2x + 1 concatenated in reverse, plus a carried running sum."""
+    import openvino as ov
+    import openvino.opset8 as ops
+
+    f = np.float32
+    rng = np.random.default_rng(seed)
+    x = ops.parameter([batch, length, features], f, name="X")
+    acc0 = ops.parameter([batch, part, features], f, name="ACC0")
+    xt = ops.parameter([batch, part, features], f, name="xt")
+    acc = ops.parameter([batch, part, features], f, name="acc")
+    y = ops.add(ops.multiply(xt, ops.constant(np.float32(2))), ops.constant(np.float32(1)))
+    res_y, res_acc = ops.result(y), ops.result(ops.add(acc, xt))
+    ti = ops.tensor_iterator()
+    ti.set_body(ov.Model([res_y, res_acc], [xt, acc], "w3_body"))
+    ti.set_sliced_input(xt, x.output(0), -1, -part, part, 0, 1)
+    ti.set_merged_input(acc, acc0.output(0), res_acc.output(0))
+    outputs = [ti.get_iter_value(res_acc.output(0), -1),
+               ti.get_concatenated_slices(res_y.output(0), -1, -part, part, 0, 1)]
+    path = f"{directory}/w3_ti_part{part}.xml"
+    ov.save_model(ov.Model(outputs, [x, acc0], "w3_ti"), path, compress_to_fp16=False)
+    feeds = {"X": rng.standard_normal((batch, length, features)).astype(f),
+             "ACC0": np.zeros((batch, part, features), f)}
+    return path, feeds, _w3_numpy(part)
+
+
+@functools.cache
+def w3_reverse_scan_onnx(batch=8, length=4096, features=64, seed=3):
+    """W3 as an ONNX Scan over axis 1 in reverse, outputs stacked on axis 1 in reverse."""
+    TensorProto, helper, tensor, model = _onnx_helpers()
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["x_t", "two"], ["x2"]),
+         helper.make_node("Add", ["x2", "one"], ["y"]),
+         helper.make_node("Add", ["acc_in", "x_t"], ["acc_out"])], "body",
+        [tensor("acc_in", [batch, features]), tensor("x_t", [batch, features])],
+        [tensor("acc_out", [batch, features]), tensor("y", [batch, features])],
+        initializer=[helper.make_tensor("two", TensorProto.FLOAT, [], [2.0]),
+                     helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])])
+    graph = helper.make_graph(
+        [helper.make_node("Scan", ["ACC0", "X"], ["acc", "ys"], body=body, num_scan_inputs=1,
+                          scan_input_axes=[1], scan_input_directions=[1],
+                          scan_output_axes=[1], scan_output_directions=[1])], "w3_scan",
+        [tensor("ACC0", [batch, features]), tensor("X", [batch, length, features])],
+        [tensor("acc", [batch, features]), tensor("ys", [batch, length, features])])
+    rng = np.random.default_rng(seed)
+    feeds = {"X": rng.standard_normal((batch, length, features)).astype(np.float32),
+             "ACC0": np.zeros((batch, features), np.float32)}
+    reference = _w3_numpy(1)
+
+    def numpy_loop(fd):
+        acc, ys = reference({"X": fd["X"], "ACC0": fd["ACC0"][:, None]})
+        return [acc[:, 0], ys]
+
+    return model(graph, 16), feeds, numpy_loop
+
+
+@functools.cache
+def w5_while_onnx(threshold=5000.0):
+    """W5: an ONNX Loop with no trip count that stops when sum(acc) >= threshold (about 5,000
+    iterations: acc grows by 0.25 per element and step), emitting acc [4] every iteration."""
+    TensorProto, helper, tensor, model = _onnx_helpers()
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc_in", "step"], ["acc_out"]),
+         helper.make_node("ReduceSum", ["acc_out"], ["total"], keepdims=0),
+         helper.make_node("Less", ["total", "limit"], ["cond_out"]),
+         helper.make_node("Identity", ["acc_out"], ["y"])], "body",
+        [tensor("i", [], TensorProto.INT64), tensor("cond_in", [], TensorProto.BOOL),
+         tensor("acc_in", [4])],
+        [tensor("cond_out", [], TensorProto.BOOL), tensor("acc_out", [4]), tensor("y", [4])],
+        initializer=[helper.make_tensor("step", TensorProto.FLOAT, [4], [0.25] * 4),
+                     helper.make_tensor("limit", TensorProto.FLOAT, [], [threshold])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["", "cond", "acc0"], ["acc", "ys"], body=body)], "w5",
+        [tensor("cond", [], TensorProto.BOOL), tensor("acc0", [4])],
+        [tensor("acc", [4]), tensor("ys", ["N", 4])])
+    feeds = {"cond": np.array(True), "acc0": np.zeros(4, np.float32)}
+
+    def numpy_loop(fd):
+        acc, step, rows = fd["acc0"], np.full(4, 0.25, np.float32), []
+        while True:
+            acc = acc + step
+            rows.append(acc)
+            if not acc.sum() < np.float32(threshold):
+                break
+        return [acc, np.stack(rows)]
+
+    return model(graph), feeds, numpy_loop

@@ -1,0 +1,222 @@
+"""Side-by-side: the loop workloads on cyloop, onnxruntime, OpenVINO, onnx.reference and a numpy
+hand loop, interleaved in one process so machine drift hits every runner alike.
+
+    python asv_benchmarks/compare.py [--repeat 7] [--only W2-loop,W6] [--no-memory]
+
+Every runner's outputs are checked against the numpy loop. Times are medians of `--repeat`
+interleaved rounds, as microseconds per iteration; peak memory is measured in a fresh subprocess
+per cell (growth of the peak resident set size during one run, after loading and a warm-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from benchmarks import common  # noqa: E402
+
+import cyloop  # noqa: E402
+
+DIRECTORY = tempfile.mkdtemp(prefix="cyloop-compare-")
+
+
+def workloads():
+    """id -> (builder returning (model or path, feeds, numpy_loop), iterations)."""
+    return {
+        "W1": (lambda: common.w1_counter_onnx(), 10_000),
+        "W2-loop": (lambda: common.w2_rnn_loop_onnx(), 1000),
+        "W2-scan": (lambda: common.w2_rnn_scan_onnx(), 1000),
+        "W2-ti": (lambda: common.w2_rnn_ti_ir(DIRECTORY), 1000),
+        "W3-ti-p1": (lambda: common.w3_reverse_ti_ir(DIRECTORY, 1), 4096),
+        "W3-ti-p2": (lambda: common.w3_reverse_ti_ir(DIRECTORY, 2), 2048),
+        "W3-scan": (lambda: common.w3_reverse_scan_onnx(), 4096),
+        "W4-ti": (lambda: _w4_ti(), 200),
+        "W5": (lambda: common.w5_while_onnx(), 5000),
+        "W6": (lambda: _w6(), 2000),
+    }
+
+
+def _w4_ti():
+    path, feeds, _ = common.lstm_cell_ti_ir(DIRECTORY)
+    return path, feeds, None  # no numpy loop: checked against OpenVINO's fused cell instead
+
+
+def _w6():
+    model = common.sequence_insert_model()
+    feeds = {"N": np.array(2000, np.int64),
+             "row": np.random.default_rng(6).standard_normal(64).astype(np.float32)}
+
+    def numpy_loop(fd):
+        rows = [fd["row"] + np.float32(i) for i in range(int(fd["N"]))]
+        return [np.stack(rows)]
+
+    return model, feeds, numpy_loop
+
+
+def _path(model, name):
+    if isinstance(model, str):
+        return model
+    import onnx
+
+    path = os.path.join(DIRECTORY, f"{name}.onnx")
+    onnx.save(model, path)
+    return path
+
+
+def runners(name, model, feeds, numpy_loop):
+    """runner name -> callable() returning the outputs as a list."""
+    path = _path(model, name)
+    out = {}
+    cy = cyloop.load(path)
+    out["cyloop"] = lambda: [cy.run(feeds)[k] for k in cy.output_names]
+    if path.endswith(".onnx"):
+        try:
+            import onnxruntime as ort
+
+            for label, threads in (("onnxruntime-1", 1), ("onnxruntime", 0)):
+                options = ort.SessionOptions()
+                options.intra_op_num_threads = threads
+                session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+                out[label] = lambda s=session: s.run(None, feeds)
+        except ImportError:
+            pass
+    try:
+        import openvino as ov
+        import openvino.properties as props
+        import openvino.properties.hint as hints
+
+        core = ov.Core()
+        f32 = {hints.inference_precision: ov.Type.f32}
+        for label, config in (("openvino-1", {**f32, props.inference_num_threads: 1}),
+                              ("openvino", f32)):
+            try:
+                compiled = core.compile_model(path, "CPU", config)
+            except Exception:  # noqa: BLE001 - OpenVINO cannot read every model (sequences)
+                break
+            out[label] = lambda c=compiled: list(c(list(feeds.values())).values())
+    except ImportError:
+        pass
+    if path.endswith(".onnx"):
+        try:
+            from onnx.reference import ReferenceEvaluator
+
+            evaluator = ReferenceEvaluator(path)
+            out["onnx.reference"] = lambda e=evaluator: e.run(None, feeds)
+        except ImportError:
+            pass
+    if numpy_loop is not None:
+        out["numpy"] = lambda: numpy_loop(feeds)
+    return out
+
+
+def _agrees(got, expected) -> str:
+    try:
+        for g, e in zip(got, expected):
+            if not np.allclose(np.asarray(g, np.float64), np.asarray(e, np.float64), rtol=1e-3,
+                               atol=1e-3):
+                return "no"
+        return "yes"
+    except Exception as e:  # noqa: BLE001 - a malformed result is a disagreement
+        return f"no ({type(e).__name__})"
+
+
+def measure(workload_id, repeat):
+    build, iterations = workloads()[workload_id]
+    model, feeds, numpy_loop = build()
+    cells = runners(workload_id, model, feeds, numpy_loop)
+    results = {}
+    expected = None
+    for name, run in list(cells.items()):
+        try:
+            outputs = run()
+        except Exception as e:  # noqa: BLE001 - report the runner as failing, keep the others
+            results[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:60]}"}
+            del cells[name]
+            continue
+        if name == "numpy" or (expected is None and numpy_loop is None and name == "openvino"):
+            expected = outputs
+        results[name] = {"outputs": outputs}
+    if expected is None and "numpy" in results:
+        expected = results["numpy"]["outputs"]
+    times = {name: [] for name in cells}
+    for _ in range(repeat):
+        for name, run in cells.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    for name, samples in times.items():
+        results[name]["us_per_iteration"] = statistics.median(samples) / iterations * 1e6
+        results[name]["agrees"] = "ref" if results[name]["outputs"] is expected else \
+            (_agrees(results[name]["outputs"], expected) if expected is not None else "?")
+        results[name]["output_bytes"] = sum(np.asarray(o).nbytes for o in
+                                            results[name]["outputs"])
+    return results
+
+
+def peak_memory(workload_id, runner):
+    """Peak RSS growth (bytes) of one run in a fresh process, or None."""
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--cell", workload_id,
+                           runner], capture_output=True, text=True, timeout=900, check=False)
+    for line in proc.stdout.splitlines():
+        if line.startswith("PEAK "):
+            return int(line.split()[1])
+    return None
+
+
+def _cell(workload_id, runner):
+    build, _ = workloads()[workload_id]
+    model, feeds, numpy_loop = build()
+    run = runners(workload_id, model, feeds, numpy_loop)[runner]
+    run()  # warm-up: compiled plans, thread pools, first-touch of weights
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    run()
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"PEAK {(after - before) * 1024}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--only", default="", help="comma-separated workload ids")
+    parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--cell", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.cell:
+        _cell(*args.cell)
+        return
+    chosen = [w for w in workloads() if not args.only or w in args.only.split(",")]
+    print(f"{time.strftime('%Y-%m-%d')} on {platform.machine()}, {os.cpu_count()} cores, "
+          f"{platform.python_implementation()} {platform.python_version()}, numpy "
+          f"{np.__version__}, cyloop {cyloop.__version__}; median of {args.repeat} interleaved "
+          "rounds")
+    print()
+    print("| workload | runner | µs / iteration | vs cyloop | peak MiB | agrees |")
+    print("|---|---|---:|---:|---:|---|")
+    for workload_id in chosen:
+        results = measure(workload_id, args.repeat)
+        base = results.get("cyloop", {}).get("us_per_iteration")
+        for name, cell in results.items():
+            if "error" in cell:
+                print(f"| {workload_id} | {name} | failed: {cell['error']} | | | |")
+                continue
+            us = cell["us_per_iteration"]
+            ratio = f"{us / base:.2f}" if base else ""
+            peak = "" if args.no_memory else peak_memory(workload_id, name)
+            peak_text = "" if peak in ("", None) else f"{peak / 2**20:.1f}"
+            print(f"| {workload_id} | {name} | {us:.2f} | {ratio} | {peak_text} | "
+                  f"{cell['agrees']} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
