@@ -24,9 +24,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from benchmarks import common  # noqa: E402
+from benchmarks import common
 
-import cyloop  # noqa: E402
+import cyloop
 
 DIRECTORY = tempfile.mkdtemp(prefix="cyloop-compare-")
 

@@ -196,7 +196,7 @@ def w2_rnn_loop_onnx(steps=1000, batch=16, features=128, hidden=256, seed=2):
 @functools.cache
 def w2_rnn_scan_onnx(steps=1000, batch=16, features=128, hidden=256, seed=2):
     """W2 as an ONNX Scan over X's axis 0 (W, U, B read from the outer scope)."""
-    TensorProto, helper, tensor, model = _onnx_helpers()
+    _TensorProto, helper, tensor, model = _onnx_helpers()
     body = helper.make_graph(
         [helper.make_node("MatMul", ["x_t", "W"], ["xw"]),
          helper.make_node("MatMul", ["h_in", "U"], ["hu"]),

@@ -1,0 +1,52 @@
+"""The comparison workloads (W1-W6) on cyloop: time, peak memory, and bytes the planner copies
+per iteration. `asv_benchmarks/compare.py` runs the same workloads on the peers."""
+
+import tempfile
+
+import numpy as np
+
+import cyloop
+
+from . import common
+
+_DIRECTORY = tempfile.mkdtemp(prefix="cyloop-asv-")
+
+WORKLOADS = {
+    "W1": lambda: common.w1_counter_onnx(),
+    "W2-loop": lambda: common.w2_rnn_loop_onnx(),
+    "W2-scan": lambda: common.w2_rnn_scan_onnx(),
+    "W2-ti": lambda: common.w2_rnn_ti_ir(_DIRECTORY),
+    "W3-ti-p1": lambda: common.w3_reverse_ti_ir(_DIRECTORY, 1),
+    "W3-ti-p2": lambda: common.w3_reverse_ti_ir(_DIRECTORY, 2),
+    "W3-scan": lambda: common.w3_reverse_scan_onnx(),
+    "W4-ti": lambda: common.lstm_cell_ti_ir(_DIRECTORY)[:2] + (None,),
+    "W5": lambda: common.w5_while_onnx(),
+    "W6": lambda: (common.sequence_insert_model(),
+                   {"N": np.array(2000, np.int64), "row": np.ones(64, np.float32)}, None),
+}
+
+
+class Workloads:
+    params = (list(WORKLOADS),)
+    param_names = ("workload",)
+    timeout = 300
+
+    def setup(self, workload):
+        model, self.feeds, _ = WORKLOADS[workload]()
+        self.model = cyloop.load(model)
+        self.model.run(self.feeds)
+
+    def time_run(self, workload):
+        self.model.run(self.feeds)
+
+    def peakmem_run(self, workload):
+        self.model.run(self.feeds)
+
+    def track_bytes_copied_per_iteration(self, workload):
+        self.model.reset_counters()
+        self.model.run(self.feeds)
+        counters = list(self.model.counters().values())
+        iterations = sum(c["iterations"] for c in counters) or 1
+        return sum(c["bytes_copied"] for c in counters) / iterations
+
+    track_bytes_copied_per_iteration.unit = "bytes"
