@@ -5,7 +5,8 @@ hand loop, interleaved in one process so machine drift hits every runner alike.
 
 Every runner's outputs are checked against the numpy loop. Times are medians of `--repeat`
 interleaved rounds, as microseconds per iteration; peak memory is measured in a fresh subprocess
-per cell (growth of the peak resident set size during one run, after loading and a warm-up).
+per cell: the resident set size sampled during the first run, above its level after loading, so
+that native allocations count too (one-time costs such as thread pools count as well).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -174,15 +174,36 @@ def peak_memory(workload_id, runner):
     return None
 
 
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def _cell(workload_id, runner):
+    """Peak RSS above the pre-run level during the first run after loading, sampled every 0.5 ms
+    by a thread (so native allocations, which tracemalloc does not see, count too)."""
+    import gc
+    import threading
+
     build, _ = workloads()[workload_id]
     model, feeds, numpy_loop = build()
     run = runners(workload_id, model, feeds, numpy_loop)[runner]
-    run()  # warm-up: compiled plans, thread pools, first-touch of weights
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    run()
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"PEAK {(after - before) * 1024}")
+    gc.collect()  # no warm-up run: its freed memory would hide the next run's peak
+    baseline, peak, done = _rss(), [0], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], _rss())
+            time.sleep(0.0005)
+
+    watcher = threading.Thread(target=sample, daemon=True)
+    watcher.start()
+    outputs = run()
+    peak[0] = max(peak[0], _rss())
+    done.set()
+    watcher.join()
+    del outputs
+    print(f"PEAK {max(peak[0] - baseline, 0)}")
 
 
 def main():
