@@ -5,6 +5,7 @@ Most kernels are numpy ufuncs returned as they are: they take ``out=`` and cost 
 
 import numpy as np
 
+from .. import _math
 from ..registry import kernel
 
 # op_type -> ufunc. ONNX versions of these ops differ only in the types they allow (and Add-1..6's
@@ -127,17 +128,7 @@ def where(attrs):
 
 @kernel("Sigmoid", out=True)
 def sigmoid(attrs):
-    def logistic(x, out=None):
-        # 0.5 * tanh(0.5 x) + 0.5 equals 1 / (1 + exp(-x)) and cannot overflow.
-        half = x.dtype.type(0.5)
-        if out is None:
-            out = np.empty(np.shape(x), x.dtype)
-        result = np.multiply(x, half, out=out)
-        np.tanh(result, out=result)
-        np.multiply(result, half, out=result)
-        return np.add(result, half, out=result)
-
-    return logistic
+    return _math.sigmoid
 
 
 @kernel("Relu", out=True)
@@ -198,16 +189,7 @@ def _softmax_13(log):
     def factory(attrs):
         axis = int(attrs.get("axis", -1))
 
-        def softmax(x):
-            if x.size == 0:
-                return np.empty_like(x)
-            shifted = x - np.max(x, axis=axis, keepdims=True)
-            if log:
-                return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
-            e = np.exp(shifted)
-            return e / np.sum(e, axis=axis, keepdims=True)
-
-        return softmax
+        return lambda x: _math.softmax(x, axis, log)
 
     return factory
 

@@ -4,21 +4,16 @@ The input projection ``X W^T + Wb`` of every time step is one matrix product bef
 only ``H R^T`` runs per step.
 """
 
-import math
 
 import numpy as np
 
+from .. import _math
 from ..registry import kernel
-
-
-def _sigmoid(x):
-    return 0.5 * np.tanh(0.5 * x) + 0.5
-
 
 _ACTIVATIONS = {  # name -> (function of (x, alpha, beta), default alpha, default beta)
     "relu": (lambda x, a, b: np.maximum(x, 0), None, None),
     "tanh": (lambda x, a, b: np.tanh(x), None, None),
-    "sigmoid": (lambda x, a, b: _sigmoid(x), None, None),
+    "sigmoid": (lambda x, a, b: _math.sigmoid(x), None, None),
     "affine": (lambda x, a, b: a * x + b, 1.0, 0.0),
     "leakyrelu": (lambda x, a, b: np.where(x >= 0, x, a * x), 0.01, None),
     "thresholdedrelu": (lambda x, a, b: np.where(x > a, x, 0), 1.0, None),
@@ -154,19 +149,10 @@ for _op_type in ("RNN", "GRU", "LSTM"):
 
 @kernel("Erf", since=9)
 def erf(attrs):
-    scalar_erf = np.frompyfunc(math.erf, 1, 1)
-    return lambda x: scalar_erf(x).astype(x.dtype)
+    return _math.erf
 
 
 @kernel("Gelu", since=20)
 def gelu(attrs):
-    approximate = attrs.get("approximate", "none")
-    scalar_erf = np.frompyfunc(math.erf, 1, 1)
-
-    def gaussian_error_linear(x):
-        if approximate == "tanh":
-            inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
-            return (0.5 * x * (1 + np.tanh(inner))).astype(x.dtype)
-        return (0.5 * x * (1 + scalar_erf(x / math.sqrt(2)).astype(np.float64))).astype(x.dtype)
-
-    return gaussian_error_linear
+    tanh = attrs.get("approximate", "none") == "tanh"
+    return lambda x: _math.gelu(x, tanh)

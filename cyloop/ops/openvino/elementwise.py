@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from .. import _math
 from ..registry import kernel
 from ._attrs import DOMAIN, ELEMENT_TYPES, as_float, broadcasting
 
@@ -59,19 +60,9 @@ def divide(attrs):
     return broadcasting(_divide_factory(attrs), attrs)
 
 
-def _sigmoid(x, out=None):
-    half = x.dtype.type(0.5)
-    if out is None:
-        out = np.empty(np.shape(x), x.dtype)
-    result = np.multiply(x, half, out=out)
-    np.tanh(result, out=result)
-    np.multiply(result, half, out=result)
-    return np.add(result, half, out=result)
-
-
 _UNARY = {
     "Negative": np.negative, "Abs": np.absolute, "Exp": np.exp, "Log": np.log,
-    "Sqrt": np.sqrt, "Tanh": np.tanh, "Sigmoid": _sigmoid, "Floor": np.floor,
+    "Sqrt": np.sqrt, "Tanh": np.tanh, "Sigmoid": _math.sigmoid, "Floor": np.floor,
     "Ceiling": np.ceil, "LogicalNot": np.logical_not,
 }
 
@@ -113,32 +104,22 @@ def elu(attrs):
     return lambda x: np.where(x > 0, x, x.dtype.type(alpha) * np.expm1(np.minimum(x, 0)))
 
 
-_erf = np.frompyfunc(math.erf, 1, 1)
-
-
 @kernel("Erf", domain=DOMAIN, since=1)
 def erf(attrs):
-    return lambda x: _erf(x).astype(x.dtype)
+    return _math.erf
 
 
 @kernel("Gelu", domain=DOMAIN, since=2)
 def gelu(attrs):
-    mode = attrs.get("approximation_mode", "ERF").upper()
-
-    def gaussian_error_linear(x):
-        if mode == "TANH":
-            inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
-            return (0.5 * x * (1 + np.tanh(inner))).astype(x.dtype)
-        return (0.5 * x * (1 + _erf(x / math.sqrt(2)).astype(np.float64))).astype(x.dtype)
-
-    return gaussian_error_linear
+    tanh = attrs.get("approximation_mode", "ERF").upper() == "TANH"
+    return lambda x: _math.gelu(x, tanh)
 
 
 @kernel("Swish", domain=DOMAIN, since=4)
 def swish(attrs):
     def swished(x, beta=None):
         beta = 1.0 if beta is None else np.asarray(beta).reshape(-1)[0]
-        return (x * _sigmoid(np.asarray(x * beta, dtype=x.dtype))).astype(x.dtype)
+        return (x * _math.sigmoid(np.asarray(x * beta, dtype=x.dtype))).astype(x.dtype)
 
     return swished
 

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .. import _math
 from ..registry import kernel
 from ._attrs import DOMAIN, ELEMENT_TYPES, as_bool, as_float, as_int
 
@@ -21,21 +22,9 @@ def matmul(attrs):
     return product
 
 
-def _softmax(axis, log):
-    def softmax(x):
-        if x.size == 0:
-            return np.empty_like(x)
-        shifted = x - np.max(x, axis=axis, keepdims=True)
-        if log:
-            return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
-        e = np.exp(shifted)
-        return e / np.sum(e, axis=axis, keepdims=True)
-
-    return softmax
-
-
 def softmax(attrs):
-    return _softmax(as_int(attrs, "axis", 1), False)
+    axis = as_int(attrs, "axis", 1)
+    return lambda x: _math.softmax(x, axis)
 
 
 # The IR spells the layer type "SoftMax" (v1 and v8, which adds negative axes).
@@ -45,7 +34,8 @@ for _name in ("SoftMax", "Softmax"):
 
 @kernel("LogSoftmax", domain=DOMAIN, since=5)
 def log_softmax(attrs):
-    return _softmax(as_int(attrs, "axis", 1), True)
+    axis = as_int(attrs, "axis", 1)
+    return lambda x: _math.softmax(x, axis, log=True)
 
 
 _REDUCERS = {"ReduceSum": np.sum, "ReduceMean": np.mean, "ReduceMax": np.max,
@@ -89,11 +79,7 @@ def top_k(attrs, n_outputs):
     return top
 
 
-def _sigmoid(x):
-    return 0.5 * np.tanh(0.5 * x) + 0.5
-
-
-_ACTIVATIONS = {"sigmoid": _sigmoid, "tanh": np.tanh, "relu": lambda x: np.maximum(x, 0)}
+_ACTIVATIONS = {"sigmoid": _math.sigmoid, "tanh": np.tanh, "relu": lambda x: np.maximum(x, 0)}
 
 
 def _activations(attrs, defaults):
