@@ -84,9 +84,10 @@ class CompiledProgram:
     output_slots: tuple[int, ...]
     steps: list[CompiledStep]
     loops: list = field(default_factory=list)
+    names: dict[str, int] = field(default_factory=dict)  # every name, aliases included
 
     def slot(self, name: str) -> int:
-        return self.slot_names.index(name)
+        return self.names[name]
 
 
 def compile_graph(graph: Graph, settings: Settings, captures: list[str] = (),
@@ -95,11 +96,13 @@ def compile_graph(graph: Graph, settings: Settings, captures: list[str] = (),
     the graph's own. `opsets` (a subgraph inherits its parent's) picks kernel versions."""
     opsets = dict(opsets or {})
     opsets.update(graph.opsets)
-    slots: dict[str, int] = {}
+    slots: dict[str, int] = {}  # name -> slot; an Identity's output names its input's slot
+    slot_names: list[str] = []
 
     def slot_of(name: str) -> int:
         if name not in slots:
-            slots[name] = len(slots)
+            slots[name] = len(slot_names)
+            slot_names.append(name)
         return slots[name]
 
     input_names = [v.name for v in graph.inputs] + list(captures)
@@ -123,6 +126,12 @@ def compile_graph(graph: Graph, settings: Settings, captures: list[str] = (),
             if name and name not in defined:
                 raise ModelError(f"graph {graph.name!r}, {node.label}: input {name!r} is not "
                                  "defined by any earlier node, input or initializer")
+        if _is_identity(node):
+            # No step: the output is another name for the input's value (so, for instance, a
+            # carried value emitted through an Identity is still stored once).
+            slots[node.outputs[0]] = slot_of(node.inputs[0])
+            defined.add(node.outputs[0])
+            continue
         fn, multi, out_ok = _build_kernel(node, extra, settings, opsets)
         if hasattr(fn, "plan"):
             loops.append(fn)
@@ -156,10 +165,14 @@ def compile_graph(graph: Graph, settings: Settings, captures: list[str] = (),
     for index, step in enumerate(steps):
         step.kills = tuple(sorted(kills.get(index, ())))
 
-    names = [""] * len(slots)
-    for name, index in slots.items():
-        names[index] = name
-    return CompiledProgram(graph.name, names, constants, input_slots, output_slots, steps, loops)
+    return CompiledProgram(graph.name, slot_names, constants, input_slots, output_slots, steps,
+                           loops, dict(slots))
+
+
+def _is_identity(node: Node) -> bool:
+    return (node.op_type == "Identity" and node.domain in ("", "ai.onnx", "openvino")
+            and len(node.inputs) == 1 and len(node.outputs) == 1 and bool(node.inputs[0])
+            and bool(node.outputs[0]) and node.outputs[0] != node.inputs[0])
 
 
 def _node_captures(node: Node) -> list[str]:

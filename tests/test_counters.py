@@ -70,3 +70,26 @@ def test_plan_shows_aliasing():
     (loop,) = model.plan().loops
     assert loop.preallocated_bytes == 8 * 4 * 32 * 4
     assert loop.copied_bytes_per_iteration == 0
+
+
+def test_identity_in_front_of_an_output_does_not_cost_a_copy(rng):
+    """y = Identity(h_next) emitted while h_next is carried: one value, stored once."""
+    b = cyloop.GraphBuilder("body")
+    b.input("h", np.float32, (4,))
+    h_next = b.node("Tanh", b.node("Add", "h", b.const(np.float32(0.5))), outputs=["h_next"])
+    b.output(h_next, b.node("Identity", h_next, outputs=["y"]))
+    g = cyloop.GraphBuilder()
+    g.input("h0", np.float32, (4,))
+    g.loop(b.build(), inputs=[("h0", cyloop.CarriedInput(0, "h", "h_next"))],
+           outputs=[cyloop.LastOutput("h_next"), cyloop.ConcatOutput("y")], trip_count=20,
+           output_names=["last", "ys"])
+    g.output("last", "ys")
+    graph = g.build()
+    feeds = {"h0": rng.standard_normal(4).astype(np.float32)}
+    model = cyloop.Model(graph, driver="cython")
+    out = model.run(feeds)
+    assert _counters(model)["steady_bytes_copied"] == 0
+    reference = cyloop.Model(graph, driver="python").run(feeds)
+    for name in out:
+        np.testing.assert_array_equal(out[name], reference[name])
+    assert not np.may_share_memory(out["last"], out["ys"])
