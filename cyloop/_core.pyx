@@ -654,6 +654,11 @@ cdef class LoopDriver:
     def loops(self):
         return self.body.compiled.loops
 
+    @property
+    def plans_write_into(self):
+        """True: this driver writes results into their destinations (see the Design note)."""
+        return True
+
     def counters(self):
         """What the planner did, summed over every call: copies, bytes, allocations."""
         return {

@@ -114,9 +114,13 @@ class LoopDriver:
         self.body = Program(compiled_body)
         self.destinations = dict(destinations)
         self.n_captures = len(compiled_body.input_slots) - len(spec.body.inputs)
+        declared = {v.name: v.dtype for v in spec.body.inputs}.get(spec.iteration_param)
+        self.iteration_dtype = declared if declared is not None and declared.kind in "iu" \
+            else np.dtype(np.int64)
         self.reset_counters()
 
     loops = property(lambda self: self.body.compiled.loops)
+    plans_write_into = False  # no out= destinations: emitted results are joined after the loop
 
     def counters(self):
         return dict(self._counters)
@@ -179,10 +183,7 @@ class LoopDriver:
                                  f"input {name!r} ({slice_limit} parts)")
             feed = {}
             if spec.iteration_param:
-                declared = next(v for v in spec.body.inputs if v.name == spec.iteration_param)
-                dtype = declared.dtype if declared.dtype is not None and \
-                    declared.dtype.kind in "iu" else np.int64
-                feed[spec.iteration_param] = np.array(i, dtype=dtype)
+                feed[spec.iteration_param] = np.array(i, dtype=self.iteration_dtype)
             if spec.cond_param:
                 feed[spec.cond_param] = np.array(True)
             for k, inp in enumerate(spec.inputs):

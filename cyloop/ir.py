@@ -28,6 +28,7 @@ A `SlicedInput` both bounds the loop (``slices_set_trip_count``: TensorIterator,
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -383,7 +384,8 @@ class GraphBuilder:
              trip_count: int | str | None = None, initial_cond: bool | str | None = None,
              name: str = "", output_names: list[str] | None = None, **spec_fields) -> Any:
         """Add a loop node. `inputs` pairs each outer value name with its descriptor, whose own
-        ``outer`` field is filled in here; a str trip count or condition names an outer value.
+        ``outer`` field is filled in on a copy; a str trip count or condition names an outer
+        value.
         Returns the output name(s): `output_names`, or fresh ones."""
         node_inputs: list[str] = []
 
@@ -397,8 +399,7 @@ class GraphBuilder:
                         outputs=list(outputs), **spec_fields)
         for outer_name, desc in inputs:
             node_inputs.append(outer_name)
-            desc.outer = len(node_inputs) - 1
-            spec.inputs.append(desc)
+            spec.inputs.append(dataclasses.replace(desc, outer=len(node_inputs) - 1))
         names = list(output_names) if output_names else [self.fresh("loop_out") for _ in outputs]
         self._nodes.append(Node("Loop", node_inputs, names, {"spec": spec}, LOOP_DOMAIN, name))
         return names[0] if len(names) == 1 else tuple(names)

@@ -80,7 +80,7 @@ def _operand(value) -> str:
 def describe_loop(driver) -> LoopPlan:
     """The plan of one loop driver (either driver: the pure-Python one plans no write-into)."""
     spec = driver.spec
-    cython = type(driver).__module__.endswith("_core")
+    cython = driver.plans_write_into
     body = driver.body.compiled
     producer = {step.outputs[0]: step.op_type for step in body.steps if len(step.outputs) == 1}
     params = {v.name for v in spec.body.inputs}

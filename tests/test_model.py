@@ -139,3 +139,17 @@ def test_outer_scope_values_are_read_by_name_in_nested_loops():
         model = cyloop.Model(g.build(), driver=driver)
         np.testing.assert_allclose(model.run({"d0": d, "w": w})["out"], expected)
         assert len(model.plan().loops[0].nested) == 1
+
+
+def test_graph_builder_loop_leaves_the_callers_descriptors_alone():
+    body = GraphBuilder("body")
+    body.input("c", np.float32, ())
+    body.output(body.node("Neg", "c", outputs=["c_next"]))
+    desc = CarriedInput(99, "c", "c_next")
+    g = GraphBuilder()
+    g.input("pad", np.float32, ())
+    g.input("c0", np.float32, ())
+    g.loop(body.build(), inputs=[("c0", desc)], outputs=[LastOutput("c_next")], trip_count=3,
+           output_names=["out"])
+    assert desc.outer == 99
+    assert g._nodes[-1].attrs["spec"].inputs[0].outer == 0

@@ -74,7 +74,8 @@ def load_ir(xml_path, weights=None) -> Graph:
     elif weights is not None:
         raise ModelError(f"{bin_path}: the weights file does not exist")
     reader = _Reader(blob, bin_path)
-    return reader.graph(root, prefix="", top=True, name=root.get("name", "ir"))
+    graph, _ = reader.graph(root, prefix="", top=True, name=root.get("name", "ir"))
+    return graph
 
 
 def _int(element, key, default=None):
@@ -103,7 +104,8 @@ class _Reader:
 
     # -- one graph (the net or a body) ---------------------------------------------------------
 
-    def graph(self, element, prefix: str, top: bool, name: str) -> Graph:
+    def graph(self, element, prefix: str, top: bool, name: str):
+        """(the Graph, {(layer id, port id or "result"): value name}) for a net or a body."""
         layers_el = element.find("layers")
         if layers_el is None:
             layers_el = element.find("operations")  # the older Loop-5 dialect
@@ -202,8 +204,7 @@ class _Reader:
                     taken.add(public)
                 outputs.append(Value(public))
         graph = Graph(nodes, inputs, outputs, initializers, {DOMAIN: 1, LOOP_DOMAIN: 1}, name)
-        graph.layer_values = value_names  # for the loop lowering: layer id -> value name
-        return graph
+        return graph, value_names
 
     @staticmethod
     def tensor_name(layer, port_id):
@@ -265,8 +266,8 @@ class _Reader:
         body_el = layer.find("body")
         if body_el is None:
             raise ModelError(f"{label}: no <body>")
-        body = self.graph(body_el, f"{prefix}{layer.get('id')}/", top=False,
-                          name=f"{label} body")
+        body, body_values = self.graph(body_el, f"{prefix}{layer.get('id')}/", top=False,
+                                       name=f"{label} body")
         params = {}  # body Parameter layer id -> its value name
         results = {}  # body Result layer id -> the value it reads
         layers_el = body_el.find("layers")
@@ -274,11 +275,10 @@ class _Reader:
             layers_el = body_el.find("operations")
         for body_layer in layers_el:
             if body_layer.get("type") == "Parameter":
-                params[body_layer.get("id")] = body.layer_values[(body_layer.get("id"),
-                                                                  _first_port(body_layer))]
+                params[body_layer.get("id")] = body_values[(body_layer.get("id"),
+                                                            _first_port(body_layer))]
             elif body_layer.get("type") == "Result":
-                results[body_layer.get("id")] = body.layer_values[(body_layer.get("id"),
-                                                                   "result")]
+                results[body_layer.get("id")] = body_values[(body_layer.get("id"), "result")]
         in_ports = [p.get("id") for p in (layer.find("input") if layer.find("input") is not None
                                           else [])]
         out_ports = [p.get("id") for p in (layer.find("output") if layer.find("output")

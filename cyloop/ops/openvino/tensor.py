@@ -182,14 +182,12 @@ def scatter_update(attrs):
         axis = axis + data.ndim if axis < 0 else axis
         result = np.array(data, copy=True)
         indices = np.asarray(indices)
-        index = [slice(None)] * data.ndim
         flat = indices.reshape(-1)
         moved = np.moveaxis(updates.reshape(data.shape[:axis] + (flat.size,)
                                             + data.shape[axis + 1:]), axis, 0)
         target = np.moveaxis(result, axis, 0)
         for k, i in enumerate(flat):
             target[i] = moved[k]
-        del index
         return result
 
     return scattered
