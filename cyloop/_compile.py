@@ -37,10 +37,11 @@ class Settings:
     driver: str = "cython"
     max_iterations: int | None = DEFAULT_MAX_ITERATIONS
     progress: object = None
+    hoist: bool = True  # the Cython driver hoists loop-invariant batched work (see _hoist.py)
 
     @classmethod
     def make(cls, driver: str | None = None, max_iterations: int | None = DEFAULT_MAX_ITERATIONS,
-             progress=None):
+             progress=None, hoist: bool = True):
         if driver is None:
             driver = "python" if os.environ.get("CYLOOP_PURE_PYTHON", "") not in ("", "0") \
                 else "cython"
@@ -48,7 +49,7 @@ class Settings:
             raise ValueError(f"driver must be 'cython' or 'python', not {driver!r}")
         if max_iterations is not None and max_iterations < 0:
             raise ValueError(f"max_iterations must be None or >= 0, not {max_iterations}")
-        return cls(driver, max_iterations, progress)
+        return cls(driver, max_iterations, progress, bool(hoist))
 
 
 def driver_module(settings: Settings):
@@ -203,9 +204,21 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings, opsets: d
         if len(spec.outputs) != len(node.outputs):
             raise ModelError(f"{node.label}: the spec declares {len(spec.outputs)} outputs but "
                              f"the node has {len(node.outputs)}")
+        hoist = None
+        if settings.driver == "cython" and settings.hoist:
+            from ._hoist import hoist_loop
+
+            hoisted = hoist_loop(spec, captures, opsets)
+            if hoisted is not None:
+                spec, hoist = hoisted
         body = compile_graph(spec.body, settings, captures=captures, opsets=opsets)
-        driver = driver_module(settings).LoopDriver(spec, body, node.label, settings,
-                                                    plan_destinations(spec, body))
+        module = driver_module(settings)
+        if hoist is None:
+            driver = module.LoopDriver(spec, body, node.label, settings,
+                                       plan_destinations(spec, body))
+        else:
+            driver = module.LoopDriver(spec, body, node.label, settings,
+                                       plan_destinations(spec, body), hoist)
         return driver, True, False
     if node.domain in ("", "ai.onnx") and node.op_type in ("If", "SequenceMap"):
         return _build_control(node, captures, settings, opsets)

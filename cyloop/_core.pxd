@@ -46,6 +46,8 @@ cdef class LoopDriver:
     cdef list last_outputs
     cdef list producer
     cdef list reset_slots
+    cdef readonly object hoist
+    cdef list hoist_slots
     # counters, accumulated over every call
     cdef public long long runs
     cdef public long long iterations
@@ -59,3 +61,5 @@ cdef class LoopDriver:
     cdef public long long last_preallocated_bytes
     cdef public long long last_iterations
     cdef public long long steady_iterations
+    cdef public long long hoist_chunks
+    cdef public long long hoisted_bytes

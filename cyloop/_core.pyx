@@ -336,6 +336,22 @@ cdef class _Sliced:
                      False)
 
 
+cdef _Sliced _rows_of(cnp.ndarray a, Py_ssize_t param_slot):
+    """Row i of `a` (along axis 0) as part i: how the body reads a hoisted value."""
+    cdef _Sliced sl = _Sliced()
+    cdef int k
+    sl.param_slot = param_slot
+    sl.base = a
+    sl.n = a.shape[0]
+    sl.data0 = <char *>cnp.PyArray_DATA(a)
+    sl.step = a.strides[0]
+    sl.nd = a.ndim - 1
+    for k in range(sl.nd):
+        sl.dims[k] = a.shape[k + 1]
+        sl.strides[k] = a.strides[k + 1]
+    return sl
+
+
 cdef _Sliced _make_sliced(object desc, object value, Py_ssize_t param_slot, str label):
     cdef _Sliced sl = _Sliced()
     cdef cnp.ndarray x = np.asarray(value)
@@ -597,8 +613,9 @@ cdef bint _operand_bool(object value, str what, str label) except -1:
 cdef class LoopDriver:
     """Runs one loop node: its `LoopSpec`, a compiled body, and the memory plan (Design note)."""
 
-    def __init__(self, spec, compiled_body, label, settings, destinations):
+    def __init__(self, spec, compiled_body, label, settings, destinations, hoist=None):
         self.spec = spec
+        self.hoist = hoist  # the body's hoisted part (see _hoist.py), or None
         self.label = label
         self.settings = settings
         self.body = Program(compiled_body)
@@ -630,10 +647,12 @@ cdef class LoopDriver:
             if isinstance(inp, CarriedInput):
                 self.carried.append((k, inp.outer, slot(inp.param), slot(inp.result)))
             elif isinstance(inp, SlicedInput):
-                self.sliced.append((inp, slot(inp.param)))
+                # A part nothing reads (its readers were hoisted) is not bound.
+                self.sliced.append((inp, slot(inp.param) if slot(inp.param) in read else -1))
             else:
                 self.invariants.append((inp.outer, slot(inp.param)))
         self.capture_slots = list(compiled_body.input_slots[self.n_params:])
+        self.hoist_slots = [slot(name) for name in hoist.frontier] if hoist is not None else []
         declared_outputs = {v.name: v for v in spec.body.outputs}
         self.outputs = [(j, out, slot(out.result), declared_outputs.get(out.result))
                         for j, out in enumerate(spec.outputs)]
@@ -674,6 +693,8 @@ cdef class LoopDriver:
             "last_preallocated_bytes": self.last_preallocated_bytes,
             "last_iterations": self.last_iterations,
             "steady_iterations": self.steady_iterations,
+            "hoist_chunks": self.hoist_chunks,
+            "hoisted_bytes": self.hoisted_bytes,
         }
 
     def reset_counters(self):
@@ -681,6 +702,7 @@ cdef class LoopDriver:
         self.steady_bytes_copied = self.growth_bytes_copied = self.allocations = 0
         self.bytes_allocated = self.in_place_writes = 0
         self.last_preallocated_bytes = self.last_iterations = self.steady_iterations = 0
+        self.hoist_chunks = self.hoisted_bytes = 0
 
     def plan(self):
         from .plan import describe_loop
@@ -691,6 +713,9 @@ cdef class LoopDriver:
         cdef str label = self.label
         cdef Py_ssize_t n_node = len(args) - self.n_captures
         cdef Py_ssize_t n_max = -1, slice_limit = -1, max_iter = -1, i, k, n_exact
+        cdef Py_ssize_t chunk_start = 0, chunk_end = 0, hoist_limit = -1, rows, row_bytes = 0
+        cdef list hoisted = []
+        cdef object hoist = self.hoist
         cdef Py_ssize_t n_carried = len(self.carried)
         cdef bint go = True, has_cond_result = self.cond_result_slot >= 0
         cdef list slots = list(self.body.template)
@@ -796,6 +821,9 @@ cdef class LoopDriver:
             if limit >= 0 and (bound < 0 or limit < bound):
                 bound = limit
 
+        if hoist is not None:
+            hoist_limit = hoist.limit(args, self.n_captures)
+
         true_value = np.ones((), dtype=np.bool_)
         true_value.flags.writeable = False
         i = 0
@@ -819,7 +847,27 @@ cdef class LoopDriver:
             for k in range(n_carried):
                 slots[(<tuple>self.carried[k])[2]] = values[k]
             for sl in sliced:
-                slots[sl.param_slot] = sl.part(i)
+                if sl.param_slot >= 0:
+                    slots[sl.param_slot] = sl.part(i)
+            if hoist is not None:
+                if i >= chunk_end:
+                    if hoist_limit >= 0 and i >= hoist_limit:
+                        raise hoist.past_end(i, args, self.n_captures)
+                    # The next chunk: never past the last iteration that can run.
+                    rows = hoist.next_rows(i, row_bytes)
+                    for limit in (n_max, hoist_limit, max_iter, slice_limit):
+                        if limit >= 0 and rows > limit - i:
+                            rows = limit - i
+                    arrays = hoist.chunk(args, self.n_captures, i, rows)
+                    hoisted = [_rows_of(<cnp.ndarray>a, s)
+                               for a, s in zip(arrays, self.hoist_slots)]
+                    row_bytes = sum(a.nbytes for a in arrays) // rows
+                    chunk_start = i
+                    chunk_end = i + rows
+                    self.hoist_chunks += 1
+                    self.hoisted_bytes += row_bytes * rows
+                for sl in hoisted:
+                    slots[sl.param_slot] = sl.part(i - chunk_start)
             for param_slot, value in fixed:
                 slots[param_slot] = value
             # Destinations: the output row for emitted results, a free pool buffer for carried.

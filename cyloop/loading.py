@@ -12,11 +12,12 @@ __all__ = ["load"]
 
 
 def load(source, *, weights=None, driver: str | None = None,
-         max_iterations: int | None = DEFAULT_MAX_ITERATIONS, progress=None) -> Model:
+         max_iterations: int | None = DEFAULT_MAX_ITERATIONS, progress=None,
+         hoist: bool = True) -> Model:
     """Load and compile a model: an ONNX file, its bytes or an ``onnx.ModelProto``; or an
     OpenVINO IR ``.xml`` (weights from the ``.bin`` beside it, or `weights`).
 
-    ``driver``, ``max_iterations`` and ``progress`` are passed to `Model`.
+    ``driver``, ``max_iterations``, ``progress`` and ``hoist`` are passed to `Model`.
     """
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
@@ -26,8 +27,8 @@ def load(source, *, weights=None, driver: str | None = None,
             from .frontends.openvino import load_ir
 
             return Model(load_ir(path, weights), driver=driver, max_iterations=max_iterations,
-                         progress=progress)
+                         progress=progress, hoist=hoist)
     from .frontends.onnx import load_onnx, onnx_to_graph
 
     return Model(onnx_to_graph(load_onnx(source)), driver=driver, max_iterations=max_iterations,
-                 progress=progress)
+                 progress=progress, hoist=hoist)

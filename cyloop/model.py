@@ -19,13 +19,17 @@ class Model:
     ``driver``: ``"cython"`` (default) or ``"python"`` (the reference driver; the default when
     ``CYLOOP_PURE_PYTHON=1``). ``max_iterations``: any loop reaching it raises `LoopLimitError`
     (None: no limit). ``progress``: ``progress(label, done, total, finished)`` is called every
-    1024 iterations of each loop and when it ends (total is None when unknown).
+    1024 iterations of each loop and when it ends (total is None when unknown). ``hoist``: the
+    Cython driver runs body work that depends only on sliced inputs, the iteration number and
+    loop invariants before the loop, many iterations at once (results agree to rounding; see
+    ``cyloop/_hoist.py``); False runs every body as written.
     """
 
     def __init__(self, graph: Graph, *, driver: str | None = None,
-                 max_iterations: int | None = DEFAULT_MAX_ITERATIONS, progress=None):
+                 max_iterations: int | None = DEFAULT_MAX_ITERATIONS, progress=None,
+                 hoist: bool = True):
         self.graph = graph
-        self.settings = Settings.make(driver, max_iterations, progress)
+        self.settings = Settings.make(driver, max_iterations, progress, hoist)
         self._compiled = compile_graph(graph, self.settings)
         self._program = driver_module(self.settings).Program(self._compiled)
         self._output_index = {v.name: k for k, v in enumerate(graph.outputs)}

@@ -22,6 +22,7 @@ class LoopPlan:
     aliasing: list[str]
     counters: dict[str, int]
     nested: list[LoopPlan] = field(default_factory=list)
+    hoisted: list[str] = field(default_factory=list)  # nodes run before the loop, in chunks
 
     @property
     def preallocated_bytes(self) -> int:
@@ -40,6 +41,8 @@ class LoopPlan:
         for row in rows:
             out.append(f"{indent}  {row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  "
                        f"{row[2]:<{widths[2]}}  {row[3]}")
+        for note in self.hoisted:
+            out.append(f"{indent}  hoisted (run before the loop on chunks of rows): {note}")
         for note in self.aliasing:
             out.append(f"{indent}  alias: {note}")
         c = self.counters
@@ -49,6 +52,9 @@ class LoopPlan:
                        f"{c['allocations']} planner allocation(s), "
                        f"{self.copied_bytes_per_iteration:g} B copied per iteration in steady "
                        f"state, {c['growth_bytes_copied']} B moved by growth")
+            if c.get("hoist_chunks"):
+                out.append(f"{indent}  hoisted: {c['hoist_chunks']} chunk(s), "
+                           f"{c['hoisted_bytes']} B of hoisted rows")
         else:
             out.append(f"{indent}  not run yet: sizes and copies are measured on the first run")
         for inner in self.nested:
@@ -82,7 +88,7 @@ def describe_loop(driver) -> LoopPlan:
     spec = driver.spec
     cython = driver.plans_write_into
     body = driver.body.compiled
-    producer = {step.outputs[0]: step.op_type for step in body.steps if len(step.outputs) == 1}
+    producer = {slot: step.op_type for step in body.steps for slot in step.outputs if slot >= 0}
     params = {v.name for v in spec.body.inputs}
     trip = _operand(spec.trip_count)
     if spec.slices_set_trip_count and any(isinstance(i, SlicedInput) for i in spec.inputs):
@@ -90,7 +96,7 @@ def describe_loop(driver) -> LoopPlan:
     if spec.cond_result:
         trip += f", until {spec.cond_result!r} is false"
 
-    inputs = []
+    inputs, outputs, aliasing, hoisted_nodes = [], [], [], []
     if spec.iteration_param:
         inputs.append((spec.iteration_param, "iteration", "a fresh int scalar each iteration"))
     if spec.cond_param:
@@ -105,10 +111,17 @@ def describe_loop(driver) -> LoopPlan:
             inputs.append((inp.param, "sliced", where))
         elif isinstance(inp, InvariantInput):
             inputs.append((inp.param, "invariant", "read-only view, bound once"))
+    hoist = getattr(driver, "hoist", None)
+    hoisted = set(hoist.frontier) if hoist is not None else set()
     for slot in body.input_slots[len(spec.body.inputs):]:
         inputs.append((body.slot_names[slot], "captured", "outer-scope value, read-only view"))
+    if hoist is not None:
+        made = ", ".join(hoist.labels) if hoist.labels else "no node (a Gather by the iteration)"
+        for name in hoist.frontier:
+            inputs.append((name, "hoisted",
+                           "row i of a chunk computed before its iterations, read-only view"))
+        hoisted_nodes.append(made)
 
-    outputs, aliasing = [], []
     for j, out in enumerate(spec.outputs):
         slot = body.slot(out.result)
         if isinstance(out, ConcatOutput):
@@ -120,7 +133,8 @@ def describe_loop(driver) -> LoopPlan:
                 where = (f"preallocated; {producer.get(slot)} writes slot i in place "
                          f"({order})")
             else:
-                source = "a body input" if out.result in params else \
+                source = "a hoisted value" if out.result in hoisted else \
+                    "a body input" if out.result in params else \
                     f"{producer.get(slot, 'an outer value')} (no out=)"
                 where = f"preallocated; copied into slot i from {source} ({order})"
             outputs.append((f"#{j} {out.result}", "concatenated", f"{how} axis {out.axis}: {where}"))
@@ -147,4 +161,4 @@ def describe_loop(driver) -> LoopPlan:
                             f"({producer.get(slot, 'an outer value')} allocates it)")
     nested = [inner.plan() for inner in driver.loops]
     return LoopPlan(driver.label, "cython" if cython else "pure-Python", trip, inputs, outputs,
-                    aliasing, driver.counters(), nested)
+                    aliasing, driver.counters(), nested, hoisted_nodes)

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from ...ir import LOOP_DOMAIN
 from .. import _math
 from ..registry import kernel
 from ._attrs import DOMAIN, ELEMENT_TYPES, as_bool, as_float, as_int
@@ -79,7 +80,12 @@ def top_k(attrs, n_outputs):
     return top
 
 
-_ACTIVATIONS = {"sigmoid": _math.sigmoid, "tanh": np.tanh, "relu": lambda x: np.maximum(x, 0)}
+def _relu(x, out=None):
+    return np.maximum(x, x.dtype.type(0), out=out)
+
+
+# Every activation takes out= (the cells apply them in place on their gate buffer).
+_ACTIVATIONS = {"sigmoid": _math.sigmoid, "tanh": np.tanh, "relu": _relu}
 
 
 def _activations(attrs, defaults):
@@ -89,7 +95,108 @@ def _activations(attrs, defaults):
 
 
 def _clip(x, clip):
-    return x if not clip else np.clip(x, -clip, clip)
+    """Clip the pre-activations in place (x is a buffer the cell owns)."""
+    return np.clip(x, -clip, clip, out=x) if clip else x
+
+
+# A cell is split in two: the input projection X W^T + B, which needs nothing from the previous
+# step (the hoisting pass runs it before the loop, for many steps at once), and the recurrence,
+# which adds H R^T and applies the gates. The cells themselves are the two in sequence.
+
+@kernel("CellProjection", domain=LOOP_DOMAIN, since=1)
+def cell_projection(attrs):
+    """``X W^T + B[:rows of W]`` for X of any leading dims: one GEMM over all of them."""
+    def project(x, w, b):
+        rows = np.reshape(x, (-1, x.shape[-1]))
+        gates = np.matmul(rows, w.T).reshape(x.shape[:-1] + (w.shape[0],))
+        gates += b[:w.shape[0]]
+        return gates
+
+    return project
+
+
+def _lstm_recurrence(attrs):
+    f, g, h_act = _activations(attrs, ["sigmoid", "tanh", "tanh"])
+    clip = as_float(attrs, "clip", 0.0)
+
+    def step(xw, h, c, r):
+        gates = np.matmul(h, r.T)  # a fresh buffer: gates are computed in place in it
+        gates += xw
+        _clip(gates, clip)
+        hidden = h.shape[-1]
+        f(gates[..., :2 * hidden], out=gates[..., :2 * hidden])  # forget and input gates
+        forget, inp = gates[..., :hidden], gates[..., hidden:2 * hidden]
+        candidate = g(gates[..., 2 * hidden:3 * hidden], out=gates[..., 2 * hidden:3 * hidden])
+        o = f(gates[..., 3 * hidden:], out=gates[..., 3 * hidden:])
+        c_new = np.multiply(forget, c)
+        c_new += np.multiply(inp, candidate, out=candidate)
+        h_new = h_act(c_new)
+        h_new *= o
+        return h_new.astype(h.dtype, copy=False), c_new.astype(h.dtype, copy=False)
+
+    return step
+
+
+def _gru_recurrence(attrs):
+    f, g = _activations(attrs, ["sigmoid", "tanh"])
+    clip = as_float(attrs, "clip", 0.0)
+    linear_before_reset = as_bool(attrs, "linear_before_reset")
+
+    def step(xw, h, r, b):
+        hidden = h.shape[-1]
+        zr = np.matmul(h, r[:2 * hidden].T)
+        zr += xw[..., :2 * hidden]
+        f(_clip(zr, clip), out=zr)
+        z, reset = zr[..., :hidden], zr[..., hidden:]
+        rh = r[2 * hidden:]
+        if linear_before_reset:  # b holds 4 blocks: z, r, then h's input and recurrent biases
+            candidate = np.matmul(h, rh.T)
+            candidate += b[3 * hidden:]
+            candidate *= reset
+        else:
+            candidate = np.matmul(reset * h, rh.T)
+        candidate += xw[..., 2 * hidden:]
+        g(_clip(candidate, clip), out=candidate)
+        # (1 - z) * candidate + z * h
+        h_new = np.subtract(h, candidate)
+        h_new *= z
+        h_new += candidate
+        return h_new.astype(h.dtype, copy=False)
+
+    return step
+
+
+def _rnn_recurrence(attrs):
+    (f,) = _activations(attrs, ["tanh"])
+    clip = as_float(attrs, "clip", 0.0)
+
+    def step(xw, h, r):
+        pre = np.matmul(h, r.T)
+        pre += xw
+        return f(_clip(pre, clip), out=pre).astype(h.dtype, copy=False)
+
+    return step
+
+
+@kernel("LSTMCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True)
+def lstm_recurrence(attrs, n_outputs):
+    step = _lstm_recurrence(attrs)
+    return lambda xw, h, c, r: step(xw, h, c, r)[:n_outputs]
+
+
+@kernel("GRUCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True)
+def gru_recurrence(attrs, n_outputs):
+    step = _gru_recurrence(attrs)
+    return lambda xw, h, r, b: (step(xw, h, r, b),)[:n_outputs]
+
+
+@kernel("RNNCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True)
+def rnn_recurrence(attrs, n_outputs):
+    step = _rnn_recurrence(attrs)
+    return lambda xw, h, r: (step(xw, h, r),)[:n_outputs]
+
+
+_project = cell_projection({})
 
 
 @kernel("LSTMCell", domain=DOMAIN, since=1, multi=True)
@@ -97,50 +204,18 @@ def _clip(x, clip):
 def lstm_cell(attrs, n_outputs):
     """Gates in OpenVINO's f, i, c, o order. LSTMCell-1's peephole input is refused at load time
     (by the frontend); without it the two versions compute the same."""
-    f, g, h_act = _activations(attrs, ["sigmoid", "tanh", "tanh"])
-    clip = as_float(attrs, "clip", 0.0)
-
-    def cell(x, h, c, w, r, b):
-        gates = x @ w.T + h @ r.T + b
-        gf, gi, gc, go = np.split(gates, 4, axis=-1)
-        i, forget = f(_clip(gi, clip)), f(_clip(gf, clip))
-        c_new = forget * c + i * g(_clip(gc, clip))
-        o = f(_clip(go, clip))
-        return ((o * h_act(c_new)).astype(x.dtype), c_new.astype(x.dtype))[:n_outputs]
-
-    return cell
+    step = _lstm_recurrence(attrs)
+    return lambda x, h, c, w, r, b: step(_project(x, w, b), h, c, r)[:n_outputs]
 
 
 @kernel("GRUCell", domain=DOMAIN, since=3, multi=True)
 def gru_cell(attrs, n_outputs):
     """Gates in OpenVINO's z, r, h order; ``linear_before_reset`` as in ONNX."""
-    f, g = _activations(attrs, ["sigmoid", "tanh"])
-    clip = as_float(attrs, "clip", 0.0)
-    linear_before_reset = as_bool(attrs, "linear_before_reset")
-
-    def cell(x, h, w, r, b):
-        hidden = h.shape[-1]
-        xz, xr, xh = np.split(x @ w.T, 3, axis=-1)
-        rz, rr, rh = np.split(r, 3, axis=0)
-        bz, br = b[:hidden], b[hidden:2 * hidden]
-        z = f(_clip(xz + h @ rz.T + bz, clip))
-        reset = f(_clip(xr + h @ rr.T + br, clip))
-        if linear_before_reset:  # b holds 4 blocks: z, r, then h's input and recurrent biases
-            bh_w, bh_r = b[2 * hidden:3 * hidden], b[3 * hidden:]
-            candidate = g(_clip(xh + bh_w + reset * (h @ rh.T + bh_r), clip))
-        else:
-            candidate = g(_clip(xh + (reset * h) @ rh.T + b[2 * hidden:], clip))
-        return (((1 - z) * candidate + z * h).astype(x.dtype),)[:n_outputs]
-
-    return cell
+    step = _gru_recurrence(attrs)
+    return lambda x, h, w, r, b: (step(_project(x, w, b), h, r, b),)[:n_outputs]
 
 
 @kernel("RNNCell", domain=DOMAIN, since=1, multi=True)
 def rnn_cell(attrs, n_outputs):
-    (f,) = _activations(attrs, ["tanh"])
-    clip = as_float(attrs, "clip", 0.0)
-
-    def cell(x, h, w, r, b):
-        return ((f(_clip(x @ w.T + h @ r.T + b, clip))).astype(x.dtype),)[:n_outputs]
-
-    return cell
+    step = _rnn_recurrence(attrs)
+    return lambda x, h, w, r, b: (step(_project(x, w, b), h, r),)[:n_outputs]

@@ -1,0 +1,387 @@
+"""Hoisting (cyloop/_hoist.py): body work that depends only on sliced inputs, the iteration number
+and loop invariants runs before the loop, a chunk of rows at a time.
+
+Every test runs the Cython driver, which hoists, against the pure-Python driver, which runs the body
+as written (and, where the body is not plain elementwise arithmetic, against numpy too), and reads
+the driver's counters to check that hoisting really happened. Most run with tiny chunks as well, so
+that chunk boundaries fall inside the loop."""
+
+import contextlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import cyloop
+from cyloop import _hoist
+from cyloop.ir import (
+    CarriedInput,
+    ConcatOutput,
+    GraphBuilder,
+    InvariantInput,
+    LastOutput,
+    SlicedInput,
+)
+
+from .test_slicing import _sliced_loop, oracle_parts, sliced_cases
+
+
+@contextlib.contextmanager
+def chunks_of(rows):
+    """Chunks of exactly `rows` rows (the first included)."""
+    saved = _hoist.FIRST_CHUNK_ROWS, _hoist.CHUNK_BYTES
+    _hoist.FIRST_CHUNK_ROWS, _hoist.CHUNK_BYTES = rows, 1
+    try:
+        yield
+    finally:
+        _hoist.FIRST_CHUNK_ROWS, _hoist.CHUNK_BYTES = saved
+
+
+CHUNKS = [None, 1, 3]  # the default sizes, and boundaries at every row / every third row
+
+
+def _run(graph, feeds, chunk_rows, **kwargs):
+    """(Cython model, its outputs, the pure-Python driver's outputs)."""
+    with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+        fast = cyloop.Model(graph, driver="cython", **kwargs)
+        got = fast.run(feeds)
+    expected = cyloop.Model(graph, driver="python", **kwargs).run(feeds)
+    return fast, got, expected
+
+
+def _counters(model):
+    (counters,) = model.counters().values()
+    return counters
+
+
+def _rnn_graph(axis, stride, keep_axis, reverse_out):
+    """h = tanh(x_t W + h U + b) over axis `axis` of X, every h emitted."""
+    body = GraphBuilder("rnn_body")
+    x_t = body.input("x_t", np.float32)
+    h = body.input("h", np.float32)
+    w, u, b = body.input("w"), body.input("u"), body.input("b")
+    if keep_axis:  # a TensorIterator-style part keeps its unit axis: squeeze it first
+        x_t = body.node("Squeeze", x_t, body.const(np.array([axis], np.int64)))
+    xw = body.node("MatMul", x_t, w)
+    pre = body.node("Add", body.node("Add", xw, body.node("MatMul", h, u)), b)
+    body.output(body.node("Tanh", pre, outputs=["h_next"]))
+    g = GraphBuilder("rnn")
+    x, h0 = g.input("x", np.float32), g.input("h0", np.float32)
+    w_, u_, b_ = g.input("W"), g.input("U"), g.input("B")
+    g.loop(body.build(),
+           inputs=[(x, SlicedInput(0, "x_t", axis, stride=stride, keep_axis=keep_axis)),
+                   (h0, CarriedInput(0, "h", "h_next")), (w_, InvariantInput(0, "w")),
+                   (u_, InvariantInput(0, "u")), (b_, InvariantInput(0, "b"))],
+           outputs=[LastOutput("h_next"), ConcatOutput("h_next", 0, reverse_out)],
+           output_names=["h_last", "hs"])
+    g.output("h_last", "hs")
+    return g.build()
+
+
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+@pytest.mark.parametrize("axis, stride, keep_axis, reverse_out",
+                         [(0, 1, False, False), (1, -1, False, True), (1, 2, True, False),
+                          (0, -3, True, True)])
+def test_input_projection_is_one_gemm_per_chunk(rng, chunk_rows, axis, stride, keep_axis,
+                                                reverse_out):
+    steps, batch, features, hidden = 37, 3, 5, 4
+    shape = [steps, batch, features] if axis == 0 else [batch, steps, features]
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32),
+             "h0": rng.standard_normal((batch, hidden)).astype(np.float32),
+             "W": rng.standard_normal((features, hidden)).astype(np.float32),
+             "U": rng.standard_normal((hidden, hidden)).astype(np.float32),
+             "B": rng.standard_normal(hidden).astype(np.float32)}
+    graph = _rnn_graph(axis, stride, keep_axis, reverse_out)
+    model, got, expected = _run(graph, feeds, chunk_rows)
+    # numpy: the parts in iteration order, the recurrence written out.
+    xs = np.moveaxis(feeds["x"], axis, 0)[::stride]
+    h, hs = feeds["h0"], []
+    for x_t in xs:
+        h = np.tanh(x_t @ feeds["W"] + h @ feeds["U"] + feeds["B"])
+        hs.append(h)
+    hs = np.stack(hs[::-1] if reverse_out else hs)
+    for name, value in (("h_last", h), ("hs", hs)):
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-5)
+    counters = _counters(model)
+    rows = len(xs)
+    assert counters["hoist_chunks"] >= (-(-rows // chunk_rows) if chunk_rows else 1)
+    # The hoisted rows are x_t W: one [batch, hidden] row per iteration, none computed twice.
+    assert counters["hoisted_bytes"] == rows * batch * hidden * 4
+    assert "MatMul" in str(model.plan()) and "hoisted" in str(model.plan())
+
+
+def _onnx_gather_loop(axis, trip_count, stop_after=None):
+    """An ONNX Loop reading Gather(X, i, axis) and emitting x_t W + 1 (+ a running sum)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Gather", ["X", "i"], ["x_t"], axis=axis),
+             helper.make_node("MatMul", ["x_t", "W"], ["xw"]),
+             helper.make_node("Add", ["xw", "one"], ["y"]),
+             helper.make_node("Add", ["acc_in", "y"], ["acc_out"])]
+    if stop_after is None:
+        nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"]))
+    else:
+        nodes.append(helper.make_node("Less", ["i", "stop"], ["cond_out"]))
+    body = helper.make_graph(
+        nodes, "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_in", f, None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", f, None),
+         helper.make_tensor_value_info("y", f, None)],
+        [helper.make_tensor("one", f, [], [1.0]),
+         helper.make_tensor("stop", TensorProto.INT64, [], [stop_after or 0])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "acc0"], ["acc", "ys"], body=body)], "gather_loop",
+        [helper.make_tensor_value_info("M", TensorProto.INT64, []),
+         helper.make_tensor_value_info("X", f, None), helper.make_tensor_value_info("W", f, None),
+         helper.make_tensor_value_info("acc0", f, None)],
+        [helper.make_tensor_value_info("acc", f, None), helper.make_tensor_value_info("ys", f, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    return onnx.ModelProto.FromString(model.SerializeToString())
+
+
+def _gather_feeds(rng, axis, rows, trip_count):
+    shape = [rows, 3, 4] if axis == 0 else [3, rows, 4]
+    return {"M": np.array(trip_count, np.int64),
+            "X": rng.standard_normal(shape).astype(np.float32),
+            "W": rng.standard_normal((4, 2)).astype(np.float32),
+            "acc0": np.zeros((3, 2), np.float32)}
+
+
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+@pytest.mark.parametrize("axis", [0, 1])
+def test_gather_by_the_iteration_number_is_a_sliced_input(rng, chunk_rows, axis):
+    feeds = _gather_feeds(rng, axis, rows=20, trip_count=17)
+    graph = cyloop.load(_onnx_gather_loop(axis, 17)).graph
+    model, got, expected = _run(graph, feeds, chunk_rows)
+    parts = np.moveaxis(feeds["X"], axis, 0)[:17]
+    ys = parts @ feeds["W"] + 1
+    np.testing.assert_allclose(got["ys"], expected["ys"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["ys"], ys, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["acc"], ys.sum(0), rtol=1e-4, atol=1e-5)
+    counters = _counters(model)
+    assert counters["hoist_chunks"] >= 1
+    assert "Gather" in str(model.plan())
+
+
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+def test_gather_past_the_end_fails_at_the_same_iteration_with_the_same_error(rng, chunk_rows):
+    feeds = _gather_feeds(rng, 0, rows=5, trip_count=9)
+    graph = cyloop.load(_onnx_gather_loop(0, 9)).graph
+    messages = []
+    for driver in ("cython", "python"):
+        with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+            model = cyloop.Model(graph, driver=driver)
+        with pytest.raises(cyloop.ExecutionError, match="Gather") as info:
+            model.run(feeds)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+    assert "index 5 is out of bounds" in messages[0]
+
+
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+def test_a_loop_stopping_early_hoists_at_most_one_chunk_too_many(rng, chunk_rows):
+    feeds = _gather_feeds(rng, 0, rows=200, trip_count=200)
+    graph = cyloop.load(_onnx_gather_loop(0, 200, stop_after=6)).graph
+    model, got, expected = _run(graph, feeds, chunk_rows)
+    np.testing.assert_allclose(got["ys"], expected["ys"], rtol=1e-5, atol=1e-6)
+    assert got["ys"].shape[0] == 7  # iterations 0..6 ran; the condition read at 6 is false
+    row_bytes = 3 * 2 * 4
+    first = chunk_rows or _hoist.FIRST_CHUNK_ROWS
+    assert _counters(model)["hoisted_bytes"] <= (7 + first) * row_bytes
+
+
+def test_zero_iterations_compute_nothing_and_errors_surface_when_the_body_would_run(rng):
+    feeds = _gather_feeds(rng, 0, rows=5, trip_count=0)
+    feeds["W"] = np.ones((7, 2), np.float32)  # x_t W cannot be computed
+    graph = cyloop.load(_onnx_gather_loop(0, 0)).graph
+    fast = cyloop.Model(graph, driver="cython")
+    got = fast.run(feeds)
+    expected = cyloop.Model(graph, driver="python").run(feeds)
+    np.testing.assert_array_equal(got["acc"], expected["acc"])
+    assert got["ys"].shape == expected["ys"].shape
+    assert _counters(fast)["hoist_chunks"] == 0
+    feeds["M"] = np.array(1, np.int64)
+    for driver in ("cython", "python"):
+        with pytest.raises(cyloop.ExecutionError, match="MatMul node producing 'xw' failed"):
+            cyloop.Model(graph, driver=driver).run(feeds)
+
+
+def _iteration_sequence_graph(n):
+    """Cast(i) + row inserted into a sequence each iteration (W6's body)."""
+    body = GraphBuilder("seq_body")
+    i = body.input("i", np.int64, ())
+    body.input("cond_in", np.bool_, ())
+    seq = body.input("seq_in")
+    item = body.node("Add", body.input("row_in"), body.node("Cast", i, to=1))
+    body.output(body.node("SequenceInsert", seq, item, outputs=["seq_out"]))
+    body.output(body.node("Mul", item, item, outputs=["square"]))
+    g = GraphBuilder("seq")
+    row = g.input("row", np.float32, (4,))
+    empty = g.node("SequenceEmpty", dtype=1)
+    g.loop(body.build(), inputs=[(empty, CarriedInput(0, "seq_in", "seq_out")),
+                                 (row, InvariantInput(0, "row_in"))],
+           outputs=[LastOutput("seq_out"), ConcatOutput("square")], trip_count=n,
+           iteration_param="i", cond_param="cond_in", output_names=["seq", "squares"])
+    g.output("seq", "squares")
+    return g.build()
+
+
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+def test_work_on_the_iteration_number_is_hoisted(rng, chunk_rows):
+    feeds = {"row": rng.standard_normal(4).astype(np.float32)}
+    model, got, expected = _run(_iteration_sequence_graph(23), feeds, chunk_rows)
+    items = [feeds["row"] + np.float32(i) for i in range(23)]
+    for a, b, c in zip(got["seq"], expected["seq"], items):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
+    np.testing.assert_array_equal(got["squares"], expected["squares"])
+    np.testing.assert_array_equal(got["squares"], np.square(items))
+    assert _counters(model)["hoist_chunks"] >= 1
+    # The outputs are the caller's own: writeable, sharing no memory with the engine's chunks.
+    assert all(a.flags.writeable for a in got["seq"]) and got["squares"].flags.writeable
+
+
+def _outputs_graph():
+    """A hoisted value emitted (reverse), carried, returned last, and read inside an If."""
+    then_b = GraphBuilder("then")
+    then_b.output(then_b.node("Neg", "y"))
+    else_b = GraphBuilder("else")
+    else_b.output(else_b.node("Identity", "y"))
+    body = GraphBuilder("body")
+    x_t = body.input("x_t", np.float64)
+    body.input("prev")
+    flag = body.input("flag_in")
+    y = body.node("Add", body.node("Mul", x_t, body.const(2.0)), body.const(1.0), outputs=["y"])
+    branch = body.node("If", flag, then_branch=then_b.build(), else_branch=else_b.build())
+    body.output(y, body.node("Identity", branch, outputs=["signed"]))
+    g = GraphBuilder("outputs")
+    x, flag_ = g.input("x", np.float64), g.input("flag", np.bool_)
+    prev0 = g.input("prev0", np.float64)
+    g.loop(body.build(),
+           inputs=[(x, SlicedInput(0, "x_t", axis=1, stride=-1)),
+                   (prev0, CarriedInput(0, "prev", "y")), (flag_, InvariantInput(0, "flag_in"))],
+           outputs=[ConcatOutput("y", 0, reverse=True), LastOutput("y"),
+                    ConcatOutput("signed", 1)],
+           output_names=["ys", "y_last", "signed"])
+    g.output("ys", "y_last", "signed")
+    return g.build()
+
+
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+@pytest.mark.parametrize("flag", [True, False])
+def test_hoisted_values_as_outputs_carried_values_and_subgraph_reads(rng, chunk_rows, flag):
+    x = rng.standard_normal((3, 11))
+    feeds = {"x": x, "flag": np.array(flag), "prev0": np.zeros(3)}
+    before = x.copy()
+    model, got, expected = _run(_outputs_graph(), feeds, chunk_rows)
+    for name in ("ys", "y_last", "signed"):
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+    parts = [x[:, t] for t in range(10, -1, -1)]
+    np.testing.assert_array_equal(got["ys"], np.stack([2 * p + 1 for p in parts][::-1]))
+    np.testing.assert_array_equal(got["signed"],
+                                  np.stack([(-1 if flag else 1) * (2 * p + 1) for p in parts], 1))
+    np.testing.assert_array_equal(x, before)
+    assert _counters(model)["hoist_chunks"] >= 1
+
+
+def _axes_graph(version):
+    """Squeeze / Unsqueeze / Reshape of a kept-axis part (negative axes too), then a MatMul."""
+    body = GraphBuilder("axes_body", opset=version)
+    x_t = body.input("x_t", np.float32)  # [2, 1, 3]
+    if version >= 13:
+        s = body.node("Squeeze", x_t, body.const(np.array([-2], np.int64)))
+        u = body.node("Unsqueeze", s, body.const(np.array([0, -1], np.int64)))
+    else:
+        s = body.node("Squeeze", x_t, axes=[-2])
+        u = body.node("Unsqueeze", s, axes=[0, -1])
+    r = body.node("Reshape", u, body.const(np.array([0, -1], np.int64)))  # [1, 6]
+    body.output(body.node("MatMul", r, body.const(np.arange(12, dtype=np.float32).reshape(6, 2)),
+                          outputs=["z"]))
+    g = GraphBuilder("axes", opset=version)
+    x = g.input("x", np.float32, (2, 9, 3))
+    g.loop(body.build(), inputs=[(x, SlicedInput(0, "x_t", axis=1, stride=2, keep_axis=True))],
+           outputs=[ConcatOutput("z", 0, new_axis=False)], output_names=["zs"])
+    g.output("zs")
+    return g.build()
+
+
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+@pytest.mark.parametrize("version", [11, 13])
+def test_axis_ops_shift_their_axes_past_the_row_axis(rng, chunk_rows, version):
+    feeds = {"x": rng.standard_normal((2, 9, 3)).astype(np.float32)}
+    model, got, expected = _run(_axes_graph(version), feeds, chunk_rows)
+    np.testing.assert_allclose(got["zs"], expected["zs"], rtol=1e-6)
+    parts = [feeds["x"][:, t].reshape(1, 6) for t in range(0, 9, 2)]
+    w = np.arange(12, dtype=np.float32).reshape(6, 2)
+    np.testing.assert_allclose(got["zs"], np.concatenate([p @ w for p in parts]), rtol=1e-6)
+    assert "Squeeze" in str(model.plan()) and "Reshape" in str(model.plan())
+
+
+@pytest.mark.parametrize("cell, attrs", [
+    ("lstm", {}), ("lstm", {"clip": 0.7}), ("lstm1", {}),
+    ("lstm", {"activations": ["relu", "tanh", "sigmoid"]}),
+    ("gru", {}), ("gru", {"linear_before_reset": True}), ("gru", {"clip": 0.5}),
+    ("rnn", {}), ("rnn", {"clip": 0.3})])
+def test_cells_are_split_into_a_hoisted_projection_and_a_recurrence(tmp_path, rng, cell, attrs):
+    pytest.importorskip("openvino")
+    from .frontends.openvino_models import cell_ti_model, save
+
+    ov_model, _ = cell_ti_model(cell, steps=13, **attrs)
+    path = save(ov_model, tmp_path / "cell.xml")
+    feeds = {"X": rng.standard_normal((3, 13, 5)).astype(np.float32),
+             "H0": rng.standard_normal((3, 7)).astype(np.float32)}
+    if cell.startswith("lstm"):
+        feeds["C0"] = rng.standard_normal((3, 7)).astype(np.float32)
+    for chunk_rows in CHUNKS:
+        with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+            fast = cyloop.load(path, driver="cython")
+        got = fast.run(feeds)
+        expected = cyloop.load(path, driver="python").run(feeds)
+        unsplit = cyloop.load(path, driver="cython", hoist=False).run(feeds)
+        for name in got:
+            np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6)
+            np.testing.assert_array_equal(unsplit[name], expected[name])
+        assert "CellProjection" in str(fast.plan())
+        assert _counters(fast)["hoist_chunks"] >= 1
+
+
+def test_hoist_false_runs_every_body_as_written(rng):
+    graph = _rnn_graph(0, 1, False, False)
+    feeds = {"x": rng.standard_normal((9, 2, 3)).astype(np.float32),
+             "h0": np.zeros((2, 4), np.float32),
+             "W": rng.standard_normal((3, 4)).astype(np.float32),
+             "U": rng.standard_normal((4, 4)).astype(np.float32),
+             "B": np.zeros(4, np.float32)}
+    model = cyloop.Model(graph, driver="cython", hoist=False)
+    got = model.run(feeds)
+    expected = cyloop.Model(graph, driver="python").run(feeds)
+    for name in got:
+        np.testing.assert_array_equal(got[name], expected[name])
+    assert _counters(model)["hoist_chunks"] == 0
+    assert "hoisted" not in str(model.plan())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=sliced_cases())
+def test_any_slicing_with_chunk_boundaries_everywhere(case):
+    """test_slicing's property (y = 2x + 1 hoisted, a running sum left in the body), with a chunk
+    boundary after every row and after every second row."""
+    shape, axis, start, end, stride, part, keep_axis, _, _ = case
+    x = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
+    if oracle_parts(x, axis % len(shape), start, end, stride, part, keep_axis) is None:
+        return  # parts outside the axis: test_slicing checks the error
+    graph = _sliced_loop(*case)
+    acc0 = np.zeros(graph.inputs[1].shape)
+    feeds = {"x": x, "acc0": acc0}
+    expected = cyloop.Model(graph, driver="python").run(feeds)
+    for rows in (1, 2):
+        with chunks_of(rows):
+            got = cyloop.Model(graph, driver="cython").run(feeds)
+        for name in expected:
+            np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
