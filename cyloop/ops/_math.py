@@ -9,15 +9,36 @@ __all__ = ["erf", "gelu", "sigmoid", "softmax"]
 _scalar_erf = np.frompyfunc(math.erf, 1, 1)
 
 
+def _exp_cap(dtype):
+    """The largest t of `dtype` with exp(t) + 1 finite."""
+    t = dtype.type(np.log(np.finfo(dtype).max))
+    with np.errstate(over="ignore"):
+        while not np.isfinite(np.exp(t) + dtype.type(1)):
+            t = np.nextafter(t, dtype.type(0))
+    return t
+
+
+_EXP_CAPS = {np.dtype(t): _exp_cap(np.dtype(t)) for t in (np.float32, np.float64)}
+
+
 def sigmoid(x, out=None):
-    """1 / (1 + exp(-x)), as 0.5 * tanh(0.5 x) + 0.5, which cannot overflow; writes `out`."""
-    half = x.dtype.type(0.5)
+    """1 / (1 + exp(-x)), writing `out`. exp's argument is capped so that it cannot overflow
+    (past the cap the exact result is below the smallest normal number anyway)."""
+    if x.dtype == np.float16:  # its exponent range is too small for the cap: compute in f32
+        result = sigmoid(np.asarray(x, np.float32)).astype(np.float16)
+        if out is None:
+            return result
+        out[...] = result
+        return out
     if out is None:
         out = np.empty(np.shape(x), x.dtype)
-    result = np.multiply(x, half, out=out)
-    np.tanh(result, out=result)
-    np.multiply(result, half, out=result)
-    return np.add(result, half, out=result)
+    result = np.negative(x, out=out)
+    cap = _EXP_CAPS.get(result.dtype)
+    if cap is not None:
+        np.minimum(result, cap, out=result)
+    np.exp(result, out=result)
+    np.add(result, result.dtype.type(1), out=result)
+    return np.reciprocal(result, out=result)
 
 
 def softmax(x, axis, log=False):

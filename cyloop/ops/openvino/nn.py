@@ -102,15 +102,29 @@ def _clip(x, clip):
 # A cell is split in two: the input projection X W^T + B, which needs nothing from the previous
 # step (the hoisting pass runs it before the loop, for many steps at once), and the recurrence,
 # which adds H R^T and applies the gates. The cells themselves are the two in sequence.
+#
+# Both work gate-major: [..., G, B], one row per gate unit, where W X^T and R H^T are faster GEMMs
+# than X W^T and H R^T for small batches and every gate's block is contiguous. The recurrences
+# take H (and C) batch-major, as the IR has them, and return views in that order.
+
+def _gate_major(x):
+    """[..., B, N] <-> [..., N, B], as a view."""
+    return np.swapaxes(x, -1, -2)
+
 
 @kernel("CellProjection", domain=LOOP_DOMAIN, since=1)
 def cell_projection(attrs):
-    """``X W^T + B[:rows of W]`` for X of any leading dims: one GEMM over all of them."""
+    """``W X^T + B[:rows of W]`` gate-major: X [..., B, I] gives [..., G, B], one GEMM for all
+    leading dims."""
     def project(x, w, b):
+        if np.ndim(x) < 2:
+            raise ValueError(f"a cell's input X must be [batch, input_size], got shape "
+                             f"{np.shape(x)}")
         rows = np.reshape(x, (-1, x.shape[-1]))
-        gates = np.matmul(rows, w.T).reshape(x.shape[:-1] + (w.shape[0],))
-        gates += b[:w.shape[0]]
-        return gates
+        gates = np.matmul(w, rows.T)  # [G, leading * B]
+        gates += b[:w.shape[0], None]
+        gates = gates.reshape((w.shape[0],) + x.shape[:-1])
+        return np.moveaxis(gates, 0, -2)
 
     return project
 
@@ -120,19 +134,22 @@ def _lstm_recurrence(attrs):
     clip = as_float(attrs, "clip", 0.0)
 
     def step(xw, h, c, r):
-        gates = np.matmul(h, r.T)  # a fresh buffer: gates are computed in place in it
+        hidden = h.shape[-1]
+        gates = np.matmul(r, _gate_major(h))  # [4H, B], a fresh buffer the gates are made in
         gates += xw
         _clip(gates, clip)
-        hidden = h.shape[-1]
-        f(gates[..., :2 * hidden], out=gates[..., :2 * hidden])  # forget and input gates
-        forget, inp = gates[..., :hidden], gates[..., hidden:2 * hidden]
-        candidate = g(gates[..., 2 * hidden:3 * hidden], out=gates[..., 2 * hidden:3 * hidden])
-        o = f(gates[..., 3 * hidden:], out=gates[..., 3 * hidden:])
-        c_new = np.multiply(forget, c)
-        c_new += np.multiply(inp, candidate, out=candidate)
+        forget_input, candidate, o = (gates[..., :2 * hidden, :],
+                                      gates[..., 2 * hidden:3 * hidden, :],
+                                      gates[..., 3 * hidden:, :])
+        f(forget_input, out=forget_input)
+        g(candidate, out=candidate)
+        f(o, out=o)
+        c_new = np.multiply(gates[..., :hidden, :], _gate_major(c))
+        c_new += np.multiply(gates[..., hidden:2 * hidden, :], candidate, out=candidate)
         h_new = h_act(c_new)
         h_new *= o
-        return h_new.astype(h.dtype, copy=False), c_new.astype(h.dtype, copy=False)
+        return (_gate_major(h_new).astype(h.dtype, copy=False),
+                _gate_major(c_new).astype(h.dtype, copy=False))
 
     return step
 
@@ -144,24 +161,24 @@ def _gru_recurrence(attrs):
 
     def step(xw, h, r, b):
         hidden = h.shape[-1]
-        zr = np.matmul(h, r[:2 * hidden].T)
-        zr += xw[..., :2 * hidden]
+        h_t = _gate_major(h)
+        zr = np.matmul(r[:2 * hidden], h_t)
+        zr += xw[..., :2 * hidden, :]
         f(_clip(zr, clip), out=zr)
-        z, reset = zr[..., :hidden], zr[..., hidden:]
-        rh = r[2 * hidden:]
+        z, reset = zr[..., :hidden, :], zr[..., hidden:, :]
         if linear_before_reset:  # b holds 4 blocks: z, r, then h's input and recurrent biases
-            candidate = np.matmul(h, rh.T)
-            candidate += b[3 * hidden:]
+            candidate = np.matmul(r[2 * hidden:], h_t)
+            candidate += b[3 * hidden:, None]
             candidate *= reset
         else:
-            candidate = np.matmul(reset * h, rh.T)
-        candidate += xw[..., 2 * hidden:]
+            candidate = np.matmul(r[2 * hidden:], reset * h_t)
+        candidate += xw[..., 2 * hidden:, :]
         g(_clip(candidate, clip), out=candidate)
         # (1 - z) * candidate + z * h
-        h_new = np.subtract(h, candidate)
+        h_new = np.subtract(h_t, candidate)
         h_new *= z
         h_new += candidate
-        return h_new.astype(h.dtype, copy=False)
+        return _gate_major(h_new).astype(h.dtype, copy=False)
 
     return step
 
@@ -171,9 +188,9 @@ def _rnn_recurrence(attrs):
     clip = as_float(attrs, "clip", 0.0)
 
     def step(xw, h, r):
-        pre = np.matmul(h, r.T)
+        pre = np.matmul(r, _gate_major(h))
         pre += xw
-        return f(_clip(pre, clip), out=pre).astype(h.dtype, copy=False)
+        return _gate_major(f(_clip(pre, clip), out=pre)).astype(h.dtype, copy=False)
 
     return step
 
