@@ -23,9 +23,20 @@ def _with_identity(reducer, pick_low):
     return reduce
 
 
-_REDUCERS = {"ReduceSum": (np.sum, 13), "ReduceMean": (np.mean, 18),
+def _in_own_type(ufunc):
+    """A sum or product accumulated in the input's own type (ONNX keeps it; numpy would widen
+    small integers, then the result would be cast back: the same modular result, slower), called
+    as ``ufunc.reduce`` directly rather than through np.sum's Python wrapper."""
+    def reduce(x, axis=None, keepdims=True):
+        return ufunc.reduce(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+
+    return reduce
+
+
+_REDUCERS = {"ReduceSum": (_in_own_type(np.add), 13), "ReduceMean": (np.mean, 18),
              "ReduceMax": (_with_identity(np.max, True), 18),
-             "ReduceMin": (_with_identity(np.min, False), 18), "ReduceProd": (np.prod, 18)}
+             "ReduceMin": (_with_identity(np.min, False), 18),
+             "ReduceProd": (_in_own_type(np.multiply), 18)}
 
 
 def _reduce(reducer, x, axes, keepdims, noop_with_empty_axes):
@@ -34,7 +45,7 @@ def _reduce(reducer, x, axes, keepdims, noop_with_empty_axes):
             return np.array(x, copy=True)
         axes = None
     else:
-        axes = tuple(int(a) for a in axes)
+        axes = tuple(axes.tolist() if isinstance(axes, np.ndarray) else axes)
     result = reducer(x, axis=axes, keepdims=keepdims)
     return np.asarray(result, dtype=x.dtype)
 

@@ -3,6 +3,7 @@ Gather. Kernels that only re-view their input return numpy views (no copy)."""
 
 import numpy as np
 
+from .. import _shapes
 from ..registry import kernel
 from .dtypes import to_numpy_dtype
 
@@ -109,20 +110,13 @@ def squeeze_13(attrs):
 
 @kernel("Unsqueeze", since=1)
 def unsqueeze_1(attrs):
-    axes = _axes_tuple(attrs["axes"])
-
-    def unsqueezed(data):
-        return np.expand_dims(data, axes)
-
-    return unsqueezed
+    axes = np.array(attrs["axes"], np.int64)
+    return lambda data: _shapes.unsqueeze(data, axes)
 
 
 @kernel("Unsqueeze", since=13)
 def unsqueeze_13(attrs):
-    def unsqueezed(data, axes):
-        return np.expand_dims(data, _axes_tuple(axes))
-
-    return unsqueezed
+    return _shapes.unsqueeze
 
 
 @kernel("Concat", since=1, out=True)

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .. import _shapes
 from ..registry import kernel
 from ._attrs import DOMAIN, ELEMENT_TYPES, as_bool, as_int, as_ints
 
@@ -68,7 +69,7 @@ def squeeze(attrs):
 
 @kernel("Unsqueeze", domain=DOMAIN, since=1)
 def unsqueeze(attrs):
-    return lambda x, axes: np.expand_dims(x, tuple(_ints(axes)))
+    return _shapes.unsqueeze
 
 
 @kernel("Transpose", domain=DOMAIN, since=1)
