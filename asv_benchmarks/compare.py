@@ -2,11 +2,13 @@
 hand loop, interleaved in one process so machine drift hits every runner alike.
 
     python asv_benchmarks/compare.py [--repeat 7] [--only W2-loop,W6] [--no-memory]
+                                     [--startup-only]
 
 Every runner's outputs are checked against the numpy loop. Times are medians of `--repeat`
 interleaved rounds, as microseconds per iteration; peak memory is measured in a fresh subprocess
 per cell: the resident set size sampled during the first run, above its level after loading, so
-that native allocations count too (one-time costs such as thread pools count as well).
+that native allocations count too (one-time costs such as thread pools count as well). Last, the
+time of `import cyloop` in a fresh interpreter and of `cyloop.load` on each workload's file.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def workloads():
         "W3-ti-p2": (lambda: common.w3_reverse_ti_ir(DIRECTORY, 2), 2048),
         "W3-scan": (lambda: common.w3_reverse_scan_onnx(), 4096),
         "W4-ti": (lambda: _w4_ti(), 200),
+        "W4-loop": (lambda: common.w4_lstm_loop_onnx(), 200),
         "W5": (lambda: common.w5_while_onnx(), 5000),
         "W6": (lambda: _w6(), 2000),
     }
@@ -215,11 +218,36 @@ def _cell(workload_id, runner):
     print(f"PEAK {max(peak[0] - baseline, 0)}")
 
 
+def startup(chosen, repeat):
+    """`import cyloop` in a fresh interpreter, and `cyloop.load` of each workload's model file
+    (parsing included): medians, in milliseconds."""
+    code = "import time; t = time.perf_counter(); import cyloop; print(time.perf_counter() - t)"
+    imports = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                     check=True).stdout) for _ in range(repeat)]
+    print()
+    print(f"`import cyloop` (fresh interpreter): {statistics.median(imports) * 1e3:.0f} ms")
+    print()
+    print("| workload | cyloop.load, ms |")
+    print("|---|---:|")
+    for workload_id in chosen:
+        model, _, _ = workloads()[workload_id][0]()
+        path = _path(model, workload_id)
+        cyloop.load(path)  # warm: the frontend's own imports are counted once, above
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            cyloop.load(path)
+            times.append(time.perf_counter() - start)
+        print(f"| {workload_id} | {statistics.median(times) * 1e3:.1f} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--only", default="", help="comma-separated workload ids")
     parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--startup-only", action="store_true",
+                        help="only the import and load times")
     parser.add_argument("--cell", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cell:
@@ -230,6 +258,9 @@ def main():
           f"{platform.python_implementation()} {platform.python_version()}, numpy "
           f"{np.__version__}, cyloop {cyloop.__version__}; median of {args.repeat} interleaved "
           "rounds")
+    if args.startup_only:
+        startup(chosen, args.repeat)
+        return
     print()
     print("| workload | runner | µs / iteration | vs cyloop | peak MiB | agrees |")
     print("|---|---|---:|---:|---:|---|")
@@ -246,6 +277,7 @@ def main():
             peak_text = "" if peak in ("", None) else f"{peak / 2**20:.1f}"
             print(f"| {workload_id} | {name} | {us:.2f} | {ratio} | {peak_text} | "
                   f"{cell['agrees']} |", flush=True)
+    startup(chosen, args.repeat)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""The comparison workloads (W1-W6) on cyloop: time, peak memory, and bytes the planner copies
-per iteration. `asv_benchmarks/compare.py` runs the same workloads on the peers."""
+"""The comparison workloads (W1-W6; W4 as a TensorIterator and as an ONNX Loop) on cyloop:
+time, peak memory, and bytes the planner copies per iteration. `asv_benchmarks/compare.py` runs the same workloads on the peers."""
 
 import tempfile
 
@@ -20,6 +20,7 @@ WORKLOADS = {
     "W3-ti-p2": lambda: common.w3_reverse_ti_ir(_DIRECTORY, 2),
     "W3-scan": lambda: common.w3_reverse_scan_onnx(),
     "W4-ti": lambda: common.lstm_cell_ti_ir(_DIRECTORY)[:2] + (None,),
+    "W4-loop": lambda: common.w4_lstm_loop_onnx(),
     "W5": lambda: common.w5_while_onnx(),
     "W6": lambda: (common.sequence_insert_model(),
                    {"N": np.array(2000, np.int64), "row": np.ones(64, np.float32)}, None),

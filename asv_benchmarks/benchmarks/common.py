@@ -351,3 +351,60 @@ def w5_while_onnx(threshold=5000.0):
         return [acc, np.stack(rows)]
 
     return model(graph), feeds, numpy_loop
+
+
+@functools.cache
+def w4_lstm_loop_onnx(steps=200, batch=8, features=64, hidden=128, seed=4):
+    """W4 as an ONNX Loop spelling the LSTM cell out (Gather, MatMul, Split, Sigmoid, Tanh,
+    Mul, Add), gates in ONNX's i, o, f, c order; emits every h."""
+    TensorProto, helper, tensor, model = _onnx_helpers()
+    rng = np.random.default_rng(seed)
+    f = np.float32
+    feeds = {"T": np.array(steps, np.int64),
+             "X": rng.standard_normal((steps, batch, features)).astype(f),
+             "W": (rng.standard_normal((features, 4 * hidden)) / np.sqrt(features)).astype(f),
+             "R": (rng.standard_normal((hidden, 4 * hidden)) / np.sqrt(hidden)).astype(f),
+             "B": (rng.standard_normal(4 * hidden) * 0.1).astype(f),
+             "H0": np.zeros((batch, hidden), f), "C0": np.zeros((batch, hidden), f)}
+    node = helper.make_node
+    body = helper.make_graph(
+        [node("Gather", ["X", "i"], ["x_t"], axis=0),
+         node("MatMul", ["x_t", "W"], ["xw"]),
+         node("MatMul", ["h_in", "R"], ["hr"]),
+         node("Add", ["xw", "hr"], ["s"]),
+         node("Add", ["s", "B"], ["gates"]),
+         node("Split", ["gates"], ["gi", "go", "gf", "gc"], axis=1),
+         node("Sigmoid", ["gi"], ["i_t"]), node("Sigmoid", ["go"], ["o_t"]),
+         node("Sigmoid", ["gf"], ["f_t"]), node("Tanh", ["gc"], ["c_hat"]),
+         node("Mul", ["f_t", "c_in"], ["fc"]), node("Mul", ["i_t", "c_hat"], ["ic"]),
+         node("Add", ["fc", "ic"], ["c_out"]), node("Tanh", ["c_out"], ["tc"]),
+         node("Mul", ["o_t", "tc"], ["h_out"]), node("Identity", ["h_out"], ["y"]),
+         node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [tensor("i", [], TensorProto.INT64), tensor("cond_in", [], TensorProto.BOOL),
+         tensor("h_in", [batch, hidden]), tensor("c_in", [batch, hidden])],
+        [tensor("cond_out", [], TensorProto.BOOL), tensor("h_out", [batch, hidden]),
+         tensor("c_out", [batch, hidden]), tensor("y", [batch, hidden])])
+    graph = helper.make_graph(
+        [node("Loop", ["T", "", "H0", "C0"], ["h_last", "c_last", "hs"], body=body)], "w4_loop",
+        [tensor("T", [], TensorProto.INT64), tensor("X", [steps, batch, features]),
+         tensor("W", [features, 4 * hidden]), tensor("R", [hidden, 4 * hidden]),
+         tensor("B", [4 * hidden]), tensor("H0", [batch, hidden]),
+         tensor("C0", [batch, hidden])],
+        [tensor("h_last", [batch, hidden]), tensor("c_last", [batch, hidden]),
+         tensor("hs", [steps, batch, hidden])])
+
+    def numpy_loop(fd):
+        h, c, hs = fd["H0"], fd["C0"], []
+        for t in range(fd["X"].shape[0]):
+            gates = fd["X"][t] @ fd["W"] + h @ fd["R"] + fd["B"]
+            gi, go, gf, gc = np.split(gates, 4, axis=1)
+            c = _sigmoid(gf) * c + _sigmoid(gi) * np.tanh(gc)
+            h = _sigmoid(go) * np.tanh(c)
+            hs.append(h)
+        return [h, c, np.stack(hs)]
+
+    return model(graph), feeds, numpy_loop
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))

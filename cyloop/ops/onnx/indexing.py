@@ -15,8 +15,16 @@ def _split(x, axis, sizes, n_outputs):
     if sizes is None:  # equal parts; opset 18 allows a smaller last part
         step = -(-length // n_outputs)
         sizes = [min(step, length - k * step) for k in range(n_outputs)]
-    bounds = np.cumsum(sizes)[:-1]
-    return tuple(np.split(x, bounds, axis=axis))
+    # Views by basic slicing (np.split's Python overhead is many times the work here); as with
+    # np.split at the running sums of `sizes`, the last part is whatever remains.
+    index = [slice(None)] * x.ndim
+    index_axis = axis + x.ndim if axis < 0 else axis
+    parts, start = [], 0
+    for k, size in enumerate(sizes):
+        index[index_axis] = slice(start, start + size if k < len(sizes) - 1 else None)
+        parts.append(x[tuple(index)])
+        start += size
+    return tuple(parts)
 
 
 @kernel("Split", since=2, multi=True)
