@@ -858,6 +858,10 @@ cdef class LoopDriver:
                     for limit in (n_max, hoist_limit, max_iter, slice_limit):
                         if limit >= 0 and rows > limit - i:
                             rows = limit - i
+                    # Free the old chunk first (the loop variable holds a view of it too), so
+                    # that its memory is reused rather than the heap grown chunk after chunk.
+                    hoisted = arrays = None
+                    sl = None
                     arrays = hoist.chunk(args, self.n_captures, i, rows)
                     hoisted = [_rows_of(<cnp.ndarray>a, s)
                                for a, s in zip(arrays, self.hoist_slots)]

@@ -74,7 +74,15 @@ class Model:
             handed.append(value)
             return value
 
-        for name in names:
+        def nbytes(name):
+            value = values[self._output_index[name]]
+            items = value if isinstance(value, TensorSequence) else [value]
+            return sum(np.asarray(item).nbytes for item in items if item is not None)
+
+        # The largest outputs are handed over first: when two share memory (say a loop's last
+        # value, which lives in the final row of its concatenated output), the small one is
+        # copied, not the whole sequence of rows.
+        for name in sorted(dict.fromkeys(names), key=nbytes, reverse=True):
             value = values[self._output_index[name]]
             if value is None:
                 results[name] = None  # an empty optional
@@ -82,7 +90,7 @@ class Model:
                 results[name] = [own(item) for item in value]
             else:
                 results[name] = own(value)
-        return results
+        return {name: results[name] for name in names}
 
     def _check_feeds(self, feeds: dict) -> list:
         if not isinstance(feeds, dict):

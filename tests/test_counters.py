@@ -95,3 +95,20 @@ def test_identity_in_front_of_an_output_does_not_cost_a_copy(rng):
     for name in out:
         np.testing.assert_array_equal(out[name], reference[name])
     assert not np.may_share_memory(out["last"], out["ys"])
+
+
+def test_a_last_value_living_in_an_output_row_is_copied_not_the_whole_output():
+    """The last h lives in the final row of the concatenated output: handing both to the caller
+    must copy that one row, not the rows (which would double peak memory)."""
+    import tracemalloc
+
+    graph, feeds = _examples.rnn(steps=4000)  # every h: 2 MB; hoisting's chunks: ~0.5 MB
+    model = cyloop.Model(graph, driver="cython")
+    model.run(feeds)
+    tracemalloc.start()
+    out = model.run(feeds)
+    _, peak = tracemalloc.get_traced_memory()  # numpy allocations; the planner's are not traced
+    tracemalloc.stop()
+    assert not np.shares_memory(out["h_last"], out["h_all"])
+    assert peak < out["h_all"].nbytes / 2
+    assert list(out) == model.output_names
