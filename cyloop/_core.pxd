@@ -48,6 +48,7 @@ cdef class LoopDriver:
     cdef list reset_slots
     cdef readonly object hoist
     cdef list hoist_slots
+    cdef list hoist_bound
     # counters, accumulated over every call
     cdef public long long runs
     cdef public long long iterations

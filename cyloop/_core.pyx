@@ -408,6 +408,7 @@ cdef class _Concat:
     cdef cnp.npy_intp dims[MAX_DIMS]
     cdef cnp.npy_intp strides[MAX_DIMS]
     cdef Py_ssize_t slot_bytes
+    cdef Py_ssize_t hoisted  # index of the hoisted value this output emits, else -1
 
     cdef Py_ssize_t position(self, Py_ssize_t i):
         return self.cap - 1 - i if self.reverse else i
@@ -494,14 +495,15 @@ cdef class _Concat:
         index[self.axis] = slice(lo * self.part, hi * self.part)
         return arr[tuple(index)]
 
-    cdef int ensure(self, LoopDriver driver, Py_ssize_t i) except -1:
-        """Make room for slot i (geometric growth, never past the bound)."""
+    cdef int ensure(self, LoopDriver driver, Py_ssize_t i, Py_ssize_t filled=-1) except -1:
+        """Make room for slot i (geometric growth, never past the bound), keeping the `filled`
+        slots already written (by default, all before i)."""
         cdef Py_ssize_t rows
         if self.buffer is not None and i >= self.cap:
             rows = max(2 * self.cap, i + 1)
             if self.bound >= 0 and rows > self.bound:
                 rows = self.bound
-            self._resize(driver, rows, i)
+            self._resize(driver, rows, i if filled < 0 else filled)
         return 0
 
     cdef int emit(self, LoopDriver driver, Py_ssize_t i, object value, object row) except -1:
@@ -531,6 +533,35 @@ cdef class _Concat:
         driver.bytes_copied += nbytes
         if i >= 2:
             driver.steady_bytes_copied += nbytes
+        return 0
+
+    cdef int fill(self, LoopDriver driver, Py_ssize_t i, object block) except -1:
+        """Put a hoisted chunk, the results of iterations i .. i+rows-1, in their slots at once
+        (for an output whose result is a hoisted value; see _hoist.py)."""
+        cdef Py_ssize_t rows = block.shape[0], lo, hi, k, steady
+        if block.shape[1:] != self.part_shape or block.dtype != self.dtype:
+            raise ModelError(f"{self.label}: concatenated output #{self.index} (body output "
+                             f"{self.desc.result!r}) changed at iteration {i}: "
+                             f"{self.part_shape} {self.dtype} before, {block.shape[1:]} "
+                             f"{block.dtype} now")
+        self.ensure(driver, i + rows - 1, i)
+        if self.reverse:
+            lo, hi = self.cap - i - rows, self.cap - i
+            block = block[::-1]
+        else:
+            lo, hi = i, i + rows
+        dst = self._along(self.buffer, lo, hi)
+        if not self.new_axis:  # split the joined axis into (slot, part) (a view)
+            shape = dst.shape
+            dst = dst.reshape(shape[:self.axis] + (rows, self.part) + shape[self.axis + 1:])
+        np.copyto(dst, np.moveaxis(block, 0, self.axis))
+        driver.copies += 1
+        driver.bytes_copied += block.nbytes
+        steady = 0
+        for k in range(i, i + rows):
+            if k >= 2:
+                steady += 1
+        driver.steady_bytes_copied += block.nbytes // rows * steady
         return 0
 
     cdef object finish(self, LoopDriver driver, Py_ssize_t n):
@@ -653,6 +684,16 @@ cdef class LoopDriver:
                 self.invariants.append((inp.outer, slot(inp.param)))
         self.capture_slots = list(compiled_body.input_slots[self.n_params:])
         self.hoist_slots = [slot(name) for name in hoist.frontier] if hoist is not None else []
+        # A hoisted value is bound each iteration only if something reads it there: a step, a
+        # back edge, a last value or the condition (a concatenated output of one is filled a
+        # chunk at a time).
+        needed = {s for step in compiled_body.steps for s in step.inputs}
+        needed.update(slot(inp.result) for inp in spec.inputs if isinstance(inp, CarriedInput))
+        needed.update(slot(out.result) for out in spec.outputs
+                      if not isinstance(out, ConcatOutput))
+        if spec.cond_result:
+            needed.add(slot(spec.cond_result))
+        self.hoist_bound = [s for s in self.hoist_slots if s in needed]
         declared_outputs = {v.name: v for v in spec.body.outputs}
         self.outputs = [(j, out, slot(out.result), declared_outputs.get(out.result))
                         for j, out in enumerate(spec.outputs)]
@@ -720,7 +761,8 @@ cdef class LoopDriver:
         cdef bint go = True, has_cond_result = self.cond_result_slot >= 0
         cdef list slots = list(self.body.template)
         cdef list dests = [None] * self.body.n_slots
-        cdef list values, fixed, sliced, concats, pools, last_values, in_place
+        cdef list values, fixed, sliced, concats, pools, last_values, in_place, emitted
+        cdef list per_iteration = []  # the outputs emitted iteration by iteration
         cdef _Sliced sl
         cdef _Concat cc
         cdef _Pool pool
@@ -810,10 +852,17 @@ cdef class LoopDriver:
                 pool.buffers = []
                 pools.append(pool)
         in_place = []  # the outputs whose result a kernel writes straight into its slot
+        emitted = []  # the outputs filled a chunk at a time by the hoisted part
         for cc in concats:
             cc.in_place = self.destinations.get(cc.result_slot) == ("row", cc.index)
+            cc.hoisted = self.hoist_slots.index(cc.result_slot) \
+                if cc.result_slot in self.hoist_slots else -1
             if cc.in_place:
                 in_place.append(cc)
+            if cc.hoisted >= 0:
+                emitted.append(cc)
+            else:
+                per_iteration.append(cc)
         # Slots are bounded by the trip count, by max_iterations and by the last slice of a Loop-5
         # sliced input (both raise past it).
         bound = n_max
@@ -864,7 +913,13 @@ cdef class LoopDriver:
                     sl = None
                     arrays = hoist.chunk(args, self.n_captures, i, rows)
                     hoisted = [_rows_of(<cnp.ndarray>a, s)
-                               for a, s in zip(arrays, self.hoist_slots)]
+                               for a, s in zip(arrays, self.hoist_slots)
+                               if s in self.hoist_bound]
+                    for cc in emitted:
+                        block = arrays[cc.hoisted]
+                        if cc.buffer is None:
+                            cc.allocate(self, block[0], n_exact, bound)
+                        cc.fill(self, i, block)
                     row_bytes = sum(a.nbytes for a in arrays) // rows
                     chunk_start = i
                     chunk_end = i + rows
@@ -887,7 +942,7 @@ cdef class LoopDriver:
 
             if has_cond_result:
                 go = _operand_bool(slots[self.cond_result_slot], "condition result", label)
-            for cc in concats:
+            for cc in per_iteration:
                 value = slots[cc.result_slot]
                 row = None
                 if cc.buffer is None:

@@ -38,7 +38,7 @@ from .ir import LOOP_DOMAIN, Graph, InvariantInput, LoopSpec, Node, SlicedInput,
 
 __all__ = ["CHUNK_BYTES", "FIRST_CHUNK_ROWS", "Hoist", "hoist_loop"]
 
-CHUNK_BYTES = 512 * 1024  # hoisted rows kept at a time, after the first chunk
+CHUNK_BYTES = 256 * 1024  # hoisted rows made per chunk (after the first): big GEMMs, little memory
 FIRST_CHUNK_ROWS = 16  # the first chunk is small: many loops stop early, and it sizes the rest
 MAX_CHUNK_ROWS = 4096
 
