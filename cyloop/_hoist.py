@@ -40,7 +40,14 @@ __all__ = ["CHUNK_BYTES", "FIRST_CHUNK_ROWS", "Hoist", "hoist_loop"]
 
 CHUNK_BYTES = 256 * 1024  # hoisted rows made per chunk (after the first): big GEMMs, little memory
 FIRST_CHUNK_ROWS = 16  # the first chunk is small: many loops stop early, and it sizes the rest
+MIN_CHUNK_ROWS = 32  # later chunks: enough rows for a GEMM to run at full speed
 MAX_CHUNK_ROWS = 4096
+
+# Ufuncs whose result has its inputs' common type, so one of their inputs may take the result
+# when it is a buffer the chunk made and nothing reads afterwards.
+_IN_PLACE_UFUNCS = {np.add, np.subtract, np.multiply, np.true_divide, np.maximum, np.minimum,
+                    np.negative, np.absolute, np.tanh, np.exp, np.log, np.sqrt, np.floor,
+                    np.ceil, np.reciprocal}
 
 _ELEMENTWISE = {
     "": {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Equal", "Less",
@@ -90,6 +97,12 @@ class Hoist:
         self.iteration_dtype = iteration_dtype
         self.labels = [source[3] for source in sources.values() if source[0] == "gather"] \
             + [step.label for step in steps]
+        self._last_use = {}  # name -> the last step reading it
+        for index, step in enumerate(steps):
+            for name in step.inputs:
+                if name:
+                    self._last_use[name] = index
+        self._kept = set(frontier)
 
     def _static(self, name, args, n_captures):
         kind, where = self.statics[name]
@@ -137,16 +150,27 @@ class Hoist:
                 env[name] = _rows_along(data, source[2], start, rows)
         for name in self.statics:
             env[name] = self._static(name, args, n_captures)
-        for step in self.steps:
+        own = set()  # names of buffers this chunk made, which nothing outside can see
+        for index, step in enumerate(self.steps):
+            args = [env[name] if name else None for name in step.inputs]
+            # Inputs dying here whose buffer the chunk made may take the result (in place).
+            dying = [name for name in dict.fromkeys(step.inputs) if name in own
+                     and self._last_use[name] == index and name not in self._kept]
             try:
-                results = step.call([env[name] if name else None for name in step.inputs], rows)
+                results = step.call(args, rows, [env[name] for name in dying])
             except CyloopError:
                 raise
             except Exception as e:
                 raise ExecutionError(f"{step.label} failed: {type(e).__name__}: {e}") from e
+            for name in dying:
+                own.discard(name)
+                del env[name]
             for name, value in zip(step.outputs, results):
                 if name:
                     env[name] = value
+                    if (isinstance(value, np.ndarray) and value.base is None
+                            and value.flags.writeable and all(value is not a for a in args)):
+                        own.add(name)
         return [np.asarray(env[name]) for name in self.frontier]
 
     @staticmethod
@@ -154,7 +178,7 @@ class Hoist:
         """Rows for the next chunk: a small first one, then about `CHUNK_BYTES`' worth."""
         if done_rows == 0:
             return FIRST_CHUNK_ROWS
-        return int(min(max(CHUNK_BYTES // max(row_bytes, 1), FIRST_CHUNK_ROWS), MAX_CHUNK_ROWS))
+        return int(min(max(CHUNK_BYTES // max(row_bytes, 1), MIN_CHUNK_ROWS), MAX_CHUNK_ROWS))
 
 
 def _readonly(arr):
@@ -191,7 +215,9 @@ def _rows_along(data, axis: int, start: int, rows: int):
 # Batched kernels: call(args, rows), where a batched arg has the rows on a new leading axis.
 
 def _elementwise(fn, batched):
-    def call(args, rows):
+    in_place = isinstance(fn, np.ufunc) and fn in _IN_PLACE_UFUNCS
+
+    def call(args, rows, reusable=()):
         ranks = [np.ndim(a) - 1 if b else np.ndim(a) for a, b in zip(args, batched)
                  if a is not None]
         rank = max(ranks)
@@ -200,13 +226,19 @@ def _elementwise(fn, batched):
             if b and np.ndim(a) - 1 < rank:  # align the row axis in front of static operands
                 a = np.reshape(a, (rows,) + (1,) * (rank - np.ndim(a) + 1) + np.shape(a)[1:])
             aligned.append(a)
+        if in_place and reusable:
+            shape = np.broadcast_shapes(*[np.shape(a) for a in aligned])
+            dtype = np.result_type(*aligned)
+            for buffer in reusable:
+                if buffer.shape == shape and buffer.dtype == dtype:
+                    return (fn(*aligned, out=buffer),)
         return (fn(*aligned),)
 
     return call
 
 
 def _matmul(transpose_b):
-    def call(args, rows):
+    def call(args, rows, reusable=()):
         a, w = args
         w = np.asarray(w)
         if transpose_b and w.ndim > 1:
@@ -221,25 +253,13 @@ def _matmul(transpose_b):
     return call
 
 
-def _per_row(fn, batched, multi):
-    """The fallback: the kernel once per row (still outside the loop)."""
-    def call(args, rows):
-        results = []
-        for k in range(rows):
-            result = fn(*[a[k] if b else a for a, b in zip(args, batched)])
-            results.append(tuple(result) if multi else (result,))
-        return tuple(np.stack([np.asarray(r[j]) for r in results]) for j in range(len(results[0])))
-
-    return call
-
-
 def _shift_axes(axes):
     axes = np.asarray(axes, dtype=np.int64)
     return np.where(axes >= 0, axes + 1, axes)
 
 
 def _with_axes(fn):
-    def call(args, rows):
+    def call(args, rows, reusable=()):
         data, *rest = args
         if rest and rest[0] is not None:
             return (fn(data, _shift_axes(rest[0]), *rest[1:]),)
@@ -249,7 +269,7 @@ def _with_axes(fn):
 
 
 def _reshaped(fn):
-    def call(args, rows):
+    def call(args, rows, reusable=()):
         data, shape = args
         return (fn(data, np.concatenate([[rows], np.asarray(shape, np.int64).ravel()])),)
 
@@ -257,7 +277,7 @@ def _reshaped(fn):
 
 
 def _leading(fn, multi):
-    def call(args, rows):
+    def call(args, rows, reusable=()):
         result = fn(*args)
         return tuple(result) if multi else (result,)
 

@@ -29,12 +29,12 @@ from .test_slicing import _sliced_loop, oracle_parts, sliced_cases
 @contextlib.contextmanager
 def chunks_of(rows):
     """Chunks of exactly `rows` rows (the first included)."""
-    saved = _hoist.FIRST_CHUNK_ROWS, _hoist.CHUNK_BYTES
-    _hoist.FIRST_CHUNK_ROWS, _hoist.CHUNK_BYTES = rows, 1
+    saved = _hoist.FIRST_CHUNK_ROWS, _hoist.MIN_CHUNK_ROWS, _hoist.CHUNK_BYTES
+    _hoist.FIRST_CHUNK_ROWS, _hoist.MIN_CHUNK_ROWS, _hoist.CHUNK_BYTES = rows, rows, 1
     try:
         yield
     finally:
-        _hoist.FIRST_CHUNK_ROWS, _hoist.CHUNK_BYTES = saved
+        _hoist.FIRST_CHUNK_ROWS, _hoist.MIN_CHUNK_ROWS, _hoist.CHUNK_BYTES = saved
 
 
 CHUNKS = [None, 1, 3]  # the default sizes, and boundaries at every row / every third row
@@ -385,3 +385,38 @@ def test_any_slicing_with_chunk_boundaries_everywhere(case):
             got = cyloop.Model(graph, driver="cython").run(feeds)
         for name in expected:
             np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+
+
+def _chain_graph():
+    """Hoisted chains whose buffers the chunk may reuse in place, and ones it must not: a value
+    read twice, a value that is also an output, a Cast to its own type (which may return its
+    input) feeding an in-place-able Add."""
+    body = GraphBuilder("chain_body")
+    x_t = body.input("x_t", np.float32)
+    x2 = body.node("Mul", x_t, body.const(np.float32(2)), outputs=["x2"])
+    y = body.node("Add", x2, body.const(np.float32(1)), outputs=["y"])
+    z = body.node("Sub", x2, body.const(np.float32(3)), outputs=["z"])
+    same = body.node("Cast", body.node("Neg", x_t), to=1)  # FLOAT to FLOAT
+    w = body.node("Add", same, body.node("Tanh", same), outputs=["w"])
+    v = body.node("Mul", body.node("Exp", z), y, outputs=["v"])
+    body.output(x2, y, z, w, v)
+    g = GraphBuilder("chain")
+    x = g.input("x", np.float32, (40, 3, 2))
+    g.loop(body.build(), inputs=[(x, SlicedInput(0, "x_t", axis=0))],
+           outputs=[ConcatOutput(name) for name in ("x2", "y", "z", "w", "v")],
+           output_names=["x2s", "ys", "zs", "ws", "vs"])
+    g.output("x2s", "ys", "zs", "ws", "vs")
+    return g.build()
+
+
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+def test_chunk_buffers_are_reused_only_when_nothing_else_reads_them(rng, chunk_rows):
+    x = rng.standard_normal((40, 3, 2)).astype(np.float32)
+    model, got, expected = _run(_chain_graph(), {"x": x}, chunk_rows)
+    x2 = x * np.float32(2)
+    numpy = {"x2s": x2, "ys": x2 + 1, "zs": x2 - 3, "ws": -x + np.tanh(-x),
+             "vs": np.exp(x2 - 3) * (x2 + 1)}
+    for name, value in numpy.items():
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+        np.testing.assert_allclose(got[name], value, rtol=1e-6, err_msg=name)
+    assert _counters(model)["hoist_chunks"] >= 1
