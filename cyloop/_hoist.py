@@ -253,6 +253,14 @@ def _matmul(transpose_b):
     return call
 
 
+def _pack(args, rows, reusable=()):
+    """Rows of a sliced input, contiguous: as they are if each part already is, else copied."""
+    (parts,) = args
+    if rows == 0 or parts[0].flags.c_contiguous:
+        return (parts,)
+    return (np.ascontiguousarray(parts),)
+
+
 def _shift_axes(axes):
     axes = np.asarray(axes, dtype=np.int64)
     return np.where(axes >= 0, axes + 1, axes)
@@ -332,7 +340,18 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
             batched.update(o for o in outputs if o)
         kept.extend(node_ for node_ in _kept_part(node, plan))
         hoisted_any = True
-    if not hoisted_any:
+    # A sliced part the body still reads, if it is not contiguous (say a column block, or an
+    # axis-1 slice), is packed a chunk at a time: one bulk copy, then kernels on contiguous rows.
+    packed = {}
+    for inp in spec.inputs:
+        if isinstance(inp, SlicedInput) and any(inp.param in node.inputs for node in kept):
+            packed[inp.param] = f"{inp.param}/packed"
+    for param, name in packed.items():
+        steps.append(_Step(_pack, [param], [name], f"packing sliced input {param!r}"))
+        batched.add(name)
+    kept = [dataclasses.replace(node, inputs=[packed.get(n, n) for n in node.inputs])
+            if any(n in packed for n in node.inputs) else node for node in kept]
+    if not hoisted_any and not packed:
         return None
 
     # The frontier: batched values something left in the body (or the loop itself) reads.

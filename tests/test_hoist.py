@@ -420,3 +420,29 @@ def test_chunk_buffers_are_reused_only_when_nothing_else_reads_them(rng, chunk_r
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
         np.testing.assert_allclose(got[name], value, rtol=1e-6, err_msg=name)
     assert _counters(model)["hoist_chunks"] >= 1
+
+
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+@pytest.mark.parametrize("axis", [0, 1])
+def test_sliced_parts_the_body_reads_are_packed(rng, chunk_rows, axis):
+    """A running sum over the parts (nothing to hoist): the parts are handed to the body as rows
+    of a chunk, copied to be contiguous when they are not (axis 1), as they are otherwise."""
+    body = GraphBuilder("sum_body")
+    x_t, acc = body.input("x_t", np.float32), body.input("acc", np.float32)
+    body.output(body.node("Add", acc, x_t, outputs=["acc_next"]))
+    g = GraphBuilder("running_sum")
+    x, acc0 = g.input("x", np.float32), g.input("acc0", np.float32)
+    g.loop(body.build(), inputs=[(x, SlicedInput(0, "x_t", axis=axis, stride=-1)),
+                                 (acc0, CarriedInput(0, "acc", "acc_next"))],
+           outputs=[LastOutput("acc_next"), ConcatOutput("acc_next")],
+           output_names=["total", "partial"])
+    g.output("total", "partial")
+    x = rng.standard_normal((21, 3, 4) if axis == 0 else (3, 21, 4)).astype(np.float32)
+    feeds = {"x": x, "acc0": np.zeros((3, 4), np.float32)}
+    model, got, expected = _run(g.build(), feeds, chunk_rows)
+    for name in ("total", "partial"):
+        np.testing.assert_array_equal(got[name], expected[name])
+    parts = np.moveaxis(x, axis, 0)[::-1]
+    np.testing.assert_array_equal(got["partial"], np.cumsum(parts, axis=0, dtype=np.float32))
+    assert "packing sliced input 'x_t'" in str(model.plan())
+    np.testing.assert_array_equal(feeds["x"], x)
