@@ -18,6 +18,7 @@ cdef class Program:
     cdef Py_ssize_t[::1] kill_off
     cdef Py_ssize_t[::1] kill_idx
     cdef Py_ssize_t[::1] multi
+    cdef Py_ssize_t[::1] positional_out
     cdef Py_ssize_t[::1] planned
     cdef Py_ssize_t[::1] generation
     cdef Py_ssize_t[::1] input_slots

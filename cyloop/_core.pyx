@@ -229,6 +229,11 @@ cdef class Program:
         self.out_off, self.out_idx = flatten([s.outputs for s in steps])
         self.kill_off, self.kill_idx = flatten([s.kills for s in steps])
         self.multi = np.array([s.multi for s in steps] + [0], dtype=np.intp)
+        # A numpy ufunc takes its destination as one more positional argument: a call without a
+        # keyword dict, ~0.2 us cheaper than out= per iteration.
+        self.positional_out = np.array(
+            [isinstance(s.fn, np.ufunc) and s.fn.nout == 1 and s.fn.nin == len(s.inputs)
+             for s in steps] + [0], dtype=np.intp)
         self.planned = np.zeros(self.n_steps + 1, dtype=np.intp)
         self.generation = np.zeros(self.n_steps + 1, dtype=np.intp)
         self.input_slots = np.array(compiled.input_slots, dtype=np.intp)
@@ -280,7 +285,10 @@ cdef class Program:
                     dest = None
             try:
                 if dest is not None:
-                    result = fn(*args, out=dest)
+                    if self.positional_out[s]:
+                        result = fn(*args, dest)
+                    else:
+                        result = fn(*args, out=dest)
                 else:
                     result = fn(*args)
             except CyloopError:
