@@ -112,17 +112,18 @@ class Hoist:
             return args[len(args) - n_captures + where]
         return where
 
+    def _gather_rows(self, source, args, n_captures):
+        """(rows a Gather source has, its data, its axis); no rows for an axis out of range."""
+        data = np.asarray(self._static(source[1], args, n_captures))
+        axis = source[2] + data.ndim if source[2] < 0 else source[2]
+        return (data.shape[axis] if 0 <= axis < data.ndim else 0), data, axis
+
     def limit(self, args, n_captures: int) -> int:
         """How many iterations the Gather sources allow (-1: no limit); past it, `past_end`."""
         limit = -1
         for source in self.sources.values():
             if source[0] == "gather":
-                data = np.asarray(self._static(source[1], args, n_captures))
-                axis = source[2] + data.ndim if source[2] < 0 else source[2]
-                if not 0 <= axis < data.ndim:
-                    raise ExecutionError(f"{source[3]} failed: axis {source[2]} is out of range "
-                                         f"for data of rank {data.ndim}")
-                size = data.shape[axis]
+                size = self._gather_rows(source, args, n_captures)[0]
                 limit = size if limit < 0 else min(limit, size)
         return limit
 
@@ -130,11 +131,13 @@ class Hoist:
         """The error the first Gather that runs out of rows would have raised at iteration i."""
         for source in self.sources.values():
             if source[0] == "gather":
-                data = np.asarray(self._static(source[1], args, n_captures))
-                axis = source[2] + data.ndim if source[2] < 0 else source[2]
-                if data.shape[axis] <= i:
+                size, data, axis = self._gather_rows(source, args, n_captures)
+                if not 0 <= axis < data.ndim:
+                    return ExecutionError(f"{source[3]} failed: AxisError: axis {source[2]} is "
+                                          f"out of bounds for array of dimension {data.ndim}")
+                if size <= i:
                     return ExecutionError(f"{source[3]} failed: IndexError: index {i} is out of "
-                                          f"bounds for axis {axis} with size {data.shape[axis]}")
+                                          f"bounds for axis {axis} with size {size}")
         return ExecutionError(f"iteration {i} is past the end of a hoisted input")
 
     def chunk(self, args, n_captures: int, start: int, rows: int) -> list:

@@ -446,3 +446,15 @@ def test_sliced_parts_the_body_reads_are_packed(rng, chunk_rows, axis):
     np.testing.assert_array_equal(got["partial"], np.cumsum(parts, axis=0, dtype=np.float32))
     assert "packing sliced input 'x_t'" in str(model.plan())
     np.testing.assert_array_equal(feeds["x"], x)
+
+
+def test_a_gather_on_a_bad_axis_fails_only_when_the_body_would_run(rng):
+    feeds = _gather_feeds(rng, 0, rows=5, trip_count=0)
+    feeds["X"] = feeds["X"][:, 0, 0]  # rank 1: Gather's axis 1 does not exist
+    graph = cyloop.load(_onnx_gather_loop(1, 0)).graph
+    for driver in ("cython", "python"):
+        assert cyloop.Model(graph, driver=driver).run(feeds)["ys"].shape[0] == 0
+    feeds["M"] = np.array(2, np.int64)
+    for driver in ("cython", "python"):
+        with pytest.raises(cyloop.ExecutionError, match="Gather node producing 'x_t' failed"):
+            cyloop.Model(graph, driver=driver).run(feeds)
