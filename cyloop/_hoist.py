@@ -48,6 +48,8 @@ MAX_CHUNK_ROWS = 4096
 _IN_PLACE_UFUNCS = {np.add, np.subtract, np.multiply, np.true_divide, np.maximum, np.minimum,
                     np.negative, np.absolute, np.tanh, np.exp, np.log, np.sqrt, np.floor,
                     np.ceil, np.reciprocal}
+_TYPE_KEEPING = {np.add, np.subtract, np.multiply, np.maximum, np.minimum, np.negative,
+                 np.absolute}  # on integers too (the others make floats of them)
 
 _ELEMENTWISE = {
     "": {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Equal", "Less",
@@ -77,10 +79,13 @@ def _domain(node: Node) -> str:
 class _Step:
     """One hoisted node: its batched kernel, reading and writing names of the chunk's scope."""
 
-    call: object  # call(args, rows) -> tuple of outputs
+    call: object  # call(args, rows, reusable buffers) -> tuple of outputs
     inputs: list[str]
     outputs: list[str]
     label: str
+    probe: object = None  # the node's own kernel, run on row 0 first (see Hoist.chunk)
+    batched: list = dataclasses.field(default_factory=list)  # which inputs have rows
+    shown: str = ""  # how plans name the step, if not by its label
 
 
 class Hoist:
@@ -96,7 +101,7 @@ class Hoist:
         self.frontier = frontier  # names the body reads row i of, in the new body's input order
         self.iteration_dtype = iteration_dtype
         self.labels = [source[3] for source in sources.values() if source[0] == "gather"] \
-            + [step.label for step in steps]
+            + [step.shown or step.label for step in steps]
         self._last_use = {}  # name -> the last step reading it
         for index, step in enumerate(steps):
             for name in step.inputs:
@@ -119,16 +124,32 @@ class Hoist:
         return (data.shape[axis] if 0 <= axis < data.ndim else 0), data, axis
 
     def limit(self, args, n_captures: int) -> int:
-        """How many iterations the Gather sources allow (-1: no limit); past it, `past_end`."""
+        """How many iterations the Gather sources and the iteration number's type allow (-1: no
+        limit); past it, `past_end`."""
         limit = -1
+        if self._iteration_cap() is not None:
+            limit = self._iteration_cap()
         for source in self.sources.values():
             if source[0] == "gather":
                 size = self._gather_rows(source, args, n_captures)[0]
                 limit = size if limit < 0 else min(limit, size)
         return limit
 
-    def past_end(self, i: int, args, n_captures: int) -> ExecutionError:
-        """The error the first Gather that runs out of rows would have raised at iteration i."""
+    def _iteration_cap(self):
+        """Iterations a (narrow) integer iteration number can count, if the hoisted part reads
+        it."""
+        if np.dtype(self.iteration_dtype).itemsize < 8 and any(
+                source[0] == "iteration" for source in self.sources.values()):
+            return int(np.iinfo(self.iteration_dtype).max) + 1
+        return None  # 64 bits: no loop gets that far
+
+    def past_end(self, i: int, args, n_captures: int) -> Exception:
+        """The error iteration i would have raised: a Gather out of rows, or an iteration number
+        out of its type's range (the driver's own OverflowError)."""
+        cap = self._iteration_cap()
+        if cap is not None and i >= cap:
+            return OverflowError(f"Python integer {i} out of bounds for "
+                                 f"{np.dtype(self.iteration_dtype)}")
         for source in self.sources.values():
             if source[0] == "gather":
                 size, data, axis = self._gather_rows(source, args, n_captures)
@@ -160,6 +181,11 @@ class Hoist:
             dying = [name for name in dict.fromkeys(step.inputs) if name in own
                      and self._last_use[name] == index and name not in self._kept]
             try:
+                if step.probe is not None and start == 0:
+                    # The node as the body has it, on the first row: whatever rank or shape
+                    # error it raises at every iteration (every row has one shape) is raised
+                    # here, as the body would raise it.
+                    step.probe(*[a[0] if b else a for a, b in zip(args, step.batched)])
                 results = step.call(args, rows, [env[name] for name in dying])
             except CyloopError:
                 raise
@@ -168,6 +194,11 @@ class Hoist:
             for name in dying:
                 own.discard(name)
                 del env[name]
+            for name in list(own):  # a buffer some result views is never reused
+                if name in step.inputs and any(isinstance(r, np.ndarray)
+                                               and np.may_share_memory(r, env[name])
+                                               for r in results):
+                    own.discard(name)
             for name, value in zip(step.outputs, results):
                 if name:
                     env[name] = value
@@ -233,7 +264,8 @@ def _elementwise(fn, batched):
             shape = np.broadcast_shapes(*[np.shape(a) for a in aligned])
             dtype = np.result_type(*aligned)
             for buffer in reusable:
-                if buffer.shape == shape and buffer.dtype == dtype:
+                if (buffer.shape == shape and buffer.dtype == dtype
+                        and (dtype.kind == "f" or fn in _TYPE_KEEPING)):
                     return (fn(*aligned, out=buffer),)
         return (fn(*aligned),)
 
@@ -370,20 +402,17 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
     new_body = Graph(kept, new_inputs, list(body.outputs), dict(body.initializers),
                      dict(body.opsets), body.name)
     new_spec = dataclasses.replace(spec, body=new_body)
-    # Hoisted nodes that feed nothing are dropped from the prelude too.
+    # Every hoisted node runs, read or not: one that fails must fail as it would in the body.
     needed = set(frontier)
-    live_steps = []
-    for step in reversed(steps):
-        if any(o in needed for o in step.outputs):
-            live_steps.append(step)
-            needed.update(n for n in step.inputs if n)
-    live_steps.reverse()
+    for step in steps:
+        needed.update(n for n in step.inputs if n)
     used_statics = {name: ref for name, ref in statics.items() if name in needed}
-    used_sources = {name: src for name, src in sources.items() if name in needed}
+    used_sources = {name: src for name, src in sources.items()
+                    if name in needed or src[0] == "gather"}
     for src in used_sources.values():
         if src[0] == "gather":
             used_statics.setdefault(src[1], statics[src[1]])
-    return new_spec, Hoist(used_sources, used_statics, live_steps, frontier, iteration_dtype)
+    return new_spec, Hoist(used_sources, used_statics, steps, frontier, iteration_dtype)
 
 
 def _as_gather(node: Node, iteration_param, statics):
@@ -401,6 +430,14 @@ def _kernel(node: Node, version: int, attrs=None):
         definition.multi
 
 
+def _known(node: Node, version: int) -> bool:
+    try:
+        ops.lookup(node.domain, node.op_type, version, where=node.label)
+    except CyloopError:
+        return False
+    return True
+
+
 def _batchable(node: Node, batched, statics, version, opsets):
     """[(step, outputs)] computing `node`'s outputs from batched rows, or None if it cannot.
 
@@ -416,41 +453,38 @@ def _batchable(node: Node, batched, statics, version, opsets):
     if not any(mask) or node.subgraphs():
         return None
     op = node.op_type
+    own_kernel = _kernel(node, version)[0] if _known(node, version) else None
+
+    def step(call):
+        return [(_Step(call, list(node.inputs), list(node.outputs), node.label, own_kernel, mask),
+                 node.outputs)]
+
     if op in _ELEMENTWISE.get(domain, ()):
         if op == "Clip" and any(mask[1:]):
             return None
         mode = str(node.attrs.get("auto_broadcast", "numpy")).lower()
         if mode == "pdpd" or (mode == "none" and not all(mask)):
             return None
-        fn, _ = _kernel(node, version)
-        return [(_Step(_elementwise(fn, mask), list(node.inputs), list(node.outputs),
-                       node.label), node.outputs)]
+        return step(_elementwise(own_kernel, mask))
     if op == "MatMul" and domain in ("", "openvino") and mask == [True, False]:
         if domain == "openvino" and str(node.attrs.get("transpose_a", "false")).lower() \
                 in ("true", "1"):
             return None
         transpose_b = domain == "openvino" and str(node.attrs.get("transpose_b", "false")) \
             .lower() in ("true", "1")
-        return [(_Step(_matmul(transpose_b), list(node.inputs), list(node.outputs), node.label),
-                 node.outputs)]
+        return step(_matmul(transpose_b))
     if op in _AXES.get(domain, ()) and mask[0] and not any(mask[1:]):
         if domain == "" and version < 13:
             axes = node.attrs.get("axes")
             if axes is None:
                 return None
             attrs = dict(node.attrs, axes=[a + 1 if a >= 0 else a for a in axes])
-            fn, _ = _kernel(node, version, attrs)
-            return [(_Step(_leading(fn, False), list(node.inputs), list(node.outputs),
-                           node.label), node.outputs)]
+            return step(_leading(_kernel(node, version, attrs)[0], False))
         if len(node.inputs) < 2 or not node.inputs[1]:
             return None  # squeezing every unit axis would squeeze a one-row chunk's row axis
-        fn, _ = _kernel(node, version)
-        return [(_Step(_with_axes(fn), list(node.inputs), list(node.outputs), node.label),
-                 node.outputs)]
+        return step(_with_axes(own_kernel))
     if op in _RESHAPE.get(domain, ()) and mask == [True, False] and (domain or version >= 5):
-        fn, _ = _kernel(node, version)
-        return [(_Step(_reshaped(fn), list(node.inputs), list(node.outputs), node.label),
-                 node.outputs)]
+        return step(_reshaped(own_kernel))
     if domain == "openvino" and op in _CELLS:
         return _split_cell(node, batched, statics, opsets)
     return None
@@ -466,8 +500,10 @@ def _split_cell(node: Node, batched, statics, opsets):
     projection = Node("CellProjection", [node.inputs[0], node.inputs[w_at], node.inputs[b_at]],
                       [projected], {}, LOOP_DOMAIN, f"{node.name}/x_projection", version=1)
     fn, _ = _kernel(projection, 1)
-    return [(_Step(_leading(fn, False), list(projection.inputs), [projected],
-                   projection.label), [projected])]
+    # Errors name the cell, as the body's own kernel would.
+    return [(_Step(_leading(fn, False), list(projection.inputs), [projected], node.label,
+                   fn, [True, False, False], f"{node.label}: its input projection "
+                   "(CellProjection)"), [projected])]
 
 
 def _kept_part(node: Node, plan):

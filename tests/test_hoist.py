@@ -458,3 +458,98 @@ def test_a_gather_on_a_bad_axis_fails_only_when_the_body_would_run(rng):
     for driver in ("cython", "python"):
         with pytest.raises(cyloop.ExecutionError, match="Gather node producing 'x_t' failed"):
             cyloop.Model(graph, driver=driver).run(feeds)
+
+
+# Regressions from a review: each a body the hoisted run must treat exactly as the body does.
+
+def _one_loop(body, x, extra=None, outputs=("y",)):
+    """A loop over axis 0 of `x` (invariants `extra`: name -> array) emitting `outputs`."""
+    g = GraphBuilder("g")
+    x_name = g.input("x", x.dtype, x.shape)
+    inputs = [(x_name, SlicedInput(0, "x_t"))]
+    extra = extra or {}
+    for name, value in extra.items():
+        inputs.append((g.input(name.upper(), value.dtype, value.shape), InvariantInput(0, name)))
+    g.loop(body.build(), inputs=inputs, outputs=[ConcatOutput(o) for o in outputs],
+           output_names=[f"{o}s" for o in outputs])
+    g.output(*[f"{o}s" for o in outputs])
+    feeds = {"x": x, **{name.upper(): value for name, value in extra.items()}}
+    return g.build(), feeds
+
+
+def _same_outcome(graph, feeds):
+    """Both drivers give equal outputs, or both raise the same error."""
+    outcomes = []
+    for driver in ("cython", "python"):
+        try:
+            outcomes.append(cyloop.Model(graph, driver=driver).run(feeds))
+        except cyloop.CyloopError as e:
+            outcomes.append(f"{type(e).__name__}: {e}")
+    if isinstance(outcomes[1], str):
+        assert outcomes[0] == outcomes[1]
+    else:
+        assert not isinstance(outcomes[0], str), outcomes[0]
+        for name in outcomes[1]:
+            np.testing.assert_array_equal(outcomes[0][name], outcomes[1][name], err_msg=name)
+    return outcomes[1]
+
+
+def test_a_buffer_a_view_still_reads_is_not_reused_in_place():
+    body = GraphBuilder("b")
+    x2 = body.node("Mul", body.input("x_t", np.float32), body.const(np.float32(2)))
+    body.output(body.node("Unsqueeze", x2, body.const(np.array([0], np.int64)), outputs=["u"]),
+                body.node("Add", x2, body.const(np.float32(1)), outputs=["z"]))
+    x = np.arange(15, dtype=np.float32).reshape(5, 3)
+    out = _same_outcome(*_one_loop(body, x, outputs=("u", "z")))
+    np.testing.assert_array_equal(out["us"][:, 0], 2 * x)
+
+
+def test_in_place_reuse_never_changes_a_result_type():
+    body = GraphBuilder("b")
+    a = body.node("Add", body.input("x_t", np.int32), body.const(np.int32(1)), domain="openvino")
+    body.output(body.node("Sqrt", a, domain="openvino", outputs=["y"]))
+    x = np.arange(15, dtype=np.int32).reshape(5, 3)
+    assert _same_outcome(*_one_loop(body, x))["ys"].dtype == np.float64
+
+
+@pytest.mark.parametrize("case", ["dead matmul", "0-d matmul", "unsqueeze -3", "squeeze -2",
+                                  "openvino squeeze -2"])
+def test_errors_of_hoisted_nodes_are_the_body_errors(case):
+    body = GraphBuilder("b")
+    x_t = body.input("x_t", np.float32)
+    extra = {}
+    x = np.ones((5, 3), np.float32)
+    if case == "dead matmul":  # read by nothing: it must still fail
+        body.node("MatMul", x_t, body.input("w", np.float32))
+        extra = {"w": np.ones((4, 2), np.float32)}
+        y = body.node("Add", x_t, body.const(np.float32(1)), outputs=["y"])
+    elif case == "0-d matmul":
+        x = np.ones(4, np.float32)
+        y = body.node("MatMul", x_t, body.input("w", np.float32), outputs=["y"])
+        extra = {"w": np.ones((4, 2), np.float32)}
+    elif case == "unsqueeze -3":
+        y = body.node("Unsqueeze", x_t, body.const(np.array([-3], np.int64)), outputs=["y"])
+    else:
+        domain = "openvino" if case.startswith("openvino") else ""
+        y = body.node("Squeeze", x_t, body.const(np.array([-2], np.int64)), domain=domain,
+                      outputs=["y"])
+    body.output(y)
+    for rows in (None, 1):
+        with chunks_of(rows) if rows else contextlib.nullcontext():
+            outcome = _same_outcome(*_one_loop(body, x, extra))
+        assert isinstance(outcome, str)
+
+
+def test_a_narrow_iteration_number_overflows_where_the_body_would():
+    body = GraphBuilder("b")
+    i = body.input("i", np.uint8, ())
+    body.input("cond_in", np.bool_, ())
+    body.output(body.node("Identity", "cond_in", outputs=["c"]),
+                body.node("Cast", i, to=1, outputs=["f"]))
+    g = GraphBuilder("g")
+    g.loop(body.build(), inputs=[], outputs=[ConcatOutput("f")], trip_count=300,
+           iteration_param="i", cond_param="cond_in", cond_result="c", output_names=["fs"])
+    g.output("fs")
+    for driver in ("cython", "python"):
+        with pytest.raises(cyloop.ExecutionError, match="256 out of bounds for uint8"):
+            cyloop.Model(g.build(), driver=driver).run({})
