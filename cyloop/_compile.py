@@ -22,7 +22,8 @@ from . import ops
 from .errors import ModelError
 from .ir import LOOP_DOMAIN, CarriedInput, ConcatOutput, Graph, LoopSpec, Node
 
-__all__ = ["CompiledProgram", "CompiledStep", "Settings", "compile_graph", "driver_module"]
+__all__ = ["CompiledProgram", "CompiledStep", "Settings", "compile_graph", "driver_module",
+           "node_kernel", "node_version"]
 
 DEFAULT_MAX_ITERATIONS = 100_000_000
 PROGRESS_EVERY = 1024
@@ -212,21 +213,26 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings, opsets: d
             if hoisted is not None:
                 spec, hoist = hoisted
         body = compile_graph(spec.body, settings, captures=captures, opsets=opsets)
-        module = driver_module(settings)
-        if hoist is None:
-            driver = module.LoopDriver(spec, body, node.label, settings,
-                                       plan_destinations(spec, body))
-        else:
-            driver = module.LoopDriver(spec, body, node.label, settings,
-                                       plan_destinations(spec, body), hoist)
+        driver = driver_module(settings).LoopDriver(spec, body, node.label, settings,
+                                                    plan_destinations(spec, body), hoist)
         return driver, True, False
     if node.domain in ("", "ai.onnx") and node.op_type in ("If", "SequenceMap"):
         return _build_control(node, captures, settings, opsets)
-    version = node.version if node.version is not None else \
+    return node_kernel(node, opsets)
+
+
+def node_version(node: Node, opsets: dict[str, int]) -> int:
+    """The op version a node runs at: its own (OpenVINO), else its graph's opset."""
+    return node.version if node.version is not None else \
         opsets.get(node.domain, opsets.get("", 1))
-    definition = ops.lookup(node.domain, node.op_type, version, where=node.label)
+
+
+def node_kernel(node: Node, opsets: dict[str, int], attrs: dict | None = None):
+    """(callable, multi, out_ok) of a plain op node, built from `attrs` (default: its own)."""
+    definition = ops.lookup(node.domain, node.op_type, node_version(node, opsets),
+                            where=node.label)
     try:
-        fn = definition.build(node.attrs, len(node.outputs))
+        fn = definition.build(node.attrs if attrs is None else attrs, len(node.outputs))
     except (KeyError, ValueError, TypeError) as e:
         raise ModelError(f"{node.label}: bad attributes for {node.op_type}: {e}") from e
     return fn, definition.multi, definition.out and len(node.outputs) == 1

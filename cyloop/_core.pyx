@@ -546,7 +546,7 @@ cdef class _Concat:
     cdef int fill(self, LoopDriver driver, Py_ssize_t i, object block) except -1:
         """Put a hoisted chunk, the results of iterations i .. i+rows-1, in their slots at once
         (for an output whose result is a hoisted value; see _hoist.py)."""
-        cdef Py_ssize_t rows = block.shape[0], lo, hi, k, steady
+        cdef Py_ssize_t rows = block.shape[0], lo, hi
         if block.shape[1:] != self.part_shape or block.dtype != self.dtype:
             raise ModelError(f"{self.label}: concatenated output #{self.index} (body output "
                              f"{self.desc.result!r}) changed at iteration {i}: "
@@ -565,11 +565,8 @@ cdef class _Concat:
         np.copyto(dst, np.moveaxis(block, 0, self.axis))
         driver.copies += 1
         driver.bytes_copied += block.nbytes
-        steady = 0
-        for k in range(i, i + rows):
-            if k >= 2:
-                steady += 1
-        driver.steady_bytes_copied += block.nbytes // rows * steady
+        # Rows of iterations 2 and on count as steady state, as emit counts them.
+        driver.steady_bytes_copied += block.nbytes // rows * max(i + rows - max(i, 2), 0)
         return 0
 
     cdef object finish(self, LoopDriver driver, Py_ssize_t n):

@@ -32,7 +32,7 @@ import dataclasses
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import ops
+from ._compile import node_kernel, node_version
 from .errors import CyloopError, ExecutionError
 from .ir import LOOP_DOMAIN, Graph, InvariantInput, LoopSpec, Node, SlicedInput, Value, slice_count
 
@@ -126,9 +126,8 @@ class Hoist:
     def limit(self, args, n_captures: int) -> int:
         """How many iterations the Gather sources and the iteration number's type allow (-1: no
         limit); past it, `past_end`."""
-        limit = -1
-        if self._iteration_cap() is not None:
-            limit = self._iteration_cap()
+        cap = self._iteration_cap()
+        limit = -1 if cap is None else cap
         for source in self.sources.values():
             if source[0] == "gather":
                 size = self._gather_rows(source, args, n_captures)[0]
@@ -176,7 +175,7 @@ class Hoist:
             env[name] = self._static(name, args, n_captures)
         own = set()  # names of buffers this chunk made, which nothing outside can see
         for index, step in enumerate(self.steps):
-            args = [env[name] if name else None for name in step.inputs]
+            inputs = [env[name] if name else None for name in step.inputs]
             # Inputs dying here whose buffer the chunk made may take the result (in place).
             dying = [name for name in dict.fromkeys(step.inputs) if name in own
                      and self._last_use[name] == index and name not in self._kept]
@@ -185,8 +184,8 @@ class Hoist:
                     # The node as the body has it, on the first row: whatever rank or shape
                     # error it raises at every iteration (every row has one shape) is raised
                     # here, as the body would raise it.
-                    step.probe(*[a[0] if b else a for a, b in zip(args, step.batched)])
-                results = step.call(args, rows, [env[name] for name in dying])
+                    step.probe(*[a[0] if b else a for a, b in zip(inputs, step.batched)])
+                results = step.call(inputs, rows, [env[name] for name in dying])
             except CyloopError:
                 raise
             except Exception as e:
@@ -203,7 +202,7 @@ class Hoist:
                 if name:
                     env[name] = value
                     if (isinstance(value, np.ndarray) and value.base is None
-                            and value.flags.writeable and all(value is not a for a in args)):
+                            and value.flags.writeable and all(value is not a for a in inputs)):
                         own.add(name)
         return [np.asarray(env[name]) for name in self.frontier]
 
@@ -358,8 +357,7 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
     kept: list[Node] = []
     hoisted_any = False
     for node in body.nodes:
-        version = node.version if node.version is not None else \
-            opsets.get(node.domain, opsets.get("", 1))
+        version = node_version(node, opsets)
         gather = _as_gather(node, spec.iteration_param, statics)
         if gather is not None:
             sources[node.outputs[0]] = gather
@@ -424,20 +422,6 @@ def _as_gather(node: Node, iteration_param, statics):
     return None
 
 
-def _kernel(node: Node, version: int, attrs=None):
-    definition = ops.lookup(node.domain, node.op_type, version, where=node.label)
-    return definition.build(node.attrs if attrs is None else attrs, len(node.outputs)), \
-        definition.multi
-
-
-def _known(node: Node, version: int) -> bool:
-    try:
-        ops.lookup(node.domain, node.op_type, version, where=node.label)
-    except CyloopError:
-        return False
-    return True
-
-
 def _batchable(node: Node, batched, statics, version, opsets):
     """[(step, outputs)] computing `node`'s outputs from batched rows, or None if it cannot.
 
@@ -453,11 +437,14 @@ def _batchable(node: Node, batched, statics, version, opsets):
     if not any(mask) or node.subgraphs():
         return None
     op = node.op_type
-    own_kernel = _kernel(node, version)[0] if _known(node, version) else None
 
-    def step(call):
-        return [(_Step(call, list(node.inputs), list(node.outputs), node.label, own_kernel, mask),
-                 node.outputs)]
+    def step(batched_form, attrs=None):
+        """The step running `batched_form` of the node's kernel (built from `attrs`), probed
+        with the node's own."""
+        own = node_kernel(node, opsets)[0]
+        fn = own if attrs is None else node_kernel(node, opsets, attrs)[0]
+        return [(_Step(batched_form(fn), list(node.inputs), list(node.outputs), node.label, own,
+                       mask), node.outputs)]
 
     if op in _ELEMENTWISE.get(domain, ()):
         if op == "Clip" and any(mask[1:]):
@@ -465,26 +452,26 @@ def _batchable(node: Node, batched, statics, version, opsets):
         mode = str(node.attrs.get("auto_broadcast", "numpy")).lower()
         if mode == "pdpd" or (mode == "none" and not all(mask)):
             return None
-        return step(_elementwise(own_kernel, mask))
+        return step(lambda fn: _elementwise(fn, mask))
     if op == "MatMul" and domain in ("", "openvino") and mask == [True, False]:
         if domain == "openvino" and str(node.attrs.get("transpose_a", "false")).lower() \
                 in ("true", "1"):
             return None
         transpose_b = domain == "openvino" and str(node.attrs.get("transpose_b", "false")) \
             .lower() in ("true", "1")
-        return step(_matmul(transpose_b))
+        return step(lambda fn: _matmul(transpose_b))
     if op in _AXES.get(domain, ()) and mask[0] and not any(mask[1:]):
         if domain == "" and version < 13:
             axes = node.attrs.get("axes")
             if axes is None:
                 return None
             attrs = dict(node.attrs, axes=[a + 1 if a >= 0 else a for a in axes])
-            return step(_leading(_kernel(node, version, attrs)[0], False))
+            return step(lambda fn: _leading(fn, False), attrs)
         if len(node.inputs) < 2 or not node.inputs[1]:
             return None  # squeezing every unit axis would squeeze a one-row chunk's row axis
-        return step(_with_axes(own_kernel))
+        return step(_with_axes)
     if op in _RESHAPE.get(domain, ()) and mask == [True, False] and (domain or version >= 5):
-        return step(_reshaped(own_kernel))
+        return step(_reshaped)
     if domain == "openvino" and op in _CELLS:
         return _split_cell(node, batched, statics, opsets)
     return None
@@ -499,7 +486,7 @@ def _split_cell(node: Node, batched, statics, opsets):
     projected = f"{node.outputs[0] or node.label}/x_projection"
     projection = Node("CellProjection", [node.inputs[0], node.inputs[w_at], node.inputs[b_at]],
                       [projected], {}, LOOP_DOMAIN, f"{node.name}/x_projection", version=1)
-    fn, _ = _kernel(projection, 1)
+    fn, _, _ = node_kernel(projection, opsets)
     # Errors name the cell, as the body's own kernel would.
     return [(_Step(_leading(fn, False), list(projection.inputs), [projected], node.label,
                    fn, [True, False, False], f"{node.label}: its input projection "

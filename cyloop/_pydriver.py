@@ -107,7 +107,10 @@ class _Slicer:
 class LoopDriver:
     """Runs one loop node by the plain-Python loop in `cyloop.ir`'s docstring."""
 
-    def __init__(self, spec, compiled_body, label, settings, destinations):
+    def __init__(self, spec, compiled_body, label, settings, destinations, hoist=None):
+        # The reference runs every body as written: it is what hoisting is checked against.
+        if hoist is not None:
+            raise ValueError("the pure-Python driver does not hoist")
         self.spec = spec
         self.label = label
         self.settings = settings

@@ -116,11 +116,10 @@ def describe_loop(driver) -> LoopPlan:
     for slot in body.input_slots[len(spec.body.inputs):]:
         inputs.append((body.slot_names[slot], "captured", "outer-scope value, read-only view"))
     if hoist is not None:
-        made = ", ".join(hoist.labels) if hoist.labels else "no node (a Gather by the iteration)"
         for name in hoist.frontier:
             inputs.append((name, "hoisted",
                            "row i of a chunk computed before its iterations, read-only view"))
-        hoisted_nodes.append(made)
+        hoisted_nodes.append(", ".join(hoist.labels))
 
     for j, out in enumerate(spec.outputs):
         slot = body.slot(out.result)
