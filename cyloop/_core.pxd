@@ -46,7 +46,12 @@ cdef class LoopDriver:
     cdef list outputs
     cdef list last_outputs
     cdef list producer
-    cdef list reset_slots
+    # Slot numbers the iteration loop indexes with, as C arrays (no Python ints per iteration).
+    cdef Py_ssize_t[::1] carried_param
+    cdef Py_ssize_t[::1] carried_result
+    cdef Py_ssize_t[::1] last_index
+    cdef Py_ssize_t[::1] last_slot
+    cdef Py_ssize_t[::1] reset_slots
     cdef readonly object hoist
     cdef list hoist_slots
     cdef list hoist_bound

@@ -168,12 +168,13 @@ cdef bint _overlaps(object a, object b):
     return alo != NULL and blo != NULL and alo < bhi and blo < ahi
 
 
-cdef Py_ssize_t _signature(tuple args, cnp.npy_intp *sig) except -2:
-    """Write the shapes and dtypes of `args` into `sig`; the entry count, or -1 if not plannable."""
+cdef Py_ssize_t _signature(tuple args, Py_ssize_t count, cnp.npy_intp *sig) except -2:
+    """Write the shapes and dtypes of the first `count` args into `sig`; the entry count, or -1 if
+    not plannable."""
     cdef Py_ssize_t n = 0, k, d, nd
     cdef cnp.ndarray arr
     cdef object value
-    for k in range(len(args)):
+    for k in range(count):
         value = args[k]
         if cnp.PyArray_Check(value):
             arr = <cnp.ndarray>value
@@ -256,25 +257,30 @@ cdef class Program:
         return [slots[self.output_slots[k]] for k in range(self.output_slots.shape[0])]
 
     cdef int execute(self, list slots, list dests) except -1:
-        cdef Py_ssize_t s, k, a, b, slot, n_sig
+        cdef Py_ssize_t s, k, a, n, slot, n_sig
         cdef tuple args
         cdef object fn, value, result, dest
         cdef cnp.npy_intp sig[MAX_SIG]
         cdef bytes stored
+        cdef bint planned, positional
         for s in range(self.n_steps):
             fn = self.fns[s]
             a = self.in_off[s]
-            b = self.in_off[s + 1]
-            args = PyTuple_New(b - a)
-            for k in range(a, b):
-                slot = self.in_idx[k]
+            n = self.in_off[s + 1] - a
+            planned = self.planned[s] and dests is not None
+            # A ufunc given a destination takes it as one more positional argument: room for it
+            # is made in the argument tuple up front (no second tuple per call).
+            positional = planned and self.positional_out[s]
+            args = PyTuple_New(n + positional)
+            for k in range(n):
+                slot = self.in_idx[a + k]
                 value = slots[slot] if slot >= 0 else None
                 Py_INCREF(value)
-                PyTuple_SET_ITEM(args, k - a, value)
+                PyTuple_SET_ITEM(args, k, value)
             dest = None
             n_sig = -1
             if self.planned[s]:
-                n_sig = _signature(args, sig)
+                n_sig = _signature(args, n, sig)
                 stored = self.sigs[s]
                 if dests is not None:
                     dest = dests[self.out_idx[self.out_off[s]]]
@@ -283,12 +289,15 @@ cdef class Program:
                                          or memcmp(<char *>stored, sig,
                                                    n_sig * sizeof(cnp.npy_intp)) != 0):
                     dest = None
+            if positional:
+                if dest is None:
+                    args = args[:n]  # (the unfilled last item is NULL, which a tuple allows)
+                else:
+                    Py_INCREF(dest)
+                    PyTuple_SET_ITEM(args, n, dest)
             try:
-                if dest is not None:
-                    if self.positional_out[s]:
-                        result = fn(*args, dest)
-                    else:
-                        result = fn(*args, out=dest)
+                if dest is not None and not positional:
+                    result = fn(*args, out=dest)
                 else:
                     result = fn(*args)
             except CyloopError:
@@ -711,9 +720,13 @@ cdef class LoopDriver:
                     self.producer[out_slot] = index
         for result_slot in self.destinations:
             self.body.plan_step(self.producer[result_slot])
-        self.reset_slots = sorted((set(compiled_body.output_slots)
-                                   | set(compiled_body.input_slots))
-                                  - set(compiled_body.constants))
+        self.reset_slots = np.array(sorted((set(compiled_body.output_slots)
+                                            | set(compiled_body.input_slots))
+                                           - set(compiled_body.constants)), dtype=np.intp)
+        self.carried_param = np.array([c[2] for c in self.carried], dtype=np.intp)
+        self.carried_result = np.array([c[3] for c in self.carried], dtype=np.intp)
+        self.last_index = np.array([j for j, _ in self.last_outputs], dtype=np.intp)
+        self.last_slot = np.array([s for _, s in self.last_outputs], dtype=np.intp)
 
     @property
     def loops(self):
@@ -763,10 +776,13 @@ cdef class LoopDriver:
         cdef list hoisted = []
         cdef object hoist = self.hoist
         cdef Py_ssize_t n_carried = len(self.carried)
+        cdef Py_ssize_t n_last = len(self.last_outputs), n_reset = self.reset_slots.shape[0]
+        cdef Py_ssize_t n_fixed
+        cdef Py_ssize_t[::1] fixed_slot
         cdef bint go = True, has_cond_result = self.cond_result_slot >= 0
         cdef list slots = list(self.body.template)
         cdef list dests = [None] * self.body.n_slots
-        cdef list values, fixed, sliced, concats, pools, last_values, in_place, emitted
+        cdef list values, fixed, fixed_slots, sliced, concats, pools, last_values, in_place, emitted
         cdef list per_iteration = []  # the outputs emitted iteration by iteration
         cdef _Sliced sl
         cdef _Concat cc
@@ -820,10 +836,15 @@ cdef class LoopDriver:
 
         # Values that stay put: invariants and outer-scope captures, as read-only views.
         fixed = []
+        fixed_slots = []
         for outer, param_slot in self.invariants:
-            fixed.append((param_slot, _readonly(args[outer])))
+            fixed.append(_readonly(args[outer]))
+            fixed_slots.append(param_slot)
         for k in range(self.n_captures):
-            fixed.append((self.capture_slots[k], _readonly(args[n_node + k])))
+            fixed.append(_readonly(args[n_node + k]))
+            fixed_slots.append(self.capture_slots[k])
+        fixed_slot = np.array(fixed_slots, dtype=np.intp)
+        n_fixed = len(fixed)
         values = [args[outer] for (_, outer, _, _) in self.carried]
 
         # The trip count is exact when nothing can stop the loop early.
@@ -899,7 +920,7 @@ cdef class LoopDriver:
             if self.cond_slot >= 0:
                 slots[self.cond_slot] = true_value
             for k in range(n_carried):
-                slots[(<tuple>self.carried[k])[2]] = values[k]
+                slots[self.carried_param[k]] = values[k]
             for sl in sliced:
                 if sl.param_slot >= 0:
                     slots[sl.param_slot] = sl.part(i)
@@ -932,8 +953,8 @@ cdef class LoopDriver:
                     self.hoisted_bytes += row_bytes * rows
                 for sl in hoisted:
                     slots[sl.param_slot] = sl.part(i - chunk_start)
-            for param_slot, value in fixed:
-                slots[param_slot] = value
+            for k in range(n_fixed):
+                slots[fixed_slot[k]] = fixed[k]
             # Destinations: the output row for emitted results, a free pool buffer for carried.
             for cc in concats:
                 cc.ensure(self, i)
@@ -959,14 +980,14 @@ cdef class LoopDriver:
                 result = slots[pool.result_slot]
                 if result is not dests[pool.result_slot]:
                     pool.observe(result, generation[pool.step])
-            for j, result_slot in self.last_outputs:
-                last_values[j] = slots[result_slot]
+            for k in range(n_last):
+                last_values[self.last_index[k]] = slots[self.last_slot[k]]
             for k in range(n_carried):
-                values[k] = slots[(<tuple>self.carried[k])[3]]
+                values[k] = slots[self.carried_result[k]]
             # Drop this iteration's inputs and results (never constants), so the only references
             # left to a pool buffer are real ones.
-            for slot in self.reset_slots:
-                slots[slot] = None
+            for k in range(n_reset):
+                slots[self.reset_slots[k]] = None
             i += 1
             PyErr_CheckSignals()
             if progress is not None and i % PROGRESS_EVERY == 0:
