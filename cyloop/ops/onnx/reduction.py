@@ -27,13 +27,20 @@ def _in_own_type(ufunc):
     """A sum or product accumulated in the input's own type (ONNX keeps it; numpy would widen
     small integers, then the result would be cast back: the same modular result, slower), called
     as ``ufunc.reduce`` directly rather than through np.sum's Python wrapper."""
+    reduce_ = ufunc.reduce
+
     def reduce(x, axis=None, keepdims=True):
-        return ufunc.reduce(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+        return reduce_(x, axis, x.dtype, None, keepdims)  # (array, axis, dtype, out, keepdims)
 
     return reduce
 
 
-_REDUCERS = {"ReduceSum": (_in_own_type(np.add), 13), "ReduceMean": (np.mean, 18),
+def _mean(x, axis=None, keepdims=True):
+    return np.mean(x, axis=axis, keepdims=keepdims)
+
+
+# Every reducer takes (x, axis, keepdims), positionally too.
+_REDUCERS = {"ReduceSum": (_in_own_type(np.add), 13), "ReduceMean": (_mean, 18),
              "ReduceMax": (_with_identity(np.max, True), 18),
              "ReduceMin": (_with_identity(np.min, False), 18),
              "ReduceProd": (_in_own_type(np.multiply), 18)}
@@ -62,6 +69,8 @@ def _register_reduction(op_type, reducer, input_since):
         noop = bool(attrs.get("noop_with_empty_axes", 0))
 
         def reduce(x, axes=None):
+            if axes is None and not noop:  # over every axis: the common case, kept short
+                return np.asarray(reducer(x, None, keepdims), x.dtype)
             return _reduce(reducer, x, None if axes is None else np.asarray(axes).ravel(),
                            keepdims, noop)
 
