@@ -9,6 +9,7 @@ cdef class Program:
     cdef list labels
     cdef list template
     cdef list sigs
+    cdef list scalar_ops
     cdef Py_ssize_t n_steps
     cdef Py_ssize_t n_slots
     cdef Py_ssize_t[::1] in_off
@@ -20,6 +21,7 @@ cdef class Program:
     cdef Py_ssize_t[::1] multi
     cdef Py_ssize_t[::1] positional_out
     cdef Py_ssize_t[::1] planned
+    cdef Py_ssize_t[::1] scalar_calls
     cdef Py_ssize_t[::1] generation
     cdef Py_ssize_t[::1] input_slots
     cdef Py_ssize_t[::1] output_slots

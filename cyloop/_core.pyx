@@ -33,6 +33,8 @@ from libc.string cimport memcmp
 from cyloop._aligned_alloc cimport cyl_aligned_alloc, cyl_aligned_free
 from cyloop._strided_copy cimport cyl_strided_copy
 
+import operator
+
 import numpy as np
 
 from .errors import CyloopError, ExecutionError, LoopLimitError, ModelError
@@ -205,6 +207,40 @@ cdef Py_ssize_t _signature(tuple args, Py_ssize_t count, cnp.npy_intp *sig) exce
 # ---------------------------------------------------------------------------------------------
 # Program runner
 
+# Binary ufuncs a step may apply to two numpy scalars of one type with the scalar's own operator:
+# numpy's scalar arithmetic is the same IEEE operation in the same type (and honours np.errstate),
+# ~0.3 us cheaper than the ufunc machinery on 0-d arrays. Arithmetic only on floating types:
+# integer scalars would warn on the overflow the ufunc wraps silently.
+_FLOATS = frozenset([np.float16, np.float32, np.float64])
+_NUMBERS = _FLOATS | frozenset([np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
+                                np.uint16, np.uint32, np.uint64])
+_SCALAR_OPS = {np.add: (operator.add, _FLOATS), np.subtract: (operator.sub, _FLOATS),
+               np.multiply: (operator.mul, _FLOATS), np.true_divide: (operator.truediv, _FLOATS),
+               np.less: (operator.lt, _NUMBERS), np.less_equal: (operator.le, _NUMBERS),
+               np.greater: (operator.gt, _NUMBERS), np.greater_equal: (operator.ge, _NUMBERS),
+               np.equal: (operator.eq, _NUMBERS), np.not_equal: (operator.ne, _NUMBERS)}
+
+
+cdef inline object _scalar_of(object value):
+    """`value` as a numpy scalar if it is one or a 0-d array, else None."""
+    if cnp.PyArray_Check(value):
+        if cnp.PyArray_NDIM(<cnp.ndarray>value) == 0:
+            return cnp.PyArray_ToScalar(cnp.PyArray_DATA(<cnp.ndarray>value),
+                                        <cnp.ndarray>value)
+        return None
+    if isinstance(value, np.generic):
+        return value
+    return None
+
+
+cdef bint _hashable(object fn):
+    try:
+        hash(fn)
+    except TypeError:
+        return False
+    return True
+
+
 cdef class Program:
     """A compiled graph (see `_compile.py`) as flat arrays, run without any dict work."""
 
@@ -235,10 +271,19 @@ cdef class Program:
         self.positional_out = np.array(
             [isinstance(s.fn, np.ufunc) and s.fn.nout == 1 and s.fn.nin == len(s.inputs)
              for s in steps] + [0], dtype=np.intp)
+        # Per step: (operator, scalar types) when it may take the scalar path, else None.
+        self.scalar_ops = [_SCALAR_OPS.get(s.fn) if _hashable(s.fn) and len(s.inputs) == 2
+                           and min(s.inputs) >= 0 and not s.multi else None for s in steps]
+        self.scalar_calls = np.zeros(self.n_steps + 1, dtype=np.intp)
         self.planned = np.zeros(self.n_steps + 1, dtype=np.intp)
         self.generation = np.zeros(self.n_steps + 1, dtype=np.intp)
         self.input_slots = np.array(compiled.input_slots, dtype=np.intp)
         self.output_slots = np.array(compiled.output_slots, dtype=np.intp)
+
+    def scalar_steps(self):
+        """The indices of the steps that have taken their scalar path (two 0-d operands of one
+        type run as the scalar's operator) in some call so far."""
+        return [s for s in range(self.n_steps) if self.scalar_calls[s]]
 
     def plan_step(self, Py_ssize_t step):
         """Mark `step` as writing into a destination the driver supplies (see the Design note)."""
@@ -263,9 +308,31 @@ cdef class Program:
         cdef cnp.npy_intp sig[MAX_SIG]
         cdef bytes stored
         cdef bint planned, positional
+        cdef object scalar_op, x, y
         for s in range(self.n_steps):
-            fn = self.fns[s]
             a = self.in_off[s]
+            scalar_op = self.scalar_ops[s]
+            if scalar_op is not None:
+                # Two scalars (or 0-d arrays) of one type: their operator, no destination. A
+                # planned step's signature and generation are left as they are: its destination
+                # is used only when a later call's inputs match the call that sized it.
+                x = _scalar_of(slots[self.in_idx[a]])
+                y = _scalar_of(slots[self.in_idx[a + 1]])
+                if (x is not None and y is not None and type(x) is type(y)
+                        and type(x) in (<tuple>scalar_op)[1]):
+                    try:
+                        result = (<tuple>scalar_op)[0](x, y)
+                    except Exception as e:
+                        raise ExecutionError(f"{self.labels[s]} failed: {type(e).__name__}: "
+                                             f"{e}") from e
+                    self.scalar_calls[s] += 1
+                    slot = self.out_idx[self.out_off[s]]
+                    if slot >= 0:
+                        slots[slot] = result
+                    for k in range(self.kill_off[s], self.kill_off[s + 1]):
+                        slots[self.kill_idx[k]] = None
+                    continue
+            fn = self.fns[s]
             n = self.in_off[s + 1] - a
             planned = self.planned[s] and dests is not None
             # A ufunc given a destination takes it as one more positional argument: room for it
@@ -603,6 +670,7 @@ cdef class _Pool:
     cdef tuple shape
     cdef object dtype
     cdef list buffers
+    cdef bint scalar_path  # the producing step may apply its scalar operator
 
     cdef object pick(self, LoopDriver driver):
         """A buffer nothing else references (so nothing this iteration reads it, through a view,
@@ -622,11 +690,14 @@ cdef class _Pool:
         return buf
 
     cdef void observe(self, object result, Py_ssize_t generation):
-        """After a step ran without a destination: re-size the pool if its signature changed."""
+        """After a step ran without a destination: re-size the pool if its signature changed. A
+        numpy scalar from a step that has a scalar path gets no buffer (it is a value handed over
+        by reference, and the next call takes the scalar path again)."""
         if generation != self.generation:
             self.generation = generation
             self.buffers = []
-            if cnp.PyArray_Check(result) or isinstance(result, np.generic):
+            if cnp.PyArray_Check(result) or (isinstance(result, np.generic)
+                                             and not self.scalar_path):
                 self.shape = tuple(result.shape)
                 self.dtype = result.dtype
             else:
@@ -873,6 +944,7 @@ cdef class LoopDriver:
                 pool = _Pool()
                 pool.result_slot = result_slot
                 pool.step = self.producer[result_slot]
+                pool.scalar_path = self.body.scalar_ops[pool.step] is not None
                 pool.generation = -1
                 pool.shape = None
                 pool.buffers = []

@@ -23,6 +23,7 @@ class LoopPlan:
     counters: dict[str, int]
     nested: list[LoopPlan] = field(default_factory=list)
     hoisted: list[str] = field(default_factory=list)  # nodes run before the loop, in chunks
+    scalar: list[str] = field(default_factory=list)  # steps that took their scalar path
 
     @property
     def preallocated_bytes(self) -> int:
@@ -45,6 +46,9 @@ class LoopPlan:
             out.append(f"{indent}  hoisted (run before the loop on chunks of rows): {note}")
         for note in self.aliasing:
             out.append(f"{indent}  alias: {note}")
+        if self.scalar:
+            out.append(f"{indent}  scalar path taken (two 0-d operands of one type: the "
+                       f"scalar's operator, no destination): {', '.join(self.scalar)}")
         c = self.counters
         if c.get("runs"):
             out.append(f"{indent}  measured over {c['runs']} run(s), {c['iterations']} "
@@ -89,6 +93,8 @@ def describe_loop(driver) -> LoopPlan:
     cython = driver.plans_write_into
     body = driver.body.compiled
     producer = {slot: step.op_type for step in body.steps for slot in step.outputs if slot >= 0}
+    scalar_steps = driver.body.scalar_steps() if cython else []
+    scalar_slots = {slot for k in scalar_steps for slot in body.steps[k].outputs}
     params = {v.name for v in spec.body.inputs}
     trip = _operand(spec.trip_count)
     if spec.slices_set_trip_count and any(isinstance(i, SlicedInput) for i in spec.inputs):
@@ -154,10 +160,13 @@ def describe_loop(driver) -> LoopPlan:
                             "next iteration reads it there (0 copies)")
         elif driver.destinations.get(slot, ("",))[0] == "pool":
             aliasing.append(f"{inp.param} <- {inp.result}: {producer[slot]} writes into a "
-                            "ping-pong buffer pair (0 copies, 2 buffers in steady state)")
+                            "ping-pong buffer pair (0 copies, 2 buffers in steady state)"
+                            + ("; a scalar it makes is handed over by reference"
+                               if slot in scalar_slots else ""))
         else:
             aliasing.append(f"{inp.param} <- {inp.result}: handed over by reference "
                             f"({producer.get(slot, 'an outer value')} allocates it)")
     nested = [inner.plan() for inner in driver.loops]
+    scalar = [body.steps[k].label for k in scalar_steps]
     return LoopPlan(driver.label, "cython" if cython else "pure-Python", trip, inputs, outputs,
-                    aliasing, driver.counters(), nested, hoisted_nodes)
+                    aliasing, driver.counters(), nested, hoisted_nodes, scalar)

@@ -1,0 +1,119 @@
+"""The Cython runner's scalar path: a binary ufunc step given two 0-d operands of one type runs as
+the numpy scalar's operator. It must compute exactly what the ufunc computes (the pure-Python
+driver, which always calls the ufunc, is the oracle), fall back wherever it would not, and keep
+numpy's floating-point error handling."""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import cyloop
+from cyloop.ir import CarriedInput, ConcatOutput, GraphBuilder, InvariantInput, LastOutput
+
+from .conftest import run_both
+
+ARITHMETIC = ["Add", "Sub", "Mul", "Div"]
+COMPARISONS = ["Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal"]
+
+
+def _loop(op, dtype, k_dtype=None, n=5):
+    """acc_next = op(acc, k) carried (or, for a comparison, acc_next = acc + k and op(acc, k)
+    emitted each step), k a 0-d body constant; every acc_next emitted too."""
+    k_dtype = k_dtype or dtype
+    body = GraphBuilder("body")
+    body.input("acc", dtype, ())
+    body.input("k", k_dtype, ())
+    outputs = [LastOutput("acc_next"), ConcatOutput("acc_next", new_axis=True)]
+    if op in COMPARISONS:
+        body.node("Add", "acc", "k", outputs=["acc_next"])
+        body.node(op, "acc", "k", outputs=["flag"])
+        outputs.append(ConcatOutput("flag", new_axis=True))
+    else:
+        body.node(op, "acc", "k", outputs=["acc_next"])
+    body.output(*(out.result for out in outputs))
+    g = GraphBuilder("outer")
+    g.input("acc0", dtype, ())
+    g.input("k0", k_dtype, ())
+    names = [f"out{j}" for j in range(len(outputs))]
+    g.loop(body.build(), inputs=[("acc0", CarriedInput(0, "acc", "acc_next")),
+                                 ("k0", InvariantInput(0, "k"))],
+           outputs=outputs, trip_count=n, name="loop", output_names=names)
+    g.output(*names)
+    return g.build()
+
+
+def _scalar_steps(model):
+    (plan,) = model.plan().loops
+    return plan.scalar
+
+
+FLOATS = [np.float16, np.float32, np.float64]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), op=st.sampled_from(ARITHMETIC + COMPARISONS),
+       dtype=st.sampled_from(FLOATS))
+def test_float_operators_agree_with_the_ufunc(data, op, dtype):
+    value = hnp.from_dtype(np.dtype(dtype), allow_nan=True, allow_infinity=True)
+    feeds = {"acc0": np.asarray(data.draw(value), dtype), "k0": np.asarray(data.draw(value), dtype)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # overflow / invalid, in both drivers
+        out = run_both(_loop(op, dtype), feeds)
+    assert all(isinstance(v, np.ndarray) for v in out.values())
+
+
+def test_float_steps_take_the_scalar_path_and_allocate_nothing():
+    model = cyloop.Model(_loop("Add", np.float32), driver="cython")
+    assert _scalar_steps(model) == []  # nothing is listed before a run
+    model.run({"acc0": np.zeros((), np.float32), "k0": np.ones((), np.float32)})
+    assert len(_scalar_steps(model)) == 1
+    (counters,) = model.counters().values()
+    assert counters["allocations"] == 1  # the emitted rows only: no back-edge buffers
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul"])
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8])
+def test_integer_arithmetic_keeps_the_ufunc_and_wraps_silently(op, dtype):
+    info = np.iinfo(dtype)
+    feeds = {"acc0": np.asarray(info.max, dtype), "k0": np.asarray(info.max, dtype)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's integer scalars would warn on the overflow
+        run_both(_loop(op, dtype), feeds)
+    model = cyloop.Model(_loop(op, dtype), driver="cython")
+    model.run(feeds)
+    assert _scalar_steps(model) == []
+
+
+@pytest.mark.parametrize("op", COMPARISONS)
+@pytest.mark.parametrize("dtype", [np.int32, np.uint64, np.float64])
+def test_comparisons_take_the_scalar_path_on_every_number_type(op, dtype):
+    feeds = {"acc0": np.asarray(3, dtype), "k0": np.asarray(1, dtype)}
+    run_both(_loop(op, dtype), feeds)
+    model = cyloop.Model(_loop(op, dtype), driver="cython")
+    model.run(feeds)
+    steps = _scalar_steps(model)
+    assert any(op in s for s in steps), steps
+
+
+def test_mixed_types_fall_back_to_the_ufunc():
+    # Where ONNX would refuse the types, the engine still computes what numpy does, in one way.
+    # One iteration: after it the carried value is a float64 like k, and the path applies.
+    graph = _loop("Mul", np.float32, k_dtype=np.float64, n=1)
+    feeds = {"acc0": np.asarray(1.5, np.float32), "k0": np.asarray(1 / 3, np.float64)}
+    out = run_both(graph, feeds)
+    assert out["out0"].dtype == np.float64
+    model = cyloop.Model(graph, driver="cython")
+    model.run(feeds)
+    assert _scalar_steps(model) == []
+
+
+def test_the_scalar_path_honours_numpy_error_state():
+    feeds = {"acc0": np.ones((), np.float32), "k0": np.zeros((), np.float32)}
+    for driver in ("cython", "python"):
+        model = cyloop.Model(_loop("Div", np.float32), driver=driver)
+        with np.errstate(divide="raise"), pytest.raises(cyloop.ExecutionError, match="divide"):
+            model.run(feeds)
