@@ -121,6 +121,10 @@ X3 = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4) % 7 - 3
     ("ReduceSum", 11, {"axes": [1], "keepdims": 0}, [X3]),
     ("ReduceSum", 13, {}, [X3, np.array([0, -1])]),
     ("ReduceSum", 13, {"noop_with_empty_axes": 1}, [X3, np.array([], np.int64)]),
+    ("ReduceSum", 13, {"keepdims": 0}, [X3]),  # no axes: over every axis, a 0-d result
+    ("ReduceSum", 13, {}, [np.arange(24, dtype=np.int32).reshape(2, 3, 4)]),
+    ("ReduceProd", 18, {"keepdims": 0}, [X3[:, :, 1:] + 4]),
+    ("ReduceMean", 18, {"keepdims": 0}, [X3]),
     ("ReduceMean", 13, {"axes": [2]}, [X3]),
     ("ReduceMean", 18, {"keepdims": 0}, [X3, np.array([1])]),
     ("ReduceMax", 13, {}, [X3]),

@@ -32,6 +32,7 @@ def _in_own_type(ufunc):
     def reduce(x, axis=None, keepdims=True):
         return reduce_(x, axis, x.dtype, None, keepdims)  # (array, axis, dtype, out, keepdims)
 
+    reduce.in_own_type = reduce_  # the result has x's type already: no cast needed after it
     return reduce
 
 
@@ -68,8 +69,12 @@ def _register_reduction(op_type, reducer, input_since):
         keepdims = bool(attrs.get("keepdims", 1))
         noop = bool(attrs.get("noop_with_empty_axes", 0))
 
+        direct = getattr(reducer, "in_own_type", None)
+
         def reduce(x, axes=None):
             if axes is None and not noop:  # over every axis: the common case, kept short
+                if direct is not None:  # (a 0-d result may be a numpy scalar, as a ufunc's is)
+                    return direct(x, None, x.dtype, None, keepdims)
                 return np.asarray(reducer(x, None, keepdims), x.dtype)
             return _reduce(reducer, x, None if axes is None else np.asarray(axes).ravel(),
                            keepdims, noop)
