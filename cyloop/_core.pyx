@@ -275,6 +275,16 @@ cdef class Program:
         self.scalar_ops = [_SCALAR_OPS.get(s.fn) if _hashable(s.fn) and len(s.inputs) == 2
                            and min(s.inputs) >= 0 and not s.multi else None for s in steps]
         self.scalar_calls = np.zeros(self.n_steps + 1, dtype=np.intp)
+        # A 0-d constant only scalar-path steps read is kept as a numpy scalar (the ufunc takes
+        # it all the same), so the scalar path does not convert it on every call.
+        readers = {}
+        for step, op in zip(steps, self.scalar_ops):
+            for slot in step.inputs:
+                readers.setdefault(slot, []).append(op is not None)
+        for slot, value in compiled.constants.items():
+            if (isinstance(value, np.ndarray) and value.ndim == 0 and readers.get(slot)
+                    and all(readers[slot]) and slot not in compiled.output_slots):
+                self.template[slot] = _scalar_of(value)
         self.planned = np.zeros(self.n_steps + 1, dtype=np.intp)
         self.generation = np.zeros(self.n_steps + 1, dtype=np.intp)
         self.input_slots = np.array(compiled.input_slots, dtype=np.intp)

@@ -117,3 +117,27 @@ def test_the_scalar_path_honours_numpy_error_state():
         model = cyloop.Model(_loop("Div", np.float32), driver=driver)
         with np.errstate(divide="raise"), pytest.raises(cyloop.ExecutionError, match="divide"):
             model.run(feeds)
+
+
+def test_a_constant_only_scalar_steps_read_serves_their_ufunc_fallback_too():
+    """A 0-d body constant read only by scalar-capable steps is held as a numpy scalar; where a
+    reader's other operand is not 0-d, the ufunc takes it and broadcasts as before."""
+    body = GraphBuilder("body")
+    body.input("acc", np.float32, ())
+    body.input("v", np.float32, (3,))
+    k = body.const(np.float32(0.5))
+    body.node("Add", "acc", k, outputs=["acc_next"])
+    body.node("Mul", "v", k, outputs=["v_next"])
+    body.output("acc_next", "v_next")
+    g = GraphBuilder("outer")
+    g.input("acc0", np.float32, ())
+    g.input("v0", np.float32, (3,))
+    g.loop(body.build(), inputs=[("acc0", CarriedInput(0, "acc", "acc_next")),
+                                 ("v0", CarriedInput(0, "v", "v_next"))],
+           outputs=[LastOutput("acc_next"), ConcatOutput("v_next", new_axis=True)],
+           trip_count=4, output_names=["acc", "vs"])
+    g.output("acc", "vs")
+    out = run_both(g.build(), {"acc0": np.zeros((), np.float32),
+                               "v0": np.arange(3, dtype=np.float32)})
+    np.testing.assert_array_equal(out["acc"], np.float32(2))
+    np.testing.assert_array_equal(out["vs"][-1], np.arange(3, dtype=np.float32) / 16)
