@@ -26,6 +26,8 @@ cdef class Program:
     cdef Py_ssize_t[::1] input_slots
     cdef Py_ssize_t[::1] output_slots
 
+    cdef object _scalar_call(self, Py_ssize_t s, list slots)
+    cdef object _kernel_call(self, Py_ssize_t s, list slots, list dests)
     cdef int execute(self, list slots, list dests) except -1
 
 

@@ -233,14 +233,6 @@ cdef inline object _scalar_of(object value):
     return None
 
 
-cdef bint _hashable(object fn):
-    try:
-        hash(fn)
-    except TypeError:
-        return False
-    return True
-
-
 cdef class Program:
     """A compiled graph (see `_compile.py`) as flat arrays, run without any dict work."""
 
@@ -272,8 +264,9 @@ cdef class Program:
             [isinstance(s.fn, np.ufunc) and s.fn.nout == 1 and s.fn.nin == len(s.inputs)
              for s in steps] + [0], dtype=np.intp)
         # Per step: (operator, scalar types) when it may take the scalar path, else None.
-        self.scalar_ops = [_SCALAR_OPS.get(s.fn) if _hashable(s.fn) and len(s.inputs) == 2
-                           and min(s.inputs) >= 0 and not s.multi else None for s in steps]
+        self.scalar_ops = [_SCALAR_OPS.get(s.fn) if isinstance(s.fn, np.ufunc)
+                           and len(s.inputs) == 2 and min(s.inputs) >= 0 and not s.multi
+                           else None for s in steps]
         self.scalar_calls = np.zeros(self.n_steps + 1, dtype=np.intp)
         # A 0-d constant only scalar-path steps read is kept as a numpy scalar (the ufunc takes
         # it all the same), so the scalar path does not convert it on every call.
@@ -311,86 +304,88 @@ cdef class Program:
         self.execute(slots, None)
         return [slots[self.output_slots[k]] for k in range(self.output_slots.shape[0])]
 
-    cdef int execute(self, list slots, list dests) except -1:
-        cdef Py_ssize_t s, k, a, n, slot, n_sig
-        cdef tuple args
-        cdef object fn, value, result, dest
+    cdef object _scalar_call(self, Py_ssize_t s, list slots):
+        """Step s on two scalars (or 0-d arrays) of one type: its operator, no destination; None
+        when the inputs are not such. A planned step's signature and generation are left as they
+        are: its destination is used only when a later call's inputs match the call that sized
+        it."""
+        cdef Py_ssize_t a = self.in_off[s]
+        cdef tuple scalar_op = self.scalar_ops[s]
+        x = _scalar_of(slots[self.in_idx[a]])
+        y = _scalar_of(slots[self.in_idx[a + 1]])
+        if (x is None or y is None or type(x) is not type(y)
+                or type(x) not in <frozenset>scalar_op[1]):
+            return None
+        try:
+            result = scalar_op[0](x, y)
+        except Exception as e:
+            raise ExecutionError(f"{self.labels[s]} failed: {type(e).__name__}: {e}") from e
+        self.scalar_calls[s] += 1
+        return result
+
+    cdef object _kernel_call(self, Py_ssize_t s, list slots, list dests):
+        """Step s's kernel, given its planned destination when its inputs match the call that
+        sized it."""
+        cdef Py_ssize_t k, slot, n_sig = -1
+        cdef Py_ssize_t a = self.in_off[s], n = self.in_off[s + 1] - a
+        cdef object fn = self.fns[s], value, result, dest = None
         cdef cnp.npy_intp sig[MAX_SIG]
         cdef bytes stored
-        cdef bint planned, positional
-        cdef object scalar_op, x, y
-        for s in range(self.n_steps):
-            a = self.in_off[s]
-            scalar_op = self.scalar_ops[s]
-            if scalar_op is not None:
-                # Two scalars (or 0-d arrays) of one type: their operator, no destination. A
-                # planned step's signature and generation are left as they are: its destination
-                # is used only when a later call's inputs match the call that sized it.
-                x = _scalar_of(slots[self.in_idx[a]])
-                y = _scalar_of(slots[self.in_idx[a + 1]])
-                if (x is not None and y is not None and type(x) is type(y)
-                        and type(x) in (<tuple>scalar_op)[1]):
-                    try:
-                        result = (<tuple>scalar_op)[0](x, y)
-                    except Exception as e:
-                        raise ExecutionError(f"{self.labels[s]} failed: {type(e).__name__}: "
-                                             f"{e}") from e
-                    self.scalar_calls[s] += 1
-                    slot = self.out_idx[self.out_off[s]]
-                    if slot >= 0:
-                        slots[slot] = result
-                    for k in range(self.kill_off[s], self.kill_off[s + 1]):
-                        slots[self.kill_idx[k]] = None
-                    continue
-            fn = self.fns[s]
-            n = self.in_off[s + 1] - a
-            planned = self.planned[s] and dests is not None
-            # A ufunc given a destination takes it as one more positional argument: room for it
-            # is made in the argument tuple up front (no second tuple per call).
-            positional = planned and self.positional_out[s]
-            args = PyTuple_New(n + positional)
-            for k in range(n):
-                slot = self.in_idx[a + k]
-                value = slots[slot] if slot >= 0 else None
-                Py_INCREF(value)
-                PyTuple_SET_ITEM(args, k, value)
-            dest = None
-            n_sig = -1
-            if self.planned[s]:
-                n_sig = _signature(args, n, sig)
-                stored = self.sigs[s]
-                if dests is not None:
-                    dest = dests[self.out_idx[self.out_off[s]]]
-                if dest is not None and (stored is None or n_sig < 0
-                                         or len(stored) != n_sig * sizeof(cnp.npy_intp)
-                                         or memcmp(<char *>stored, sig,
-                                                   n_sig * sizeof(cnp.npy_intp)) != 0):
-                    dest = None
-            if positional:
-                if dest is None:
-                    args = args[:n]  # (the unfilled last item is NULL, which a tuple allows)
-                else:
-                    Py_INCREF(dest)
-                    PyTuple_SET_ITEM(args, n, dest)
-            try:
-                if dest is not None and not positional:
-                    result = fn(*args, out=dest)
-                else:
-                    result = fn(*args)
-            except CyloopError:
-                raise
-            except Exception as e:
-                raise ExecutionError(f"{self.labels[s]} failed: {type(e).__name__}: {e}") from e
-            if self.planned[s] and dest is None:
-                # Remember the input signature this result's shape follows from.
-                if n_sig < 0:
-                    self.sigs[s] = None
+        # A ufunc given a destination takes it as one more positional argument: room for it is
+        # made in the argument tuple up front (no second tuple per call).
+        cdef bint positional = self.planned[s] and dests is not None and self.positional_out[s]
+        cdef tuple args = PyTuple_New(n + positional)
+        for k in range(n):
+            slot = self.in_idx[a + k]
+            value = slots[slot] if slot >= 0 else None
+            Py_INCREF(value)
+            PyTuple_SET_ITEM(args, k, value)
+        if self.planned[s]:
+            n_sig = _signature(args, n, sig)
+            stored = self.sigs[s]
+            if dests is not None:
+                dest = dests[self.out_idx[self.out_off[s]]]
+            if dest is not None and (stored is None or n_sig < 0
+                                     or len(stored) != n_sig * sizeof(cnp.npy_intp)
+                                     or memcmp(<char *>stored, sig,
+                                               n_sig * sizeof(cnp.npy_intp)) != 0):
+                dest = None
+        if positional:
+            if dest is None:
+                args = args[:n]  # (the unfilled last item is NULL, which a tuple allows)
+            else:
+                Py_INCREF(dest)
+                PyTuple_SET_ITEM(args, n, dest)
+        try:
+            if dest is not None and not positional:
+                result = fn(*args, out=dest)
+            else:
+                result = fn(*args)
+        except CyloopError:
+            raise
+        except Exception as e:
+            raise ExecutionError(f"{self.labels[s]} failed: {type(e).__name__}: {e}") from e
+        if self.planned[s] and dest is None:
+            # Remember the input signature this result's shape follows from.
+            if n_sig < 0:
+                self.sigs[s] = None
+                self.generation[s] += 1
+            else:
+                fresh = (<char *>sig)[:n_sig * sizeof(cnp.npy_intp)]
+                if fresh != self.sigs[s]:
+                    self.sigs[s] = fresh
                     self.generation[s] += 1
-                else:
-                    fresh = (<char *>sig)[:n_sig * sizeof(cnp.npy_intp)]
-                    if fresh != self.sigs[s]:
-                        self.sigs[s] = fresh
-                        self.generation[s] += 1
+        return result
+
+    cdef int execute(self, list slots, list dests) except -1:
+        cdef Py_ssize_t s, k, a, b, slot
+        cdef object result
+        for s in range(self.n_steps):
+            result = None
+            if self.scalar_ops[s] is not None:
+                result = self._scalar_call(s, slots)
+            if result is None:
+                result = self._kernel_call(s, slots, dests)
             a = self.out_off[s]
             b = self.out_off[s + 1]
             if self.multi[s]:

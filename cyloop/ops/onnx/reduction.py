@@ -58,24 +58,32 @@ def _reduce(reducer, x, axes, keepdims, noop_with_empty_axes):
     return np.asarray(result, dtype=x.dtype)
 
 
+def _over_every_axis(reducer, keepdims):
+    """The reduction over every axis, the common case in loop bodies, kept short: an own-type
+    ufunc reduce is called directly, and its 0-d result may be a numpy scalar, as a ufunc's is."""
+    direct = getattr(reducer, "in_own_type", None)
+    if direct is not None:
+        return lambda x: direct(x, None, x.dtype, None, keepdims)
+    return lambda x: np.asarray(reducer(x, None, keepdims), x.dtype)
+
+
 def _register_reduction(op_type, reducer, input_since):
     @kernel(op_type, since=1)
     def with_attribute(attrs):
         axes, keepdims = attrs.get("axes"), bool(attrs.get("keepdims", 1))
+        if axes is None or len(axes) == 0:
+            return _over_every_axis(reducer, keepdims)
         return lambda x: _reduce(reducer, x, axes, keepdims, False)
 
     @kernel(op_type, since=input_since)
     def with_input(attrs):
         keepdims = bool(attrs.get("keepdims", 1))
         noop = bool(attrs.get("noop_with_empty_axes", 0))
-
-        direct = getattr(reducer, "in_own_type", None)
+        every = _over_every_axis(reducer, keepdims)
 
         def reduce(x, axes=None):
-            if axes is None and not noop:  # over every axis: the common case, kept short
-                if direct is not None:  # (a 0-d result may be a numpy scalar, as a ufunc's is)
-                    return direct(x, None, x.dtype, None, keepdims)
-                return np.asarray(reducer(x, None, keepdims), x.dtype)
+            if axes is None and not noop:
+                return every(x)
             return _reduce(reducer, x, None if axes is None else np.asarray(axes).ravel(),
                            keepdims, noop)
 
