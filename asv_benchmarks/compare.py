@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchmarks import common
 
 import cyloop
+from cyloop.peers import openvino_compiled
 
 DIRECTORY = tempfile.mkdtemp(prefix="cyloop-compare-")
 
@@ -102,16 +103,11 @@ def runners(name, model, feeds, numpy_loop):
         except ImportError:
             pass
     try:
-        import openvino as ov
-        import openvino.properties as props
-        import openvino.properties.hint as hints
+        import openvino  # noqa: F401  (only to know it is installed)
 
-        core = ov.Core()
-        f32 = {hints.inference_precision: ov.Type.f32}
-        for label, config in (("openvino-1", {**f32, props.inference_num_threads: 1}),
-                              ("openvino", f32)):
+        for label, threads in (("openvino-1", 1), ("openvino", None)):
             try:
-                compiled = core.compile_model(path, "CPU", config)
+                compiled = openvino_compiled(path, threads)
             except Exception:  # noqa: BLE001 - OpenVINO cannot read every model (sequences)
                 break
             out[label] = lambda c=compiled: list(c(list(feeds.values())).values())

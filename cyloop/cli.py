@@ -20,6 +20,7 @@ from . import __version__
 from ._compile import DEFAULT_MAX_ITERATIONS
 from .errors import CyloopError, InputError
 from .ir import LOOP_DOMAIN, Graph
+from .peers import openvino_compiled
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 EXAMPLES = [os.path.join(DATA, "lstm_ti.xml"), os.path.join(DATA, "loop_sequence.onnx")]
@@ -231,9 +232,7 @@ def _peers(path, names, model):
                 peers[name] = lambda feeds, s=session, n=out_names: dict(zip(n, s.run(None,
                                                                                        feeds)))
             elif name == "openvino":
-                import openvino as ov
-
-                compiled = ov.Core().compile_model(path, "CPU")
+                compiled = openvino_compiled(path)
 
                 def run_openvino(feeds, c=compiled):
                     result = c(feeds)

@@ -4,24 +4,18 @@ f32 inference precision)."""
 import tempfile
 
 import cyloop
+from cyloop.peers import openvino_compiled
 
 from .common import lstm_cell_ti_ir
 
 
 class LSTMCellTensorIterator:
     def setup(self):
-        import openvino as ov
-        import openvino.properties as props
-        import openvino.properties.hint as hints
-
         self.directory = tempfile.mkdtemp()
         path, self.feeds, ov_model = lstm_cell_ti_ir(self.directory)
         self.model = cyloop.load(path)
-        core = ov.Core()
-        f32 = {hints.inference_precision: ov.Type.f32}
-        self.ov_default = core.compile_model(ov_model, "CPU", f32)
-        self.ov_single = core.compile_model(ov_model, "CPU",
-                                            {**f32, props.inference_num_threads: 1})
+        self.ov_default = openvino_compiled(ov_model)
+        self.ov_single = openvino_compiled(ov_model, threads=1)
         self.inputs = list(self.feeds.values())
 
     def time_cyloop(self):

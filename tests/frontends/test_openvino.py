@@ -7,6 +7,7 @@ import openvino as ov
 import pytest
 
 import cyloop
+from cyloop.peers import openvino_compiled
 
 from ..test_slicing import oracle_parts
 from .openvino_models import defect_model, loop_model, save, ti_model
@@ -66,7 +67,7 @@ def test_cpu_plugin_is_wrong_where_cyloop_is_right(tmp_path, rng):
     got = model.run(feeds)
     np.testing.assert_allclose(got[model.output_names[0]], h, rtol=1e-6)
     np.testing.assert_allclose(got[model.output_names[1]], np.stack(rows), rtol=1e-6)
-    plugin = ov.Core().compile_model(ov_model, "CPU")
+    plugin = openvino_compiled(ov_model)
     plugin_last = next(iter(plugin(list(feeds.values())).values()))
     assert not np.allclose(plugin_last, h, atol=1e-3), \
         "OpenVINO's CPU plugin now computes this body right: update DESIGN's note"
@@ -102,7 +103,7 @@ def test_loop5_forms(trip, stop_at, sliced, tmp_path, rng):
     np.testing.assert_allclose(got[model.output_names[0]], last, rtol=1e-5)
     np.testing.assert_allclose(got[model.output_names[1]], rows, rtol=1e-5)
     if trip != 0:  # a second opinion (the plugin handles these bodies)
-        plugin = ov.Core().compile_model(ov_model, "CPU")
+        plugin = openvino_compiled(ov_model)
         values = list(plugin(list(feeds.values())).values())
         np.testing.assert_allclose(values[1], rows, rtol=1e-5)
 

@@ -3,10 +3,10 @@ the OpenVINO cell equations (gate orders f,i,c,o and z,r,h) are the oracle, the 
 opinion."""
 
 import numpy as np
-import openvino as ov
 import pytest
 
 import cyloop
+from cyloop.peers import openvino_compiled
 
 from .openvino_models import cell_ti_model, save
 
@@ -61,5 +61,5 @@ def test_cell_tensor_iterator(cell, attrs, tmp_path, rng):
     np.testing.assert_allclose(got[names[1]], hs, rtol=1e-4, atol=1e-5)
     if cell == "lstm":
         np.testing.assert_allclose(got[names[2]], c, rtol=1e-4, atol=1e-5)
-    plugin = list(ov.Core().compile_model(ov_model, "CPU")(list(feeds.values())).values())
+    plugin = list(openvino_compiled(ov_model)(list(feeds.values())).values())
     np.testing.assert_allclose(plugin[1], hs, rtol=1e-3, atol=1e-4)
