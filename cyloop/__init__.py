@@ -9,11 +9,12 @@ from .errors import (
     CyloopError,
     ExecutionError,
     InputError,
+    LoopCarryError,
     LoopLimitError,
     ModelError,
     UnsupportedOpError,
 )
-from .functional import LoopCarryError, fori_loop, scan, while_loop
+from .functional import fori_loop, scan, while_loop
 from .ir import (
     CarriedInput,
     ConcatOutput,

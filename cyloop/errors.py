@@ -8,6 +8,7 @@ __all__ = [
     "CyloopError",
     "ExecutionError",
     "InputError",
+    "LoopCarryError",
     "LoopLimitError",
     "ModelError",
     "UnsupportedOpError",
@@ -36,3 +37,8 @@ class LoopLimitError(CyloopError, RuntimeError):
 
 class ExecutionError(CyloopError, RuntimeError):
     """A kernel failed while the model ran: names the node and the op, chained to the cause."""
+
+
+class LoopCarryError(CyloopError, TypeError):
+    """A loop's carry (or a scan's per-step output) changed structure, shape or dtype between
+    iterations of the functional API: names the component's path and both types."""

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CyloopError
+from .errors import LoopCarryError
 from .ir import (
     CarriedInput,
     ConcatOutput,
@@ -27,13 +27,9 @@ from .ir import (
 from .model import Model
 from .ops.registry import kernel
 
-__all__ = ["LoopCarryError", "fori_loop", "scan", "while_loop"]
+__all__ = ["fori_loop", "scan", "while_loop"]
 
 _DOMAIN = "cyloop.python"
-
-
-class LoopCarryError(CyloopError, TypeError):
-    """A loop's carry (or a scan's per-step output) changed structure, shape or dtype."""
 
 
 # -- pytrees ----------------------------------------------------------------------------------
