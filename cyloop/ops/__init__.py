@@ -1,9 +1,19 @@
 """Pure-Python numpy kernels, one registry (`registry.py`), grouped by format, family and opset.
 
-Importing this package registers every kernel.
+Importing this package registers every kernel; `build(node, opsets)` resolves a node's kernel.
 """
 
 from . import onnx, openvino  # noqa: F401  (registers the ONNX and OpenVINO kernels)
-from .registry import KernelDef, kernel, lookup, registered
+from .registry import (
+    Kernel,
+    KernelDef,
+    build,
+    definition_of,
+    kernel,
+    lookup,
+    node_version,
+    registered,
+)
 
-__all__ = ["KernelDef", "kernel", "lookup", "registered"]
+__all__ = ["Kernel", "KernelDef", "build", "definition_of", "kernel", "lookup", "node_version",
+           "registered"]

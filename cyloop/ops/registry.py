@@ -2,9 +2,23 @@
 
 A kernel is registered with `@kernel(op_type, domain=..., since=...)` on a factory. The factory gets
 the node's attributes once, when the graph is compiled, and returns a callable of arrays only, so a
-run does no attribute work. A kernel declared with ``out=True`` takes an ``out=`` keyword and writes
-its single result there; such a kernel's result shape and dtype must follow from its inputs' shapes
-and dtypes alone (no data-dependent shapes), which is what lets the planner reuse a destination.
+run does no attribute work.
+
+A kernel declares its traits where it is registered, and the engine reads them from here:
+
+- ``out=True``: it takes an ``out=`` keyword and writes its single result there; its result shape
+  and dtype follow from its inputs' shapes and dtypes alone (no data-dependent shapes), which is
+  what lets the planner reuse a destination.
+- ``multi=True``: the factory is called as ``factory(attrs, n_outputs)`` and the kernel returns a
+  tuple of results, one per node output.
+- ``batch``: how the node runs on many iterations' rows at once (hoisting, engine/hoist.py), one
+  of `BATCH_FORMS`; ``batch_if(attrs, batched)`` may refuse it for some attributes or for some
+  operands being batched (``batched``: one bool per input).
+- ``scalar=(operator, types)``: on two numpy scalars (or 0-d arrays) of one type in ``types``, the
+  kernel computes exactly ``operator(x, y)`` (the same IEEE operation in the same type), which the
+  runner calls instead of the ufunc machinery.
+- ``cell=(recurrence op, W position, B position)``: an RNN cell whose input projection
+  ``X W^T + B`` can be hoisted, the rest running as the named recurrence op.
 """
 
 from __future__ import annotations
@@ -14,21 +28,47 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UnsupportedOpError
+import numpy as np
 
-__all__ = ["KernelDef", "kernel", "lookup", "registered"]
+from ..errors import ModelError, UnsupportedOpError
+from ..ir import Node
+
+__all__ = ["BATCH_FORMS", "FLOAT_SCALARS", "Kernel", "KernelDef", "NUMBER_SCALARS", "build",
+           "definition_of", "kernel", "lookup", "node_version", "registered"]
+
+# How a kernel runs on a block of rows (each batched operand has the rows on a new leading axis):
+BATCH_FORMS = (
+    "elementwise",  # numpy broadcasting over its operands, any of them batched
+    "first",        # elementwise in its first operand only; the others must be the same each row
+    "axes",         # Squeeze / Unsqueeze with axes as an input: they count the part's dims, so
+                    # they shift by one
+    "axes_attribute",  # the same with axes as an attribute (ONNX opsets < 13)
+    "reshape",      # Reshape: the target shape gains the row count in front
+    "matmul",       # the left operand batched, the right one not: one GEMM over every row
+    "cell",         # an RNN cell (see `cell`)
+)
+
+FLOAT_SCALARS = frozenset([np.float16, np.float32, np.float64])
+# Integer arithmetic is left out of scalar operators on purpose: numpy's integer scalars warn on
+# the overflow a ufunc wraps silently. Comparisons are exact on every number type.
+NUMBER_SCALARS = FLOAT_SCALARS | frozenset([np.bool_, np.int8, np.int16, np.int32, np.int64,
+                                            np.uint8, np.uint16, np.uint32, np.uint64])
 
 
 @dataclass(frozen=True)
 class KernelDef:
-    """One registered kernel. `factory(attrs) -> callable(*arrays)`."""
+    """One registered kernel: `factory(attrs) -> callable(*arrays)` and its traits (above)."""
 
     op_type: str
     domain: str
     since: int
-    factory: Callable[[dict[str, Any]], Callable]
+    factory: Callable[..., Callable]
     out: bool = False
     multi: bool = False
+    batch: str | None = None
+    batch_if: Callable[[dict, list[bool]], bool] | None = None
+    scalar: tuple[Callable, frozenset] | None = None
+    cell: tuple[str, int, int] | None = None
 
     def build(self, attrs: dict[str, Any], n_outputs: int = 1) -> Callable:
         """Bind `attrs`; a ``multi`` factory also learns how many outputs the node has."""
@@ -36,24 +76,41 @@ class KernelDef:
             return self.factory(attrs, n_outputs)
         return self.factory(attrs)
 
+    def batches(self, attrs: dict, batched: list[bool]) -> bool:
+        """Whether a node with `attrs`, with these inputs batched, runs on rows (`batch`)."""
+        return self.batch is not None and (self.batch_if is None or self.batch_if(attrs, batched))
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel built for one node: the callable and what the runner needs to know of it."""
+
+    fn: Callable
+    definition: KernelDef
+    multi: bool
+    out: bool  # takes out= and the node has one output
+    # A ufunc of the node's arity takes its destination as one more positional argument (no
+    # keyword dict per call).
+    positional_out: bool
+
 
 _TABLE: dict[tuple[str, str], list[KernelDef]] = {}
 
 
-def kernel(op_type: str, domain: str = "", since: int = 1, out: bool = False, multi: bool = False):
-    """Register the decorated factory for `op_type` in `domain` from opset `since` on.
-
-    ``out=True``: the kernel accepts ``out=`` (see the module docstring). ``multi=True``: the
-    factory is called as ``factory(attrs, n_outputs)`` and the kernel returns a tuple of results,
-    one per node output.
-    """
+def kernel(op_type: str, domain: str = "", since: int = 1, out: bool = False, multi: bool = False,
+           batch: str | None = None, batch_if=None, scalar=None, cell=None):
+    """Register the decorated factory for `op_type` in `domain` from opset `since` on, with the
+    traits in the module docstring."""
+    if batch is not None and batch not in BATCH_FORMS:
+        raise ValueError(f"batch must be one of {BATCH_FORMS}, not {batch!r}")
 
     def register(factory):
         entries = _TABLE.setdefault((domain, op_type), [])
         if any(entry.since == since for entry in entries):
             raise RuntimeError(f"kernel {domain or 'ai.onnx'}::{op_type} since {since} is "
                                "registered twice")
-        bisect.insort(entries, KernelDef(op_type, domain, since, factory, out, multi),
+        bisect.insort(entries, KernelDef(op_type, domain, since, factory, out, multi, batch,
+                                         batch_if, scalar, cell),
                       key=lambda entry: entry.since)
         return factory
 
@@ -74,6 +131,33 @@ def lookup(domain: str, op_type: str, version: int, where: str = "") -> KernelDe
                                  f"cyloop has it from opset versions {versions}")
     raise UnsupportedOpError(f"{prefix}{shown}::{op_type} (opset {version}) is not supported; "
                              f"cyloop has no kernel for {op_type} in domain {shown!r}")
+
+
+def node_version(node: Node, opsets: dict[str, int]) -> int:
+    """The op version a node runs at: its own (OpenVINO states it per layer), else its graph's
+    opset for its domain."""
+    return node.version if node.version is not None else \
+        opsets.get(node.domain, opsets.get("", 1))
+
+
+def definition_of(node: Node, opsets: dict[str, int]) -> KernelDef:
+    """The registered kernel a node runs (`UnsupportedOpError` naming the node if none)."""
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    return lookup(domain, node.op_type, node_version(node, opsets), where=node.label)
+
+
+def build(node: Node, opsets: dict[str, int], attrs: dict | None = None) -> Kernel:
+    """The kernel of a plain op node, bound to `attrs` (default: its own); a bad attribute is a
+    `ModelError` naming the node."""
+    definition = definition_of(node, opsets)
+    try:
+        fn = definition.build(node.attrs if attrs is None else attrs, len(node.outputs))
+    except (KeyError, ValueError, TypeError) as e:
+        raise ModelError(f"{node.label}: bad attributes for {node.op_type}: {e}") from e
+    out = definition.out and len(node.outputs) == 1
+    positional = (out and isinstance(fn, np.ufunc) and fn.nout == 1
+                  and fn.nin == len(node.inputs))
+    return Kernel(fn, definition, definition.multi, out, positional)
 
 
 def registered() -> list[KernelDef]:

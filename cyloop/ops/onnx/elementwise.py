@@ -3,10 +3,12 @@
 Most kernels are numpy ufuncs returned as they are: they take ``out=`` and cost one C call.
 """
 
+import operator
+
 import numpy as np
 
 from .. import _math
-from ..registry import kernel
+from ..registry import FLOAT_SCALARS, NUMBER_SCALARS, kernel
 
 # op_type -> ufunc. ONNX versions of these ops differ only in the types they allow (and Add-1..6's
 # legacy broadcast attribute, which numpy broadcasting subsumes), so one kernel serves every opset.
@@ -35,8 +37,17 @@ _UFUNCS = {
 }
 
 
+# Ops whose kernel, on two numpy scalars of one of these types, is exactly the scalar's operator.
+_SCALAR = {
+    "Add": (operator.add, FLOAT_SCALARS), "Sub": (operator.sub, FLOAT_SCALARS),
+    "Mul": (operator.mul, FLOAT_SCALARS), "Equal": (operator.eq, NUMBER_SCALARS),
+    "Less": (operator.lt, NUMBER_SCALARS), "LessOrEqual": (operator.le, NUMBER_SCALARS),
+    "Greater": (operator.gt, NUMBER_SCALARS), "GreaterOrEqual": (operator.ge, NUMBER_SCALARS),
+}
+
+
 def _register_ufunc(op_type, ufunc):
-    @kernel(op_type, out=True)
+    @kernel(op_type, out=True, batch="elementwise", scalar=_SCALAR.get(op_type))
     def factory(attrs):
         return ufunc
 
@@ -55,7 +66,7 @@ def _integer_divide(a, b, out=None):
     return np.add(quotient, fix.astype(quotient.dtype), out=quotient)
 
 
-@kernel("Div", out=True)
+@kernel("Div", out=True, batch="elementwise")
 def div(attrs):
     def divide(a, b, out=None):
         if a.dtype.kind in "iu":
@@ -65,7 +76,7 @@ def div(attrs):
     return divide
 
 
-@kernel("Pow")
+@kernel("Pow", batch="elementwise")
 def pow_(attrs):
     def power(base, exponent):
         # ONNX Pow's result has the base's type, whatever the exponent's.
@@ -95,22 +106,22 @@ def _variadic(ufunc):
     return apply
 
 
-@kernel("Max", out=True)
+@kernel("Max", out=True, batch="elementwise")
 def max_(attrs):
     return _variadic(np.maximum)
 
 
-@kernel("Min", out=True)
+@kernel("Min", out=True, batch="elementwise")
 def min_(attrs):
     return _variadic(np.minimum)
 
 
-@kernel("Sum", out=True)
+@kernel("Sum", out=True, batch="elementwise")
 def sum_(attrs):
     return _variadic(np.add)
 
 
-@kernel("Mean", out=True)
+@kernel("Mean", out=True, batch="elementwise")
 def mean(attrs):
     total = _variadic(np.add)
 
@@ -121,17 +132,17 @@ def mean(attrs):
     return average
 
 
-@kernel("Where")
+@kernel("Where", batch="elementwise")
 def where(attrs):
     return np.where
 
 
-@kernel("Sigmoid", out=True)
+@kernel("Sigmoid", out=True, batch="elementwise")
 def sigmoid(attrs):
     return _math.sigmoid
 
 
-@kernel("Relu", out=True)
+@kernel("Relu", out=True, batch="elementwise")
 def relu(attrs):
     def rectify(x, out=None):
         return np.maximum(x, x.dtype.type(0), out=out)
@@ -139,43 +150,43 @@ def relu(attrs):
     return rectify
 
 
-@kernel("Mod", since=10)
+@kernel("Mod", since=10, batch="elementwise")
 def mod(attrs):
     if attrs.get("fmod", 0):
         return np.fmod  # C fmod: the result takes the dividend's sign
     return np.mod  # Python-style: the result takes the divisor's sign
 
 
-@kernel("LeakyRelu")
+@kernel("LeakyRelu", batch="elementwise")
 def leaky_relu(attrs):
     alpha = float(attrs.get("alpha", 0.01))
     return lambda x: np.where(x < 0, x * x.dtype.type(alpha), x)
 
 
-@kernel("Elu")
+@kernel("Elu", batch="elementwise")
 def elu(attrs):
     alpha = float(attrs.get("alpha", 1.0))
     return lambda x: np.where(x < 0, x.dtype.type(alpha) * np.expm1(np.minimum(x, 0)), x)
 
 
-@kernel("HardSigmoid")
+@kernel("HardSigmoid", batch="elementwise")
 def hard_sigmoid(attrs):
     alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
     return lambda x: np.clip(x * x.dtype.type(alpha) + x.dtype.type(beta), 0, 1).astype(x.dtype)
 
 
-@kernel("Softplus")
+@kernel("Softplus", batch="elementwise")
 def softplus(attrs):
     return lambda x: np.logaddexp(x, x.dtype.type(0))
 
 
-@kernel("Clip", since=6)
+@kernel("Clip", since=6, batch="first")
 def clip_6(attrs):
     low, high = attrs.get("min", -np.inf), attrs.get("max", np.inf)
     return lambda x: np.clip(x, x.dtype.type(low), x.dtype.type(high))
 
 
-@kernel("Clip", since=11)
+@kernel("Clip", since=11, batch="first")
 def clip_11(attrs):
     def clip(x, low=None, high=None):
         result = x if low is None else np.maximum(x, low)

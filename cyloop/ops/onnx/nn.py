@@ -5,7 +5,7 @@ import numpy as np
 from ..registry import kernel
 
 
-@kernel("MatMul", since=1, out=True)
+@kernel("MatMul", since=1, out=True, batch="matmul")
 def matmul(attrs):
     return np.matmul
 

@@ -147,7 +147,7 @@ for _op_type in ("RNN", "GRU", "LSTM"):
     kernel(_op_type, since=1, multi=True)(_factory(_op_type))
 
 
-@kernel("Erf", since=9)
+@kernel("Erf", since=9, batch="elementwise")
 def erf(attrs):
     return _math.erf
 

@@ -50,7 +50,7 @@ def constant(attrs):
     return produce
 
 
-@kernel("Cast", out=True)
+@kernel("Cast", out=True, batch="elementwise")
 def cast(attrs):
     dtype = to_numpy_dtype(attrs["to"])
 
@@ -76,7 +76,7 @@ def shape(attrs):
     return shape_of
 
 
-@kernel("Reshape", since=5)
+@kernel("Reshape", since=5, batch="reshape")
 def reshape(attrs):
     allow_zero = bool(attrs.get("allowzero", 0))
 
@@ -90,7 +90,7 @@ def reshape(attrs):
     return reshaped
 
 
-@kernel("Squeeze", since=1)
+@kernel("Squeeze", since=1, batch="axes_attribute")
 def squeeze_1(attrs):
     axes = attrs.get("axes")
 
@@ -100,7 +100,7 @@ def squeeze_1(attrs):
     return squeezed
 
 
-@kernel("Squeeze", since=13)
+@kernel("Squeeze", since=13, batch="axes")
 def squeeze_13(attrs):
     def squeezed(data, axes=None):
         return np.squeeze(data, axis=None if axes is None else _axes_tuple(axes))
@@ -108,13 +108,13 @@ def squeeze_13(attrs):
     return squeezed
 
 
-@kernel("Unsqueeze", since=1)
+@kernel("Unsqueeze", since=1, batch="axes_attribute")
 def unsqueeze_1(attrs):
     axes = np.array(attrs["axes"], np.int64)
     return lambda data: _shapes.unsqueeze(data, axes)
 
 
-@kernel("Unsqueeze", since=13)
+@kernel("Unsqueeze", since=13, batch="axes")
 def unsqueeze_13(attrs):
     return _shapes.unsqueeze
 

@@ -35,6 +35,13 @@ def as_ints(attrs, key, default=None):
     return [int(v) for v in str(value).split(",") if v.strip()]
 
 
+def broadcast_batches(attrs, batched):
+    """Whether rows of some operands can be batched under the layer's ``auto_broadcast``: numpy
+    broadcasting aligns them; with ``none`` only if every operand has rows; never with pdpd."""
+    mode = str(attrs.get("auto_broadcast", "numpy")).lower()
+    return mode == "numpy" or (mode == "none" and all(batched))
+
+
 def broadcasting(fn, attrs):
     """`fn` under the layer's ``auto_broadcast``: numpy (default), none (shapes must match) or
     pdpd (the second operand aligned at ``axis``)."""

@@ -1,12 +1,13 @@
 """Elementwise OpenVINO layers: arithmetic, comparison, logic, activations, Select, Convert."""
 
 import math
+import operator
 
 import numpy as np
 
 from .. import _math
-from ..registry import kernel
-from ._attrs import DOMAIN, ELEMENT_TYPES, as_float, broadcasting
+from ..registry import FLOAT_SCALARS, NUMBER_SCALARS, kernel
+from ._attrs import DOMAIN, ELEMENT_TYPES, as_float, broadcast_batches, broadcasting
 
 
 def _floor_mod(a, b, out=None):
@@ -45,8 +46,19 @@ _BINARY = {
 }
 
 
+# Layers whose kernel, on two numpy scalars of one of these types, is exactly the scalar's operator
+# (whatever auto_broadcast says: two 0-d operands have one shape).
+_SCALAR = {
+    "Add": (operator.add, FLOAT_SCALARS), "Subtract": (operator.sub, FLOAT_SCALARS),
+    "Multiply": (operator.mul, FLOAT_SCALARS), "Equal": (operator.eq, NUMBER_SCALARS),
+    "NotEqual": (operator.ne, NUMBER_SCALARS), "Less": (operator.lt, NUMBER_SCALARS),
+    "LessEqual": (operator.le, NUMBER_SCALARS), "Greater": (operator.gt, NUMBER_SCALARS),
+    "GreaterEqual": (operator.ge, NUMBER_SCALARS),
+}
+
+
 def _register_binary(op_type, fn):
-    @kernel(op_type, domain=DOMAIN, since=1, out=True)
+    @kernel(op_type, domain=DOMAIN, since=1, out=True, batch="elementwise", batch_if=broadcast_batches, scalar=_SCALAR.get(op_type))
     def factory(attrs):
         return broadcasting(fn, attrs)
 
@@ -55,7 +67,7 @@ for _op_type, _fn in _BINARY.items():
     _register_binary(_op_type, _fn)
 
 
-@kernel("Divide", domain=DOMAIN, since=1, out=True)
+@kernel("Divide", domain=DOMAIN, since=1, out=True, batch="elementwise", batch_if=broadcast_batches)
 def divide(attrs):
     return broadcasting(_divide_factory(attrs), attrs)
 
@@ -68,7 +80,7 @@ _UNARY = {
 
 
 def _register_unary(op_type, fn):
-    @kernel(op_type, domain=DOMAIN, since=1, out=True)
+    @kernel(op_type, domain=DOMAIN, since=1, out=True, batch="elementwise", batch_if=broadcast_batches)
     def factory(attrs):
         return fn
 
@@ -82,11 +94,11 @@ def relu(attrs):
 
 
 # The IR spells the layer type "ReLU"; "Relu" is accepted too.
-kernel("ReLU", domain=DOMAIN, since=1, out=True)(relu)
-kernel("Relu", domain=DOMAIN, since=1, out=True)(relu)
+kernel("ReLU", domain=DOMAIN, since=1, out=True, batch="elementwise", batch_if=broadcast_batches)(relu)
+kernel("Relu", domain=DOMAIN, since=1, out=True, batch="elementwise", batch_if=broadcast_batches)(relu)
 
 
-@kernel("Clamp", domain=DOMAIN, since=1)
+@kernel("Clamp", domain=DOMAIN, since=1, batch="elementwise", batch_if=broadcast_batches)
 def clamp(attrs):
     low, high = as_float(attrs, "min"), as_float(attrs, "max")
 
@@ -98,18 +110,18 @@ def clamp(attrs):
     return clamped
 
 
-@kernel("Elu", domain=DOMAIN, since=1)
+@kernel("Elu", domain=DOMAIN, since=1, batch="elementwise", batch_if=broadcast_batches)
 def elu(attrs):
     alpha = as_float(attrs, "alpha", 1.0)
     return lambda x: np.where(x > 0, x, x.dtype.type(alpha) * np.expm1(np.minimum(x, 0)))
 
 
-@kernel("Erf", domain=DOMAIN, since=1)
+@kernel("Erf", domain=DOMAIN, since=1, batch="elementwise", batch_if=broadcast_batches)
 def erf(attrs):
     return _math.erf
 
 
-@kernel("Gelu", domain=DOMAIN, since=2)
+@kernel("Gelu", domain=DOMAIN, since=2, batch="elementwise", batch_if=broadcast_batches)
 def gelu(attrs):
     tanh = attrs.get("approximation_mode", "ERF").upper() == "TANH"
     return lambda x: _math.gelu(x, tanh)
@@ -124,22 +136,22 @@ def swish(attrs):
     return swished
 
 
-@kernel("HSigmoid", domain=DOMAIN, since=5)
+@kernel("HSigmoid", domain=DOMAIN, since=5, batch="elementwise", batch_if=broadcast_batches)
 def hsigmoid(attrs):
     return lambda x: (np.clip(x + 3, 0, 6) / 6).astype(x.dtype)
 
 
-@kernel("HSwish", domain=DOMAIN, since=4)
+@kernel("HSwish", domain=DOMAIN, since=4, batch="elementwise", batch_if=broadcast_batches)
 def hswish(attrs):
     return lambda x: (x * np.clip(x + 3, 0, 6) / 6).astype(x.dtype)
 
 
-@kernel("SoftPlus", domain=DOMAIN, since=4)
+@kernel("SoftPlus", domain=DOMAIN, since=4, batch="elementwise", batch_if=broadcast_batches)
 def softplus(attrs):
     return lambda x: np.logaddexp(x, x.dtype.type(0))
 
 
-@kernel("Select", domain=DOMAIN, since=1)
+@kernel("Select", domain=DOMAIN, since=1, batch="elementwise", batch_if=broadcast_batches)
 def select(attrs):
     mode = attrs.get("auto_broadcast", "numpy").lower()
 
@@ -151,7 +163,7 @@ def select(attrs):
     return selected
 
 
-@kernel("Convert", domain=DOMAIN, since=1, out=True)
+@kernel("Convert", domain=DOMAIN, since=1, out=True, batch="elementwise", batch_if=broadcast_batches)
 def convert(attrs):
     dtype = np.dtype(ELEMENT_TYPES[attrs["destination_type"]])
 

@@ -8,7 +8,8 @@ from ..registry import kernel
 from ._attrs import DOMAIN, ELEMENT_TYPES, as_bool, as_float, as_int
 
 
-@kernel("MatMul", domain=DOMAIN, since=1)
+@kernel("MatMul", domain=DOMAIN, since=1, batch="matmul",
+        batch_if=lambda attrs, batched: not as_bool(attrs, "transpose_a"))
 def matmul(attrs):
     transpose_a, transpose_b = as_bool(attrs, "transpose_a"), as_bool(attrs, "transpose_b")
 
@@ -216,8 +217,10 @@ def rnn_recurrence(attrs, n_outputs):
 _project = cell_projection({})
 
 
-@kernel("LSTMCell", domain=DOMAIN, since=1, multi=True)
-@kernel("LSTMCell", domain=DOMAIN, since=4, multi=True)
+@kernel("LSTMCell", domain=DOMAIN, since=1, multi=True, batch="cell",
+        cell=("LSTMCellRecurrence", 3, 5))
+@kernel("LSTMCell", domain=DOMAIN, since=4, multi=True, batch="cell",
+        cell=("LSTMCellRecurrence", 3, 5))
 def lstm_cell(attrs, n_outputs):
     """Gates in OpenVINO's f, i, c, o order. LSTMCell-1's peephole input is refused at load time
     (by the frontend); without it the two versions compute the same."""
@@ -225,14 +228,16 @@ def lstm_cell(attrs, n_outputs):
     return lambda x, h, c, w, r, b: step(_project(x, w, b), h, c, r)[:n_outputs]
 
 
-@kernel("GRUCell", domain=DOMAIN, since=3, multi=True)
+@kernel("GRUCell", domain=DOMAIN, since=3, multi=True, batch="cell",
+        cell=("GRUCellRecurrence", 2, 4))
 def gru_cell(attrs, n_outputs):
     """Gates in OpenVINO's z, r, h order; ``linear_before_reset`` as in ONNX."""
     step = _gru_recurrence(attrs)
     return lambda x, h, w, r, b: (step(_project(x, w, b), h, r, b),)[:n_outputs]
 
 
-@kernel("RNNCell", domain=DOMAIN, since=1, multi=True)
+@kernel("RNNCell", domain=DOMAIN, since=1, multi=True, batch="cell",
+        cell=("RNNCellRecurrence", 2, 4))
 def rnn_cell(attrs, n_outputs):
     step = _rnn_recurrence(attrs)
     return lambda x, h, w, r, b: (step(_project(x, w, b), h, r),)[:n_outputs]

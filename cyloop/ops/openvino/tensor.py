@@ -43,7 +43,7 @@ def variadic_split(attrs, n_outputs):
     return parts
 
 
-@kernel("Reshape", domain=DOMAIN, since=1)
+@kernel("Reshape", domain=DOMAIN, since=1, batch="reshape")
 def reshape(attrs):
     special_zero = as_bool(attrs, "special_zero")
 
@@ -56,7 +56,7 @@ def reshape(attrs):
     return reshaped
 
 
-@kernel("Squeeze", domain=DOMAIN, since=1)
+@kernel("Squeeze", domain=DOMAIN, since=1, batch="axes")
 def squeeze(attrs):
     def squeezed(x, axes=None):
         if axes is None:
@@ -67,7 +67,7 @@ def squeeze(attrs):
     return squeezed
 
 
-@kernel("Unsqueeze", domain=DOMAIN, since=1)
+@kernel("Unsqueeze", domain=DOMAIN, since=1, batch="axes")
 def unsqueeze(attrs):
     return _shapes.unsqueeze
 
