@@ -1,4 +1,4 @@
-"""Build the Cython core (`cyloop._core`); everything else is plain Python.
+"""Build the Cython core (`cyloop.engine._core`); everything else is plain Python.
 
 `CYLOOP_DEBUG_CYTHON=1` turns bounds checks, wraparound and division checks back on.
 """
@@ -22,8 +22,8 @@ COMPILER_DIRECTIVES = {
 
 extensions = [
     Extension(
-        "cyloop._core",
-        ["cyloop/_core.pyx"],
+        "cyloop.engine._core",
+        ["cyloop/engine/_core.pyx"],
         include_dirs=[numpy.get_include(), "include"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=["-O2"] if not DEBUG else ["-O0", "-g"],

@@ -17,7 +17,7 @@ from collections import Counter
 import numpy as np
 
 from . import __version__
-from ._compile import DEFAULT_MAX_ITERATIONS
+from .engine.settings import DEFAULT_MAX_ITERATIONS
 from .errors import CyloopError, InputError
 from .ir import LOOP_DOMAIN, Graph
 from .peers import openvino_compiled

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .errors import ModelError
+from .errors import CyloopError, LoopLimitError, ModelError
 
 __all__ = [
     "LOOP_DOMAIN",
@@ -44,12 +44,16 @@ __all__ = [
     "GraphBuilder",
     "InvariantInput",
     "LastOutput",
+    "LoopRun",
     "LoopSpec",
     "Node",
     "OuterInput",
     "SlicedInput",
+    "Slicing",
     "Value",
+    "read_only",
     "slice_count",
+    "truth",
 ]
 
 LOOP_DOMAIN = "cyloop"
@@ -118,12 +122,6 @@ class Graph:
     initializers: dict[str, np.ndarray] = field(default_factory=dict)
     opsets: dict[str, int] = field(default_factory=dict)
     name: str = "graph"
-
-    def defined_names(self) -> set[str]:
-        names = {v.name for v in self.inputs} | set(self.initializers)
-        for node in self.nodes:
-            names.update(o for o in node.outputs if o)
-        return names
 
     def free_names(self) -> list[str]:
         """Names this graph (or any graph nested in it) reads but does not define: outer-scope reads.
@@ -231,6 +229,11 @@ class ConcatOutput:
             dims = [0]
         return np.empty(dims, dtype)
 
+    def changed(self, label: str, index: int, i: int, what: str, before, now) -> ModelError:
+        """The error for a result that changed `what` (shape, dtype) at iteration `i`."""
+        return ModelError(f"{label}: concatenated output #{index} (body output {self.result!r}) "
+                          f"changed {what} at iteration {i}: {before} before, {now} now")
+
 
 LoopInput = CarriedInput | SlicedInput | InvariantInput
 LoopOutput = LastOutput | ConcatOutput
@@ -306,6 +309,157 @@ class LoopSpec:
                              "iteration number, the condition, nor a loop input)")
         for k, out in enumerate(self.outputs):
             check_result(out.result, f"{type(out).__name__} #{k}")
+
+
+    @property
+    def iteration_dtype(self) -> np.dtype:
+        """The type of the iteration number: the body's declared integer type, else int64."""
+        declared = next((v.dtype for v in self.body.inputs if v.name == self.iteration_param),
+                        None)
+        return declared if declared is not None and declared.kind in "iu" \
+            else np.dtype(np.int64)
+
+    def resolve(self, args, max_iterations: int | None, label: str) -> LoopRun:
+        """How one run of this loop goes, from the loop node's operands `args`.
+
+        The one reading of the spec both drivers share: the trip count (a negative one is zero,
+        or unbounded where `negative_trip_count_unbounded`), the first condition (an omitted one
+        is true), every sliced input's part count (they must agree where they set the trip
+        count; otherwise, as in Loop-5, running past the fewest parts is an error), and where the
+        run must stop with an error. Raises `ModelError` naming `label` for bad operands.
+        """
+        trip = self.trip_count
+        if isinstance(trip, OuterInput):
+            trip = args[trip.index]
+            if trip is not None:
+                trip = np.asarray(trip)
+                if trip.size != 1 or trip.dtype.kind not in "iu":
+                    raise ModelError(f"{label}: the trip count must be one integer, got shape "
+                                     f"{trip.shape} dtype {trip.dtype}")
+                trip = int(trip.reshape(-1)[0])
+        if trip is not None and trip < 0:
+            trip = None if self.negative_trip_count_unbounded else 0
+        go = True
+        if isinstance(self.initial_cond, OuterInput):
+            if args[self.initial_cond.index] is not None:
+                go = truth(args[self.initial_cond.index], "condition", label)
+        elif self.initial_cond is not None:
+            go = bool(self.initial_cond)
+
+        slicings = {k: Slicing.of(inp, args[inp.outer], label)
+                    for k, inp in enumerate(self.inputs) if isinstance(inp, SlicedInput)}
+        slice_limit = None
+        if slicings:
+            counts = {s.count for s in slicings.values()}
+            if self.slices_set_trip_count:
+                if len(counts) > 1:
+                    detail = ", ".join(f"{s.desc.param!r}: {s.count}" for s in slicings.values())
+                    raise ModelError(f"{label}: sliced inputs disagree on the number of "
+                                     f"iterations ({detail})")
+                n_slices = counts.pop()
+                trip = n_slices if trip is None else min(trip, n_slices)
+            else:
+                slice_limit = min(counts)
+        limits = [n for n in (max_iterations, slice_limit) if n is not None]
+        stop_at = min(limits) if limits else None
+        exact = trip if self.cond_result is None else None
+        if exact is not None and stop_at is not None and exact > stop_at:
+            exact = None
+        bound = min([n for n in (trip, stop_at) if n is not None], default=None)
+        return LoopRun(trip, go, slicings, stop_at, exact, bound, max_iterations)
+
+    def zero_iteration_value(self, index: int, carried: dict[int, object], label: str):
+        """Last-value output #index of a loop that ran no iteration: the initial value of the
+        carried input its result feeds (`carried`: input index -> value)."""
+        result = self.outputs[index].result
+        for k, inp in enumerate(self.inputs):
+            if isinstance(inp, CarriedInput) and inp.result == result:
+                return carried[k]
+        raise ModelError(f"{label}: output #{index} (body output {result!r}) has no value: the "
+                         "loop ran zero iterations and it is not a carried value")
+
+    def declared_output(self, index: int) -> Value | None:
+        """The body's declaration of output #index's result (for its zero-iteration shape)."""
+        return next((v for v in self.body.outputs if v.name == self.outputs[index].result),
+                    None)
+
+
+@dataclass(frozen=True)
+class Slicing:
+    """One sliced input in one run: its value (read-only), the axis, how many parts it has and
+    where part 0 starts along the axis (part i starts at ``first + i * desc.stride``)."""
+
+    desc: SlicedInput
+    value: np.ndarray
+    axis: int
+    count: int
+    first: int
+
+    @classmethod
+    def of(cls, desc: SlicedInput, value, label: str) -> Slicing:
+        x = read_only(np.asarray(value))
+        axis = desc.axis + x.ndim if desc.axis < 0 else desc.axis
+        if not 0 <= axis < x.ndim:
+            raise ModelError(f"{label}: sliced input {desc.param!r} has axis {desc.axis}, but the "
+                             f"value has rank {x.ndim} (shape {x.shape})")
+        try:
+            count, first = slice_count(x.shape[axis], desc.start, desc.end, desc.stride,
+                                       desc.part_size)
+        except ValueError as e:
+            raise ModelError(f"{label}: sliced input {desc.param!r}: {e}") from None
+        return cls(desc, x, axis, count, first)
+
+    def part(self, i: int) -> np.ndarray:
+        """Part i, by plain indexing (a read-only view)."""
+        lo = self.first + i * self.desc.stride
+        index = [slice(None)] * self.value.ndim
+        index[self.axis] = slice(lo, lo + self.desc.part_size) if self.desc.keep_axis else lo
+        return self.value[tuple(index)]
+
+
+@dataclass(frozen=True)
+class LoopRun:
+    """One run of a loop, read from its operands by `LoopSpec.resolve`.
+
+    The loop runs while its condition holds and fewer than `trip_count` iterations have run
+    (None: unbounded); iteration `stop_at` (max_iterations, or a Loop-5 input's last part) must
+    not run: `stop_error` is what it raises. `exact` is the number of iterations when nothing can
+    stop the loop early, `bound` the most it can run (both None when unknown).
+    """
+
+    trip_count: int | None
+    go: bool
+    slicings: dict[int, Slicing]
+    stop_at: int | None
+    exact: int | None
+    bound: int | None
+    max_iterations: int | None
+
+    def stop_error(self, i: int, label: str) -> CyloopError:
+        if self.max_iterations is not None and i >= self.max_iterations:
+            return LoopLimitError(f"{label}: reached max_iterations={self.max_iterations} without "
+                                  "finishing; raise max_iterations, or check the loop's trip "
+                                  "count and condition")
+        short = next(s for s in self.slicings.values() if s.count <= i)
+        return ModelError(f"{label}: iteration {i} runs past the last slice of sliced input "
+                          f"{short.desc.param!r} ({short.count} parts)")
+
+
+def truth(value, what: str, label: str) -> bool:
+    """A condition's value: one boolean (any one-element array); `ModelError` otherwise."""
+    value = np.asarray(value)
+    if value.size != 1:
+        raise ModelError(f"{label}: the {what} must be one boolean, got shape {value.shape}")
+    return bool(value.reshape(-1)[0])
+
+
+def read_only(value):
+    """A read-only view of an array (the caller's data is never written through it); anything
+    else as it is."""
+    if isinstance(value, np.ndarray) and value.flags.writeable:
+        value = value.view()
+        value.flags.writeable = False
+    return value
 
 
 def slice_count(dim: int, start: int, end: int, stride: int, part_size: int) -> tuple[int, int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ._compile import DEFAULT_MAX_ITERATIONS
+from .engine.settings import DEFAULT_MAX_ITERATIONS
 from .errors import ModelError
 from .model import Model
 

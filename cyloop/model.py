@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._compile import DEFAULT_MAX_ITERATIONS, Settings, compile_graph, driver_module
+from .engine.compile import compile_graph, program
+from .engine.plan import Plan, describe
+from .engine.settings import DEFAULT_MAX_ITERATIONS, Settings
 from .errors import InputError
 from .ir import Graph
-from .plan import Plan
 from .sequence import TensorSequence
 
 __all__ = ["Model"]
@@ -19,10 +20,11 @@ class Model:
     ``driver``: ``"cython"`` (default) or ``"python"`` (the reference driver; the default when
     ``CYLOOP_PURE_PYTHON=1``). ``max_iterations``: any loop reaching it raises `LoopLimitError`
     (None: no limit). ``progress``: ``progress(label, done, total, finished)`` is called every
-    1024 iterations of each loop and when it ends (total is None when unknown). ``hoist``: the
-    Cython driver runs body work that depends only on sliced inputs, the iteration number and
-    loop invariants before the loop, many iterations at once (results agree to rounding; see
-    ``cyloop/_hoist.py``); False runs every body as written.
+    1,024 iterations (``engine.settings.PROGRESS_EVERY``) of each loop and when it ends (total is
+    None when unknown).
+    ``hoist``: the Cython driver runs body work that depends only on sliced inputs, the iteration
+    number and loop invariants before the loop, many iterations at once (results agree to
+    rounding; see ``cyloop/engine/hoist.py``); False runs every body as written.
     """
 
     def __init__(self, graph: Graph, *, driver: str | None = None,
@@ -31,7 +33,7 @@ class Model:
         self.graph = graph
         self.settings = Settings.make(driver, max_iterations, progress, hoist)
         self._compiled = compile_graph(graph, self.settings)
-        self._program = driver_module(self.settings).Program(self._compiled)
+        self._program = program(self._compiled, self.settings)
         self._output_index = {v.name: k for k, v in enumerate(graph.outputs)}
         # An input that is also an initializer may be fed; otherwise it takes that value.
         self._defaults = {v.name: graph.initializers[v.name] for v in graph.inputs
@@ -154,7 +156,7 @@ class Model:
 
     def plan(self) -> Plan:
         """The memory plan of every loop, with what the last runs measured."""
-        return Plan([loop.plan() for loop in self._compiled.loops])
+        return Plan([describe(loop.facts()) for loop in self._compiled.loops])
 
     def counters(self) -> dict[str, dict[str, int]]:
         """Each loop's planner counters (bytes copied, allocations, ...), by loop label;

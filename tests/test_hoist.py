@@ -1,4 +1,4 @@
-"""Hoisting (cyloop/_hoist.py): body work that depends only on sliced inputs, the iteration number
+"""Hoisting (cyloop/_chunks.py): body work that depends only on sliced inputs, the iteration number
 and loop invariants runs before the loop, a chunk of rows at a time.
 
 Every test runs the Cython driver, which hoists, against the pure-Python driver, which runs the body
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import cyloop
-from cyloop import _hoist
+from cyloop.engine import chunks as _chunks
 from cyloop.ir import (
     CarriedInput,
     ConcatOutput,
@@ -29,12 +29,12 @@ from .test_slicing import _sliced_loop, oracle_parts, sliced_cases
 @contextlib.contextmanager
 def chunks_of(rows):
     """Chunks of exactly `rows` rows (the first included)."""
-    saved = _hoist.FIRST_CHUNK_ROWS, _hoist.MIN_CHUNK_ROWS, _hoist.CHUNK_BYTES
-    _hoist.FIRST_CHUNK_ROWS, _hoist.MIN_CHUNK_ROWS, _hoist.CHUNK_BYTES = rows, rows, 1
+    saved = _chunks.FIRST_CHUNK_ROWS, _chunks.MIN_CHUNK_ROWS, _chunks.CHUNK_BYTES
+    _chunks.FIRST_CHUNK_ROWS, _chunks.MIN_CHUNK_ROWS, _chunks.CHUNK_BYTES = rows, rows, 1
     try:
         yield
     finally:
-        _hoist.FIRST_CHUNK_ROWS, _hoist.MIN_CHUNK_ROWS, _hoist.CHUNK_BYTES = saved
+        _chunks.FIRST_CHUNK_ROWS, _chunks.MIN_CHUNK_ROWS, _chunks.CHUNK_BYTES = saved
 
 
 CHUNKS = [None, 1, 3]  # the default sizes, and boundaries at every row / every third row
@@ -192,7 +192,7 @@ def test_a_loop_stopping_early_hoists_at_most_one_chunk_too_many(rng, chunk_rows
     np.testing.assert_allclose(got["ys"], expected["ys"], rtol=1e-5, atol=1e-6)
     assert got["ys"].shape[0] == 7  # iterations 0..6 ran; the condition read at 6 is false
     row_bytes = 3 * 2 * 4
-    first = chunk_rows or _hoist.FIRST_CHUNK_ROWS
+    first = chunk_rows or _chunks.FIRST_CHUNK_ROWS
     assert _counters(model)["hoisted_bytes"] <= (7 + first) * row_bytes
 
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from cyloop import _core
+from cyloop.engine import _core
 
 
 @st.composite

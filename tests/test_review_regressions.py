@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import cyloop
-from cyloop import _core
+from cyloop.engine import _core
 from cyloop.ir import CarriedInput, ConcatOutput, GraphBuilder, LastOutput, SlicedInput
 from cyloop.ops.registry import kernel
 

@@ -18,8 +18,8 @@ def _exp_cap(dtype):
     return t
 
 
-# Per dtype, as 0-d arrays: a ufunc takes a 0-d array operand faster than a numpy or Python scalar
-# (~0.5 us less a call on a 1,024-element array), which matters in the gates of a cell.
+# Per dtype, as 0-d arrays: a ufunc skips converting a 0-d array operand, which it must do for a
+# numpy or Python scalar on every call; the gates of a cell make many such calls per step.
 _EXP_CAPS = {np.dtype(t): np.asarray(_exp_cap(np.dtype(t))) for t in (np.float32, np.float64)}
 _ONES = {t: np.ones((), t) for t in _EXP_CAPS}
 

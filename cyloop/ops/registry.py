@@ -33,8 +33,19 @@ import numpy as np
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import Node
 
-__all__ = ["BATCH_FORMS", "FLOAT_SCALARS", "Kernel", "KernelDef", "NUMBER_SCALARS", "build",
-           "definition_of", "kernel", "lookup", "node_version", "registered"]
+__all__ = [
+    "BATCH_FORMS",
+    "FLOAT_SCALARS",
+    "NUMBER_SCALARS",
+    "Kernel",
+    "KernelDef",
+    "build",
+    "definition_of",
+    "kernel",
+    "lookup",
+    "node_version",
+    "registered",
+]
 
 # How a kernel runs on a block of rows (each batched operand has the rows on a new leading axis):
 BATCH_FORMS = (

@@ -1,24 +1,34 @@
-"""The Cython core: the flat program runner and the loop driver with its memory planner.
+"""The Cython core: the flat program runner and the loop driver with its memory plan (mechanism
+only: the policy, where each value lives, is decided in destinations.py; the loop's semantics are
+read by `LoopSpec.resolve`, shared with the reference driver).
 
-Design: the planner's invariants.
+Design: the planner's invariants, each with the code that keeps it.
 
 1. A run does no dict look-ups and no attribute work: a compiled program is arrays of slot numbers
-   and a list of kernels bound once.
+   and a list of kernels bound once, with their traits from the registry (`Program.__init__`).
 2. Sliced inputs are read-only views built from a data pointer: part i of an input starts at
    ``first + i * stride`` elements along its axis; nothing is copied, for any axis, stride sign or
-   part size, and no transpose is ever made.
+   part size, and no transpose is ever made (`_make_sliced`, `_Sliced.part`).
 3. Concatenated outputs are preallocated once the first iteration shows the per-iteration shape:
-   exactly n slots when the trip count is known, else min(bound, cap) or geometric growth. A slot
-   is at position i (forward) or cap-1-i (reverse), so the final output is one view: nothing is
-   flipped or concatenated afterwards.
-4. Write-into: the step making a result that goes to a slot row or a back edge is called with
-   ``out=`` when its inputs have the shapes and dtypes they had when the destination was sized
-   (an ``out=`` kernel's result shape follows from those alone). A result both carried and emitted
-   lives in its output row and the next iteration reads it there.
+   exactly n slots when the trip count is known, else min(bound, GROWTH_CAP_BYTES' worth) and
+   geometric growth (`_Concat.allocate`, `_Concat.ensure`). Iteration i's slot is i (forward) or
+   cap-1-i (reverse), so nothing is flipped or concatenated afterwards. The output is a view of the
+   slots used, except when a loop that stopped early used under half of them: then it is a copy of
+   those slots, so no dead rows are kept alive (`_Concat.finish`).
+4. Write-into: the step making a result that goes to a slot row or a back edge is called with its
+   destination as ``out=`` only when its inputs have the shapes and dtypes of the call that sized
+   the destination (an ``out=`` kernel's result shape follows from those alone; signatures in
+   `Program._kernel_call`). A result both carried and emitted lives in its output row and the next
+   iteration reads it there.
 5. Back edges alias: a carried value is handed over by reference. A carried result written in
-   place gets a small pool of buffers (two in steady state); the buffer picked never overlaps a
-   value the iteration reads, so a body may read the old value after making the new one.
-6. The planner writes only into buffers it allocated in this call. Feeds, invariants and slices
+   place gets a pool of buffers, two in steady state (`_Pool`). A buffer is picked only when the
+   pool's own list holds the sole reference to it (`_Pool.pick`: refcount 1), so no value the
+   iteration reads — directly, through a view, a carried value or a sequence holding it — is ever
+   overwritten; a body may read the old value after making the new one. For that rule to hold the
+   driver drops every reference it keeps itself before the next iteration (`_reset_slots`).
+6. Liveness: a step drops each value whose last reader it is (`Program.execute`, kill lists from
+   compile.py), so a run holds the outputs plus one iteration's live set.
+7. The planner writes only into buffers it allocated in this call. Feeds, invariants and slices
    are read-only views; per-call state (pools, output buffers) is never reused by the next call, so
    arrays handed back earlier are never overwritten.
 """
@@ -30,15 +40,15 @@ from cpython.ref cimport Py_INCREF, PyObject
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.string cimport memcmp
 
-from cyloop._aligned_alloc cimport cyl_aligned_alloc, cyl_aligned_free
-from cyloop._strided_copy cimport cyl_strided_copy
-
-import operator
+from cyloop.engine._aligned_alloc cimport cyl_aligned_alloc, cyl_aligned_free
+from cyloop.engine._strided_copy cimport cyl_strided_copy
 
 import numpy as np
 
-from .errors import CyloopError, ExecutionError, LoopLimitError, ModelError
-from .ir import CarriedInput, ConcatOutput, OuterInput, SlicedInput, slice_count
+from ..errors import CyloopError, ExecutionError, ModelError
+from ..ir import CarriedInput, ConcatOutput, SlicedInput, read_only, truth
+from .destinations import LoopFacts, PoolDestination, RowDestination
+from .settings import COUNTERS, GROWTH_CAP_BYTES, PROGRESS_EVERY
 
 cnp.import_array()
 
@@ -51,11 +61,8 @@ cdef extern from "numpy/arrayobject.h":
     object PyArray_NewFromDescr(type subtype, cnp.dtype descr, int nd, cnp.npy_intp *dims,
                                 cnp.npy_intp *strides, void *data, int flags, object obj)
 
-DEF MAX_SIG = 256
-DEF MAX_DIMS = 64
-# Bytes a concatenated output may take before its length is known; past it, geometric growth.
-DEF GROWTH_CAP_BYTES = 64 * 1024 * 1024
-DEF PROGRESS_EVERY = 1024  # as _compile.PROGRESS_EVERY
+cdef Py_ssize_t _GROWTH_CAP_BYTES = GROWTH_CAP_BYTES
+cdef Py_ssize_t _PROGRESS_EVERY = PROGRESS_EVERY
 
 __all__ = ["Program", "LoopDriver", "strided_copy", "aligned_empty"]
 
@@ -207,18 +214,9 @@ cdef Py_ssize_t _signature(tuple args, Py_ssize_t count, cnp.npy_intp *sig) exce
 # ---------------------------------------------------------------------------------------------
 # Program runner
 
-# Binary ufuncs a step may apply to two numpy scalars of one type with the scalar's own operator:
-# numpy's scalar arithmetic is the same IEEE operation in the same type (and honours np.errstate),
-# ~0.3 us cheaper than the ufunc machinery on 0-d arrays. Arithmetic only on floating types:
-# integer scalars would warn on the overflow the ufunc wraps silently.
-_FLOATS = frozenset([np.float16, np.float32, np.float64])
-_NUMBERS = _FLOATS | frozenset([np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
-                                np.uint16, np.uint32, np.uint64])
-_SCALAR_OPS = {np.add: (operator.add, _FLOATS), np.subtract: (operator.sub, _FLOATS),
-               np.multiply: (operator.mul, _FLOATS), np.true_divide: (operator.truediv, _FLOATS),
-               np.less: (operator.lt, _NUMBERS), np.less_equal: (operator.le, _NUMBERS),
-               np.greater: (operator.gt, _NUMBERS), np.greater_equal: (operator.ge, _NUMBERS),
-               np.equal: (operator.eq, _NUMBERS), np.not_equal: (operator.ne, _NUMBERS)}
+# A step whose kernel declares a scalar operator (the registry's ``scalar`` trait) and gets two
+# numpy scalars (or 0-d arrays) of one of the declared types calls the operator instead: the same
+# IEEE operation in the same type, honouring np.errstate, without the ufunc machinery's set-up.
 
 
 cdef inline object _scalar_of(object value):
@@ -234,7 +232,7 @@ cdef inline object _scalar_of(object value):
 
 
 cdef class Program:
-    """A compiled graph (see `_compile.py`) as flat arrays, run without any dict work."""
+    """A compiled graph (see `compile.py`) as flat arrays, run without any dict work."""
 
     def __init__(self, compiled):
         self.compiled = compiled
@@ -258,18 +256,14 @@ cdef class Program:
         self.out_off, self.out_idx = flatten([s.outputs for s in steps])
         self.kill_off, self.kill_idx = flatten([s.kills for s in steps])
         self.multi = np.array([s.multi for s in steps] + [0], dtype=np.intp)
-        # A numpy ufunc takes its destination as one more positional argument: a call without a
-        # keyword dict, ~0.2 us cheaper than out= per iteration.
-        self.positional_out = np.array(
-            [isinstance(s.fn, np.ufunc) and s.fn.nout == 1 and s.fn.nin == len(s.inputs)
-             for s in steps] + [0], dtype=np.intp)
+        # A ufunc takes its destination as one more positional argument: no keyword dict per call.
+        self.positional_out = np.array([s.positional_out for s in steps] + [0], dtype=np.intp)
         # Per step: (operator, scalar types) when it may take the scalar path, else None.
-        self.scalar_ops = [_SCALAR_OPS.get(s.fn) if isinstance(s.fn, np.ufunc)
-                           and len(s.inputs) == 2 and min(s.inputs) >= 0 and not s.multi
-                           else None for s in steps]
+        self.scalar_ops = [s.scalar if len(s.inputs) == 2 and min(s.inputs) >= 0
+                           and not s.multi else None for s in steps]
         self.scalar_calls = np.zeros(self.n_steps + 1, dtype=np.intp)
-        # A 0-d constant only scalar-path steps read is kept as a numpy scalar (the ufunc takes
-        # it all the same), so the scalar path does not convert it on every call.
+        # A 0-d constant only scalar-path steps read is kept as a numpy scalar (a ufunc takes it
+        # all the same), so the scalar path does not convert it on every call.
         readers = {}
         for step, op in zip(steps, self.scalar_ops):
             for slot in step.inputs:
@@ -441,26 +435,19 @@ cdef _Sliced _rows_of(cnp.ndarray a, Py_ssize_t param_slot):
     return sl
 
 
-cdef _Sliced _make_sliced(object desc, object value, Py_ssize_t param_slot, str label):
+cdef _Sliced _make_sliced(object slicing, Py_ssize_t param_slot):
+    """Part i of a sliced input (`ir.Slicing`: already checked against the value's shape) as a
+    view at ``data0 + i * step``."""
     cdef _Sliced sl = _Sliced()
-    cdef cnp.ndarray x = np.asarray(value)
-    cdef int ndim = x.ndim, axis = desc.axis, k, j = 0
-    if axis < 0:
-        axis += ndim
-    if not 0 <= axis < ndim:
-        raise ModelError(f"{label}: sliced input {desc.param!r} has axis {desc.axis}, but the "
-                         f"value has rank {ndim} (shape {(<object>x).shape})")
-    # Python ints: no overflow whatever the spec says; a part outside the axis is refused here.
-    try:
-        n, first = slice_count((<object>x).shape[axis], desc.start, desc.end, desc.stride,
-                               desc.part_size)
-    except ValueError as e:
-        raise ModelError(f"{label}: sliced input {desc.param!r}: {e}") from None
+    cdef cnp.ndarray x = slicing.value
+    cdef object desc = slicing.desc
+    cdef int ndim = x.ndim, axis = slicing.axis, k, j = 0
+    cdef Py_ssize_t n = slicing.count
     sl.param_slot = param_slot
     sl.base = x
     sl.n = n
     # With one part or none, the step is never taken (and a huge stride must not overflow it).
-    cdef Py_ssize_t offset = first * x.strides[axis] if n else 0
+    cdef Py_ssize_t offset = slicing.first * x.strides[axis] if n else 0
     sl.data0 = <char *>cnp.PyArray_DATA(x) + offset
     sl.step = desc.stride * x.strides[axis] if n > 1 else 0
     for k in range(ndim):
@@ -471,6 +458,20 @@ cdef _Sliced _make_sliced(object desc, object value, Py_ssize_t param_slot, str 
         j += 1
     sl.nd = j
     return sl
+
+
+# ---------------------------------------------------------------------------------------------
+# Counters
+
+cdef class _Counters:
+    """What one loop's planner did, summed over its calls (settings.COUNTERS names each)."""
+
+    def as_dict(self):
+        return {name: getattr(self, name) for name in COUNTERS}
+
+    def reset(self):
+        for name in COUNTERS:
+            setattr(self, name, 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -509,7 +510,7 @@ cdef class _Concat:
         return _view(self.buffer, <char *>cnp.PyArray_DATA(self.buffer)
                      + self.position(i) * self.slot_bytes, self.nd, self.dims, self.strides, True)
 
-    cdef int allocate(self, LoopDriver driver, object first, Py_ssize_t n_exact,
+    cdef int allocate(self, _Counters tally, object first, Py_ssize_t n_exact,
                       Py_ssize_t bound) except -1:
         """Size the buffer from the first result: n_exact slots if known, else min(bound, cap)."""
         cdef cnp.ndarray value = np.asarray(first)
@@ -537,13 +538,13 @@ cdef class _Concat:
         if n_exact >= 0:
             rows = n_exact
         else:
-            rows = max(1, GROWTH_CAP_BYTES // row_bytes)
+            rows = max(1, _GROWTH_CAP_BYTES // row_bytes)
             if bound >= 0 and bound < rows:
                 rows = bound
-        self._resize(driver, rows, 0)
+        self._resize(tally, rows, 0)
         return 0
 
-    cdef int _resize(self, LoopDriver driver, Py_ssize_t rows, Py_ssize_t filled) except -1:
+    cdef int _resize(self, _Counters tally, Py_ssize_t rows, Py_ssize_t filled) except -1:
         """(Re)allocate for `rows` slots, keeping the `filled` ones already written."""
         cdef list shape = list(self.part_shape)
         cdef cnp.ndarray old = self.buffer
@@ -554,9 +555,9 @@ cdef class _Concat:
             shape[self.axis] = rows * self.part
         self.buffer = _aligned_empty(tuple(shape), self.dtype)
         self.cap = rows
-        driver.allocations += 1
-        driver.bytes_allocated += self.buffer.nbytes
-        driver.last_preallocated_bytes += self.buffer.nbytes
+        tally.allocations += 1
+        tally.bytes_allocated += self.buffer.nbytes
+        tally.last_preallocated_bytes += self.buffer.nbytes
         # Slot geometry: the part's dims/strides, and the bytes from one slot to the next.
         self.slot_bytes = self.buffer.strides[self.axis] * self.part
         for k in range(len(shape)):
@@ -571,7 +572,7 @@ cdef class _Concat:
             lo_new, hi_new = self._span(rows, filled)
             dst = self._along(self.buffer, lo_new, hi_new)
             np.copyto(dst, self._along(old, lo_old, hi_old))
-            driver.growth_bytes_copied += dst.nbytes
+            tally.growth_bytes_copied += dst.nbytes
         return 0
 
     cdef tuple _span(self, Py_ssize_t cap, Py_ssize_t n):
@@ -584,7 +585,7 @@ cdef class _Concat:
         index[self.axis] = slice(lo * self.part, hi * self.part)
         return arr[tuple(index)]
 
-    cdef int ensure(self, LoopDriver driver, Py_ssize_t i, Py_ssize_t filled=-1) except -1:
+    cdef int ensure(self, _Counters tally, Py_ssize_t i, Py_ssize_t filled=-1) except -1:
         """Make room for slot i (geometric growth, never past the bound), keeping the `filled`
         slots already written (by default, all before i)."""
         cdef Py_ssize_t rows
@@ -592,25 +593,22 @@ cdef class _Concat:
             rows = max(2 * self.cap, i + 1)
             if self.bound >= 0 and rows > self.bound:
                 rows = self.bound
-            self._resize(driver, rows, i if filled < 0 else filled)
+            self._resize(tally, rows, i if filled < 0 else filled)
         return 0
 
-    cdef int emit(self, LoopDriver driver, Py_ssize_t i, object value, object row) except -1:
+    cdef int emit(self, _Counters tally, Py_ssize_t i, object value, object row) except -1:
         """Put iteration i's result in its slot unless the kernel already wrote it there."""
         cdef cnp.ndarray arr
         cdef Py_ssize_t nbytes
         if row is not None and value is row:
-            driver.in_place_writes += 1
+            tally.in_place_writes += 1
             return 0
         arr = np.asarray(value)
         if (<object>arr).shape != self.part_shape:
-            raise ModelError(f"{self.label}: concatenated output #{self.index} (body output "
-                             f"{self.desc.result!r}) changed shape at iteration {i}: "
-                             f"{self.part_shape} before, {(<object>arr).shape} now")
+            raise self.desc.changed(self.label, self.index, i, "shape", self.part_shape,
+                                    (<object>arr).shape)
         if arr.dtype != self.dtype:
-            raise ModelError(f"{self.label}: concatenated output #{self.index} (body output "
-                             f"{self.desc.result!r}) changed dtype at iteration {i}: "
-                             f"{self.dtype} before, {arr.dtype} now")
+            raise self.desc.changed(self.label, self.index, i, "dtype", self.dtype, arr.dtype)
         if row is None:
             row = self.row(i)
         if self.dtype.hasobject:
@@ -618,22 +616,21 @@ cdef class _Concat:
             nbytes = arr.nbytes
         else:
             nbytes = _copy_into(<cnp.ndarray>row, arr)
-        driver.copies += 1
-        driver.bytes_copied += nbytes
+        tally.copies += 1
+        tally.bytes_copied += nbytes
         if i >= 2:
-            driver.steady_bytes_copied += nbytes
+            tally.steady_bytes_copied += nbytes
         return 0
 
-    cdef int fill(self, LoopDriver driver, Py_ssize_t i, object block) except -1:
+    cdef int fill(self, _Counters tally, Py_ssize_t i, object block) except -1:
         """Put a hoisted chunk, the results of iterations i .. i+rows-1, in their slots at once
         (for an output whose result is a hoisted value; see _hoist.py)."""
         cdef Py_ssize_t rows = block.shape[0], lo, hi
         if block.shape[1:] != self.part_shape or block.dtype != self.dtype:
-            raise ModelError(f"{self.label}: concatenated output #{self.index} (body output "
-                             f"{self.desc.result!r}) changed at iteration {i}: "
-                             f"{self.part_shape} {self.dtype} before, {block.shape[1:]} "
-                             f"{block.dtype} now")
-        self.ensure(driver, i + rows - 1, i)
+            raise self.desc.changed(self.label, self.index, i, "shape and dtype",
+                                    f"{self.part_shape} {self.dtype}",
+                                    f"{block.shape[1:]} {block.dtype}")
+        self.ensure(tally, i + rows - 1, i)
         if self.reverse:
             lo, hi = self.cap - i - rows, self.cap - i
             block = block[::-1]
@@ -644,13 +641,13 @@ cdef class _Concat:
             shape = dst.shape
             dst = dst.reshape(shape[:self.axis] + (rows, self.part) + shape[self.axis + 1:])
         np.copyto(dst, np.moveaxis(block, 0, self.axis))
-        driver.copies += 1
-        driver.bytes_copied += block.nbytes
+        tally.copies += 1
+        tally.bytes_copied += block.nbytes
         # Rows of iterations 2 and on count as steady state, as emit counts them.
-        driver.steady_bytes_copied += block.nbytes // rows * max(i + rows - max(i, 2), 0)
+        tally.steady_bytes_copied += block.nbytes // rows * max(i + rows - max(i, 2), 0)
         return 0
 
-    cdef object finish(self, LoopDriver driver, Py_ssize_t n):
+    cdef object finish(self, _Counters tally, Py_ssize_t n):
         """The output after n iterations: a view of the slots written, in final order; a copy
         when under half the buffer was used, so a loop that stopped early holds no dead rows."""
         if self.buffer is None:
@@ -660,7 +657,7 @@ cdef class _Concat:
         if 2 * n >= self.cap:
             return used
         compact = np.array(used, copy=True)
-        driver.growth_bytes_copied += compact.nbytes
+        tally.growth_bytes_copied += compact.nbytes
         return compact
 
 
@@ -677,7 +674,7 @@ cdef class _Pool:
     cdef list buffers
     cdef bint scalar_path  # the producing step may apply its scalar operator
 
-    cdef object pick(self, LoopDriver driver):
+    cdef object pick(self, _Counters tally):
         """A buffer nothing else references (so nothing this iteration reads it, through a view,
         a carried value or a sequence holding it); allocated if none is free."""
         cdef Py_ssize_t k
@@ -689,9 +686,9 @@ cdef class _Pool:
                 return self.buffers[k]
         buf = _aligned_empty(self.shape, self.dtype)
         self.buffers.append(buf)
-        driver.allocations += 1
-        driver.bytes_allocated += buf.nbytes
-        driver.last_preallocated_bytes += buf.nbytes
+        tally.allocations += 1
+        tally.bytes_allocated += buf.nbytes
+        tally.last_preallocated_bytes += buf.nbytes
         return buf
 
     cdef void observe(self, object result, Py_ssize_t generation):
@@ -712,23 +709,16 @@ cdef class _Pool:
 # ---------------------------------------------------------------------------------------------
 # The loop driver
 
-cdef object _operand_int(object value, str what, str label):
-    arr = np.asarray(value)
-    if arr.size != 1 or arr.dtype.kind not in "iu":
-        raise ModelError(f"{label}: the {what} must be one integer, got shape {arr.shape} "
-                         f"dtype {arr.dtype}")
-    return int(arr.reshape(-1)[0])
-
-
-cdef bint _operand_bool(object value, str what, str label) except -1:
-    # Fast path for what a condition usually is: a one-element array or a numpy bool.
+cdef inline bint _condition(object value, str what, str label) except -1:
+    """A condition's truth: one-element arrays and numpy bools directly, else `ir.truth`."""
     if isinstance(value, np.bool_) or (cnp.PyArray_Check(value)
                                        and cnp.PyArray_SIZE(<cnp.ndarray>value) == 1):
         return bool(value)
-    arr = np.asarray(value)
-    if arr.size != 1:
-        raise ModelError(f"{label}: the {what} must be one boolean, got shape {arr.shape}")
-    return bool(arr.reshape(-1)[0])
+    return truth(value, what, label)
+
+
+cdef class _Run:
+    """The per-call state of one loop run (its fields are listed in _core.pxd)."""
 
 
 cdef class LoopDriver:
@@ -736,17 +726,19 @@ cdef class LoopDriver:
 
     def __init__(self, spec, compiled_body, label, settings, destinations, hoist=None):
         self.spec = spec
-        self.hoist = hoist  # the body's hoisted part (see _hoist.py), or None
+        self.hoist = hoist  # the body's hoisted part (see hoist.py), or None
         self.label = label
         self.settings = settings
         self.body = Program(compiled_body)
         self.destinations = dict(destinations)
+        self.tally = _Counters()
         params = spec.body.inputs
         self.n_params = len(params)
         self.n_captures = len(compiled_body.input_slots) - self.n_params
         slot = compiled_body.slot
         # The iteration number and the condition are bound only if the body reads them (or
-        # returns them): most bodies ignore one or both, and a fresh scalar costs ~100 ns.
+        # returns them): most bodies ignore one or both, and making a scalar each iteration
+        # would cost more than many a body's whole work.
         read = {s for step in compiled_body.steps for s in step.inputs}
         read.update(compiled_body.output_slots)
         self.iter_slot = slot(spec.iteration_param) if spec.iteration_param else -1
@@ -756,20 +748,16 @@ cdef class LoopDriver:
         if self.cond_slot not in read:
             self.cond_slot = -1
         self.cond_result_slot = slot(spec.cond_result) if spec.cond_result else -1
-        self.iter_type = cnp.NPY_INT64
-        if spec.iteration_param:
-            declared = next(v for v in params if v.name == spec.iteration_param).dtype
-            if declared is not None and declared.kind in "iu":
-                self.iter_type = declared.num
-        self.carried = []
-        self.sliced = []
-        self.invariants = []
+        self.iter_type = spec.iteration_dtype.num
+        self.carried = []  # (input index, carried param slot, result slot)
+        self.sliced = []  # (input index, param slot or -1 when nothing reads the part)
+        self.invariants = []  # (outer index, param slot)
         for k, inp in enumerate(spec.inputs):
             if isinstance(inp, CarriedInput):
-                self.carried.append((k, inp.outer, slot(inp.param), slot(inp.result)))
+                self.carried.append((k, slot(inp.param), slot(inp.result)))
             elif isinstance(inp, SlicedInput):
                 # A part nothing reads (its readers were hoisted) is not bound.
-                self.sliced.append((inp, slot(inp.param) if slot(inp.param) in read else -1))
+                self.sliced.append((k, slot(inp.param) if slot(inp.param) in read else -1))
             else:
                 self.invariants.append((inp.outer, slot(inp.param)))
         self.capture_slots = list(compiled_body.input_slots[self.n_params:])
@@ -778,17 +766,12 @@ cdef class LoopDriver:
         # back edge, a last value or the condition (a concatenated output of one is filled a
         # chunk at a time).
         needed = {s for step in compiled_body.steps for s in step.inputs}
-        needed.update(slot(inp.result) for inp in spec.inputs if isinstance(inp, CarriedInput))
+        needed.update(slot(spec.inputs[k].result) for k, _, _ in self.carried)
         needed.update(slot(out.result) for out in spec.outputs
                       if not isinstance(out, ConcatOutput))
         if spec.cond_result:
             needed.add(slot(spec.cond_result))
         self.hoist_bound = [s for s in self.hoist_slots if s in needed]
-        declared_outputs = {v.name: v for v in spec.body.outputs}
-        self.outputs = [(j, out, slot(out.result), declared_outputs.get(out.result))
-                        for j, out in enumerate(spec.outputs)]
-        self.last_outputs = [(j, slot(out.result)) for j, out in enumerate(spec.outputs)
-                             if not isinstance(out, ConcatOutput)]
         self.producer = [-1] * len(compiled_body.slot_names)
         for index, step in enumerate(compiled_body.steps):
             for out_slot in step.outputs:
@@ -799,196 +782,53 @@ cdef class LoopDriver:
         self.reset_slots = np.array(sorted((set(compiled_body.output_slots)
                                             | set(compiled_body.input_slots))
                                            - set(compiled_body.constants)), dtype=np.intp)
-        self.carried_param = np.array([c[2] for c in self.carried], dtype=np.intp)
-        self.carried_result = np.array([c[3] for c in self.carried], dtype=np.intp)
-        self.last_index = np.array([j for j, _ in self.last_outputs], dtype=np.intp)
-        self.last_slot = np.array([s for _, s in self.last_outputs], dtype=np.intp)
+        self.carried_param = np.array([c[1] for c in self.carried], dtype=np.intp)
+        self.carried_result = np.array([c[2] for c in self.carried], dtype=np.intp)
+        last = [(j, slot(out.result)) for j, out in enumerate(spec.outputs)
+                if not isinstance(out, ConcatOutput)]
+        self.last_index = np.array([j for j, _ in last], dtype=np.intp)
+        self.last_slot = np.array([s for _, s in last], dtype=np.intp)
 
     @property
     def loops(self):
         return self.body.compiled.loops
 
-    @property
-    def plans_write_into(self):
-        """True: this driver writes results into their destinations (see the Design note)."""
-        return True
-
     def counters(self):
         """What the planner did, summed over every call: copies, bytes, allocations."""
-        return {
-            "runs": self.runs,
-            "iterations": self.iterations,
-            "copies": self.copies,
-            "bytes_copied": self.bytes_copied,
-            "steady_bytes_copied": self.steady_bytes_copied,
-            "growth_bytes_copied": self.growth_bytes_copied,
-            "allocations": self.allocations,
-            "bytes_allocated": self.bytes_allocated,
-            "in_place_writes": self.in_place_writes,
-            "last_preallocated_bytes": self.last_preallocated_bytes,
-            "last_iterations": self.last_iterations,
-            "steady_iterations": self.steady_iterations,
-            "hoist_chunks": self.hoist_chunks,
-            "hoisted_bytes": self.hoisted_bytes,
-        }
+        return self.tally.as_dict()
 
     def reset_counters(self):
-        self.runs = self.iterations = self.copies = self.bytes_copied = 0
-        self.steady_bytes_copied = self.growth_bytes_copied = self.allocations = 0
-        self.bytes_allocated = self.in_place_writes = 0
-        self.last_preallocated_bytes = self.last_iterations = self.steady_iterations = 0
-        self.hoist_chunks = self.hoisted_bytes = 0
+        self.tally.reset()
 
-    def plan(self):
-        from .plan import describe_loop
-        return describe_loop(self)
+    def facts(self):
+        """This loop described for the plan (`destinations.LoopFacts`)."""
+        hoist = self.hoist
+        return LoopFacts(self.label, "cython", self.spec, self.body.compiled, True,
+                         dict(self.destinations), self.counters(),
+                         list(hoist.frontier) if hoist is not None else [],
+                         list(hoist.labels) if hoist is not None else [],
+                         self.body.scalar_steps(), [loop.facts() for loop in self.loops])
 
     def __call__(self, *args):
-        cdef object spec = self.spec
         cdef str label = self.label
-        cdef Py_ssize_t n_node = len(args) - self.n_captures
-        cdef Py_ssize_t n_max = -1, slice_limit = -1, max_iter = -1, i, k, n_exact
-        cdef Py_ssize_t chunk_start = 0, chunk_end = 0, hoist_limit = -1, rows, row_bytes = 0
-        cdef list hoisted = []
-        cdef object hoist = self.hoist
-        cdef Py_ssize_t n_carried = len(self.carried)
-        cdef Py_ssize_t n_last = len(self.last_outputs), n_reset = self.reset_slots.shape[0]
-        cdef Py_ssize_t n_fixed
-        cdef Py_ssize_t[::1] fixed_slot
-        cdef bint go = True, has_cond_result = self.cond_result_slot >= 0
+        cdef _Run r = self._start(list(args))
+        cdef Py_ssize_t i = 0, k, n_carried = len(self.carried)
+        cdef Py_ssize_t n_last = self.last_index.shape[0], n_fixed = len(r.fixed)
+        cdef bint go = r.run.go, has_cond_result = self.cond_result_slot >= 0
         cdef list slots = list(self.body.template)
-        cdef list dests = [None] * self.body.n_slots
-        cdef list values, fixed, fixed_slots, sliced, concats, pools, last_values, in_place, emitted
-        cdef list per_iteration = []  # the outputs emitted iteration by iteration
+        cdef list dests = r.dests
         cdef _Sliced sl
         cdef _Concat cc
         cdef _Pool pool
-        cdef object row, true_value, iteration
+        cdef object iteration, row, value
         cdef Py_ssize_t[::1] generation = self.body.generation
         cdef object progress = self.settings.progress
-
-        self.runs += 1
-        self.last_preallocated_bytes = 0
-
-        # The trip count and the first condition.
-        trip = spec.trip_count
-        if isinstance(trip, OuterInput):
-            value = args[trip.index]
-            if value is not None:
-                n_max = _operand_int(value, "trip count", label)
-                if n_max < 0:
-                    n_max = -1 if spec.negative_trip_count_unbounded else 0
-        elif trip is not None:
-            n_max = int(trip)
-            if n_max < 0:
-                n_max = -1 if spec.negative_trip_count_unbounded else 0
-        first_cond = spec.initial_cond
-        if isinstance(first_cond, OuterInput):
-            value = args[first_cond.index]
-            if value is not None:
-                go = _operand_bool(value, "condition", label)
-        elif first_cond is not None:
-            go = bool(first_cond)
-
-        # Sliced inputs: views, and the number of parts they allow.
-        sliced = []
-        for desc, param_slot in self.sliced:
-            sl = _make_sliced(desc, args[desc.outer], param_slot, label)
-            sliced.append(sl)
-        if sliced:
-            counts = {(<_Sliced>s).n for s in sliced}
-            if spec.slices_set_trip_count:
-                if len(counts) > 1:
-                    detail = ", ".join(f"{d.param!r}: {(<_Sliced>s).n}"
-                                       for (d, _), s in zip(self.sliced, sliced))
-                    raise ModelError(f"{label}: sliced inputs disagree on the number of "
-                                     f"iterations ({detail})")
-                n_slices = counts.pop()
-                n_max = n_slices if n_max < 0 else min(n_max, n_slices)
-            else:
-                slice_limit = min(counts)
-        if self.settings.max_iterations is not None:
-            max_iter = self.settings.max_iterations
-
-        # Values that stay put: invariants and outer-scope captures, as read-only views.
-        fixed = []
-        fixed_slots = []
-        for outer, param_slot in self.invariants:
-            fixed.append(_readonly(args[outer]))
-            fixed_slots.append(param_slot)
-        for k in range(self.n_captures):
-            fixed.append(_readonly(args[n_node + k]))
-            fixed_slots.append(self.capture_slots[k])
-        fixed_slot = np.array(fixed_slots, dtype=np.intp)
-        n_fixed = len(fixed)
-        values = [args[outer] for (_, outer, _, _) in self.carried]
-
-        # The trip count is exact when nothing can stop the loop early.
-        n_exact = n_max if (n_max >= 0 and not has_cond_result) else -1
-        if n_exact >= 0 and ((max_iter >= 0 and n_exact > max_iter)
-                             or (slice_limit >= 0 and n_exact > slice_limit)):
-            n_exact = -1
-        concats = []
-        last_values = [None] * len(self.outputs)
-        for j, out, result_slot, declared in self.outputs:
-            if isinstance(out, ConcatOutput):
-                cc = _Concat()
-                cc.index = j
-                cc.result_slot = result_slot
-                cc.desc = out
-                cc.label = label
-                cc.declared = declared
-                cc.reverse = out.reverse
-                cc.new_axis = out.new_axis
-                cc.buffer = None
-                cc.cap = 0
-                concats.append(cc)
-        pools = []
-        for result_slot, (kind, _) in self.destinations.items():
-            if kind == "pool":
-                pool = _Pool()
-                pool.result_slot = result_slot
-                pool.step = self.producer[result_slot]
-                pool.scalar_path = self.body.scalar_ops[pool.step] is not None
-                pool.generation = -1
-                pool.shape = None
-                pool.buffers = []
-                pools.append(pool)
-        in_place = []  # the outputs whose result a kernel writes straight into its slot
-        emitted = []  # the outputs filled a chunk at a time by the hoisted part
-        for cc in concats:
-            cc.in_place = self.destinations.get(cc.result_slot) == ("row", cc.index)
-            cc.hoisted = self.hoist_slots.index(cc.result_slot) \
-                if cc.result_slot in self.hoist_slots else -1
-            if cc.in_place:
-                in_place.append(cc)
-            if cc.hoisted >= 0:
-                emitted.append(cc)
-            else:
-                per_iteration.append(cc)
-        # Slots are bounded by the trip count, by max_iterations and by the last slice of a Loop-5
-        # sliced input (both raise past it).
-        bound = n_max
-        for limit in (max_iter, slice_limit):
-            if limit >= 0 and (bound < 0 or limit < bound):
-                bound = limit
-
-        if hoist is not None:
-            hoist_limit = hoist.limit(args, self.n_captures)
-
-        true_value = np.ones((), dtype=np.bool_)
+        cdef object true_value = np.ones((), dtype=np.bool_)
         true_value.flags.writeable = False
-        i = 0
-        while go and (n_max < 0 or i < n_max):
-            if max_iter >= 0 and i >= max_iter:
-                raise LoopLimitError(f"{label}: reached max_iterations={max_iter} without "
-                                     "finishing; raise max_iterations, or check the loop's trip "
-                                     "count and condition")
-            if slice_limit >= 0 and i >= slice_limit:
-                names = [d.param for (d, _), s in zip(self.sliced, sliced)
-                         if (<_Sliced>s).n <= i]
-                raise ModelError(f"{label}: iteration {i} runs past the last slice of sliced "
-                                 f"input {names[0]!r} ({slice_limit} parts)")
+
+        while go and (r.n_max < 0 or i < r.n_max):
+            if i == r.stop_at:
+                raise r.run.stop_error(i, label)
             # Bind the body inputs.
             if self.iter_slot >= 0:
                 iteration = cnp.PyArray_ZEROS(0, NULL, self.iter_type, 0)
@@ -997,107 +837,173 @@ cdef class LoopDriver:
             if self.cond_slot >= 0:
                 slots[self.cond_slot] = true_value
             for k in range(n_carried):
-                slots[self.carried_param[k]] = values[k]
-            for sl in sliced:
-                if sl.param_slot >= 0:
-                    slots[sl.param_slot] = sl.part(i)
-            if hoist is not None:
-                if i >= chunk_end:
-                    if hoist_limit >= 0 and i >= hoist_limit:
-                        raise hoist.past_end(i, args, self.n_captures)
-                    # The next chunk: never past the last iteration that can run.
-                    rows = hoist.next_rows(i, row_bytes)
-                    for limit in (n_max, hoist_limit, max_iter, slice_limit):
-                        if limit >= 0 and rows > limit - i:
-                            rows = limit - i
-                    # Free the old chunk first (the loop variable holds a view of it too), so
-                    # that its memory is reused rather than the heap grown chunk after chunk.
-                    hoisted = arrays = None
-                    sl = None
-                    arrays = hoist.chunk(args, self.n_captures, i, rows)
-                    hoisted = [_rows_of(<cnp.ndarray>a, s)
-                               for a, s in zip(arrays, self.hoist_slots)
-                               if s in self.hoist_bound]
-                    for cc in emitted:
-                        block = arrays[cc.hoisted]
-                        if cc.buffer is None:
-                            cc.allocate(self, block[0], n_exact, bound)
-                        cc.fill(self, i, block)
-                    row_bytes = sum(a.nbytes for a in arrays) // rows
-                    chunk_start = i
-                    chunk_end = i + rows
-                    self.hoist_chunks += 1
-                    self.hoisted_bytes += row_bytes * rows
-                for sl in hoisted:
-                    slots[sl.param_slot] = sl.part(i - chunk_start)
+                slots[self.carried_param[k]] = r.values[k]
+            for sl in r.sliced:
+                slots[sl.param_slot] = sl.part(i)
+            if self.hoist is not None:
+                if i >= r.chunk_end:
+                    sl = None  # (the loop variable may hold a view of the old chunk)
+                    self._next_chunk(r, i)
+                for sl in r.hoisted:
+                    slots[sl.param_slot] = sl.part(i - r.chunk_start)
             for k in range(n_fixed):
-                slots[fixed_slot[k]] = fixed[k]
+                slots[r.fixed_slot[k]] = r.fixed[k]
             # Destinations: the output row for emitted results, a free pool buffer for carried.
-            for cc in concats:
-                cc.ensure(self, i)
-            for cc in in_place:
+            for cc in r.concats:
+                cc.ensure(self.tally, i)
+            for cc in r.in_place:
                 dests[cc.result_slot] = cc.row(i)
-            for pool in pools:
+            for pool in r.pools:
                 dests[pool.result_slot] = None
-                dests[pool.result_slot] = pool.pick(self)
+                dests[pool.result_slot] = pool.pick(self.tally)
 
             self.body.execute(slots, dests)
 
             if has_cond_result:
-                go = _operand_bool(slots[self.cond_result_slot], "condition result", label)
-            for cc in per_iteration:
+                go = _condition(slots[self.cond_result_slot], "condition result", label)
+            for cc in r.per_iteration:
                 value = slots[cc.result_slot]
                 row = None
                 if cc.buffer is None:
-                    cc.allocate(self, value, n_exact, bound)
+                    cc.allocate(self.tally, value, r.exact, r.bound)
                 elif cc.in_place:
                     row = dests[cc.result_slot]
-                cc.emit(self, i, value, row)
-            for pool in pools:
-                result = slots[pool.result_slot]
-                if result is not dests[pool.result_slot]:
-                    pool.observe(result, generation[pool.step])
+                cc.emit(self.tally, i, value, row)
+            for pool in r.pools:
+                value = slots[pool.result_slot]
+                if value is not dests[pool.result_slot]:
+                    pool.observe(value, generation[pool.step])
             for k in range(n_last):
-                last_values[self.last_index[k]] = slots[self.last_slot[k]]
+                r.last_values[self.last_index[k]] = slots[self.last_slot[k]]
             for k in range(n_carried):
-                values[k] = slots[self.carried_result[k]]
-            # Drop this iteration's inputs and results (never constants), so the only references
-            # left to a pool buffer are real ones.
-            for k in range(n_reset):
-                slots[self.reset_slots[k]] = None
+                r.values[k] = slots[self.carried_result[k]]
+            self._reset_slots(slots)
             i += 1
             PyErr_CheckSignals()
-            if progress is not None and i % PROGRESS_EVERY == 0:
-                progress(label, i, None if n_max < 0 else n_max, False)
+            if progress is not None and i % _PROGRESS_EVERY == 0:
+                progress(label, i, None if r.n_max < 0 else r.n_max, False)
 
-        if progress is not None and i >= PROGRESS_EVERY:
-            progress(label, i, None if n_max < 0 else n_max, True)
-        self.iterations += i
-        self.steady_iterations += max(i - 2, 0)
-        self.last_iterations = i
-        results = []
-        finished = {cc.index: cc.finish(self, i) for cc in concats}
+        if progress is not None and i >= _PROGRESS_EVERY:
+            progress(label, i, None if r.n_max < 0 else r.n_max, True)
+        return self._finish(r, i)
+
+    cdef _Run _start(self, list args):
+        """Read the operands (`LoopSpec.resolve`) and set up this call's views, outputs and
+        pools; nothing is allocated for outputs before the first result shows their shape."""
+        cdef _Run r = _Run()
+        cdef _Concat cc
+        cdef _Pool pool
+        cdef Py_ssize_t n_node = len(args) - self.n_captures, k
+        spec = self.spec
+        self.tally.runs += 1
+        self.tally.last_preallocated_bytes = 0
+        r.run = run = spec.resolve(args, self.settings.max_iterations, self.label)
+        r.n_max = -1 if run.trip_count is None else run.trip_count
+        r.stop_at = -1 if run.stop_at is None else run.stop_at
+        r.exact = -1 if run.exact is None else run.exact
+        r.bound = -1 if run.bound is None else run.bound
+        r.args = args
+        r.sliced = [_make_sliced(run.slicings[k], param_slot)
+                    for k, param_slot in self.sliced if param_slot >= 0]
+        # Values that stay put: invariants and outer-scope captures, as read-only views.
+        r.fixed = [read_only(args[outer]) for outer, _ in self.invariants]
+        r.fixed += [read_only(args[n_node + k]) for k in range(self.n_captures)]
+        r.fixed_slot = np.array([s for _, s in self.invariants] + self.capture_slots,
+                                dtype=np.intp)
+        r.values = [args[spec.inputs[k].outer] for k, _, _ in self.carried]
+        r.last_values = [None] * len(spec.outputs)
+        r.concats, r.per_iteration, r.in_place, r.emitted = [], [], [], []
         for j, out in enumerate(spec.outputs):
-            if isinstance(out, ConcatOutput):
-                results.append(finished[j])
-            elif i == 0:
-                results.append(self._initial_value(out, values, label, j))
+            if not isinstance(out, ConcatOutput):
+                continue
+            cc = _Concat()
+            cc.index = j
+            cc.result_slot = self.body.compiled.slot(out.result)
+            cc.desc = out
+            cc.label = self.label
+            cc.declared = spec.declared_output(j)
+            cc.reverse = out.reverse
+            cc.new_axis = out.new_axis
+            cc.buffer = None
+            cc.cap = 0
+            cc.in_place = self.destinations.get(cc.result_slot) == RowDestination(j)
+            cc.hoisted = self.hoist_slots.index(cc.result_slot) \
+                if cc.result_slot in self.hoist_slots else -1
+            r.concats.append(cc)
+            if cc.in_place:
+                r.in_place.append(cc)
+            if cc.hoisted >= 0:
+                r.emitted.append(cc)
             else:
-                results.append(last_values[j])
+                r.per_iteration.append(cc)
+        r.pools = []
+        for result_slot, destination in self.destinations.items():
+            if isinstance(destination, PoolDestination):
+                pool = _Pool()
+                pool.result_slot = result_slot
+                pool.step = self.producer[result_slot]
+                pool.scalar_path = self.body.scalar_ops[pool.step] is not None
+                pool.generation = -1
+                pool.shape = None
+                pool.buffers = []
+                r.pools.append(pool)
+        r.dests = [None] * self.body.n_slots
+        r.hoisted = []
+        r.chunk_start = r.chunk_end = r.row_bytes = 0
+        r.hoist_limit = self.hoist.limit(args, self.n_captures) if self.hoist is not None else -1
+        return r
+
+    cdef int _next_chunk(self, _Run r, Py_ssize_t i) except -1:
+        """Compute the hoisted rows of the iterations from i on: never past the last iteration
+        that can run, nor past what the hoisted inputs hold (that iteration raises instead)."""
+        cdef Py_ssize_t rows
+        cdef _Concat cc
+        hoist = self.hoist
+        if r.hoist_limit >= 0 and i >= r.hoist_limit:
+            raise hoist.past_end(i, r.args, self.n_captures)
+        rows = hoist.next_rows(i, r.row_bytes)
+        for limit in (r.n_max, r.hoist_limit, r.stop_at):
+            if limit >= 0 and rows > limit - i:
+                rows = limit - i
+        # Free the old chunk first, so that its memory is reused rather than the heap grown
+        # chunk after chunk.
+        r.hoisted = []
+        arrays = hoist.chunk(r.args, self.n_captures, r.run.slicings, i, rows)
+        r.hoisted = [_rows_of(<cnp.ndarray>a, s) for a, s in zip(arrays, self.hoist_slots)
+                     if s in self.hoist_bound]
+        for cc in r.emitted:
+            block = arrays[cc.hoisted]
+            if cc.buffer is None:
+                cc.allocate(self.tally, block[0], r.exact, r.bound)
+            cc.fill(self.tally, i, block)
+        r.row_bytes = sum(a.nbytes for a in arrays) // rows
+        r.chunk_start = i
+        r.chunk_end = i + rows
+        self.tally.hoist_chunks += 1
+        self.tally.hoisted_bytes += r.row_bytes * rows
+        return 0
+
+    cdef void _reset_slots(self, list slots):
+        """Drop this iteration's inputs and results (never constants), so that the only
+        references left to a pool buffer are real ones (Design, 5)."""
+        cdef Py_ssize_t k
+        for k in range(self.reset_slots.shape[0]):
+            slots[self.reset_slots[k]] = None
+
+    cdef tuple _finish(self, _Run r, Py_ssize_t n):
+        """The loop's outputs after n iterations."""
+        cdef _Concat cc
+        self.tally.iterations += n
+        self.tally.steady_iterations += max(n - 2, 0)
+        self.tally.last_iterations = n
+        finished = {cc.index: cc.finish(self.tally, n) for cc in r.concats}
+        carried = {k: value for (k, _, _), value in zip(self.carried, r.values)}
+        results = []
+        for j in range(len(self.spec.outputs)):
+            if j in finished:
+                results.append(finished[j])
+            elif n == 0:
+                results.append(self.spec.zero_iteration_value(j, carried, self.label))
+            else:
+                results.append(r.last_values[j])
         return tuple(results)
-
-    def _initial_value(self, out, values, label, j):
-        for k, (input_index, _, _, _) in enumerate(self.carried):
-            if self.spec.inputs[input_index].result == out.result:
-                return values[k]
-        raise ModelError(f"{label}: output #{j} (body output {out.result!r}) has no value: the "
-                         "loop ran zero iterations and it is not a carried value")
-
-
-cdef object _readonly(object value):
-    """A read-only view of an array (the caller's data is never written through it)."""
-    if cnp.PyArray_Check(value) and (<cnp.ndarray>value).flags.writeable:
-        view = (<cnp.ndarray>value).view()
-        view.flags.writeable = False
-        return view
-    return value

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .ir import CarriedInput, ConcatOutput, InvariantInput, OuterInput, SlicedInput
+from ..ir import CarriedInput, ConcatOutput, InvariantInput, OuterInput, SlicedInput
+from .destinations import LoopFacts, PoolDestination, RowDestination
 
-__all__ = ["LoopPlan", "Plan", "describe_loop"]
+__all__ = ["LoopPlan", "Plan", "describe"]
 
 
 @dataclass
@@ -87,14 +88,11 @@ def _operand(value) -> str:
     return "none" if value is None else repr(value)
 
 
-def describe_loop(driver) -> LoopPlan:
-    """The plan of one loop driver (either driver: the pure-Python one plans no write-into)."""
-    spec = driver.spec
-    cython = driver.plans_write_into
-    body = driver.body.compiled
+def describe(facts: LoopFacts) -> LoopPlan:
+    """The plan of one loop, from what its driver says of itself (`LoopFacts`)."""
+    spec, body, destinations = facts.spec, facts.body, facts.destinations
     producer = {slot: step.op_type for step in body.steps for slot in step.outputs if slot >= 0}
-    scalar_steps = driver.body.scalar_steps() if cython else []
-    scalar_slots = {slot for k in scalar_steps for slot in body.steps[k].outputs}
+    scalar_slots = {slot for k in facts.scalar_steps for slot in body.steps[k].outputs}
     params = {v.name for v in spec.body.inputs}
     trip = _operand(spec.trip_count)
     if spec.slices_set_trip_count and any(isinstance(i, SlicedInput) for i in spec.inputs):
@@ -117,24 +115,23 @@ def describe_loop(driver) -> LoopPlan:
             inputs.append((inp.param, "sliced", where))
         elif isinstance(inp, InvariantInput):
             inputs.append((inp.param, "invariant", "read-only view, bound once"))
-    hoist = getattr(driver, "hoist", None)
-    hoisted = set(hoist.frontier) if hoist is not None else set()
+    hoisted = set(facts.hoisted_inputs)
     for slot in body.input_slots[len(spec.body.inputs):]:
         inputs.append((body.slot_names[slot], "captured", "outer-scope value, read-only view"))
-    if hoist is not None:
-        for name in hoist.frontier:
-            inputs.append((name, "hoisted",
-                           "row i of a chunk computed before its iterations, read-only view"))
-        hoisted_nodes.append(", ".join(hoist.labels))
+    for name in facts.hoisted_inputs:
+        inputs.append((name, "hoisted",
+                       "row i of a chunk computed before its iterations, read-only view"))
+    if facts.hoisted_nodes:
+        hoisted_nodes.append(", ".join(facts.hoisted_nodes))
 
     for j, out in enumerate(spec.outputs):
         slot = body.slot(out.result)
         if isinstance(out, ConcatOutput):
             order = "reverse" if out.reverse else "forward"
             how = "stacked on new" if out.new_axis else "joined along"
-            if not cython:
+            if not facts.writes_into:
                 where = "collected, joined once after the loop"
-            elif driver.destinations.get(slot) == ("row", j):
+            elif destinations.get(slot) == RowDestination(j):
                 where = (f"preallocated; {producer.get(slot)} writes slot i in place "
                          f"({order})")
             else:
@@ -149,16 +146,16 @@ def describe_loop(driver) -> LoopPlan:
         if not isinstance(inp, CarriedInput):
             continue
         slot = body.slot(inp.result)
+        destination = destinations.get(slot)
         if inp.result in params:
             aliasing.append(f"{inp.param} <- {inp.result}: a body input passed through, handed "
                             "over by reference (0 copies)")
-        elif not cython:
+        elif not facts.writes_into:
             aliasing.append(f"{inp.param} <- {inp.result}: handed over by reference")
-        elif driver.destinations.get(slot, ("",))[0] == "row":
-            j = driver.destinations[slot][1]
-            aliasing.append(f"{inp.param} <- {inp.result}: lives in slot i of output #{j}; the "
-                            "next iteration reads it there (0 copies)")
-        elif driver.destinations.get(slot, ("",))[0] == "pool":
+        elif isinstance(destination, RowDestination):
+            aliasing.append(f"{inp.param} <- {inp.result}: lives in slot i of output "
+                            f"#{destination.output}; the next iteration reads it there (0 copies)")
+        elif isinstance(destination, PoolDestination):
             aliasing.append(f"{inp.param} <- {inp.result}: {producer[slot]} writes into a "
                             "ping-pong buffer pair (0 copies, 2 buffers in steady state)"
                             + ("; a scalar it makes is handed over by reference"
@@ -166,7 +163,7 @@ def describe_loop(driver) -> LoopPlan:
         else:
             aliasing.append(f"{inp.param} <- {inp.result}: handed over by reference "
                             f"({producer.get(slot, 'an outer value')} allocates it)")
-    nested = [inner.plan() for inner in driver.loops]
-    scalar = [body.steps[k].label for k in scalar_steps]
-    return LoopPlan(driver.label, "cython" if cython else "pure-Python", trip, inputs, outputs,
-                    aliasing, driver.counters(), nested, hoisted_nodes, scalar)
+    nested = [describe(inner) for inner in facts.nested]
+    scalar = [body.steps[k].label for k in facts.scalar_steps]
+    return LoopPlan(facts.label, facts.driver, trip, inputs, outputs, aliasing, facts.counters,
+                    nested, hoisted_nodes, scalar)

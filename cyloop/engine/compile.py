@@ -1,76 +1,57 @@
 """Compile a `Graph` once into a flat schedule both drivers execute.
 
 A compiled program numbers every value with a slot. Each step names a kernel (already bound to its
-node's attributes), the slots it reads (-1: an omitted optional input, passed as None), the slots it
-writes (-1: an unused output) and the slots whose last reader it is, so they can be dropped right
-after it (liveness). Constants live in their slots from the start and are never dropped.
+node's attributes, with the traits the registry declares for it), the slots it reads (-1: an
+omitted optional input, passed as None), the slots it writes (-1: an unused output) and the slots
+whose last reader it is, so they can be dropped right after it (liveness). Constants live in their
+slots from the start and are never dropped.
 
 A loop node becomes a step whose kernel is a loop driver (Cython's `_core.LoopDriver` or the
-pure-Python `_pydriver.LoopDriver`) holding its own compiled body. Values a body reads from an
+reference `reference.LoopDriver`) holding its own compiled body. Values a body reads from an
 enclosing scope by name become extra inputs of that step, after the node's own, so the runner and
 the liveness analysis see them like any other input.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import ops
-from .errors import ModelError
-from .ir import LOOP_DOMAIN, CarriedInput, ConcatOutput, Graph, LoopSpec, Node
+from .. import ops
+from ..errors import ModelError
+from ..ir import LOOP_DOMAIN, Graph, LoopSpec, Node
+from . import _core, reference
+from .control import BatchedScanRunner, IfRunner, SequenceMapRunner
+from .destinations import plan_destinations
+from .hoist import hoist_loop
+from .settings import Settings
 
-__all__ = ["CompiledProgram", "CompiledStep", "Settings", "compile_graph", "driver_module",
-           "node_kernel", "node_version"]
-
-DEFAULT_MAX_ITERATIONS = 100_000_000
-PROGRESS_EVERY = 1024
-
-
-@dataclass
-class Settings:
-    """Choices fixed at compile time: which driver runs loops, the iteration guard, and an
-    optional progress callback ``progress(label, done, total_or_None, finished)``, called every
-    `PROGRESS_EVERY` iterations of a loop and once when it ends."""
-
-    driver: str = "cython"
-    max_iterations: int | None = DEFAULT_MAX_ITERATIONS
-    progress: object = None
-    hoist: bool = True  # the Cython driver hoists loop-invariant batched work (see _hoist.py)
-
-    @classmethod
-    def make(cls, driver: str | None = None, max_iterations: int | None = DEFAULT_MAX_ITERATIONS,
-             progress=None, hoist: bool = True):
-        if driver is None:
-            driver = "python" if os.environ.get("CYLOOP_PURE_PYTHON", "") not in ("", "0") \
-                else "cython"
-        if driver not in ("cython", "python"):
-            raise ValueError(f"driver must be 'cython' or 'python', not {driver!r}")
-        if max_iterations is not None and max_iterations < 0:
-            raise ValueError(f"max_iterations must be None or >= 0, not {max_iterations}")
-        return cls(driver, max_iterations, progress, bool(hoist))
+__all__ = ["CompiledProgram", "CompiledStep", "compile_graph", "program"]
 
 
-def driver_module(settings: Settings):
-    if settings.driver == "python":
-        from . import _pydriver
+def _driver(settings: Settings):
+    """The module whose Program and LoopDriver run graphs under `settings`."""
+    return reference if settings.driver == "python" else _core
 
-        return _pydriver
-    from . import _core
 
-    return _core
+def program(compiled: CompiledProgram, settings: Settings):
+    """A runnable program (the driver's `Program`) for a compiled graph."""
+    return _driver(settings).Program(compiled)
 
 
 @dataclass
 class CompiledStep:
+    """One node of the schedule: its kernel and traits, and the slots it reads, writes, frees."""
+
     fn: object
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     kills: tuple[int, ...]
-    multi: bool
-    out_ok: bool
+    multi: bool  # returns a tuple, one value per output
+    out: bool  # takes out= (one output; its shape follows from its inputs' shapes and dtypes)
+    positional_out: bool  # ... as one more positional argument
+    scalar: tuple | None  # (operator, scalar types): see ops/registry.py
     label: str
     op_type: str
 
@@ -134,15 +115,18 @@ def compile_graph(graph: Graph, settings: Settings, captures: list[str] = (),
             slots[node.outputs[0]] = slot_of(node.inputs[0])
             defined.add(node.outputs[0])
             continue
-        fn, multi, out_ok = _build_kernel(node, extra, settings, opsets)
-        if hasattr(fn, "plan"):
-            loops.append(fn)
-        elif hasattr(fn, "loops"):  # If / SequenceMap: the loops inside their subgraphs
-            loops.extend(fn.loops)
+        kernel = _build_kernel(node, extra, settings, opsets)
+        if hasattr(kernel.fn, "facts"):
+            loops.append(kernel.fn)
+        elif hasattr(kernel.fn, "loops"):  # If / SequenceMap: the loops inside their subgraphs
+            loops.extend(kernel.fn.loops)
         inputs = tuple(slot_of(name) if name else -1 for name in list(node.inputs) + extra)
         outputs = tuple(slot_of(name) if name else -1 for name in node.outputs)
         defined.update(name for name in node.outputs if name)
-        steps.append(CompiledStep(fn, inputs, outputs, (), multi, out_ok, node.label, node.op_type))
+        steps.append(CompiledStep(kernel.fn, inputs, outputs, (), kernel.multi, kernel.out,
+                                  kernel.positional_out, kernel.definition.scalar
+                                  if kernel.definition is not None else None, node.label,
+                                  node.op_type))
 
     for out in graph.outputs:
         if out.name not in defined:
@@ -186,17 +170,20 @@ def _node_captures(node: Node) -> list[str]:
     return list(names)
 
 
-def _build_kernel(node: Node, captures: list[str], settings: Settings, opsets: dict[str, int]):
-    """(callable, multi, out_ok) for one node; loop nodes get a driver around a compiled body."""
-    if node.domain == LOOP_DOMAIN and node.op_type == "BatchedScan":
-        from ._control import BatchedScanRunner
+def _runner(fn) -> ops.Kernel:
+    """A control-flow runner or loop driver, as a kernel returning one value per output."""
+    return ops.Kernel(fn, None, True, False, False)
 
+
+def _build_kernel(node: Node, captures: list[str], settings: Settings,
+                  opsets: dict[str, int]) -> ops.Kernel:
+    """The kernel of one node; loop nodes get a driver around a compiled body."""
+    if node.domain == LOOP_DOMAIN and node.op_type == "BatchedScan":
         inner = Node("Loop", node.inputs[1:], node.outputs, {"spec": node.attrs["spec"]},
                      LOOP_DOMAIN, node.name)
-        driver, _, _ = _build_kernel(inner, captures, settings, opsets)
-        runner = BatchedScanRunner(driver, node.attrs["num_states"], len(node.inputs) - 1,
-                                   node.label)
-        return runner, True, False
+        driver = _build_kernel(inner, captures, settings, opsets).fn
+        return _runner(BatchedScanRunner(driver, node.attrs["num_states"],
+                                         len(node.inputs) - 1, node.label))
     if node.domain == LOOP_DOMAIN and node.op_type == "Loop":
         spec = node.attrs.get("spec")
         if not isinstance(spec, LoopSpec):
@@ -205,85 +192,40 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings, opsets: d
         if len(spec.outputs) != len(node.outputs):
             raise ModelError(f"{node.label}: the spec declares {len(spec.outputs)} outputs but "
                              f"the node has {len(node.outputs)}")
+        if settings.driver == "python":
+            body = compile_graph(spec.body, settings, captures=captures, opsets=opsets)
+            return _runner(reference.LoopDriver(spec, body, node.label, settings))
         hoist = None
-        if settings.driver == "cython" and settings.hoist:
-            from ._hoist import hoist_loop
-
+        if settings.hoist:
             hoisted = hoist_loop(spec, captures, opsets)
             if hoisted is not None:
                 spec, hoist = hoisted
         body = compile_graph(spec.body, settings, captures=captures, opsets=opsets)
-        driver = driver_module(settings).LoopDriver(spec, body, node.label, settings,
-                                                    plan_destinations(spec, body), hoist)
-        return driver, True, False
+        return _runner(_core.LoopDriver(spec, body, node.label, settings,
+                                        plan_destinations(spec, body), hoist))
     if node.domain in ("", "ai.onnx") and node.op_type in ("If", "SequenceMap"):
-        return _build_control(node, captures, settings, opsets)
-    return node_kernel(node, opsets)
-
-
-def node_version(node: Node, opsets: dict[str, int]) -> int:
-    """The op version a node runs at: its own (OpenVINO), else its graph's opset."""
-    return node.version if node.version is not None else \
-        opsets.get(node.domain, opsets.get("", 1))
-
-
-def node_kernel(node: Node, opsets: dict[str, int], attrs: dict | None = None):
-    """(callable, multi, out_ok) of a plain op node, built from `attrs` (default: its own)."""
-    definition = ops.lookup(node.domain, node.op_type, node_version(node, opsets),
-                            where=node.label)
-    try:
-        fn = definition.build(node.attrs if attrs is None else attrs, len(node.outputs))
-    except (KeyError, ValueError, TypeError) as e:
-        raise ModelError(f"{node.label}: bad attributes for {node.op_type}: {e}") from e
-    return fn, definition.multi, definition.out and len(node.outputs) == 1
+        return _runner(_build_control(node, captures, settings, opsets))
+    return ops.build(node, opsets)
 
 
 def _build_control(node: Node, captures: list[str], settings: Settings, opsets: dict[str, int]):
-    from ._control import IfRunner, SequenceMapRunner
-
-    Program = driver_module(settings).Program
-
     def subgraph(key):
         graph = node.attrs.get(key)
         if not isinstance(graph, Graph):
             raise ModelError(f"{node.label}: the {node.op_type} node has no {key!r} subgraph")
-        return Program(compile_graph(graph, settings, captures=captures, opsets=opsets))
+        return program(compile_graph(graph, settings, captures=captures, opsets=opsets),
+                       settings)
 
     if node.op_type == "If":
         then_program, else_program = subgraph("then_branch"), subgraph("else_branch")
-        for program, key in ((then_program, "then_branch"), (else_program, "else_branch")):
-            if len(program.compiled.output_slots) != len(node.outputs):
-                raise ModelError(f"{node.label}: {key} has {len(program.compiled.output_slots)} "
+        for branch, key in ((then_program, "then_branch"), (else_program, "else_branch")):
+            if len(branch.compiled.output_slots) != len(node.outputs):
+                raise ModelError(f"{node.label}: {key} has {len(branch.compiled.output_slots)} "
                                  f"outputs, the node {len(node.outputs)}")
-        return IfRunner(then_program, else_program, len(node.outputs), node.label), True, False
+        return IfRunner(then_program, else_program, len(node.outputs), node.label)
     body = subgraph("body")
     n_params = len(node.attrs["body"].inputs)
     if n_params != len(node.inputs):
         raise ModelError(f"{node.label}: the body has {n_params} inputs, the node "
                          f"{len(node.inputs)}")
-    return SequenceMapRunner(body, len(node.inputs), len(node.outputs), node.label), True, False
-
-
-def plan_destinations(spec: LoopSpec, body: CompiledProgram) -> dict[int, tuple[str, int]]:
-    """Which body results a kernel may write straight into their destination.
-
-    Returns {result slot: ("row", output index) or ("pool", carried input index)}. A result that is
-    both emitted and carried lives in its output row (the next iteration reads it there); one that
-    is only carried gets a ping-pong pool. Only results made by an ``out=``-capable single-output
-    step qualify; a body input passed through is never written.
-    """
-    producer = {}
-    for index, step in enumerate(body.steps):
-        if step.out_ok:
-            producer[step.outputs[0]] = index
-    destinations: dict[int, tuple[str, int]] = {}
-    for j, out in enumerate(spec.outputs):
-        slot = body.slot(out.result)
-        if isinstance(out, ConcatOutput) and slot in producer and slot not in destinations:
-            destinations[slot] = ("row", j)
-    for k, inp in enumerate(spec.inputs):
-        if isinstance(inp, CarriedInput):
-            slot = body.slot(inp.result)
-            if slot in producer and slot not in destinations:
-                destinations[slot] = ("pool", k)
-    return destinations
+    return SequenceMapRunner(body, len(node.inputs), len(node.outputs), node.label)

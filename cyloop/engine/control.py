@@ -1,11 +1,11 @@
 """Control-flow nodes other than loops: ONNX If and SequenceMap. Each holds compiled subgraphs
 and runs them on whichever driver's `Program`; values read from outer scopes arrive as extra
-inputs after the node's own (see `_compile.py`)."""
+inputs after the node's own (see `compile.py`)."""
 
 import numpy as np
 
-from .errors import ExecutionError
-from .sequence import TensorSequence
+from ..errors import ExecutionError
+from ..sequence import TensorSequence
 
 __all__ = ["BatchedScanRunner", "IfRunner", "SequenceMapRunner"]
 

@@ -1,0 +1,108 @@
+# Declarations of the Cython core; the bodies are in _core.pyx.
+
+cimport numpy as cnp
+
+
+cdef enum:
+    MAX_SIG = 256  # entries of a step's input signature (dtype, rank, dims per input)
+    MAX_DIMS = 64  # dims of a view the driver builds (numpy's own limit)
+
+
+cdef class Program:
+    cdef readonly object compiled
+    cdef list fns
+    cdef list labels
+    cdef list template
+    cdef list sigs
+    cdef list scalar_ops
+    cdef Py_ssize_t n_steps
+    cdef Py_ssize_t n_slots
+    cdef Py_ssize_t[::1] in_off
+    cdef Py_ssize_t[::1] in_idx
+    cdef Py_ssize_t[::1] out_off
+    cdef Py_ssize_t[::1] out_idx
+    cdef Py_ssize_t[::1] kill_off
+    cdef Py_ssize_t[::1] kill_idx
+    cdef Py_ssize_t[::1] multi
+    cdef Py_ssize_t[::1] positional_out
+    cdef Py_ssize_t[::1] planned
+    cdef Py_ssize_t[::1] scalar_calls
+    cdef Py_ssize_t[::1] generation
+    cdef Py_ssize_t[::1] input_slots
+    cdef Py_ssize_t[::1] output_slots
+
+    cdef object _scalar_call(self, Py_ssize_t s, list slots)
+    cdef object _kernel_call(self, Py_ssize_t s, list slots, list dests)
+    cdef int execute(self, list slots, list dests) except -1
+
+
+cdef class _Counters:
+    # One field per name in settings.COUNTERS, summed over every call of a loop.
+    cdef public long long runs
+    cdef public long long iterations
+    cdef public long long copies
+    cdef public long long bytes_copied
+    cdef public long long steady_bytes_copied
+    cdef public long long growth_bytes_copied
+    cdef public long long allocations
+    cdef public long long bytes_allocated
+    cdef public long long in_place_writes
+    cdef public long long last_preallocated_bytes
+    cdef public long long last_iterations
+    cdef public long long steady_iterations
+    cdef public long long hoist_chunks
+    cdef public long long hoisted_bytes
+
+
+cdef class _Run:
+    # The per-call state of one loop run: where its values are, what it writes into.
+    cdef object run  # the ir.LoopRun: trip count, first condition, slicings, where to stop
+    cdef Py_ssize_t n_max, stop_at, exact, bound  # -1: none
+    cdef list args
+    cdef list sliced  # _Sliced, for the parts the body reads
+    cdef list fixed  # invariants and captures, as read-only views
+    cdef Py_ssize_t[::1] fixed_slot
+    cdef list values  # the carried values
+    cdef list last_values
+    cdef list concats  # _Concat, every concatenated output
+    cdef list per_iteration  # ... those emitted iteration by iteration
+    cdef list in_place  # ... those whose result a kernel writes straight into its slot
+    cdef list emitted  # ... those filled a chunk at a time by the hoisted part
+    cdef list pools  # _Pool, one per carried result written in place
+    cdef list dests  # slot -> the destination its producer writes into, or None
+    cdef list hoisted  # the current chunk of hoisted rows, as _Sliced
+    cdef Py_ssize_t chunk_start, chunk_end, hoist_limit, row_bytes
+
+
+cdef class LoopDriver:
+    cdef readonly object spec
+    cdef readonly object label
+    cdef readonly Program body
+    cdef readonly dict destinations
+    cdef readonly _Counters tally
+    cdef object settings
+    cdef Py_ssize_t n_params
+    cdef Py_ssize_t n_captures
+    cdef Py_ssize_t iter_slot
+    cdef Py_ssize_t cond_slot
+    cdef Py_ssize_t cond_result_slot
+    cdef int iter_type
+    cdef list carried
+    cdef list sliced
+    cdef list invariants
+    cdef list capture_slots
+    cdef list producer
+    # Slot numbers the iteration loop indexes with, as C arrays (no Python ints per iteration).
+    cdef Py_ssize_t[::1] carried_param
+    cdef Py_ssize_t[::1] carried_result
+    cdef Py_ssize_t[::1] last_index
+    cdef Py_ssize_t[::1] last_slot
+    cdef Py_ssize_t[::1] reset_slots
+    cdef readonly object hoist
+    cdef list hoist_slots
+    cdef list hoist_bound
+
+    cdef _Run _start(self, list args)
+    cdef int _next_chunk(self, _Run r, Py_ssize_t i) except -1
+    cdef void _reset_slots(self, list slots)
+    cdef tuple _finish(self, _Run r, Py_ssize_t n)

@@ -1,0 +1,316 @@
+"""The hoisted part of a loop body at run time: computed a chunk of iterations' rows at a time.
+
+`hoist.py` decides what is hoisted and builds a `Hoist`; the Cython driver asks it, before each
+block of iterations, for the rows those iterations read (see hoist.py for the contract).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ..errors import CyloopError, ExecutionError
+from ..ir import SlicedInput, Slicing, read_only
+from .settings import CHUNK_BYTES, FIRST_CHUNK_ROWS, MAX_CHUNK_ROWS, MIN_CHUNK_ROWS
+
+__all__ = ["CaptureStatic", "ConstStatic", "GatherSource", "Hoist", "HoistStep",
+           "IterationSource", "OuterStatic", "SlicedSource"]
+
+
+# Where batched values come from: row i is what iteration i sees.
+class SlicedSource(NamedTuple):
+    """Part i of the loop's sliced input #`index`."""
+
+    index: int
+    desc: SlicedInput
+
+
+class IterationSource(NamedTuple):
+    """The iteration number i itself."""
+
+
+class GatherSource(NamedTuple):
+    """``Gather(data, i)`` of a static `data` along `axis`; `label` names the Gather node."""
+
+    data: str
+    axis: int
+    label: str
+
+
+# Where static values come from: the same at every iteration.
+class OuterStatic(NamedTuple):
+    """The loop node's input #`index` (an invariant input)."""
+
+    index: int
+
+
+class CaptureStatic(NamedTuple):
+    """Outer-scope value #`index` the body captures."""
+
+    index: int
+
+
+class ConstStatic(NamedTuple):
+    """A body constant."""
+
+    value: object
+
+
+@dataclass
+class HoistStep:
+    """One hoisted node: its batched kernel, reading and writing names of the chunk's scope."""
+
+    call: object  # call(args, rows, reusable buffers) -> tuple of outputs
+    inputs: list[str]
+    outputs: list[str]
+    label: str
+    probe: object = None  # the node's own kernel, run on row 0 first (see Hoist.chunk)
+    batched: list = field(default_factory=list)  # which inputs have rows
+    shown: str = ""  # how plans name the step, if not by its label
+
+
+class Hoist:
+    """The hoisted part of one loop body. The driver calls `limit` once per run, and `chunk`
+    before each block of iterations (`next_rows` says how many)."""
+
+    def __init__(self, sources: dict, statics: dict, steps: list[HoistStep],
+                 frontier: list[str], iteration_dtype):
+        self.sources = sources  # name -> SlicedSource | IterationSource | GatherSource
+        self.statics = statics  # name -> OuterStatic | CaptureStatic | ConstStatic
+        self.steps = steps
+        self.frontier = frontier  # names the body reads row i of, in the new body's input order
+        self.iteration_dtype = np.dtype(iteration_dtype)
+        self.gathers = [s for s in sources.values() if isinstance(s, GatherSource)]
+        self.labels = [g.label for g in self.gathers] + [step.shown or step.label
+                                                         for step in steps]
+        self._last_use = {}  # name -> the last step reading it
+        for index, step in enumerate(steps):
+            for name in step.inputs:
+                if name:
+                    self._last_use[name] = index
+        self._kept = set(frontier)
+
+    def _static(self, name, args, n_captures):
+        where = self.statics[name]
+        if isinstance(where, OuterStatic):
+            return args[where.index]
+        if isinstance(where, CaptureStatic):
+            return args[len(args) - n_captures + where.index]
+        return where.value
+
+    def _gather_rows(self, source: GatherSource, args, n_captures):
+        """(rows a Gather source has, its data, its axis); no rows for an axis out of range."""
+        data = np.asarray(self._static(source.data, args, n_captures))
+        axis = source.axis + data.ndim if source.axis < 0 else source.axis
+        return (data.shape[axis] if 0 <= axis < data.ndim else 0), data, axis
+
+    def limit(self, args, n_captures: int) -> int:
+        """How many iterations the Gather sources and the iteration number's type allow (-1: no
+        limit); past it, `past_end`."""
+        cap = self._iteration_cap()
+        limit = -1 if cap is None else cap
+        for source in self.gathers:
+            size = self._gather_rows(source, args, n_captures)[0]
+            limit = size if limit < 0 else min(limit, size)
+        return limit
+
+    def _iteration_cap(self):
+        """Iterations a (narrow) integer iteration number can count, if the hoisted part reads
+        it."""
+        if self.iteration_dtype.itemsize < 8 and any(
+                isinstance(s, IterationSource) for s in self.sources.values()):
+            return int(np.iinfo(self.iteration_dtype).max) + 1
+        return None  # 64 bits: no loop gets that far
+
+    def past_end(self, i: int, args, n_captures: int) -> Exception:
+        """The error iteration i would have raised: a Gather out of rows, or an iteration number
+        out of its type's range (the driver's own OverflowError)."""
+        cap = self._iteration_cap()
+        if cap is not None and i >= cap:
+            return OverflowError(f"Python integer {i} out of bounds for {self.iteration_dtype}")
+        for source in self.gathers:
+            size, data, axis = self._gather_rows(source, args, n_captures)
+            if not 0 <= axis < data.ndim:
+                return ExecutionError(f"{source.label} failed: AxisError: axis {source.axis} is "
+                                      f"out of bounds for array of dimension {data.ndim}")
+            if size <= i:
+                return ExecutionError(f"{source.label} failed: IndexError: index {i} is out of "
+                                      f"bounds for axis {axis} with size {size}")
+        return ExecutionError(f"iteration {i} is past the end of a hoisted input")
+
+    def chunk(self, args, n_captures: int, slicings: dict[int, Slicing], start: int,
+              rows: int) -> list:
+        """The frontier values for iterations [start, start + rows): arrays of `rows` rows.
+        `slicings`: the run's sliced inputs (`LoopRun.slicings`)."""
+        env = {}
+        for name, source in self.sources.items():
+            if isinstance(source, SlicedSource):
+                env[name] = _sliced_rows(slicings[source.index], start, rows)
+            elif isinstance(source, IterationSource):
+                env[name] = np.arange(start, start + rows, dtype=self.iteration_dtype)
+            else:
+                data = np.asarray(self._static(source.data, args, n_captures))
+                env[name] = _rows_along(data, source.axis, start, rows)
+        for name in self.statics:
+            env[name] = self._static(name, args, n_captures)
+        own = set()  # names of buffers this chunk made, which nothing outside can see
+        for index, step in enumerate(self.steps):
+            inputs = [env[name] if name else None for name in step.inputs]
+            # Inputs dying here whose buffer the chunk made may take the result (in place).
+            dying = [name for name in dict.fromkeys(step.inputs) if name in own
+                     and self._last_use[name] == index and name not in self._kept]
+            try:
+                if step.probe is not None and start == 0:
+                    # The node as the body has it, on the first row: whatever rank or shape
+                    # error it raises at every iteration (every row has one shape) is raised
+                    # here, as the body would raise it.
+                    step.probe(*[a[0] if b else a for a, b in zip(inputs, step.batched)])
+                results = step.call(inputs, rows, [env[name] for name in dying])
+            except CyloopError:
+                raise
+            except Exception as e:
+                raise ExecutionError(f"{step.label} failed: {type(e).__name__}: {e}") from e
+            for name in dying:
+                own.discard(name)
+                del env[name]
+            for name in list(own):  # a buffer some result views is never reused
+                if name in step.inputs and any(isinstance(r, np.ndarray)
+                                               and np.may_share_memory(r, env[name])
+                                               for r in results):
+                    own.discard(name)
+            for name, value in zip(step.outputs, results):
+                if name:
+                    env[name] = value
+                    if (isinstance(value, np.ndarray) and value.base is None
+                            and value.flags.writeable and all(value is not a for a in inputs)):
+                        own.add(name)
+        return [np.asarray(env[name]) for name in self.frontier]
+
+    @staticmethod
+    def next_rows(done_rows: int, row_bytes: int) -> int:
+        """Rows for the next chunk: a small first one, then about `CHUNK_BYTES`' worth."""
+        if done_rows == 0:
+            return FIRST_CHUNK_ROWS
+        return int(min(max(CHUNK_BYTES // max(row_bytes, 1), MIN_CHUNK_ROWS), MAX_CHUNK_ROWS))
+
+
+def _sliced_rows(slicing: Slicing, start: int, rows: int):
+    """Parts start .. start+rows-1 of a sliced input, stacked on a new leading axis (a view)."""
+    desc, x, axis = slicing.desc, slicing.value, slicing.axis
+    begin = slicing.first + start * desc.stride
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(begin, begin + desc.part_size)
+    part = x[tuple(index)]  # a view (an integer index would give a scalar copy when 1-D)
+    if not desc.keep_axis:
+        part = np.squeeze(part, axis)
+    step = desc.stride * x.strides[axis] if rows > 1 else 0
+    return as_strided(part, (rows,) + part.shape, (step,) + part.strides, writeable=False)
+
+
+def _rows_along(data, axis: int, start: int, rows: int):
+    """data[start : start+rows] along `axis`, that axis moved to the front (a view)."""
+    axis = axis + data.ndim if axis < 0 else axis
+    index = [slice(None)] * data.ndim
+    index[axis] = slice(start, start + rows)
+    return read_only(np.moveaxis(data[tuple(index)], axis, 0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Batched forms of kernels, by the registry's `batch` trait: call(args, rows, reusable), where a
+# batched arg has the rows on a new leading axis; `reusable` are dying buffers the chunk made,
+# which may take the result.
+
+# Ufuncs whose result has its inputs' common type, so one of their inputs may take the result
+# when it is a buffer the chunk made and nothing reads afterwards.
+_IN_PLACE_UFUNCS = {np.add, np.subtract, np.multiply, np.true_divide, np.maximum, np.minimum,
+                    np.negative, np.absolute, np.tanh, np.exp, np.log, np.sqrt, np.floor,
+                    np.ceil, np.reciprocal}
+_TYPE_KEEPING = {np.add, np.subtract, np.multiply, np.maximum, np.minimum, np.negative,
+                 np.absolute}  # on integers too (the others make floats of them)
+
+
+def elementwise(fn, batched):
+    """Rows of any operand: batched operands get their row axis aligned in front of the static
+    ones' dims, then numpy broadcasting does the rest."""
+    in_place = isinstance(fn, np.ufunc) and fn in _IN_PLACE_UFUNCS
+
+    def call(args, rows, reusable=()):
+        ranks = [np.ndim(a) - 1 if b else np.ndim(a) for a, b in zip(args, batched)
+                 if a is not None]
+        rank = max(ranks)
+        aligned = []
+        for a, b in zip(args, batched):
+            if b and np.ndim(a) - 1 < rank:  # align the row axis in front of static operands
+                a = np.reshape(a, (rows,) + (1,) * (rank - np.ndim(a) + 1) + np.shape(a)[1:])
+            aligned.append(a)
+        if in_place and reusable:
+            shape = np.broadcast_shapes(*[np.shape(a) for a in aligned])
+            dtype = np.result_type(*aligned)
+            for buffer in reusable:
+                if (buffer.shape == shape and buffer.dtype == dtype
+                        and (dtype.kind == "f" or fn in _TYPE_KEEPING)):
+                    return (fn(*aligned, out=buffer),)
+        return (fn(*aligned),)
+
+    return call
+
+
+def matmul(fn, batched):
+    """Rows of the left operand times a static right one: one GEMM over every row of every
+    part when the right operand is a matrix (or a vector), else one product per row."""
+
+    def call(args, rows, reusable=()):
+        a, w = args
+        if np.ndim(w) <= 2 and a.ndim > 2:
+            result = fn(np.reshape(a, (-1, a.shape[-1])), w)
+            return (np.reshape(result, a.shape[:-1] + result.shape[1:]),)
+        if np.ndim(w) <= 2:
+            return (fn(a, w),)
+        return (np.stack([fn(a[k], w) for k in range(rows)]),)
+
+    return call
+
+
+def with_axes(fn, batched):
+    """Squeeze / Unsqueeze given axes as an input: the axes shift past the row axis."""
+
+    def call(args, rows, reusable=()):
+        data, *rest = args
+        if rest and rest[0] is not None:
+            axes = np.asarray(rest[0], dtype=np.int64)
+            return (fn(data, np.where(axes >= 0, axes + 1, axes), *rest[1:]),)
+        return (fn(data),)
+
+    return call
+
+
+def reshaped(fn, batched):
+    """Reshape: the target shape gains the row count in front."""
+
+    def call(args, rows, reusable=()):
+        data, shape = args
+        return (fn(data, np.concatenate([[rows], np.asarray(shape, np.int64).ravel()])),)
+
+    return call
+
+
+def leading(fn, multi=False):
+    """A kernel that already treats a leading row axis as a batch (a shifted-axes Squeeze, a
+    cell's input projection)."""
+
+    def call(args, rows, reusable=()):
+        result = fn(*args)
+        return tuple(result) if multi else (result,)
+
+    return call
+
+
+def pack(args, rows, reusable=()):
+    """Rows of a sliced input, contiguous: as they are if each part already is, else copied."""
+    (parts,) = args
+    if rows == 0 or parts[0].flags.c_contiguous:
+        return (parts,)
+    return (np.ascontiguousarray(parts),)

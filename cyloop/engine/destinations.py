@@ -1,0 +1,70 @@
+"""The memory planner's policy: where each loop value lives, as typed records.
+
+The Cython driver carries these decisions out (``_core.pyx``); the plan (``plan.py``) prints them.
+Neither reads the other's internals: a driver describes itself as a `LoopFacts`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from ..ir import CarriedInput, ConcatOutput, LoopSpec
+
+__all__ = ["Destination", "LoopFacts", "PoolDestination", "RowDestination", "plan_destinations"]
+
+
+class RowDestination(NamedTuple):
+    """The result is written into its slot of concatenated output #`output`; a result that is
+    also carried is read there by the next iteration (zero copies)."""
+
+    output: int
+
+
+class PoolDestination(NamedTuple):
+    """The result, carried back into input #`input` and not emitted, is written into a free
+    buffer of a ping-pong pool (two buffers in steady state)."""
+
+    input: int
+
+
+Destination = RowDestination | PoolDestination
+
+
+def plan_destinations(spec: LoopSpec, body) -> dict[int, Destination]:
+    """Which body results a kernel may write straight into their destination, by result slot.
+
+    A result both emitted and carried lives in its output row; one only carried gets a pool.
+    Only results made by an ``out=``-capable single-output step qualify (`body`: the compiled
+    body); a body input passed through is never written.
+    """
+    producer = {step.outputs[0] for step in body.steps if step.out}
+    destinations: dict[int, Destination] = {}
+    for j, out in enumerate(spec.outputs):
+        slot = body.slot(out.result)
+        if isinstance(out, ConcatOutput) and slot in producer and slot not in destinations:
+            destinations[slot] = RowDestination(j)
+    for k, inp in enumerate(spec.inputs):
+        if isinstance(inp, CarriedInput):
+            slot = body.slot(inp.result)
+            if slot in producer and slot not in destinations:
+                destinations[slot] = PoolDestination(k)
+    return destinations
+
+
+@dataclass
+class LoopFacts:
+    """One loop driver, described for the plan: its spec and compiled body, where values live,
+    what was hoisted, which steps took the scalar path, and its counters."""
+
+    label: str
+    driver: str  # "cython" or "pure-Python"
+    spec: LoopSpec
+    body: object  # the CompiledProgram of the body
+    writes_into: bool  # False: emitted results are joined after the loop (reference driver)
+    destinations: dict[int, Destination]
+    counters: dict[str, int]
+    hoisted_inputs: list[str] = field(default_factory=list)  # rows the body reads, by name
+    hoisted_nodes: list[str] = field(default_factory=list)  # what runs before the loop
+    scalar_steps: list[int] = field(default_factory=list)  # steps that took their scalar path
+    nested: list[LoopFacts] = field(default_factory=list)

@@ -1,0 +1,202 @@
+"""Hoisting: which body work does not depend on the loop's state, and so runs before it, batched.
+
+A value is *batched* when iteration i sees row i of something known before the loop starts: part
+i of a sliced input, the iteration number i itself, or ``Gather(x, i)`` of a loop-invariant x by
+the iteration number (ONNX Loop's spelling of a sliced input). A value is *static* when it is the
+same at every iteration: an invariant input, an outer-scope value, a body constant.
+
+A body node whose inputs are all batched or static, with at least one batched, and whose kernel
+declares a batched form (the registry's ``batch`` trait: elementwise ops, MatMul with the batched
+operand on the left, the axis ops, an RNN cell's input projection) gives at iteration i exactly
+row i of the same op run on all rows at once. Such nodes leave the body and run on blocks of rows
+(*chunks*, `chunks.py`) just before the iterations that read them; the body reads row i of each
+hoisted value something left in it still needs. This is the cuDNN trick the ONNX Loop
+specification points to: an RNN's ``x_t @ W`` becomes one GEMM per chunk, and a TensorIterator's
+LSTMCell is split into its input projection (hoisted) and its recurrence (left in the body).
+
+Chunks keep memory bounded (about `settings.CHUNK_BYTES` of hoisted rows at a time, not a whole
+sequence), so a loop that stops early wastes at most one chunk, and a chunk is computed only when
+an iteration that reads it is about to run: a loop of zero iterations computes nothing, and an
+error a hoisted node raises surfaces at the iteration that would have raised it. Results agree
+with the unhoisted body to rounding (one large GEMM may sum in another order than many small
+ones).
+
+Only the Cython driver hoists; the reference driver runs bodies as written, and the tests compare
+the two.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .. import ops
+from ..errors import UnsupportedOpError
+from ..ir import LOOP_DOMAIN, Graph, InvariantInput, LoopSpec, Node, SlicedInput, Value
+from . import chunks
+from .chunks import (
+    CaptureStatic,
+    ConstStatic,
+    GatherSource,
+    Hoist,
+    HoistStep,
+    IterationSource,
+    OuterStatic,
+    SlicedSource,
+)
+
+__all__ = ["hoist_loop"]
+
+# The registry's batch forms that a node's own kernel runs through (see chunks.py).
+_ADAPTERS = {"elementwise": chunks.elementwise, "first": chunks.elementwise,
+             "matmul": chunks.matmul, "axes": chunks.with_axes, "reshape": chunks.reshaped}
+
+
+def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
+    """(new spec, Hoist) with the hoistable part of `spec`'s body taken out, or None."""
+    body = spec.body
+    params = {v.name for v in body.inputs}
+    statics: dict[str, object] = {}
+    for name, value in body.initializers.items():
+        if name not in params:
+            statics[name] = ConstStatic(value)
+    for j, name in enumerate(captures):
+        statics[name] = CaptureStatic(j)
+    sources: dict[str, object] = {}
+    for k, inp in enumerate(spec.inputs):
+        if isinstance(inp, InvariantInput):
+            statics[inp.param] = OuterStatic(inp.outer)
+        elif isinstance(inp, SlicedInput):
+            sources[inp.param] = SlicedSource(k, inp)
+    if spec.iteration_param:
+        sources[spec.iteration_param] = IterationSource()
+
+    batched = set(sources)
+    steps: list[HoistStep] = []
+    kept: list[Node] = []
+    hoisted_any = False
+    for node in body.nodes:
+        gather = _as_gather(node, spec.iteration_param, statics)
+        if gather is not None:
+            sources[node.outputs[0]] = gather
+            batched.add(node.outputs[0])
+            hoisted_any = True
+            continue
+        plan = _batchable(node, batched, statics, opsets)
+        if plan is None:
+            kept.append(node)
+            continue
+        hoisted, rest = plan
+        steps.append(hoisted)
+        batched.update(o for o in hoisted.outputs if o)
+        kept.extend(rest)
+        hoisted_any = True
+    # A sliced part the body still reads, if it is not contiguous (say a column block, or an
+    # axis-1 slice), is packed a chunk at a time: one bulk copy, then kernels on contiguous rows.
+    packed = {}
+    for inp in spec.inputs:
+        if isinstance(inp, SlicedInput) and any(inp.param in node.inputs for node in kept):
+            packed[inp.param] = f"{inp.param}/packed"
+    for param, name in packed.items():
+        steps.append(HoistStep(chunks.pack, [param], [name], f"packing sliced input {param!r}"))
+        batched.add(name)
+    kept = [dataclasses.replace(node, inputs=[packed.get(n, n) for n in node.inputs])
+            if any(n in packed for n in node.inputs) else node for node in kept]
+    if not hoisted_any and not packed:
+        return None
+
+    # The frontier: batched values something left in the body (or the loop itself) reads.
+    read: dict[str, None] = {}
+    for node in kept:
+        for name in list(node.inputs) + [n for sub in node.subgraphs() for n in sub.free_names()]:
+            if name:
+                read[name] = None
+    for out in body.outputs:
+        read[out.name] = None
+    frontier = [name for name in read if name in batched and name not in params]
+    new_inputs = list(body.inputs) + [Value(name) for name in frontier]
+    new_body = Graph(kept, new_inputs, list(body.outputs), dict(body.initializers),
+                     dict(body.opsets), body.name)
+    new_spec = dataclasses.replace(spec, body=new_body)
+    # Every hoisted node runs, read or not: one that fails must fail as it would in the body.
+    needed = set(frontier)
+    for step in steps:
+        needed.update(n for n in step.inputs if n)
+    used_statics = {name: ref for name, ref in statics.items() if name in needed}
+    used_sources = {name: src for name, src in sources.items()
+                    if name in needed or isinstance(src, GatherSource)}
+    for src in used_sources.values():
+        if isinstance(src, GatherSource):
+            used_statics.setdefault(src.data, statics[src.data])
+    return new_spec, Hoist(used_sources, used_statics, steps, frontier, spec.iteration_dtype)
+
+
+def _as_gather(node: Node, iteration_param, statics):
+    """``Gather(x, i)`` of a static x by the iteration number: row i of x along the axis."""
+    if (iteration_param and node.domain in ("", "ai.onnx") and node.op_type == "Gather"
+            and len(node.inputs) == 2 and node.inputs[0] in statics
+            and node.inputs[1] == iteration_param and len(node.outputs) == 1):
+        return GatherSource(node.inputs[0], int(node.attrs.get("axis", 0)), node.label)
+    return None
+
+
+def _batchable(node: Node, batched, statics, opsets):
+    """(hoisted step, nodes left in the body) computing `node` from batched rows, or None.
+
+    A recurrent cell whose input is batched is split: its input projection is hoisted and a
+    recurrence node stays in the body."""
+    if node.subgraphs():
+        return None
+    try:
+        definition = ops.definition_of(node, opsets)
+    except UnsupportedOpError:
+        return None  # compiling the body says so, naming the node
+    if definition.batch == "cell":
+        return _split_cell(node, definition, batched, statics, opsets)
+    names = [name for name in node.inputs if name]
+    if not names or any(n not in batched and n not in statics for n in names):
+        return None
+    mask = [bool(name) and name in batched for name in node.inputs]
+    if not any(mask) or not definition.batches(node.attrs, mask):
+        return None
+    form = definition.batch
+    if form == "first" and any(mask[1:]):
+        return None
+    if form in ("matmul", "reshape") and mask != [True, False]:
+        return None
+    if form == "axes" and (not mask[0] or any(mask[1:]) or len(node.inputs) < 2
+                           or not node.inputs[1]):
+        return None  # squeezing every unit axis would squeeze a one-row chunk's row axis
+    own = ops.build(node, opsets).fn
+    if form == "axes_attribute":
+        axes = node.attrs.get("axes")
+        if not mask[0] or any(mask[1:]) or axes is None:
+            return None
+        attrs = dict(node.attrs, axes=[a + 1 if a >= 0 else a for a in axes])
+        call = chunks.leading(ops.build(node, opsets, attrs).fn)
+    else:
+        call = _ADAPTERS[form](own, mask)
+    return HoistStep(call, list(node.inputs), list(node.outputs), node.label, own, mask), []
+
+
+def _split_cell(node: Node, definition, batched, statics, opsets):
+    """A cell whose input X is batched and W, B static: hoist ``X W^T + B`` (CellProjection);
+    the recurrence op the kernel names stays in the body."""
+    recurrence, w_at, b_at = definition.cell
+    if len(node.inputs) <= b_at or node.inputs[0] not in batched \
+            or node.inputs[w_at] not in statics or node.inputs[b_at] not in statics:
+        return None
+    projected = f"{node.outputs[0] or node.label}/x_projection"
+    projection = Node("CellProjection", [node.inputs[0], node.inputs[w_at], node.inputs[b_at]],
+                      [projected], {}, LOOP_DOMAIN, f"{node.name}/x_projection", version=1)
+    fn = ops.build(projection, opsets).fn
+    # Errors name the cell, as the body's own kernel would.
+    step = HoistStep(chunks.leading(fn), list(projection.inputs), [projected], node.label, fn,
+                     [True, False, False], f"{node.label}: its input projection "
+                     "(CellProjection)")
+    rest = [name for k, name in enumerate(node.inputs[1:], 1) if k not in (w_at, b_at)]
+    inputs = [projected] + rest
+    if recurrence == "GRUCellRecurrence":
+        inputs.append(node.inputs[b_at])  # the recurrent bias of linear_before_reset
+    kept = Node(recurrence, inputs, list(node.outputs), dict(node.attrs), LOOP_DOMAIN, node.name,
+                version=1)
+    return step, [kept]
