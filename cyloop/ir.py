@@ -38,6 +38,7 @@ from .errors import CyloopError, LoopLimitError, ModelError
 
 __all__ = [
     "LOOP_DOMAIN",
+    "OPENVINO_DOMAIN",
     "CarriedInput",
     "ConcatOutput",
     "Graph",
@@ -57,6 +58,8 @@ __all__ = [
 ]
 
 LOOP_DOMAIN = "cyloop"
+# The domain of OpenVINO layers' kernels (opset versions are per node, `Node.version`).
+OPENVINO_DOMAIN = "openvino"
 
 
 @dataclass(eq=False)

@@ -6,6 +6,7 @@ import os
 
 from .engine.settings import DEFAULT_MAX_ITERATIONS
 from .errors import ModelError
+from .frontends import onnx, openvino
 from .model import Model
 
 __all__ = ["load"]
@@ -24,11 +25,8 @@ def load(source, *, weights=None, driver: str | None = None,
         if not os.path.exists(path):
             raise ModelError(f"{path}: no such file")
         if path.endswith(".xml"):
-            from .frontends.openvino import load_ir
-
-            return Model(load_ir(path, weights), driver=driver, max_iterations=max_iterations,
-                         progress=progress, hoist=hoist)
-    from .frontends.onnx import load_onnx, onnx_to_graph
-
-    return Model(onnx_to_graph(load_onnx(source)), driver=driver, max_iterations=max_iterations,
+            graph = openvino.read_graph(path, weights=weights)
+            return Model(graph, driver=driver, max_iterations=max_iterations, progress=progress,
+                         hoist=hoist)
+    return Model(onnx.read_graph(source), driver=driver, max_iterations=max_iterations,
                  progress=progress, hoist=hoist)

@@ -218,12 +218,12 @@ def _iteration_sequence_graph(n):
     i = body.input("i", np.int64, ())
     body.input("cond_in", np.bool_, ())
     seq = body.input("seq_in")
-    item = body.node("Add", body.input("row_in"), body.node("Cast", i, to=1))
+    item = body.node("Add", body.input("row_in"), body.node("Cast", i, to=np.float32))
     body.output(body.node("SequenceInsert", seq, item, outputs=["seq_out"]))
     body.output(body.node("Mul", item, item, outputs=["square"]))
     g = GraphBuilder("seq")
     row = g.input("row", np.float32, (4,))
-    empty = g.node("SequenceEmpty", dtype=1)
+    empty = g.node("SequenceEmpty", dtype=np.float32)
     g.loop(body.build(), inputs=[(empty, CarriedInput(0, "seq_in", "seq_out")),
                                  (row, InvariantInput(0, "row_in"))],
            outputs=[LastOutput("seq_out"), ConcatOutput("square")], trip_count=n,
@@ -396,7 +396,7 @@ def _chain_graph():
     x2 = body.node("Mul", x_t, body.const(np.float32(2)), outputs=["x2"])
     y = body.node("Add", x2, body.const(np.float32(1)), outputs=["y"])
     z = body.node("Sub", x2, body.const(np.float32(3)), outputs=["z"])
-    same = body.node("Cast", body.node("Neg", x_t), to=1)  # FLOAT to FLOAT
+    same = body.node("Cast", body.node("Neg", x_t), to=np.float32)  # to its own type
     w = body.node("Add", same, body.node("Tanh", same), outputs=["w"])
     v = body.node("Mul", body.node("Exp", z), y, outputs=["v"])
     body.output(x2, y, z, w, v)
@@ -545,7 +545,7 @@ def test_a_narrow_iteration_number_overflows_where_the_body_would():
     i = body.input("i", np.uint8, ())
     body.input("cond_in", np.bool_, ())
     body.output(body.node("Identity", "cond_in", outputs=["c"]),
-                body.node("Cast", i, to=1, outputs=["f"]))
+                body.node("Cast", i, to=np.float32, outputs=["f"]))
     g = GraphBuilder("g")
     g.loop(body.build(), inputs=[], outputs=[ConcatOutput("f")], trip_count=300,
            iteration_param="i", cond_param="cond_in", cond_result="c", output_names=["fs"])

@@ -8,6 +8,7 @@ from onnx.reference import ReferenceEvaluator
 
 import cyloop
 from cyloop import ops
+from cyloop.frontends.onnx import ELEMENT_TYPES
 from cyloop.ops.registry import kernel
 
 
@@ -200,10 +201,8 @@ def test_versioned_kernels_match_onnxruntime(op, opset, attrs, inputs):
     session = ort.InferenceSession(onnx_model.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     expected = session.run(None, feeds)
-    if op == "ConstantOfShape":
-        attrs = {"value": numpy_helper.to_array(attrs["value"])}  # as the frontend passes it
     definition = ops.lookup("", op, opset)
-    got = definition.build(attrs, len(outs))(*feeds.values())
+    got = definition.build(_as_the_frontend_passes(op, attrs), len(outs))(*feeds.values())
     got = got if definition.multi else (got,)
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
@@ -229,6 +228,16 @@ def test_reflect_padding_past_the_axis_is_refused():
                                                             np.array([0, 4, 0, 0]))
 
 
+def _as_the_frontend_passes(op, attrs):
+    """ONNX attributes as the frontend hands them to a kernel: tensors as arrays, element type
+    numbers as numpy dtypes."""
+    if op == "ConstantOfShape":
+        return {"value": numpy_helper.to_array(attrs["value"])}
+    if op == "Cast":
+        return {"to": ELEMENT_TYPES[attrs["to"]]}
+    return attrs
+
+
 @pytest.mark.parametrize("op,attrs,shapes,dtype", CASES,
                          ids=[f"{c[0]}-{np.dtype(c[3]).name}-{i}" for i, c in enumerate(CASES)])
 def test_kernel_matches_onnx_reference(op, attrs, shapes, dtype, rng):
@@ -236,7 +245,7 @@ def test_kernel_matches_onnx_reference(op, attrs, shapes, dtype, rng):
     names = [f"in{k}" for k in range(len(inputs))]
     node = helper.make_node(op, names, ["out"], **attrs)
     expected = ReferenceEvaluator(node).run(None, dict(zip(names, inputs)))[0]
-    fn = ops.lookup("", op, 17).build(attrs)
+    fn = ops.lookup("", op, 17).build(_as_the_frontend_passes(op, attrs))
     got = np.asarray(fn(*inputs))
     assert got.dtype == expected.dtype
     np.testing.assert_allclose(got, expected, rtol=1e-6)

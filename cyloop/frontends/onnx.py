@@ -26,10 +26,42 @@ from ..ir import (
     SlicedInput,
     Value,
 )
-from ..ops.onnx.dtypes import ONNX_TO_NUMPY
 from ..ops.onnx.fallback import FALLBACK_DOMAIN
 
-__all__ = ["load_onnx", "onnx_to_graph"]
+__all__ = ["ELEMENT_TYPES", "read_graph"]
+
+# TensorProto element types -> numpy.
+ELEMENT_TYPES = {
+    1: np.dtype(np.float32),
+    2: np.dtype(np.uint8),
+    3: np.dtype(np.int8),
+    4: np.dtype(np.uint16),
+    5: np.dtype(np.int16),
+    6: np.dtype(np.int32),
+    7: np.dtype(np.int64),
+    8: np.dtype(object),
+    9: np.dtype(np.bool_),
+    10: np.dtype(np.float16),
+    11: np.dtype(np.float64),
+    12: np.dtype(np.uint32),
+    13: np.dtype(np.uint64),
+    14: np.dtype(np.complex64),
+    15: np.dtype(np.complex128),
+}
+try:  # bfloat16, where ml_dtypes (an onnx dependency) is installed
+    import ml_dtypes
+
+    ELEMENT_TYPES[16] = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover
+    pass
+
+# Attributes of natively run ops that name an element type: the kernels get numpy dtypes.
+_TYPE_ATTRIBUTES = {("Cast", "to"), ("SequenceEmpty", "dtype")}
+
+
+def read_graph(source) -> Graph:
+    """An ONNX model (a path, its bytes or an ``onnx.ModelProto``) as a cyloop `Graph`."""
+    return _to_graph(_model_proto(source))
 
 
 def _onnx():
@@ -41,7 +73,7 @@ def _onnx():
     return onnx
 
 
-def load_onnx(source):
+def _model_proto(source):
     """A `ModelProto` from a path, bytes, or a `ModelProto` (returned as is)."""
     onnx = _onnx()
     if isinstance(source, onnx.ModelProto):
@@ -57,7 +89,7 @@ def load_onnx(source):
             from e
 
 
-def onnx_to_graph(model) -> Graph:
+def _to_graph(model) -> Graph:
     """Lower a `ModelProto` to a cyloop `Graph`."""
     onnx = _onnx()
     try:
@@ -107,7 +139,7 @@ class _Converter:
 
     @staticmethod
     def _tensor(tensor_type):
-        dtype = ONNX_TO_NUMPY.get(tensor_type.elem_type)
+        dtype = ELEMENT_TYPES.get(tensor_type.elem_type)
         if not tensor_type.HasField("shape"):
             return dtype, None
         dims = []
@@ -158,6 +190,9 @@ class _Converter:
             raise
         except Exception as e:
             raise ModelError(f"{node.label}: cannot read its attributes: {e}") from e
+        for op_type, key in _TYPE_ATTRIBUTES:
+            if domain == "" and proto.op_type == op_type and key in node.attrs:
+                node.attrs[key] = self._element_type(node, key)
         if domain == "" and proto.op_type == "Loop":
             return self.loop(node)
         if domain == "" and proto.op_type == "Scan":
@@ -178,6 +213,14 @@ class _Converter:
                     {"node": proto, "opsets": dict(self.opsets), "version": version},
                     FALLBACK_DOMAIN, proto.name)
 
+    @staticmethod
+    def _element_type(node, key):
+        number = node.attrs[key]
+        if number not in ELEMENT_TYPES:
+            raise UnsupportedOpError(f"{node.label}: {node.op_type} with {key}={number}: cyloop has "
+                                     "no numpy equivalent of that ONNX element type")
+        return ELEMENT_TYPES[number]
+
     def _reference_has(self, domain, op_type, version) -> bool:
         from onnx.reference.ops import load_op
 
@@ -197,7 +240,7 @@ class _Converter:
         type_proto = self.types.get(name)
         if type_proto is None or type_proto.WhichOneof("value") != "tensor_type":
             return None
-        return ONNX_TO_NUMPY.get(type_proto.tensor_type.elem_type)
+        return ELEMENT_TYPES.get(type_proto.tensor_type.elem_type)
 
     def loop(self, node) -> Node:
         """ONNX Loop: inputs (M, cond, v_initial...), body (iter, cond, v...) -> (cond, v...,

@@ -22,6 +22,7 @@ from .. import ops
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import (
     LOOP_DOMAIN,
+    OPENVINO_DOMAIN,
     CarriedInput,
     ConcatOutput,
     Graph,
@@ -33,9 +34,20 @@ from ..ir import (
     SlicedInput,
     Value,
 )
-from ..ops.openvino._attrs import DOMAIN, ELEMENT_TYPES
 
-__all__ = ["load_ir"]
+__all__ = ["ELEMENT_TYPES", "read_graph"]
+
+DOMAIN = OPENVINO_DOMAIN
+
+# IR element type names -> numpy.
+ELEMENT_TYPES = {
+    "f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8, "i16": np.int16,
+    "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32,
+    "u64": np.uint64, "boolean": np.bool_,
+}
+
+# Layer attributes that name an element type: the kernels get them as numpy dtypes.
+_TYPE_ATTRIBUTES = ("destination_type", "output_type", "index_element_type")
 
 
 def _refuse_dtd(*_args):
@@ -55,8 +67,9 @@ def _parse_xml(data: bytes, path: str) -> ET.Element:
         raise ModelError(f"{path}: not a well-formed IR XML file ({e})") from e
 
 
-def load_ir(xml_path, weights=None) -> Graph:
-    """Read an IR: `xml_path` and its weights (`weights`, default: the .bin beside it)."""
+def read_graph(xml_path, *, weights=None) -> Graph:
+    """An OpenVINO IR as a cyloop `Graph`: `xml_path` and its weights (`weights`: a path; by
+    default the .bin beside the .xml)."""
     xml_path = os.fspath(xml_path)
     try:
         with open(xml_path, "rb") as f:
@@ -81,6 +94,16 @@ def load_ir(xml_path, weights=None) -> Graph:
 def _int(element, key, default=None):
     value = element.get(key)
     return default if value is None else int(value)
+
+
+def _element_type(name, where):
+    """An IR element type name as a numpy dtype; "" (left to the layer's default) as None."""
+    if name == "":
+        return None
+    if name not in ELEMENT_TYPES:
+        raise ModelError(f"{where}: element type {name!r} is not supported (supported: "
+                         f"{', '.join(ELEMENT_TYPES)})")
+    return np.dtype(ELEMENT_TYPES[name])
 
 
 def _shape(text):
@@ -256,6 +279,9 @@ class _Reader:
             ops.lookup(DOMAIN, kind, version)
         except ModelError as e:
             raise type(e)(f"{label}: {e}") from None
+        for key in _TYPE_ATTRIBUTES:
+            if key in attrs:
+                attrs[key] = _element_type(attrs[key], f"{label}: {key}")
         if kind == "LSTMCell" and len(node_inputs) > 6:
             raise UnsupportedOpError(f"{label}: LSTMCell-{version} with peepholes (input P) is "
                                      "not supported")

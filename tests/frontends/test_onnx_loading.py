@@ -38,6 +38,34 @@ def test_corrupt_or_truncated_protobuf(blob, tmp_path):
         cyloop.load(path)
 
 
+def test_read_graph_is_the_frontend_loading_uses(rng):
+    """`frontends.onnx.read_graph` gives the Graph `cyloop.load` compiles: a Model built from it
+    runs the same."""
+    from cyloop.frontends import onnx as onnx_frontend
+
+    onnx_model = loop_model(True, False, None)
+    graph = onnx_frontend.read_graph(onnx_model.SerializeToString())
+    assert isinstance(graph, cyloop.Graph)
+    feeds = {"M": np.array(3, np.int64), "v0": rng.standard_normal((2, 3)).astype(np.float32)}
+    expected = cyloop.load(onnx_model).run(feeds)
+    got = cyloop.Model(graph).run(feeds)
+    assert list(got) == list(expected)
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name])
+
+
+@pytest.mark.parametrize("op,key,number", [("Cast", "to", TensorProto.UNDEFINED),
+                                           ("SequenceEmpty", "dtype", 12345)])
+def test_an_element_type_without_numpy_equivalent_names_the_node(op, key, number):
+    inputs = ["x"] if op == "Cast" else []
+    node = helper.make_node(op, inputs, ["y"], name="typed", **{key: number})
+    graph = helper.make_graph([node], "g", [tensor("x", np.float32, [2])][:len(inputs)],
+                              [helper.make_empty_tensor_value_info("y")])
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(cyloop.UnsupportedOpError, match=f"typed.*{key}={number}.*no numpy"):
+        cyloop.load(onnx_model)
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(cyloop.ModelError, match="no such file"):
         cyloop.load(tmp_path / "nope.onnx")

@@ -7,6 +7,8 @@ import shutil
 import xml.etree.ElementTree as ET
 
 import numpy as np
+import openvino as ov
+import openvino.opset8 as ov_ops
 import pytest
 
 import cyloop
@@ -59,6 +61,32 @@ def test_const_past_the_end_of_the_weights(ti_path):
     ti_path.write_text(re.sub(r'offset="0"', 'offset="4096"', text, count=1))
     with pytest.raises(cyloop.ModelError, match=r"Const layer \d+ .*\[4096, "):
         cyloop.load(ti_path)
+
+
+def test_read_graph_is_the_frontend_loading_uses(ti_path, rng):
+    from cyloop.frontends import openvino as openvino_frontend
+
+    graph = openvino_frontend.read_graph(ti_path)
+    assert isinstance(graph, cyloop.Graph)
+    feeds = _feeds(rng)
+    expected = cyloop.load(ti_path).run(feeds)
+    got = cyloop.Model(graph).run(feeds)
+    assert list(got) == list(expected)
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name])
+
+
+def test_an_unknown_element_type_attribute_names_the_layer(tmp_path, rng):
+    x = ov_ops.parameter([3], np.float32, name="x")
+    model = ov.Model([ov_ops.convert(x, "i32")], [x])
+    path = save(model, tmp_path / "convert.xml")
+    feeds = {"x": np.array([1.7, -2.2, 3.0], np.float32)}
+    (converted,) = cyloop.load(path).run(feeds).values()
+    np.testing.assert_array_equal(converted, np.array([1, -2, 3], np.int32))
+    _edit(path, 'destination_type="i32"', 'destination_type="q17"')
+    with pytest.raises(cyloop.ModelError, match=r"layer \d+ .*Convert.*destination_type: element "
+                                                r"type 'q17' is not supported"):
+        cyloop.load(path)
 
 
 def test_explicit_weights_path(ti_path, tmp_path):

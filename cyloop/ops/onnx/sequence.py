@@ -5,7 +5,6 @@ import numpy as np
 
 from ...sequence import TensorSequence
 from ..registry import kernel
-from .dtypes import to_numpy_dtype
 
 
 def _position(position, length, inserting=False):
@@ -20,7 +19,7 @@ def _position(position, length, inserting=False):
 
 @kernel("SequenceEmpty", since=11)
 def sequence_empty(attrs):
-    dtype = to_numpy_dtype(attrs.get("dtype", 1))
+    dtype = np.dtype(attrs.get("dtype", np.float32))  # resolved by the frontend
     return lambda: TensorSequence(dtype=dtype)
 
 

@@ -5,7 +5,6 @@ import numpy as np
 
 from .. import _shapes
 from ..registry import kernel
-from .dtypes import to_numpy_dtype
 
 
 def _axes_tuple(axes):
@@ -52,7 +51,7 @@ def constant(attrs):
 
 @kernel("Cast", out=True, batch="elementwise")
 def cast(attrs):
-    dtype = to_numpy_dtype(attrs["to"])
+    dtype = np.dtype(attrs["to"])  # the frontend resolved ONNX's type number
 
     def convert(x, out=None):
         if dtype == object:  # to STRING: the shortest text that reads back to the number

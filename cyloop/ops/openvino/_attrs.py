@@ -1,14 +1,20 @@
-"""Parsing IR ``<data>`` attributes (all strings) and the shared broadcasting rules."""
+"""Reading layer attributes and the shared broadcasting rules.
+
+Attributes arrive as the IR writes them (strings), except element types (``destination_type``,
+``output_type``, ``index_element_type``), which the frontend has already resolved to numpy dtypes.
+"""
 
 import numpy as np
 
-DOMAIN = "openvino"
+from ...ir import OPENVINO_DOMAIN
 
-ELEMENT_TYPES = {
-    "f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8, "i16": np.int16,
-    "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32,
-    "u64": np.uint64, "boolean": np.bool_,
-}
+DOMAIN = OPENVINO_DOMAIN
+
+
+def as_dtype(attrs, key, default=None):
+    """An element-type attribute as a numpy dtype (`default` where the layer leaves it out)."""
+    value = attrs.get(key)
+    return default if value is None else np.dtype(value)
 
 
 def as_int(attrs, key, default=None):

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import _math
 from ..registry import FLOAT_SCALARS, NUMBER_SCALARS, kernel
-from ._attrs import DOMAIN, ELEMENT_TYPES, as_float, broadcast_batches, broadcasting
+from ._attrs import DOMAIN, as_float, broadcast_batches, broadcasting
 
 
 def _floor_mod(a, b, out=None):
@@ -165,7 +165,7 @@ def select(attrs):
 
 @kernel("Convert", domain=DOMAIN, since=1, out=True, batch="elementwise", batch_if=broadcast_batches)
 def convert(attrs):
-    dtype = np.dtype(ELEMENT_TYPES[attrs["destination_type"]])
+    dtype = np.dtype(attrs["destination_type"])
 
     def converted(x, out=None):
         if dtype == np.bool_:

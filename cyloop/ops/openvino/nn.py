@@ -5,7 +5,7 @@ import numpy as np
 from ...ir import LOOP_DOMAIN
 from .. import _math
 from ..registry import kernel
-from ._attrs import DOMAIN, ELEMENT_TYPES, as_bool, as_float, as_int
+from ._attrs import DOMAIN, as_bool, as_dtype, as_float, as_int
 
 
 @kernel("MatMul", domain=DOMAIN, since=1, batch="matmul",
@@ -65,7 +65,7 @@ def top_k(attrs, n_outputs):
     axis = as_int(attrs, "axis", -1)
     largest = attrs.get("mode", "max").lower() == "max"
     sort = attrs.get("sort", "value").lower()
-    index_type = ELEMENT_TYPES[attrs.get("index_element_type", "i32")]
+    index_type = as_dtype(attrs, "index_element_type", np.int32)
 
     def top(x, k):
         k = int(np.asarray(k).reshape(-1)[0])

@@ -4,7 +4,7 @@ import numpy as np
 
 from .. import _shapes
 from ..registry import kernel
-from ._attrs import DOMAIN, ELEMENT_TYPES, as_bool, as_int, as_ints
+from ._attrs import DOMAIN, as_bool, as_dtype, as_int, as_ints
 
 
 def _ints(values):
@@ -88,7 +88,7 @@ def shape_of_1(attrs):
 
 @kernel("ShapeOf", domain=DOMAIN, since=3)
 def shape_of_3(attrs):
-    dtype = ELEMENT_TYPES[attrs.get("output_type", "i64")]
+    dtype = as_dtype(attrs, "output_type", np.int64)
     return lambda x: np.array(np.shape(x), dtype=dtype)
 
 
@@ -153,7 +153,7 @@ def tile(attrs):
 
 @kernel("Range", domain=DOMAIN, since=1)
 def range_(attrs):
-    dtype = ELEMENT_TYPES.get(attrs.get("output_type", ""), None)  # Range-4; Range-1 infers
+    dtype = as_dtype(attrs, "output_type")  # Range-4; Range-1 infers it
 
     def arange(start, stop, step):
         start, stop, step = (np.asarray(v).reshape(()) for v in (start, stop, step))
@@ -166,7 +166,7 @@ def range_(attrs):
 
 @kernel("NonZero", domain=DOMAIN, since=3)
 def non_zero(attrs):
-    dtype = ELEMENT_TYPES[attrs.get("output_type", "i64")]
+    dtype = as_dtype(attrs, "output_type", np.int64)
 
     def nonzero(x):
         if np.ndim(x) == 0:
