@@ -1,10 +1,11 @@
 """Trip counts and conditions: zero iterations, loops stopped by their condition (bounded or not,
 forward or reverse, with growth), max_iterations, and Ctrl-C."""
 
-import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -93,12 +94,11 @@ def test_initial_condition_false_runs_nothing():
 
 
 INTERRUPT_SCRIPT = textwrap.dedent("""
-    import os, signal, threading, sys
-    import numpy as np
+    import sys
     from cyloop import _examples, Model
-    graph, feeds = _examples.counter(10**7)
+    graph, feeds = _examples.counter(10**8 - 1)
     model = Model(graph, driver=sys.argv[1])
-    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    print("started", flush=True)
     try:
         model.run(feeds)
     except KeyboardInterrupt:
@@ -111,11 +111,52 @@ INTERRUPT_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.parametrize("driver", ["cython", "python"])
 def test_ctrl_c_interrupts_a_long_loop(driver):
-    env = dict(os.environ)
-    proc = subprocess.run([sys.executable, "-c", INTERRUPT_SCRIPT, driver], capture_output=True,
-                          text=True, timeout=120, env=env, check=False)
+    """SIGINT from outside, as a terminal's Ctrl-C sends it, stops a loop of ~10^8 iterations."""
+    proc = subprocess.Popen([sys.executable, "-c", INTERRUPT_SCRIPT, driver],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "started\n", proc.stderr.read()
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert out.startswith("interrupted"), out
+
+
+THREAD_SCRIPT = textwrap.dedent("""
+    import sys, threading, time
+    from cyloop import _examples, Model
+    graph, feeds = _examples.counter(int(sys.argv[2]))
+    model = Model(graph, driver=sys.argv[1])
+    stop = threading.Event()
+    ticks = []
+
+    def tick():  # what a watchdog or a progress bar's thread does
+        while not stop.wait(0.01):
+            ticks.append(time.perf_counter())
+
+    threading.Thread(target=tick, daemon=True).start()
+    time.sleep(0.05)
+    start = time.perf_counter()
+    model.run(feeds)
+    end = time.perf_counter()
+    stop.set()
+    print(sum(start < t < end for t in ticks), end - start)
+""")
+
+
+@pytest.mark.parametrize("driver,iterations", [("cython", 10**7), ("python", 10**5)])
+def test_other_threads_run_while_a_loop_runs(driver, iterations):
+    """The driver holds the GIL, but lets other Python threads in as it goes (a body of scalar
+    steps runs no bytecode, so the interpreter alone would not)."""
+    proc = subprocess.run([sys.executable, "-c", THREAD_SCRIPT, driver, str(iterations)], capture_output=True,
+                          text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("interrupted"), proc.stdout
+    ticks, took = proc.stdout.split()
+    # A thread that wakes every 10 ms woke during the loop (without the GIL it would not once).
+    assert int(ticks) >= min(5, float(took) / 0.02), (ticks, took)
 
 
 def test_condition_result_that_is_a_constant():

@@ -43,6 +43,9 @@ from libc.string cimport memcmp
 from cyloop.engine._aligned_alloc cimport cyl_aligned_alloc, cyl_aligned_free
 from cyloop.engine._strided_copy cimport cyl_strided_copy
 
+from sys import getswitchinterval
+from time import monotonic
+
 import numpy as np
 
 from ..errors import CyloopError, ExecutionError, ModelError
@@ -63,6 +66,27 @@ cdef extern from "numpy/arrayobject.h":
 
 cdef Py_ssize_t _GROWTH_CAP_BYTES = GROWTH_CAP_BYTES
 cdef Py_ssize_t _PROGRESS_EVERY = PROGRESS_EVERY
+
+
+cdef double _released_at = 0.0
+
+
+cdef int _let_other_threads_run() except -1:
+    """Let other Python threads run, every two switch intervals (`sys.getswitchinterval()`).
+
+    A body of scalar-path steps and out= kernels may run no Python bytecode, and so never reach
+    the interpreter's switch points: without this, every other thread (a timer, a watchdog, a
+    server's workers) would wait for the whole loop. Releasing the GIL hands it over only to a
+    thread that has asked for it, which a waiting thread does after one switch interval without
+    getting it; a release wakes it and restarts that wait, so releasing as often as (or more
+    often than) once a switch interval would keep it from ever asking."""
+    global _released_at
+    cdef double now = monotonic()
+    if now - _released_at >= 2 * getswitchinterval():
+        _released_at = now
+        with nogil:
+            pass
+    return 0
 
 __all__ = ["Program", "LoopDriver", "strided_copy", "aligned_empty"]
 
@@ -880,8 +904,10 @@ cdef class LoopDriver:
             self._reset_slots(slots)
             i += 1
             PyErr_CheckSignals()
-            if progress is not None and i % _PROGRESS_EVERY == 0:
-                progress(label, i, None if r.n_max < 0 else r.n_max, False)
+            if i % _PROGRESS_EVERY == 0:
+                _let_other_threads_run()
+                if progress is not None:
+                    progress(label, i, None if r.n_max < 0 else r.n_max, False)
 
         if progress is not None and i >= _PROGRESS_EVERY:
             progress(label, i, None if r.n_max < 0 else r.n_max, True)

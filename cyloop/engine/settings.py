@@ -13,7 +13,8 @@ __all__ = ["CHUNK_BYTES", "COUNTERS", "DEFAULT_MAX_ITERATIONS", "FIRST_CHUNK_ROW
 
 # A loop that reaches this many iterations raises LoopLimitError (None in Settings: no limit).
 DEFAULT_MAX_ITERATIONS = 100_000_000
-# A progress callback hears from a loop every this many iterations, and once when it ends.
+# A progress callback hears from a loop every this many iterations, and once when it ends; the
+# Cython driver also lets other Python threads run this often (it holds the GIL otherwise).
 PROGRESS_EVERY = 1024
 # Bytes a concatenated output may take before its length is known; past it, geometric growth.
 GROWTH_CAP_BYTES = 64 * 1024 * 1024
