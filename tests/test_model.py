@@ -153,3 +153,17 @@ def test_graph_builder_loop_leaves_the_callers_descriptors_alone():
            output_names=["out"])
     assert desc.outer == 99
     assert g._nodes[-1].attrs["spec"].inputs[0].outer == 0
+
+
+def test_returned_constants_are_the_callers_own():
+    g = GraphBuilder()
+    g.input("x", np.float32, (3,))
+    k = g.const(np.ones(3, np.float32), "K")
+    g.output(k, g.node("Add", "x", k, outputs=["y"]))
+    model = cyloop.Model(g.build())
+    x = np.zeros(3, np.float32)
+    first = model.run({"x": x})
+    first["K"][:] = 100  # the caller may write to what it got back...
+    again = model.run({"x": x})  # ...without changing the model
+    np.testing.assert_array_equal(again["K"], np.ones(3))
+    np.testing.assert_array_equal(again["y"], np.ones(3))

@@ -358,16 +358,10 @@ class _Reader:
                 cond_param_layer = internal_id
                 continue
             if entry.get("axis") is not None:
-                stride = _int(entry, "stride", 1)
-                part = _int(entry, "part_size", 1)
-                if stride == 0:
-                    raise ModelError(f"{label}: sliced input port {external} has stride 0")
-                if part < 1:
-                    raise ModelError(f"{label}: sliced input port {external} has part_size "
-                                     f"{part}; it must be at least 1")
                 spec.inputs.append(SlicedInput(outer, param(internal_id), _int(entry, "axis"),
-                                               _int(entry, "start"), _int(entry, "end"), stride,
-                                               part, keep_axis=True))
+                                               _int(entry, "start"), _int(entry, "end"),
+                                               _int(entry, "stride", 1),
+                                               _int(entry, "part_size", 1), keep_axis=True))
             elif internal_id in back:
                 spec.inputs.append(CarriedInput(outer, param(internal_id),
                                                 result(back[internal_id])))

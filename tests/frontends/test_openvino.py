@@ -9,7 +9,7 @@ import pytest
 import cyloop
 from cyloop.peers import openvino_compiled
 
-from ..test_slicing import oracle_parts
+from ..engine.test_slicing import oracle_parts
 from .openvino_models import defect_model, loop_model, save, ti_model
 
 TI_CASES = [  # x shape, axis, start, end, stride, part, output axis, output stride

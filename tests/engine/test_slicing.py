@@ -16,6 +16,8 @@ from cyloop.ir import (
     slice_count,
 )
 
+from ..conftest import run_both
+
 
 def oracle_parts(x, axis, start, end, stride, part, keep_axis):
     """DESIGN's TensorIterator rule, element by element. None if a part leaves the axis."""
@@ -172,3 +174,51 @@ def test_sliced_inputs_must_agree_on_the_count():
         with pytest.raises(cyloop.ModelError, match="disagree.*'a_t': 3, 'b_t': 4"):
             cyloop.Model(g.build(), driver=driver).run({"a": np.ones(3, np.float32),
                                                         "b": np.ones(4, np.float32)})
+
+
+def _neg_loop(desc, x_dtype=np.int8, size=5):
+    body = GraphBuilder("b")
+    body.input("x", x_dtype, None)
+    body.output(body.node("Neg", "x", outputs=["y"]))
+    g = GraphBuilder()
+    g.input("X", x_dtype, (size,))
+    g.loop(body.build(), [("X", desc)], [ConcatOutput("y", new_axis=False)], output_names=["ys"])
+    g.output("ys")
+    return g.build()
+
+
+@pytest.mark.parametrize("end,stride", [(2**63 - 1, 2**63 - 1), (2**63 - 1, 1), (-2**62, -2**62)],
+                         ids=["huge-end-huge-stride", "huge-end", "huge-negative"])
+def test_huge_slice_parameters_neither_crash_nor_disagree(end, stride):
+    graph = _neg_loop(SlicedInput(0, "x", end=end, stride=stride, keep_axis=True))
+    x = np.arange(5, dtype=np.int8)
+    outcomes = []
+    for driver in ("cython", "python"):
+        try:
+            outcomes.append(cyloop.Model(graph, driver=driver).run({"X": x})["ys"].tolist())
+        except cyloop.ModelError as e:
+            outcomes.append(str(e))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_negative_stride_defaults_to_the_whole_axis_reversed():
+    desc = SlicedInput(0, "x", stride=-1, keep_axis=True)
+    assert (desc.start, desc.end) == (-1, 0)
+    x = np.arange(5, dtype=np.int8)
+    out = run_both(_neg_loop(desc), {"X": x})
+    np.testing.assert_array_equal(out["ys"], -x[::-1])
+
+
+def test_loop5_outputs_are_not_sized_past_the_last_slice():
+    body = GraphBuilder("b")
+    body.input("x", np.float32, (1, 1024))
+    body.output(body.node("Neg", "x", outputs=["y"]))
+    g = GraphBuilder()
+    g.input("X", np.float32, (10, 1024))
+    g.loop(body.build(), [("X", SlicedInput(0, "x", keep_axis=True))],
+           [ConcatOutput("y", new_axis=False)], trip_count=50_000_000,
+           slices_set_trip_count=False, output_names=["ys"])
+    g.output("ys")
+    for driver in ("cython", "python"):
+        with pytest.raises(cyloop.ModelError, match="runs past the last slice"):
+            cyloop.Model(g.build(), driver=driver).run({"X": np.ones((10, 1024), np.float32)})

@@ -8,7 +8,7 @@ import pytest
 import cyloop
 from cyloop.peers import openvino_compiled
 
-from .openvino_models import cell_ti_model, save
+from ...frontends.openvino_models import cell_ti_model, save
 
 
 def _sigmoid(x):

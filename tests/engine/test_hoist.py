@@ -23,6 +23,7 @@ from cyloop.ir import (
     SlicedInput,
 )
 
+from ..frontends.openvino_models import cell_ti_model, save
 from .test_slicing import _sliced_loop, oracle_parts, sliced_cases
 
 
@@ -329,9 +330,6 @@ def test_axis_ops_shift_their_axes_past_the_row_axis(rng, chunk_rows, version):
     ("gru", {}), ("gru", {"linear_before_reset": True}), ("gru", {"clip": 0.5}),
     ("rnn", {}), ("rnn", {"clip": 0.3})])
 def test_cells_are_split_into_a_hoisted_projection_and_a_recurrence(tmp_path, rng, cell, attrs):
-    pytest.importorskip("openvino")
-    from .frontends.openvino_models import cell_ti_model, save
-
     ov_model, _ = cell_ti_model(cell, steps=13, **attrs)
     path = save(ov_model, tmp_path / "cell.xml")
     feeds = {"X": rng.standard_normal((3, 13, 5)).astype(np.float32),

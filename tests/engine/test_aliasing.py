@@ -12,8 +12,9 @@ from cyloop.ir import (
     LastOutput,
     SlicedInput,
 )
+from cyloop.ops.registry import kernel
 
-from .conftest import run_both
+from ..conftest import run_both
 
 
 def _loop(build_body, carried, sliced=(), invariant=(), outputs=(), n=6, shape=(3,)):
@@ -189,3 +190,30 @@ def test_outputs_of_an_earlier_run_are_not_overwritten(rng):
     model.run({"c0": rng.standard_normal(3), "x_t_seq": rng.standard_normal((5, 3))})
     for name in first:
         np.testing.assert_array_equal(first[name], kept[name])
+
+
+@kernel("EmptyList", domain="test.cyloop")
+def _empty_list(attrs):
+    return list
+
+
+@kernel("Append", domain="test.cyloop")
+def _append(attrs):
+    return lambda items, x: [*items, x]
+
+
+def test_pool_buffer_held_by_a_carried_list_is_not_reused():
+    body = GraphBuilder("body", opsets={"test.cyloop": 1})
+    body.input("h", np.float64, (2,))
+    body.input("s", None, None)
+    h_next = body.node("Add", "h", body.const(1.0), outputs=["h_next"])
+    body.output(h_next, body.node("Append", "s", h_next, domain="test.cyloop", outputs=["s_next"]))
+    g = GraphBuilder(opsets={"test.cyloop": 1})
+    g.input("h0", np.float64, (2,))
+    start = g.node("EmptyList", domain="test.cyloop")
+    g.loop(body.build(), [("h0", CarriedInput(0, "h", "h_next")), (start, CarriedInput(0, "s",
+                                                                                       "s_next"))],
+           [LastOutput("s_next")], trip_count=5, output_names=["history"])
+    g.output("history")
+    out = run_both(g.build(), {"h0": np.zeros(2)})
+    np.testing.assert_array_equal(out["history"], np.repeat(np.arange(1.0, 6.0)[:, None], 2, 1))

@@ -13,7 +13,7 @@ import pytest
 import cyloop
 from cyloop.ir import ConcatOutput, GraphBuilder, LastOutput
 
-from .conftest import run_both
+from ..conftest import run_both
 
 
 def _counting_loop(stop_after, row=(2,), trip_count=None, reverse=False, new_axis=True):
@@ -94,8 +94,11 @@ def test_initial_condition_false_runs_nothing():
 
 
 INTERRUPT_SCRIPT = textwrap.dedent("""
-    import sys
+    import signal, sys
     from cyloop import _examples, Model
+    # As in a terminal, whatever the test runner's own SIGINT disposition (a background job's is
+    # "ignore", and Python then installs no handler).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     graph, feeds = _examples.counter(10**8 - 1)
     model = Model(graph, driver=sys.argv[1])
     print("started", flush=True)

@@ -54,3 +54,9 @@ def test_aligned_empty_is_aligned_and_usable(shape, dtype):
     assert arr.flags.c_contiguous and arr.flags.writeable
     arr[...] = 1
     assert np.all(arr == 1)
+
+
+def test_strided_copy_between_overlapping_arrays():
+    a = np.arange(8.0)
+    _core.strided_copy(a, a[::-1])
+    np.testing.assert_array_equal(a, np.arange(8.0)[::-1])

@@ -14,7 +14,7 @@ from hypothesis.extra import numpy as hnp
 import cyloop
 from cyloop.ir import CarriedInput, ConcatOutput, GraphBuilder, InvariantInput, LastOutput
 
-from .conftest import run_both
+from ..conftest import run_both
 
 ARITHMETIC = ["Add", "Sub", "Mul", "Div"]
 COMPARISONS = ["Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal"]
