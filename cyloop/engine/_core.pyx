@@ -648,7 +648,7 @@ cdef class _Concat:
 
     cdef int fill(self, _Counters tally, Py_ssize_t i, object block) except -1:
         """Put a hoisted chunk, the results of iterations i .. i+rows-1, in their slots at once
-        (for an output whose result is a hoisted value; see _hoist.py)."""
+        (for an output whose result is a hoisted value; see hoist.py)."""
         cdef Py_ssize_t rows = block.shape[0], lo, hi
         if block.shape[1:] != self.part_shape or block.dtype != self.dtype:
             raise self.desc.changed(self.label, self.index, i, "shape and dtype",
