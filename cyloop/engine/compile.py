@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import ops
-from ..errors import ModelError
+from ..errors import ModelError, UnsupportedOpError
 from ..ir import LOOP_DOMAIN, Graph, LoopSpec, Node
 from . import _core, reference
 from .control import BatchedScanRunner, IfRunner, SequenceMapRunner
@@ -109,7 +109,7 @@ def compile_graph(graph: Graph, settings: Settings, captures: list[str] = (),
             if name and name not in defined:
                 raise ModelError(f"graph {graph.name!r}, {node.label}: input {name!r} is not "
                                  "defined by any earlier node, input or initializer")
-        if _is_identity(node):
+        if _is_identity(node, opsets):
             # No step: the output is another name for the input's value (so, for instance, a
             # carried value emitted through an Identity is still stored once).
             slots[node.outputs[0]] = slot_of(node.inputs[0])
@@ -155,10 +155,15 @@ def compile_graph(graph: Graph, settings: Settings, captures: list[str] = (),
                            loops, dict(slots))
 
 
-def _is_identity(node: Node) -> bool:
-    return (node.op_type == "Identity" and node.domain in ("", "ai.onnx", "openvino")
-            and len(node.inputs) == 1 and len(node.outputs) == 1 and bool(node.inputs[0])
-            and bool(node.outputs[0]) and node.outputs[0] != node.inputs[0])
+def _is_identity(node: Node, opsets: dict[str, int]) -> bool:
+    """Whether the node's kernel declares ``identity`` (and the node renames one value)."""
+    if not (len(node.inputs) == 1 and len(node.outputs) == 1 and node.inputs[0]
+            and node.outputs[0] and node.outputs[0] != node.inputs[0]):
+        return False
+    try:
+        return ops.definition_of(node, opsets).identity
+    except UnsupportedOpError:
+        return False
 
 
 def _node_captures(node: Node) -> list[str]:

@@ -19,6 +19,8 @@ A kernel declares its traits where it is registered, and the engine reads them f
   runner calls instead of the ufunc machinery.
 - ``cell=(recurrence op, W position, B position)``: an RNN cell whose input projection
   ``X W^T + B`` can be hoisted, the rest running as the named recurrence op.
+- ``identity=True``: it returns its one input unchanged, so the compiler runs no step for it and
+  its output is another name for its input's value.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class KernelDef:
     batch_if: Callable[[dict, list[bool]], bool] | None = None
     scalar: tuple[Callable, frozenset] | None = None
     cell: tuple[str, int, int] | None = None
+    identity: bool = False
 
     def build(self, attrs: dict[str, Any], n_outputs: int = 1) -> Callable:
         """Bind `attrs`; a ``multi`` factory also learns how many outputs the node has."""
@@ -109,7 +112,8 @@ _TABLE: dict[tuple[str, str], list[KernelDef]] = {}
 
 
 def kernel(op_type: str, domain: str = "", since: int = 1, out: bool = False, multi: bool = False,
-           batch: str | None = None, batch_if=None, scalar=None, cell=None):
+           batch: str | None = None, batch_if=None, scalar=None, cell=None,
+           identity: bool = False):
     """Register the decorated factory for `op_type` in `domain` from opset `since` on, with the
     traits in the module docstring."""
     if batch is not None and batch not in BATCH_FORMS:
@@ -121,7 +125,7 @@ def kernel(op_type: str, domain: str = "", since: int = 1, out: bool = False, mu
             raise RuntimeError(f"kernel {domain or 'ai.onnx'}::{op_type} since {since} is "
                                "registered twice")
         bisect.insort(entries, KernelDef(op_type, domain, since, factory, out, multi, batch,
-                                         batch_if, scalar, cell),
+                                         batch_if, scalar, cell, identity),
                       key=lambda entry: entry.since)
         return factory
 

@@ -17,7 +17,7 @@ def _to_text(value):
     return str(value)
 
 
-@kernel("Identity")
+@kernel("Identity", identity=True)
 def identity(attrs):
     def same(x):
         return x

@@ -11,7 +11,7 @@ def _ints(values):
     return [int(v) for v in np.asarray(values).ravel()]
 
 
-@kernel("Identity", domain=DOMAIN, since=1)
+@kernel("Identity", domain=DOMAIN, since=1, identity=True)
 def identity(attrs):
     return lambda x: x
 
