@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import cyloop
@@ -59,6 +59,10 @@ def _expected(trip, cond, lengths, max_iterations, negative_unbounded, slices_se
 @given(trip=st.none() | st.integers(-3, 12), cond=st.none() | st.booleans(),
        length=st.integers(0, 9), max_iterations=st.none() | st.integers(1, 10),
        negative_unbounded=st.booleans(), slices_set=st.booleans(), sliced=st.booleans())
+@example(trip=-1, cond=None, length=3, max_iterations=None, negative_unbounded=True,
+         slices_set=True, sliced=False)
+@example(trip=-1, cond=True, length=3, max_iterations=None, negative_unbounded=False,
+         slices_set=True, sliced=True)
 def test_resolve_follows_the_rules(trip, cond, length, max_iterations, negative_unbounded,
                                    slices_set, sliced):
     spec = _spec(n_sliced=int(sliced), trip_count=OuterInput(2 if sliced else 1),
