@@ -1,35 +1,33 @@
 """`scan`, `while_loop` and `fori_loop` over Python callables, shaped like ``jax.lax``.
 
-Each call builds a one-node loop body around the callable and runs it on the same driver as a
-model: ``xs`` are sliced as views, ``ys`` are preallocated after the first step and written in
-place (slot n-1-i for ``reverse=True``), and carries are handed over by reference.
+They call the function once per step, so their floor is the plain Python loop that calls it; after
+the first step has fixed the structure and types of the pytrees, a step is that call plus, for
+`scan`, storing each ``y`` leaf into its preallocated row of ``ys`` (row i of ``ys`` goes with
+``xs[i]``, ``reverse=True`` included). Nothing is flattened, validated or dispatched per step
+beyond the type check a ``y`` leaf needs to be stored.
 
-Pytrees are nested tuples, lists and dicts (dict keys sorted) of arrays; scalars become arrays.
-A carry must keep its structure, shapes and dtypes from one step to the next; a change raises
-`LoopCarryError` naming the component's path and both types.
+The carry the function receives is the loop's own: the initial one is a copy of `init`, writable,
+and later ones are what the function returned, so it may update its carry in place
+(``buf[k] = y; return buf, ...``). ``xs`` rows are read-only views, and no ``ys`` row is ever a
+carry (rows are written by copy), so nothing the caller passed is written.
+
+Pytrees are nested tuples, lists and dicts (dict keys sorted) of arrays; scalars become arrays in
+the results. A carry must keep its structure, shapes and dtypes: a change raises `LoopCarryError`
+naming the component's path and both types, after the first step or, for a later step, when the
+loop ends (the check is not repeated per step). A ``y`` that changes is reported at its step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any
 
 import numpy as np
 
 from .errors import LoopCarryError
-from .ir import (
-    CarriedInput,
-    ConcatOutput,
-    GraphBuilder,
-    LastOutput,
-    SlicedInput,
-)
-from .model import Model
-from .ops.registry import kernel
 
 __all__ = ["fori_loop", "scan", "while_loop"]
-
-_DOMAIN = "cyloop.python"
 
 
 # -- pytrees ----------------------------------------------------------------------------------
@@ -108,7 +106,8 @@ def _read_only(leaves):
 
 
 class _Checked:
-    """Flattens a callable's results and checks them against a reference structure and types."""
+    """Flattens a pytree and checks it against a reference structure and types (once per loop,
+    not per step)."""
 
     def __init__(self, what: str, structure, leaves):
         self.what = what
@@ -116,60 +115,114 @@ class _Checked:
         self.types = [(leaf.shape, leaf.dtype) for leaf in leaves]
         self.paths = _paths(structure, what)
 
-    def __call__(self, tree) -> list:
+    def __call__(self, tree, when: str = "now") -> list:
         leaves, structure = _flatten(tree)
         if structure != self.structure:
             raise LoopCarryError(f"{self.what} changed structure: {_describe(self.structure)} "
-                                 f"at the start, {_describe(structure)} now")
+                                 f"at the start, {_describe(structure)} {when}")
         leaves = _as_arrays(leaves)
         for path, leaf, (shape, dtype) in zip(self.paths, leaves, self.types):
             if leaf.shape != shape or leaf.dtype != dtype:
-                raise LoopCarryError(
-                    f"{path} changed type: {dtype}{list(shape)} at the start, {_type_of(leaf)} "
-                    "now; a loop carry must keep its shape and dtype (cast it, e.g. "
-                    f"np.asarray(..., dtype={dtype}))")
+                raise _changed(path, shape, dtype, leaf, when)
         return leaves
 
 
-@kernel("Call", domain=_DOMAIN, multi=True)
-def _call(attrs, n_outputs):
-    return attrs["fn"]
+def _changed(path, shape, dtype, leaf, when="now") -> LoopCarryError:
+    return LoopCarryError(
+        f"{path} changed type: {dtype}{list(shape)} at the start, {_type_of(leaf)} {when}; a "
+        f"loop carry must keep its shape and dtype (cast it, e.g. np.asarray(..., dtype={dtype}))")
 
 
-def _run(body_fn, n_carry, carry_leaves, xs_leaves, reverse, iteration, trip_count,
-         initial_cond, cond_result, n_y):
-    """Build the one-node loop and run it; returns (carry leaves, ys leaves)."""
-    body = GraphBuilder("python_body", opsets={_DOMAIN: 1})
-    params = []
-    if iteration:
-        params.append(body.input("i", np.int64, ()))
-    carry_params = [body.input(f"c{k}") for k in range(n_carry)]
-    x_params = [body.input(f"x{k}") for k in range(len(xs_leaves))]
-    outputs = [f"c{k}_out" for k in range(n_carry)] + [f"y{k}" for k in range(n_y)]
-    if cond_result:
-        outputs.append("cond")
-    body.node("Call", *params, *carry_params, *x_params, outputs=outputs, domain=_DOMAIN,
-              fn=body_fn)
-    body.output(*outputs)
-    g = GraphBuilder("python_loop", opsets={_DOMAIN: 1})
-    inputs = []
-    for k, leaf in enumerate(carry_leaves):
-        inputs.append((g.input(f"carry{k}"), CarriedInput(0, f"c{k}", f"c{k}_out")))
-    for k, leaf in enumerate(xs_leaves):
-        inputs.append((g.input(f"xs{k}"), SlicedInput(0, f"x{k}", 0, stride=-1 if reverse else 1)))
-    results = [LastOutput(f"c{k}_out") for k in range(n_carry)]
-    results += [ConcatOutput(f"y{k}", 0, reverse, True) for k in range(n_y)]
-    names = [f"out{k}" for k in range(len(results))]
-    g.loop(body.build(), inputs, results, trip_count=trip_count, initial_cond=initial_cond,
-           iteration_param="i" if iteration else None, cond_result="cond" if cond_result else None,
-           output_names=names, name="python_loop")
-    g.output(*names)
-    feeds = {f"carry{k}": leaf for k, leaf in enumerate(carry_leaves)}
-    feeds.update({f"xs{k}": leaf for k, leaf in enumerate(xs_leaves)})
-    out = Model(g.build(), max_iterations=None).run(feeds)
-    values = [out[name] for name in names]
-    return values[:n_carry], values[n_carry:]
+def _own(leaves) -> list:
+    """The loop's own copies of the caller's leaves (writable; the caller's stay untouched)."""
+    return [np.array(leaf) for leaf in leaves]
 
+
+# -- steps ------------------------------------------------------------------------------------
+
+def _x_trees(structure, leaves, reverse: bool):
+    """The ``x`` of each step, in step order: rows of the (read-only) xs leaves, as `structure`."""
+    views = [leaf[::-1] if reverse else leaf for leaf in leaves]
+    if structure is None:
+        return iter(views[0])
+    kind, keys, children = structure
+    if all(child is None for child in children):  # a flat tuple, list or dict of leaves
+        if kind is tuple:
+            return zip(*views)
+        if kind is dict:
+            return (dict(zip(keys, row)) for row in zip(*views))
+        return (kind(row) for row in zip(*views))
+    return (_unflatten(structure, row) for row in zip(*views))
+
+
+class _Rows:
+    """The preallocated ``ys``: one array of `steps` rows per ``y`` leaf of the first step, and
+    `store(i, y)`, which writes a step's ``y`` into row i after the checks storing needs (the
+    structure, and each leaf's shape and dtype)."""
+
+    def __init__(self, first_y, steps: int):
+        leaves, self.structure = _flatten(first_y)
+        leaves = _as_arrays(leaves)
+        self.types = [(leaf.shape, leaf.dtype) for leaf in leaves]
+        self.paths = _paths(self.structure, "y")
+        self.rows = [np.empty((steps, *leaf.shape), leaf.dtype) for leaf in leaves]
+        self.check = _Checked("y", self.structure, leaves)
+        if self.structure is None:
+            self.store = self._leaf_storer()
+        elif self.structure[0] is tuple and all(c is None for c in self.structure[2]):
+            self.store = self._store_tuple
+        else:
+            self.store = self._store_tree
+
+    def _put(self, k: int, i: int, leaf) -> None:
+        shape, dtype = self.types[k]
+        try:  # dtypes of the built-in types are shared objects: `is` spares most comparisons
+            if leaf.shape == shape and (leaf.dtype is dtype or leaf.dtype == dtype):
+                self.rows[k][i] = leaf
+                return
+        except AttributeError:  # a Python scalar: checked below as an array
+            pass
+        array = np.asarray(leaf)
+        if array.shape != shape or array.dtype != dtype:
+            raise _changed(self.paths[k], shape, dtype, array, f"at step {i}")
+        self.rows[k][i] = array
+
+    def _leaf_storer(self):
+        """`store` for a ``y`` that is one leaf: `_put` inlined, as it runs once a step."""
+        (rows,), ((shape, dtype),) = self.rows, self.types
+        put = self._put
+
+        def store(i, y):
+            try:
+                if y.shape == shape and (y.dtype is dtype or y.dtype == dtype):
+                    rows[i] = y
+                    return
+            except AttributeError:
+                pass
+            put(0, i, y)
+
+        return store
+
+    def _store_tuple(self, i: int, y) -> None:
+        if type(y) is not tuple or len(y) != len(self.rows):
+            self.check(y, f"at step {i}")  # raises, naming the structures
+        for k, leaf in enumerate(y):
+            self._put(k, i, leaf)
+
+    def _store_tree(self, i: int, y) -> None:
+        for k, leaf in enumerate(self.check(y, f"at step {i}")):
+            self.rows[k][i] = leaf
+
+    def result(self):
+        return _unflatten(self.structure, self.rows)
+
+
+def _finished(check: _Checked, structure, tree):
+    """The final carry, checked once and with scalars as arrays."""
+    return _unflatten(structure, check(tree, "at the end of the loop"))
+
+
+# -- the loops ----------------------------------------------------------------------------------
 
 def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = False):
     """Scan `f` over the leading axis of `xs`, carrying state; returns ``(carry, ys)``.
@@ -187,7 +240,7 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
     `ys` (its result is discarded).
     """
     carry_leaves, carry_structure = _flatten(init)
-    carry_leaves = _read_only(carry_leaves)
+    carry_leaves = _own(carry_leaves)
     carry_check = _Checked("carry", carry_structure, carry_leaves)
     xs_leaves, xs_structure = ([], None) if xs is None else _flatten(xs)
     xs_leaves = _read_only(xs_leaves)
@@ -200,39 +253,29 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         raise ValueError(f"scan: the leading axes of xs and `length` disagree: {sorted(lengths)}"
                          if lengths else "scan: give xs or length")
     (steps,) = lengths
-
-    def unpack_x(x_leaves):
-        return None if xs is None else _unflatten(xs_structure, x_leaves)
+    carry = _unflatten(carry_structure, carry_leaves)
 
     if steps == 0:  # no step to learn ys' shapes from: probe f on zeros
         probe_x = [np.zeros(leaf.shape[1:], leaf.dtype) for leaf in xs_leaves]
-        carry_out, y = f(_unflatten(carry_structure, carry_leaves), unpack_x(probe_x))
+        carry_out, y = f(carry, None if xs is None else _unflatten(xs_structure, probe_x))
         carry_check(carry_out)
         y_leaves, y_structure = _flatten(y)
-        y_leaves = _as_arrays(y_leaves)
-        empty = [np.empty((0, *leaf.shape), leaf.dtype) for leaf in y_leaves]
-        return _unflatten(carry_structure, [np.array(leaf) for leaf in carry_leaves]), \
-            _unflatten(y_structure, empty)
-    # The first step runs here: its result fixes the structure and types of ys (so the loop
-    # can be built with one output per y leaf) and is handed to the loop as its first step, so
-    # `f` runs exactly once per step.
-    first_x = [leaf[-1 if reverse else 0] for leaf in xs_leaves]
-    first_carry, first_y = f(_unflatten(carry_structure, carry_leaves), unpack_x(first_x))
-    y_leaves, y_structure = _flatten(first_y)
-    y_check = _Checked("y", y_structure, _as_arrays(y_leaves))
-    pending = [(first_carry, first_y)]
+        empty = [np.empty((0, *leaf.shape), leaf.dtype) for leaf in _as_arrays(y_leaves)]
+        return _unflatten(carry_structure, _own(carry_leaves)), _unflatten(y_structure, empty)
 
-    def body_fn(*args):
-        if pending:
-            carry_out, y = pending.pop()
-        else:
-            carry = _unflatten(carry_structure, args[:len(carry_leaves)])
-            carry_out, y = f(carry, unpack_x(list(args[len(carry_leaves):])))
-        return (*carry_check(carry_out), *y_check(y))
-
-    carry_out, ys_out = _run(body_fn, len(carry_leaves), carry_leaves, xs_leaves, reverse,
-                             False, steps, None, False, len(y_leaves))
-    return _unflatten(carry_structure, carry_out), _unflatten(y_structure, ys_out)
+    x_trees = repeat(None, steps) if xs is None else _x_trees(xs_structure, xs_leaves, reverse)
+    order = range(steps - 1, -1, -1) if reverse else range(steps)
+    i = order[0]
+    # The first step fixes the structure and types of the carry (checked here) and of ys.
+    carry, y = f(carry, next(x_trees))
+    carry_check(carry, "after the first step")
+    ys = _Rows(y, steps)
+    ys.store(i, y)
+    store = ys.store
+    for i, x in zip(order[1:], x_trees):
+        carry, y = f(carry, x)
+        store(i, y)
+    return _finished(carry_check, carry_structure, carry), ys.result()
 
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
@@ -241,35 +284,42 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     `cond_fun` must return one boolean. The loop is unbounded (Ctrl-C stops it).
     """
     leaves, structure = _flatten(init_val)
-    leaves = _read_only(leaves)
+    leaves = _own(leaves)
     check = _Checked("val", structure, leaves)
+    val = _unflatten(structure, leaves)
+    if _truth(cond_fun(val)):
+        val = body_fun(val)
+        check(val, "after the first step")
+        while True:
+            go = cond_fun(val)
+            try:
+                if not go:
+                    break
+            except ValueError:  # an array of several values (or none): say so
+                _truth(go)
+                raise
+            val = body_fun(val)
+    return _finished(check, structure, val)
 
-    def truth(value):
-        value = np.asarray(value)
-        if value.size != 1:
-            raise TypeError(f"while_loop: cond_fun must return one boolean, got shape "
-                            f"{value.shape}")
-        return np.asarray(bool(value.reshape(-1)[0]))
 
-    def body_fn(*args):
-        new = check(body_fun(_unflatten(structure, list(args))))
-        return (*new, truth(cond_fun(_unflatten(structure, new))))
-
-    first = bool(truth(cond_fun(init_val)))
-    out, _ = _run(body_fn, len(leaves), leaves, [], False, False, None, first, True, 0)
-    return _unflatten(structure, out)
+def _truth(value) -> bool:
+    """`cond_fun`'s result: one boolean (a Python or numpy bool, or a one-element array)."""
+    value = np.asarray(value)
+    if value.size != 1:
+        raise TypeError(f"while_loop: cond_fun must return one boolean, got shape {value.shape}")
+    return bool(value.reshape(-1)[0])
 
 
 def fori_loop(lower: int, upper: int, body_fun: Callable, init_val):
     """``for i in range(lower, upper): val = body_fun(i, val)``; returns the final `val`."""
     leaves, structure = _flatten(init_val)
-    leaves = _read_only(leaves)
+    leaves = _own(leaves)
     check = _Checked("val", structure, leaves)
+    val = _unflatten(structure, leaves)
     lower, upper = int(lower), int(upper)
-
-    def body_fn(i, *args):
-        return tuple(check(body_fun(lower + int(i), _unflatten(structure, list(args)))))
-
-    out, _ = _run(body_fn, len(leaves), leaves, [], False, True, max(upper - lower, 0), None,
-                  False, 0)
-    return _unflatten(structure, out)
+    if lower < upper:
+        val = body_fun(lower, val)
+        check(val, "after the first step")
+        for i in range(lower + 1, upper):
+            val = body_fun(i, val)
+    return _finished(check, structure, val)

@@ -106,18 +106,75 @@ def test_scalars_are_promoted():
 
 @pytest.mark.parametrize("step,error", [
     (lambda c, x: ({"h": c["h"].astype(np.float32), "n": c["n"]}, x),
-     r"carry\['h'\] changed type: float64\[3\] at the start, float32\[3\] now"),
+     r"carry\['h'\] changed type: float64\[3\] at the start, float32\[3\] after the first step"),
     (lambda c, x: ({"h": c["h"][:2], "n": c["n"]}, x),
-     r"carry\['h'\] changed type: float64\[3\] at the start, float64\[2\] now"),
+     r"carry\['h'\] changed type: float64\[3\] at the start, float64\[2\] after the first step"),
     (lambda c, x: ({"h": c["h"]}, x),
-     r"carry changed structure: \{'h': leaf, 'n': leaf\} at the start, \{'h': leaf\} now"),
-    (lambda c, x: (c, x if x < 1 else np.zeros(4)), r"y changed type: float64\[\] "),
-], ids=["dtype", "shape", "structure", "y-shape"])
+     r"carry changed structure: \{'h': leaf, 'n': leaf\} at the start, \{'h': leaf\} after the"
+     + " first step"),
+    (lambda c, x: (c, x if x < 1 else np.zeros(4)),
+     r"y changed type: float64\[\] at the start, float64\[4\] at step 1"),
+    (lambda c, x: (c, (x, x) if x < 2 else x),
+     r"y changed structure: tuple\(leaf, leaf\) at the start, leaf at step 2"),
+    (lambda c, x: ({"h": c["h"] if x < 1 else c["h"][:1], "n": c["n"]}, x),
+     r"carry\['h'\] changed type: float64\[3\] at the start, float64\[1\] at the end of the loop"),
+], ids=["dtype", "shape", "structure", "y-shape", "y-structure", "later-carry-shape"])
 def test_carry_errors_name_the_component(step, error):
+    """The first step is checked at once; a y at its step (it must fit its row); a carry that
+    changes later, once, when the loop ends."""
     init = {"h": np.zeros(3), "n": np.int64(0)}
     xs = np.arange(3.0)
     with pytest.raises(cyloop.LoopCarryError, match=error):
         cyloop.scan(step, init, xs)
+
+
+def test_a_carry_may_be_updated_in_place(rng):
+    """The carry is the loop's own writable array (W5's form: write row k of a buffer)."""
+    init = (np.zeros((5, 2)), np.int64(0))
+    xs = rng.standard_normal((5, 2))
+
+    def step(carry, x):
+        buf, k = carry
+        buf[k] = x * 2
+        return (buf, k + 1), buf[k].sum()
+
+    (buf, k), sums = cyloop.scan(step, init, xs)
+    np.testing.assert_array_equal(buf, xs * 2)
+    np.testing.assert_array_equal(sums, (xs * 2).sum(axis=1))
+    assert int(k) == 5 and not init[0].any()
+
+    def grow(val):
+        buf, k = val
+        buf[k] = k
+        return buf, k + 1
+
+    buf, k = cyloop.while_loop(lambda v: v[1] < 4, grow, (np.zeros(4), 0))
+    np.testing.assert_array_equal(buf, np.arange(4.0))
+    buf = cyloop.fori_loop(0, 3, lambda i, b: (b.__setitem__(i, i + 1), b)[1], np.zeros(3))
+    np.testing.assert_array_equal(buf, [1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["first-call", "later-call"])
+def test_a_condition_of_several_values_is_refused(first):
+    calls = []
+
+    def cond(v):
+        calls.append(1)
+        return np.ones(3, bool) if first or len(calls) > 2 else np.True_
+
+    with pytest.raises(TypeError, match=r"cond_fun must return one boolean, got shape \(3,\)"):
+        cyloop.while_loop(cond, lambda v: v + 1, np.int64(0))
+
+
+def test_rows_of_ys_never_alias_the_carry():
+    """A step that emits its carry and then updates it in place leaves the emitted rows alone."""
+    def step(buf, x):
+        buf += x
+        return buf, buf
+
+    carry, ys = cyloop.scan(step, np.zeros(2), np.ones((3, 2)))
+    np.testing.assert_array_equal(ys, [[1, 1], [2, 2], [3, 3]])
+    assert not np.shares_memory(carry, ys)
 
 
 def test_while_loop_and_fori_loop():
