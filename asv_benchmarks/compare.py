@@ -2,13 +2,15 @@
 hand loop, interleaved in one process so machine drift hits every runner alike.
 
     python asv_benchmarks/compare.py [--repeat 7] [--only W2-loop,W6] [--no-memory]
-                                     [--startup-only]
+                                     [--startup-only] [--functional-only]
 
 Every runner's outputs are checked against the numpy loop. Times are medians of `--repeat`
 interleaved rounds, as microseconds per iteration; peak memory is measured in a fresh subprocess
 per cell: the resident set size sampled during the first run, above its level after loading, so
 that native allocations count too (one-time costs such as thread pools count as well). Last, the
 time of `import cyloop` in a fresh interpreter and of `cyloop.load` on each workload's file.
+Then the functional API: each workload's step as one Python function, run by cyloop.scan /
+while_loop / fori_loop and by the plain Python loop that calls the same function (its floor).
 """
 
 from __future__ import annotations
@@ -237,6 +239,27 @@ def startup(chosen, repeat):
         print(f"| {workload_id} | {statistics.median(times) * 1e3:.1f} |")
 
 
+def functional(chosen, repeat):
+    """The functional-API table: interleaved medians of the API and of the plain loop."""
+    print()
+    print("| workload | Python loop, µs / iteration | functional API | API / loop | agrees |")
+    print("|---|---:|---:|---:|---|")
+    for workload_id, build in common.FUNCTIONAL.items():
+        if chosen is not None and workload_id.split("-")[0] not in chosen:
+            continue
+        iterations, loop, api = build()
+        agrees = _agrees(api(), loop())
+        times = {"loop": [], "api": []}
+        for _ in range(repeat):
+            for name, run in (("loop", loop), ("api", api)):
+                start = time.perf_counter()
+                run()
+                times[name].append(time.perf_counter() - start)
+        loop_us, api_us = (statistics.median(times[k]) / iterations * 1e6 for k in ("loop", "api"))
+        print(f"| {workload_id} | {loop_us:.3f} | {api_us:.3f} | {api_us / loop_us:.2f} | "
+              f"{agrees} |", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=7)
@@ -244,6 +267,8 @@ def main():
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--startup-only", action="store_true",
                         help="only the import and load times")
+    parser.add_argument("--functional-only", action="store_true",
+                        help="only the functional API against the plain Python loop")
     parser.add_argument("--cell", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cell:
@@ -256,6 +281,10 @@ def main():
           "rounds")
     if args.startup_only:
         startup(chosen, args.repeat)
+        return
+    workload_prefixes = {w.split("-")[0] for w in chosen} if args.only else None
+    if args.functional_only:
+        functional(workload_prefixes, args.repeat)
         return
     print()
     print("| workload | runner | µs / iteration | vs cyloop | peak MiB | agrees |")
@@ -274,6 +303,7 @@ def main():
             print(f"| {workload_id} | {name} | {us:.2f} | {ratio} | {peak_text} | "
                   f"{cell['agrees']} |", flush=True)
     startup(chosen, args.repeat)
+    functional(workload_prefixes, args.repeat)
 
 
 if __name__ == "__main__":

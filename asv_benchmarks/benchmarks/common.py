@@ -408,3 +408,152 @@ def w4_lstm_loop_onnx(steps=200, batch=8, features=64, hidden=128, seed=4):
 
 def _sigmoid(x):
     return 1 / (1 + np.exp(-x))
+
+
+# -- the functional API: each workload's step as one Python function, run by a plain Python loop
+# (its floor) and by cyloop.scan / while_loop / fori_loop. Each returns (iterations, loop, api)
+# where loop() and api() return the same outputs as a list.
+
+def functional_w1(iterations=10_000, dtype=np.float32):
+    """W1 (float32, or int64 with `dtype`): fori_loop with acc = acc + 1."""
+    one = dtype(1)
+
+    def step(i, acc):
+        return acc + one
+
+    def loop():
+        acc = np.zeros((), dtype)
+        for i in range(iterations):
+            acc = step(i, acc)
+        return [acc]
+
+    return iterations, loop, lambda: [cyloop.fori_loop(0, iterations, step, np.zeros((), dtype))]
+
+
+def functional_w2(steps=1000, batch=16, features=128, hidden=256, seed=2):
+    """W2: scan of h = tanh(x_t W + h U + b), emitting every h."""
+    x, w, u, b = _rnn_weights(steps, batch, features, hidden, seed)
+    h0 = np.zeros((batch, hidden), np.float32)
+
+    def step(h, x_t):
+        h = np.tanh(x_t @ w + h @ u + b)
+        return h, h
+
+    def loop():
+        h, hs = h0, []
+        for x_t in x:
+            h, y = step(h, x_t)
+            hs.append(y)
+        return [h, np.stack(hs)]
+
+    return steps, loop, lambda: list(cyloop.scan(step, h0, x))
+
+
+def functional_w3(batch=8, length=4096, features=64, seed=3):
+    """W3: a reverse scan over axis 1 of [8, 4096, 64] (xs given as a strided view, axis 1 in
+    front): acc += x_t, emitting 2 x_t + 1."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, length, features)).astype(np.float32)
+    acc0 = np.zeros((batch, features), np.float32)
+    xs = x.transpose(1, 0, 2)
+
+    def step(acc, x_t):
+        return acc + x_t, 2 * x_t + 1
+
+    def loop():
+        acc, ys = acc0, [None] * length
+        for i in range(length - 1, -1, -1):
+            acc, ys[i] = step(acc, xs[i])
+        return [acc, np.stack(ys)]
+
+    return length, loop, lambda: list(cyloop.scan(step, acc0, xs, reverse=True))
+
+
+def functional_w4(steps=200, batch=8, features=64, hidden=128, seed=4):
+    """W4: scan of an LSTM cell spelled in numpy (gates i, o, f, c), emitting every h."""
+    _, feeds, _ = w4_lstm_loop_onnx(steps, batch, features, hidden, seed)
+    w, r, b = feeds["W"], feeds["R"], feeds["B"]
+
+    def step(state, x_t):
+        h, c = state
+        gates = x_t @ w + h @ r + b
+        gi, go, gf, gc = np.split(gates, 4, axis=1)
+        c = _sigmoid(gf) * c + _sigmoid(gi) * np.tanh(gc)
+        h = _sigmoid(go) * np.tanh(c)
+        return (h, c), h
+
+    init = (feeds["H0"], feeds["C0"])
+
+    def loop():
+        state, hs = init, []
+        for x_t in feeds["X"]:
+            state, y = step(state, x_t)
+            hs.append(y)
+        return [*state, np.stack(hs)]
+
+    def api():
+        state, hs = cyloop.scan(step, init, feeds["X"])
+        return [*state, hs]
+
+    return steps, loop, api
+
+
+def functional_w5(threshold=5000.0, capacity=5000):
+    """W5 in its in-place form: while_loop whose carry holds a buffer it writes row k of, as numpy
+    code does (acc += 0.25 per element until sum(acc) >= threshold)."""
+    step = np.full(4, 0.25, np.float32)
+    limit = np.float32(threshold)
+
+    def cond(state):
+        return state[0].sum() < limit
+
+    def body(state):
+        acc, buf, k = state
+        acc = acc + step
+        buf[k] = acc
+        return acc, buf, k + 1
+
+    def init():
+        return np.zeros(4, np.float32), np.empty((capacity, 4), np.float32), 0
+
+    def loop():
+        state = init()
+        while cond(state):
+            state = body(state)
+        acc, buf, k = state
+        return [acc, buf[:k]]
+
+    def api():
+        acc, buf, k = cyloop.while_loop(cond, body, init())
+        return [acc, buf[:int(k)]]
+
+    return 5000, loop, api
+
+
+def functional_w6(n=2000, seed=6):
+    """W6: rows row + i for i < n (what the SequenceInsert loop builds), as a scan over i."""
+    row = np.random.default_rng(seed).standard_normal(64).astype(np.float32)
+    xs = np.arange(n, dtype=np.float32)
+
+    def step(carry, i):
+        return carry, row + i
+
+    def loop():
+        rows = []
+        for i in xs:
+            _, y = step(None, i)
+            rows.append(y)
+        return [np.stack(rows)]
+
+    return n, loop, lambda: [cyloop.scan(step, np.zeros(()), xs)[1]]
+
+
+FUNCTIONAL = {
+    "W1": functional_w1,
+    "W1-int64": lambda: functional_w1(dtype=np.int64),
+    "W2": functional_w2,
+    "W3": functional_w3,
+    "W4": functional_w4,
+    "W5-in-place": functional_w5,
+    "W6": functional_w6,
+}
