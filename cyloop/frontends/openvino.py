@@ -404,8 +404,55 @@ class _Reader:
                 spec.trip_count, spec.initial_cond = OuterInput(0), OuterInput(1)
                 if spec.iteration_param is None and len(unmapped) == 1:
                     spec.iteration_param = params[unmapped[0]]
+        _stack_unsqueezed(spec)
         return Node("Loop", node_inputs, node_outputs, {"spec": spec}, LOOP_DOMAIN,
                     f"{layer.get('id')}:{layer.get('name', '')}")
+
+
+def _stack_unsqueezed(spec: LoopSpec) -> None:
+    """Read ``concat(Unsqueeze(v, axis), axis)`` as a stack of v on a new axis.
+
+    OpenVINO's converters write a scan output that stacks per-iteration values as an Unsqueeze in
+    the body and a concatenation along the unsqueezed axis; ONNX says the same with a scan output
+    alone. Read both the same way: the output stacks v itself, so the kernel making v can write
+    it straight into its row, and the Unsqueeze is dropped when nothing else reads it.
+    """
+    body = spec.body
+    producer = {name: node for node in body.nodes for name in node.outputs}
+    declared = {value.name: value for value in body.outputs}
+    for k, out in enumerate(spec.outputs):
+        if not isinstance(out, ConcatOutput) or out.new_axis:
+            continue
+        node = producer.get(out.result)
+        value = declared[out.result]
+        if (node is None or node.op_type != "Unsqueeze" or node.domain != DOMAIN
+                or len(node.inputs) != 2 or value.shape is None):
+            continue
+        axes = body.initializers.get(node.inputs[1])
+        rank = len(value.shape)
+        if axes is None or np.size(axes) != 1 or not -rank <= out.axis < rank:
+            continue
+        axis = out.axis % rank
+        if int(np.ravel(axes)[0]) % rank != axis or value.shape[axis] not in (1, None):
+            continue
+        source = node.inputs[0]
+        if source not in declared:
+            shape = value.shape[:axis] + value.shape[axis + 1:]
+            body.outputs.append(Value(source, value.dtype, shape))
+            declared[source] = body.outputs[-1]
+        spec.outputs[k] = ConcatOutput(source, axis, out.reverse, new_axis=True)
+        if not _reads(spec, out.result):
+            body.outputs.remove(value)
+            body.nodes.remove(node)
+
+
+def _reads(spec: LoopSpec, name: str) -> bool:
+    """Whether a loop port or a body node (subgraphs included) reads body value `name`."""
+    ports = {out.result for out in spec.outputs} | {spec.cond_result}
+    ports |= {inp.result for inp in spec.inputs if isinstance(inp, CarriedInput)}
+    return name in ports or any(
+        name in node.inputs or any(name in sub.free_names() for sub in node.subgraphs())
+        for node in spec.body.nodes)
 
 
 _PRECISIONS = {"FP16": np.float16, "FP32": np.float32, "FP64": np.float64, "I8": np.int8,

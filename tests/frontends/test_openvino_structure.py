@@ -9,6 +9,7 @@ import openvino.opset8 as ops
 import pytest
 
 import cyloop
+from cyloop.frontends.openvino import read_graph
 
 from .openvino_models import save
 
@@ -132,3 +133,52 @@ def test_body_ports_follow_document_order_not_layer_ids(tmp_path, rng):
     after = cyloop.load(path).run(feeds)
     for name in before:
         np.testing.assert_array_equal(before[name], after[name])
+
+
+def _stacking_loop(unsqueeze_axis, concat_axis, also_read=False, steps=5):
+    """Loop-5: acc <- acc + step, emitting Unsqueeze(acc, unsqueeze_axis) concatenated along
+    concat_axis (as openvino.convert_model writes an ONNX scan output); with `also_read` the
+    unsqueezed value also feeds a second output (its ReduceSum)."""
+    acc0 = ops.parameter([4], np.float32, name="ACC0")
+    acc = ops.parameter([4], np.float32, name="acc")
+    acc_next = ops.add(acc, ops.constant(np.full(4, 0.25, np.float32)))
+    unsqueezed = ops.unsqueeze(acc_next, _i64([unsqueeze_axis]))
+    results = [ops.result(ops.constant(np.array(True))), ops.result(acc_next),
+               ops.result(unsqueezed)]
+    if also_read:
+        results.append(ops.result(ops.reduce_sum(unsqueezed, _i64([0, 1]), True)))
+    loop = ops.loop(_i64(steps), ops.constant(np.array(True)))
+    loop.set_function(ov.Model(results, [acc], "body"))
+    loop.set_special_body_ports([-1, 0])
+    loop.set_merged_input(acc, acc0.output(0), results[1].output(0))
+    outputs = [loop.get_iter_value(results[1].output(0), -1),
+               loop.get_concatenated_slices(results[2].output(0), 0, 1, 1, -1, concat_axis)]
+    if also_read:
+        outputs.append(loop.get_concatenated_slices(results[3].output(0), 0, 1, 1, -1, 0))
+    return ov.Model(outputs, [acc0], "stacking")
+
+
+@pytest.mark.parametrize("unsqueeze_axis,concat_axis,also_read,stacked", [
+    (0, 0, False, True), (-1, 1, False, True), (0, -2, True, True), (1, 0, False, False)],
+    ids=["axis-0", "last-axis", "unsqueezed-also-read", "other-axis"])
+def test_an_unsqueezed_concatenation_is_read_as_a_stack(tmp_path, unsqueeze_axis, concat_axis,
+                                                        also_read, stacked):
+    """What openvino.convert_model writes for a scan output runs as ONNX's stack does: the Add
+    writes each row in place and the Unsqueeze is gone unless something else reads it. numpy is
+    the oracle (the CPU plugin refuses the other-axis case)."""
+    path = save(_stacking_loop(unsqueeze_axis, concat_axis, also_read), tmp_path / "stack.xml")
+    acc0 = np.arange(4, dtype=np.float32)
+    model = cyloop.load(path)
+    got = list(model.run({"ACC0": acc0}).values())
+    rows = [np.expand_dims(acc0 + np.float32(0.25) * (k + 1), unsqueeze_axis) for k in range(5)]
+    expected = [acc0 + np.float32(1.25), np.concatenate(rows, concat_axis)]
+    if also_read:
+        expected.append(np.concatenate([r.sum(keepdims=True) for r in rows], 0))
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert g.shape == e.shape
+        np.testing.assert_allclose(g, e, rtol=1e-6)
+    assert ("stacked on new axis" in str(model.plan())) == stacked
+    loop = next(node for node in read_graph(path).nodes if node.op_type == "Loop")
+    body_ops = [node.op_type for node in loop.attrs["spec"].body.nodes]
+    assert ("Unsqueeze" in body_ops) == (also_read or not stacked)
