@@ -3,6 +3,7 @@
 
 import numpy as np
 
+from .._reductions import in_own_type, over_every_axis
 from ..registry import kernel
 
 
@@ -23,28 +24,15 @@ def _with_identity(reducer, pick_low):
     return reduce
 
 
-def _in_own_type(ufunc):
-    """A sum or product accumulated in the input's own type (ONNX keeps it; numpy would widen
-    small integers, then the result would be cast back: the same modular result, slower), called
-    as ``ufunc.reduce`` directly rather than through np.sum's Python wrapper."""
-    reduce_ = ufunc.reduce
-
-    def reduce(x, axis=None, keepdims=True):
-        return reduce_(x, axis, x.dtype, None, keepdims)  # (array, axis, dtype, out, keepdims)
-
-    reduce.in_own_type = reduce_  # the result has x's type already: no cast needed after it
-    return reduce
-
-
 def _mean(x, axis=None, keepdims=True):
     return np.mean(x, axis=axis, keepdims=keepdims)
 
 
 # Every reducer takes (x, axis, keepdims), positionally too.
-_REDUCERS = {"ReduceSum": (_in_own_type(np.add), 13), "ReduceMean": (_mean, 18),
+_REDUCERS = {"ReduceSum": (in_own_type(np.add), 13), "ReduceMean": (_mean, 18),
              "ReduceMax": (_with_identity(np.max, True), 18),
              "ReduceMin": (_with_identity(np.min, False), 18),
-             "ReduceProd": (_in_own_type(np.multiply), 18)}
+             "ReduceProd": (in_own_type(np.multiply), 18)}
 
 
 def _reduce(reducer, x, axes, keepdims, noop_with_empty_axes):
@@ -58,28 +46,19 @@ def _reduce(reducer, x, axes, keepdims, noop_with_empty_axes):
     return np.asarray(result, dtype=x.dtype)
 
 
-def _over_every_axis(reducer, keepdims):
-    """The reduction over every axis, the common case in loop bodies, kept short: an own-type
-    ufunc reduce is called directly, and its 0-d result may be a numpy scalar, as a ufunc's is."""
-    direct = getattr(reducer, "in_own_type", None)
-    if direct is not None:
-        return lambda x: direct(x, None, x.dtype, None, keepdims)
-    return lambda x: np.asarray(reducer(x, None, keepdims), x.dtype)
-
-
 def _register_reduction(op_type, reducer, input_since):
     @kernel(op_type, since=1)
     def with_attribute(attrs):
         axes, keepdims = attrs.get("axes"), bool(attrs.get("keepdims", 1))
         if axes is None or len(axes) == 0:
-            return _over_every_axis(reducer, keepdims)
+            return over_every_axis(reducer, keepdims)
         return lambda x: _reduce(reducer, x, axes, keepdims, False)
 
     @kernel(op_type, since=input_since)
     def with_input(attrs):
         keepdims = bool(attrs.get("keepdims", 1))
         noop = bool(attrs.get("noop_with_empty_axes", 0))
-        every = _over_every_axis(reducer, keepdims)
+        every = over_every_axis(reducer, keepdims)
 
         def reduce(x, axes=None):
             if axes is None and not noop:

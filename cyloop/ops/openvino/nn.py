@@ -4,6 +4,7 @@ import numpy as np
 
 from ...ir import LOOP_DOMAIN
 from .. import _math
+from .._reductions import in_own_type, over_every_axis
 from ..registry import kernel
 from ._attrs import DOMAIN, as_bool, as_dtype, as_float, as_int
 
@@ -40,18 +41,41 @@ def log_softmax(attrs):
     return lambda x: _math.softmax(x, axis, log=True)
 
 
-_REDUCERS = {"ReduceSum": np.sum, "ReduceMean": np.mean, "ReduceMax": np.max,
-             "ReduceMin": np.min, "ReduceProd": np.prod}
+def _positional(reducer):
+    """`reducer` called as ``(x, axis, keepdims)``, as `over_every_axis` calls it."""
+    return lambda x, axis=None, keepdims=False: reducer(x, axis=axis, keepdims=keepdims)
+
+
+# Sums and products accumulate in the input's type, as OpenVINO's do (and its result type is).
+_REDUCERS = {"ReduceSum": in_own_type(np.add), "ReduceMean": _positional(np.mean),
+             "ReduceMax": _positional(np.max), "ReduceMin": _positional(np.min),
+             "ReduceProd": in_own_type(np.multiply)}
 
 
 def _register_reduction(op_type, reducer):
     @kernel(op_type, domain=DOMAIN, since=1)
     def factory(attrs):
         keep_dims = as_bool(attrs, "keep_dims")
+        every = over_every_axis(reducer, keep_dims)
+
+        # (axes array, rank of x, the axes to reduce or None for all) of the last call whose axes
+        # were read-only (a constant): one tuple, replaced whole, so threads sharing the kernel
+        # never see a half-updated entry.
+        last = [(None, -1, None)]
 
         def reduce(x, axes):
-            axes = tuple(int(a) for a in np.asarray(axes).ravel())
-            return np.asarray(reducer(x, axis=axes, keepdims=keep_dims), dtype=x.dtype)
+            ndim = np.ndim(x)
+            known, known_ndim, chosen = last[0]
+            if axes is not known or ndim != known_ndim:
+                listed = np.asarray(axes).ravel().tolist()
+                every_axis = (len(listed) == ndim
+                              and sorted(a % ndim for a in listed) == list(range(ndim)))
+                chosen = None if every_axis else tuple(listed)
+                if isinstance(axes, np.ndarray) and not axes.flags.writeable:
+                    last[0] = (axes, ndim, chosen)
+            if chosen is None:
+                return every(x)  # every axis: the short path loop bodies mostly take
+            return np.asarray(reducer(x, axis=chosen, keepdims=keep_dims), dtype=x.dtype)
 
         return reduce
 

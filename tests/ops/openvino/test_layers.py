@@ -100,6 +100,12 @@ CASES = {
     "ReduceMax": (lambda p: ops.reduce_max(p[0], c([-1]), False), [I]),
     "ReduceMin": (lambda p: ops.reduce_min(p[0], c([1]), True), [A]),
     "ReduceProd": (lambda p: ops.reduce_prod(p[0], c([2]), False), [POS]),
+    # Every axis (the short path), in any order and sign:
+    "ReduceSum-all": (lambda p: ops.reduce_sum(p[0], c([2, 0, -2]), False), [A]),
+    "ReduceSum-all-int": (lambda p: ops.reduce_sum(p[0], c([0, 1, 2]), True), [I]),
+    "ReduceMax-all": (lambda p: ops.reduce_max(p[0], c([0, 1, 2]), True), [A]),
+    "ReduceMean-all": (lambda p: ops.reduce_mean(p[0], c([-1, -2, -3]), False), [A]),
+    "ReduceProd-all": (lambda p: ops.reduce_prod(p[0], c([1, 0, 2]), False), [POS]),
     "Softmax": (lambda p: ops.softmax(p[0], -1), [A]),
     "LogSoftmax": (lambda p: ops.log_softmax(p[0], 1), [A]),
     "TopK-max": (lambda p: ops.topk(p[0], c(2), 2, "max", "value").outputs()[0], [A]),
@@ -151,3 +157,20 @@ def test_auto_broadcast_rules(mode, a_shape, b_shape, axis):
     np.testing.assert_array_equal(got, a + aligned)
     with pytest.raises(ValueError, match="equal shapes"):
         registry.lookup("openvino", "Add", 1).build({"auto_broadcast": "none"})(a, b)
+
+
+def test_reductions_reread_axes_that_can_change():
+    """A read-only axes array (a constant) is read once; a writable one every call."""
+    from cyloop import ops as registry
+
+    reduce = registry.lookup("openvino", "ReduceSum", 1).build({"keep_dims": "false"})
+    x = np.arange(6.0).reshape(2, 3)
+    axes = np.array([0])
+    np.testing.assert_array_equal(reduce(x, axes), x.sum(0))
+    axes[0] = 1
+    np.testing.assert_array_equal(reduce(x, axes), x.sum(1))
+    constant = np.array([1, 0])
+    constant.flags.writeable = False
+    for _ in range(2):
+        assert reduce(x, constant) == x.sum()
+    np.testing.assert_array_equal(reduce(x.reshape(6), np.array([0])), x.sum())

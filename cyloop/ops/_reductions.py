@@ -1,0 +1,27 @@
+"""Reduction helpers both op families share."""
+
+import numpy as np
+
+__all__ = ["in_own_type", "over_every_axis"]
+
+
+def in_own_type(ufunc):
+    """A sum or product accumulated in the input's own type (ONNX keeps it; numpy would widen
+    small integers, then the result would be cast back: the same modular result, slower), called
+    as ``ufunc.reduce`` directly rather than through np.sum's Python wrapper."""
+    reduce_ = ufunc.reduce
+
+    def reduce(x, axis=None, keepdims=True):
+        return reduce_(x, axis, x.dtype, None, keepdims)  # (array, axis, dtype, out, keepdims)
+
+    reduce.in_own_type = reduce_  # the result has x's type already: no cast needed after it
+    return reduce
+
+
+def over_every_axis(reducer, keepdims):
+    """The reduction over every axis, the common case in loop bodies, kept short: an own-type
+    ufunc reduce is called directly, and its 0-d result may be a numpy scalar, as a ufunc's is."""
+    direct = getattr(reducer, "in_own_type", None)
+    if direct is not None:
+        return lambda x: direct(x, None, x.dtype, None, keepdims)
+    return lambda x: np.asarray(reducer(x, None, keepdims), x.dtype)
