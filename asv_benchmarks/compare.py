@@ -40,6 +40,7 @@ def workloads():
     """id -> (builder returning (model or path, feeds, numpy_loop), iterations)."""
     return {
         "W1": (lambda: common.w1_counter_onnx(), 10_000),
+        "W1-ir": (lambda: common.converted_ir(DIRECTORY, "w1", common.w1_counter_onnx), 10_000),
         "W2-loop": (lambda: common.w2_rnn_loop_onnx(), 1000),
         "W2-scan": (lambda: common.w2_rnn_scan_onnx(), 1000),
         "W2-ti": (lambda: common.w2_rnn_ti_ir(DIRECTORY), 1000),
@@ -49,6 +50,7 @@ def workloads():
         "W4-ti": (lambda: _w4_ti(), 200),
         "W4-loop": (lambda: common.w4_lstm_loop_onnx(), 200),
         "W5": (lambda: common.w5_while_onnx(), 5000),
+        "W5-ir": (lambda: common.converted_ir(DIRECTORY, "w5", common.w5_while_onnx), 5000),
         "W6": (lambda: _w6(), 2000),
     }
 

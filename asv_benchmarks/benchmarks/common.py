@@ -557,3 +557,17 @@ FUNCTIONAL = {
     "W5-in-place": functional_w5,
     "W6": functional_w6,
 }
+
+
+def converted_ir(directory, name, onnx_workload):
+    """An ONNX workload as the IR `openvino.convert_model` writes for it (the spelling OpenVINO
+    users have): (xml path, feeds, numpy_loop). Inputs keep their ONNX names."""
+    import onnx
+    import openvino as ov
+
+    model, feeds, numpy_loop = onnx_workload()
+    onnx_path = f"{directory}/{name}.onnx"
+    onnx.save(model, onnx_path)
+    path = f"{directory}/{name}.xml"
+    ov.save_model(ov.convert_model(onnx_path), path, compress_to_fp16=False)
+    return path, feeds, numpy_loop
