@@ -14,19 +14,18 @@ __all__ = ["load"]
 
 def load(source, *, weights=None, driver: str | None = None,
          max_iterations: int | None = DEFAULT_MAX_ITERATIONS, progress=None,
-         hoist: bool = True) -> Model:
+         hoist: bool = True, tune: bool = True) -> Model:
     """Load and compile a model: an ONNX file, its bytes or an ``onnx.ModelProto``; or an
     OpenVINO IR ``.xml`` (weights from the ``.bin`` beside it, or `weights`).
 
-    ``driver``, ``max_iterations``, ``progress`` and ``hoist`` are passed to `Model`.
+    ``driver``, ``max_iterations``, ``progress``, ``hoist`` and ``tune`` are passed to `Model`.
     """
+    options = {"driver": driver, "max_iterations": max_iterations, "progress": progress,
+               "hoist": hoist, "tune": tune}
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if not os.path.exists(path):
             raise ModelError(f"{path}: no such file")
         if path.endswith(".xml"):
-            graph = openvino.read_graph(path, weights=weights)
-            return Model(graph, driver=driver, max_iterations=max_iterations, progress=progress,
-                         hoist=hoist)
-    return Model(onnx.read_graph(source), driver=driver, max_iterations=max_iterations,
-                 progress=progress, hoist=hoist)
+            return Model(openvino.read_graph(path, weights=weights), **options)
+    return Model(onnx.read_graph(source), **options)

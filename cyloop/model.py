@@ -25,13 +25,17 @@ class Model:
     ``hoist``: the Cython driver runs body work that depends only on sliced inputs, the iteration
     number and loop invariants before the loop, many iterations at once (results agree to
     rounding; see ``cyloop/engine/hoist.py``); False runs every body as written.
+    ``tune``: where a kernel has equivalent formulations (an LSTM step's gates fused through one
+    tanh or split), its first calls time them and it keeps the fastest on this machine; `plan()`
+    shows the choice and the times. Results agree to rounding whichever runs; False keeps each
+    kernel's default, for runs that must repeat bit for bit across machines.
     """
 
     def __init__(self, graph: Graph, *, driver: str | None = None,
                  max_iterations: int | None = DEFAULT_MAX_ITERATIONS, progress=None,
-                 hoist: bool = True):
+                 hoist: bool = True, tune: bool = True):
         self.graph = graph
-        self.settings = Settings.make(driver, max_iterations, progress, hoist)
+        self.settings = Settings.make(driver, max_iterations, progress, hoist, tune)
         self._compiled = compile_graph(graph, self.settings)
         self._program = program(self._compiled, self.settings)
         self._output_index = {v.name: k for k, v in enumerate(graph.outputs)}

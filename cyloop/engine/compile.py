@@ -210,7 +210,11 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings,
                                         plan_destinations(spec, body), hoist))
     if node.domain in ("", "ai.onnx") and node.op_type in ("If", "SequenceMap"):
         return _runner(_build_control(node, captures, settings, opsets))
-    return ops.build(node, opsets)
+    kernel = ops.build(node, opsets)
+    measured = getattr(kernel.fn, "measured", None)
+    if measured is not None and not settings.tune:
+        measured.fix()  # its default formulation, not timed
+    return kernel
 
 
 def _build_control(node: Node, captures: list[str], settings: Settings, opsets: dict[str, int]):

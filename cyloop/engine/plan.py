@@ -25,6 +25,8 @@ class LoopPlan:
     nested: list[LoopPlan] = field(default_factory=list)
     hoisted: list[str] = field(default_factory=list)  # nodes run before the loop, in chunks
     scalar: list[str] = field(default_factory=list)  # steps that took their scalar path
+    # Measured choices (ops/_measured.py): (step label, the choice and each candidate's time).
+    choices: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def preallocated_bytes(self) -> int:
@@ -50,6 +52,8 @@ class LoopPlan:
         if self.scalar:
             out.append(f"{indent}  scalar path taken (two 0-d operands of one type: the "
                        f"scalar's operator, no destination): {', '.join(self.scalar)}")
+        for label, choice in self.choices:
+            out.append(f"{indent}  measured choice: {label}: {choice}")
         c = self.counters
         if c.get("runs"):
             out.append(f"{indent}  measured over {c['runs']} run(s), {c['iterations']} "
@@ -165,5 +169,7 @@ def describe(facts: LoopFacts) -> LoopPlan:
                             f"({producer.get(slot, 'an outer value')} allocates it)")
     nested = [describe(inner) for inner in facts.nested]
     scalar = [body.steps[k].label for k in facts.scalar_steps]
+    choices = [(step.label, step.fn.measured.describe()) for step in body.steps
+               if getattr(step.fn, "measured", None) is not None]
     return LoopPlan(facts.label, facts.driver, trip, inputs, outputs, aliasing, facts.counters,
-                    nested, hoisted_nodes, scalar)
+                    nested, hoisted_nodes, scalar, choices)

@@ -56,16 +56,19 @@ class Settings:
     ``progress(label, done, total_or_None, finished)`` every `PROGRESS_EVERY` iterations of a loop
     and once when it ends. ``hoist``: the Cython driver runs body work that does not depend on
     the loop's state before the loop, a chunk of iterations at a time (engine/hoist.py).
+    ``tune``: kernels with equivalent formulations time them on their first calls and keep the
+    fastest on this machine (ops/_measured.py); False keeps each one's default, reproducibly.
     """
 
     driver: str = "cython"
     max_iterations: int | None = DEFAULT_MAX_ITERATIONS
     progress: object = None
     hoist: bool = True
+    tune: bool = True
 
     @classmethod
     def make(cls, driver: str | None = None, max_iterations: int | None = DEFAULT_MAX_ITERATIONS,
-             progress=None, hoist: bool = True) -> Settings:
+             progress=None, hoist: bool = True, tune: bool = True) -> Settings:
         """Checked settings; ``driver=None`` reads ``CYLOOP_PURE_PYTHON`` (set: "python")."""
         if driver is None:
             driver = "python" if os.environ.get("CYLOOP_PURE_PYTHON", "") not in ("", "0") \
@@ -74,4 +77,4 @@ class Settings:
             raise ValueError(f"driver must be 'cython' or 'python', not {driver!r}")
         if max_iterations is not None and max_iterations < 0:
             raise ValueError(f"max_iterations must be None or >= 0, not {max_iterations}")
-        return cls(driver, max_iterations, progress, bool(hoist))
+        return cls(driver, max_iterations, progress, bool(hoist), bool(tune))

@@ -2,6 +2,8 @@
 the OpenVINO cell equations (gate orders f,i,c,o and z,r,h) are the oracle, the plugin a second
 opinion."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -63,3 +65,50 @@ def test_cell_tensor_iterator(cell, attrs, tmp_path, rng):
         np.testing.assert_allclose(got[names[2]], c, rtol=1e-4, atol=1e-5)
     plugin = list(openvino_compiled(ov_model)(list(feeds.values())).values())
     np.testing.assert_allclose(plugin[1], hs, rtol=1e-3, atol=1e-4)
+
+
+def _measured_steps(model):
+    return [step.fn.measured for loop in model._compiled.loops for step in loop.facts().body.steps
+            if getattr(step.fn, "measured", None) is not None]
+
+
+@pytest.mark.parametrize("driver", ["cython", "python"])
+def test_every_measured_formulation_matches_the_oracle(driver, tmp_path, rng):
+    """Whatever the planner picks on a machine, the result is right: each candidate of the LSTM
+    step, forced in turn, against the numpy cell equations; the plan names the choice."""
+    ov_model, weights = cell_ti_model("lstm", steps=9)
+    path = save(ov_model, tmp_path / "cell.xml")
+    feeds = {"X": rng.standard_normal((3, 9, 5)).astype(np.float32),
+             "H0": rng.standard_normal((3, 7)).astype(np.float32),
+             "C0": rng.standard_normal((3, 7)).astype(np.float32)}
+    h, hs, c = _numpy_cells("lstm", feeds["X"], feeds["H0"], feeds["C0"], weights["W"],
+                            weights["R"], weights["B"])
+    model = cyloop.load(path, driver=driver)
+    (measured,) = _measured_steps(model)
+    assert set(measured.candidates) == {"fused gates", "split gates"}
+    for name in measured.candidates:
+        measured.fix(name)
+        got = list(model.run(feeds).values())
+        for value, expected in zip(got, (h, hs, c)):
+            np.testing.assert_allclose(value, expected, rtol=1e-4, atol=1e-5, err_msg=name)
+        assert re.search(rf"measured choice: node '\d+:LSTMCell_\d+' \(LSTMCell(Recurrence)?\): "
+                         rf"{name} \(fixed, not measured\)", str(model.plan()))
+
+
+def test_the_planner_keeps_the_fastest_and_tune_false_the_default(tmp_path, rng):
+    ov_model, _ = cell_ti_model("lstm", steps=40)
+    path = save(ov_model, tmp_path / "cell.xml")
+    feeds = {"X": rng.standard_normal((3, 40, 5)).astype(np.float32),
+             "H0": np.zeros((3, 7), np.float32), "C0": np.zeros((3, 7), np.float32)}
+    tuned = cyloop.load(path)
+    tuned.run(feeds)
+    (measured,) = _measured_steps(tuned)
+    medians = {name: float(np.median(s)) for name, s in measured.samples.items()}
+    assert all(len(s) >= measured.rounds for s in measured.samples.values())
+    assert measured.choice == min(medians, key=medians.get)
+    assert f"{measured.choice}, the fastest here" in str(tuned.plan())
+    fixed = cyloop.load(path, tune=False)
+    fixed.run(feeds)
+    (default,) = _measured_steps(fixed)
+    assert default.choice == next(iter(default.candidates)) and default.fixed
+    assert not any(default.samples.values())
