@@ -41,6 +41,7 @@ def workloads():
     return {
         "W1": (lambda: common.w1_counter_onnx(), 10_000),
         "W1-ir": (lambda: common.converted_ir(DIRECTORY, "w1", common.w1_counter_onnx), 10_000),
+        "W1-int64": (lambda: common.w1_counter_int64_onnx(), 10_000),
         "W2-loop": (lambda: common.w2_rnn_loop_onnx(), 1000),
         "W2-scan": (lambda: common.w2_rnn_scan_onnx(), 1000),
         "W2-ti": (lambda: common.w2_rnn_ti_ir(DIRECTORY), 1000),

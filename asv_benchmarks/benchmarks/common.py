@@ -571,3 +571,28 @@ def converted_ir(directory, name, onnx_workload):
     path = f"{directory}/{name}.xml"
     ov.save_model(ov.convert_model(onnx_path), path, compress_to_fp16=False)
     return path, feeds, numpy_loop
+
+
+@functools.cache
+def w1_counter_int64_onnx(iterations=10_000):
+    """W1 on an int64 accumulator: Loop(M) with acc = acc + 1."""
+    TensorProto, helper, tensor, model = _onnx_helpers()
+    i64 = TensorProto.INT64
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc_in", "one"], ["acc_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [tensor("i", [], i64), tensor("cond_in", [], TensorProto.BOOL), tensor("acc_in", [], i64)],
+        [tensor("cond_out", [], TensorProto.BOOL), tensor("acc_out", [], i64)],
+        initializer=[helper.make_tensor("one", i64, [], [1])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "acc0"], ["acc"], body=body)], "w1_int64",
+        [tensor("M", [], i64), tensor("acc0", [], i64)], [tensor("acc", [], i64)])
+    feeds = {"M": np.array(iterations, np.int64), "acc0": np.array(0, np.int64)}
+
+    def numpy_loop(feeds):
+        acc, one = feeds["acc0"], np.int64(1)
+        for _ in range(int(feeds["M"])):
+            acc = acc + one
+        return [acc]
+
+    return model(graph), feeds, numpy_loop

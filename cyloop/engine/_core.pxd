@@ -27,6 +27,7 @@ cdef class Program:
     cdef Py_ssize_t[::1] positional_out
     cdef Py_ssize_t[::1] planned
     cdef Py_ssize_t[::1] scalar_calls
+    cdef Py_ssize_t[::1] wrapping
     cdef Py_ssize_t[::1] generation
     cdef Py_ssize_t[::1] input_slots
     cdef Py_ssize_t[::1] output_slots

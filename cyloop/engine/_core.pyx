@@ -43,7 +43,8 @@ from libc.string cimport memcmp
 from cyloop.engine._aligned_alloc cimport cyl_aligned_alloc, cyl_aligned_free
 from cyloop.engine._strided_copy cimport cyl_strided_copy
 
-from sys import getswitchinterval
+import operator
+from sys import byteorder, getswitchinterval
 from time import monotonic
 
 import numpy as np
@@ -63,6 +64,8 @@ cdef extern from "numpy/arrayobject.h":
     # Steals a reference to `descr`.
     object PyArray_NewFromDescr(type subtype, cnp.dtype descr, int nd, cnp.npy_intp *dims,
                                 cnp.npy_intp *strides, void *data, int flags, object obj)
+    # A new numpy scalar of type `descr` from the bytes at `data` (`descr` is not stolen).
+    object PyArray_Scalar(void *data, cnp.dtype descr, PyObject *base)
 
 cdef Py_ssize_t _GROWTH_CAP_BYTES = GROWTH_CAP_BYTES
 cdef Py_ssize_t _PROGRESS_EVERY = PROGRESS_EVERY
@@ -241,6 +244,30 @@ cdef Py_ssize_t _signature(tuple args, Py_ssize_t count, cnp.npy_intp *sig) exce
 # A step whose kernel declares a scalar operator (the registry's ``scalar`` trait) and gets two
 # numpy scalars (or 0-d arrays) of one of the declared types calls the operator instead: the same
 # IEEE operation in the same type, honouring np.errstate, without the ufunc machinery's set-up.
+# Integer add, subtract and multiply are computed here instead (`_wrapping`): numpy's integer
+# scalar operators warn on overflow (an error under -W error), where the ufunc wraps silently.
+
+cdef dict _WRAPPING_OPS = {operator.add: 0, operator.sub: 1, operator.mul: 2}
+cdef frozenset _INTEGERS = frozenset([np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                                      np.uint32, np.uint64])
+# `_wrapping` reads a scalar's low-order bytes at the start of a 64-bit word.
+cdef bint _LITTLE_ENDIAN = byteorder == "little"
+
+
+cdef object _wrapping(int op, object x, object y):
+    """x + y, x - y or x * y (op 0, 1, 2) in their integer type, wrapping around modulo 2**bits
+    as numpy's ufuncs do: the low-order bits of a sum, difference or product depend only on the
+    operands' low-order bits, so 64-bit unsigned arithmetic on the raw bytes gives them."""
+    cdef cnp.npy_uint64 a = 0, b = 0, r
+    cnp.PyArray_ScalarAsCtype(x, &a)
+    cnp.PyArray_ScalarAsCtype(y, &b)
+    if op == 0:
+        r = a + b
+    elif op == 1:
+        r = a - b
+    else:
+        r = a * b
+    return PyArray_Scalar(&r, cnp.PyArray_DescrFromScalar(x), NULL)
 
 
 cdef inline object _scalar_of(object value):
@@ -286,6 +313,11 @@ cdef class Program:
         self.scalar_ops = [s.scalar if len(s.inputs) == 2 and min(s.inputs) >= 0
                            and not s.multi else None for s in steps]
         self.scalar_calls = np.zeros(self.n_steps + 1, dtype=np.intp)
+        # Per step, for integer operands: its `_wrapping` op; -1: its own operator (a
+        # comparison); -2: the kernel (integer arithmetic where `_wrapping` cannot read bytes).
+        self.wrapping = np.array([-1 if op is None or op[0] not in _WRAPPING_OPS else
+                                  _WRAPPING_OPS[op[0]] if _LITTLE_ENDIAN else -2
+                                  for op in self.scalar_ops] + [-1], dtype=np.intp)
         # A 0-d constant only scalar-path steps read is kept as a numpy scalar (a ufunc takes it
         # all the same), so the scalar path does not convert it on every call.
         readers = {}
@@ -335,7 +367,12 @@ cdef class Program:
                 or type(x) not in <frozenset>scalar_op[1]):
             return None
         try:
-            result = scalar_op[0](x, y)
+            if self.wrapping[s] == -1 or type(x) not in _INTEGERS:
+                result = scalar_op[0](x, y)
+            elif self.wrapping[s] >= 0:
+                result = _wrapping(self.wrapping[s], x, y)
+            else:
+                return None
         except Exception as e:
             raise ExecutionError(f"{self.labels[s]} failed: {type(e).__name__}: {e}") from e
         self.scalar_calls[s] += 1

@@ -16,7 +16,8 @@ A kernel declares its traits where it is registered, and the engine reads them f
   operands being batched (``batched``: one bool per input).
 - ``scalar=(operator, types)``: on two numpy scalars (or 0-d arrays) of one type in ``types``, the
   kernel computes exactly ``operator(x, y)`` (the same IEEE operation in the same type), which the
-  runner calls instead of the ufunc machinery.
+  runner calls instead of the ufunc machinery; on integers, only ``operator.add``, ``sub`` and
+  ``mul`` (`ARITHMETIC_SCALARS`), which the runner computes wrapping around as the ufunc does.
 - ``cell=(recurrence op, W position, B position)``: an RNN cell whose input projection
   ``X W^T + B`` can be hoisted, the rest running as the named recurrence op.
 - ``identity=True``: it returns its one input unchanged, so the compiler runs no step for it and
@@ -36,8 +37,10 @@ from ..errors import ModelError, UnsupportedOpError
 from ..ir import Node
 
 __all__ = [
+    "ARITHMETIC_SCALARS",
     "BATCH_FORMS",
     "FLOAT_SCALARS",
+    "INTEGER_SCALARS",
     "NUMBER_SCALARS",
     "Kernel",
     "KernelDef",
@@ -62,10 +65,13 @@ BATCH_FORMS = (
 )
 
 FLOAT_SCALARS = frozenset([np.float16, np.float32, np.float64])
-# Integer arithmetic is left out of scalar operators on purpose: numpy's integer scalars warn on
-# the overflow a ufunc wraps silently. Comparisons are exact on every number type.
-NUMBER_SCALARS = FLOAT_SCALARS | frozenset([np.bool_, np.int8, np.int16, np.int32, np.int64,
-                                            np.uint8, np.uint16, np.uint32, np.uint64])
+INTEGER_SCALARS = frozenset([np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                             np.uint32, np.uint64])
+# Add, subtract and multiply: on integers the runner wraps around as the ufunc does, computing
+# them itself (numpy's integer scalar operators warn on the overflow a ufunc wraps silently).
+ARITHMETIC_SCALARS = FLOAT_SCALARS | INTEGER_SCALARS
+# Comparisons are exact on every number type.
+NUMBER_SCALARS = ARITHMETIC_SCALARS | frozenset([np.bool_])
 
 
 @dataclass(frozen=True)

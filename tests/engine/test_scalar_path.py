@@ -75,15 +75,40 @@ def test_float_steps_take_the_scalar_path_and_allocate_nothing():
     assert counters["allocations"] == 1  # the emitted rows only: no back-edge buffers
 
 
+INTEGERS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+
+
 @pytest.mark.parametrize("op", ["Add", "Sub", "Mul"])
-@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8])
-def test_integer_arithmetic_keeps_the_ufunc_and_wraps_silently(op, dtype):
+@pytest.mark.parametrize("dtype", INTEGERS)
+def test_integer_arithmetic_takes_the_scalar_path_and_wraps_silently(op, dtype):
+    """Overflow wraps around as the ufunc's does, with no warning (numpy's own integer scalar
+    operators would warn, an error under -W error)."""
     info = np.iinfo(dtype)
     feeds = {"acc0": np.asarray(info.max, dtype), "k0": np.asarray(info.max, dtype)}
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # numpy's integer scalars would warn on the overflow
-        run_both(_loop(op, dtype), feeds)
+        warnings.simplefilter("error")
+        out = run_both(_loop(op, dtype), feeds)
+    assert out["out0"].dtype == dtype
     model = cyloop.Model(_loop(op, dtype), driver="cython")
+    model.run(feeds)
+    assert len(_scalar_steps(model)) == 1
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data(), op=st.sampled_from(["Add", "Sub", "Mul"] + COMPARISONS),
+       dtype=st.sampled_from(INTEGERS))
+def test_integer_operators_agree_with_the_ufunc(data, op, dtype):
+    value = hnp.from_dtype(np.dtype(dtype))
+    feeds = {"acc0": np.asarray(data.draw(value), dtype), "k0": np.asarray(data.draw(value), dtype)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_both(_loop(op, dtype), feeds)
+
+
+def test_integer_division_keeps_the_ufunc():
+    feeds = {"acc0": np.asarray(100, np.int32), "k0": np.asarray(3, np.int32)}
+    run_both(_loop("Div", np.int32), feeds)
+    model = cyloop.Model(_loop("Div", np.int32), driver="cython")
     model.run(feeds)
     assert _scalar_steps(model) == []
 

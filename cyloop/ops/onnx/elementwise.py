@@ -8,7 +8,7 @@ import operator
 import numpy as np
 
 from .. import _math
-from ..registry import FLOAT_SCALARS, NUMBER_SCALARS, kernel
+from ..registry import ARITHMETIC_SCALARS, NUMBER_SCALARS, kernel
 
 # op_type -> ufunc. ONNX versions of these ops differ only in the types they allow (and Add-1..6's
 # legacy broadcast attribute, which numpy broadcasting subsumes), so one kernel serves every opset.
@@ -39,8 +39,8 @@ _UFUNCS = {
 
 # Ops whose kernel, on two numpy scalars of one of these types, is exactly the scalar's operator.
 _SCALAR = {
-    "Add": (operator.add, FLOAT_SCALARS), "Sub": (operator.sub, FLOAT_SCALARS),
-    "Mul": (operator.mul, FLOAT_SCALARS), "Equal": (operator.eq, NUMBER_SCALARS),
+    "Add": (operator.add, ARITHMETIC_SCALARS), "Sub": (operator.sub, ARITHMETIC_SCALARS),
+    "Mul": (operator.mul, ARITHMETIC_SCALARS), "Equal": (operator.eq, NUMBER_SCALARS),
     "Less": (operator.lt, NUMBER_SCALARS), "LessOrEqual": (operator.le, NUMBER_SCALARS),
     "Greater": (operator.gt, NUMBER_SCALARS), "GreaterOrEqual": (operator.ge, NUMBER_SCALARS),
 }

@@ -6,7 +6,7 @@ import operator
 import numpy as np
 
 from .. import _math
-from ..registry import FLOAT_SCALARS, NUMBER_SCALARS, kernel
+from ..registry import ARITHMETIC_SCALARS, NUMBER_SCALARS, kernel
 from ._attrs import DOMAIN, as_float, broadcast_batches, broadcasting
 
 
@@ -49,8 +49,8 @@ _BINARY = {
 # Layers whose kernel, on two numpy scalars of one of these types, is exactly the scalar's operator
 # (whatever auto_broadcast says: two 0-d operands have one shape).
 _SCALAR = {
-    "Add": (operator.add, FLOAT_SCALARS), "Subtract": (operator.sub, FLOAT_SCALARS),
-    "Multiply": (operator.mul, FLOAT_SCALARS), "Equal": (operator.eq, NUMBER_SCALARS),
+    "Add": (operator.add, ARITHMETIC_SCALARS), "Subtract": (operator.sub, ARITHMETIC_SCALARS),
+    "Multiply": (operator.mul, ARITHMETIC_SCALARS), "Equal": (operator.eq, NUMBER_SCALARS),
     "NotEqual": (operator.ne, NUMBER_SCALARS), "Less": (operator.lt, NUMBER_SCALARS),
     "LessEqual": (operator.le, NUMBER_SCALARS), "Greater": (operator.gt, NUMBER_SCALARS),
     "GreaterEqual": (operator.ge, NUMBER_SCALARS),
