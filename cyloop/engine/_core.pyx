@@ -868,7 +868,9 @@ cdef class LoopDriver:
                          dict(self.destinations), self.counters(),
                          list(hoist.frontier) if hoist is not None else [],
                          list(hoist.labels) if hoist is not None else [],
-                         self.body.scalar_steps(), [loop.facts() for loop in self.loops])
+                         self.body.scalar_steps(), [loop.facts() for loop in self.loops],
+                         [(step.shown or step.label, step.probe) for step in hoist.steps]
+                         if hoist is not None else [])
 
     def __call__(self, *args):
         cdef str label = self.label

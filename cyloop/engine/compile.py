@@ -205,16 +205,23 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings,
             hoisted = hoist_loop(spec, captures, opsets)
             if hoisted is not None:
                 spec, hoist = hoisted
+                for step in hoist.steps:
+                    _untuned(step.probe, settings)
         body = compile_graph(spec.body, settings, captures=captures, opsets=opsets)
         return _runner(_core.LoopDriver(spec, body, node.label, settings,
                                         plan_destinations(spec, body), hoist))
     if node.domain in ("", "ai.onnx") and node.op_type in ("If", "SequenceMap"):
         return _runner(_build_control(node, captures, settings, opsets))
     kernel = ops.build(node, opsets)
-    measured = getattr(kernel.fn, "measured", None)
-    if measured is not None and not settings.tune:
-        measured.fix()  # its default formulation, not timed
+    _untuned(kernel.fn, settings)
     return kernel
+
+
+def _untuned(fn, settings: Settings) -> None:
+    """A kernel with a measured choice keeps its default formulation, untimed, if tuning is off."""
+    measured = getattr(fn, "measured", None)
+    if measured is not None and not settings.tune:
+        measured.fix()
 
 
 def _build_control(node: Node, captures: list[str], settings: Settings, opsets: dict[str, int]):

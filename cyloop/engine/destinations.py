@@ -68,3 +68,4 @@ class LoopFacts:
     hoisted_nodes: list[str] = field(default_factory=list)  # what runs before the loop
     scalar_steps: list[int] = field(default_factory=list)  # steps that took their scalar path
     nested: list[LoopFacts] = field(default_factory=list)
+    hoisted_kernels: list[tuple[str, object]] = field(default_factory=list)  # (shown, kernel)

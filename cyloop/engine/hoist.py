@@ -186,8 +186,11 @@ def _split_cell(node: Node, definition, batched, statics, opsets):
             or node.inputs[w_at] not in statics or node.inputs[b_at] not in statics:
         return None
     projected = f"{node.outputs[0] or node.label}/x_projection"
+    # The projection gets the cell's attributes and the recurrence it feeds: it lays out the
+    # gates as that recurrence expects.
     projection = Node("CellProjection", [node.inputs[0], node.inputs[w_at], node.inputs[b_at]],
-                      [projected], {}, LOOP_DOMAIN, f"{node.name}/x_projection", version=1)
+                      [projected], dict(node.attrs, recurrence=recurrence), LOOP_DOMAIN,
+                      f"{node.name}/x_projection", version=1)
     fn = ops.build(projection, opsets).fn
     # Errors name the cell, as the body's own kernel would.
     step = HoistStep(chunks.leading(fn), list(projection.inputs), [projected], node.label, fn,

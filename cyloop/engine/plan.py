@@ -169,7 +169,9 @@ def describe(facts: LoopFacts) -> LoopPlan:
                             f"({producer.get(slot, 'an outer value')} allocates it)")
     nested = [describe(inner) for inner in facts.nested]
     scalar = [body.steps[k].label for k in facts.scalar_steps]
-    choices = [(step.label, step.fn.measured.describe()) for step in body.steps
-               if getattr(step.fn, "measured", None) is not None]
+    kernels = [(step.label, step.fn) for step in body.steps]
+    kernels += [(f"{shown} (hoisted)", fn) for shown, fn in facts.hoisted_kernels]
+    choices = [(label, fn.measured.describe()) for label, fn in kernels
+               if getattr(fn, "measured", None) is not None]
     return LoopPlan(facts.label, facts.driver, trip, inputs, outputs, aliasing, facts.counters,
                     nested, hoisted_nodes, scalar, choices)

@@ -2,72 +2,113 @@
 "Measured choices").
 
 Which of two equivalent numpy spellings is faster depends on the CPU (its SIMD width, its BLAS
-kernels, its caches), so a kernel with candidates does not pick one: its first calls rotate
-through them, timing each, and from then on it keeps the fastest on this machine. Results agree
-to rounding whichever runs. ``Model(..., tune=False)`` fixes the first (default) candidate, for
-reproducible runs; tests force each candidate in turn (`fix`).
+kernels, its caches) and on the operands' shapes, so a kernel with candidates does not pick one:
+its first calls on each shape rotate through them, timing each, and from then on it keeps the
+fastest on this machine for that shape. Results agree to rounding whichever runs.
+``Model(..., tune=False)`` fixes the first (default) candidate, for reproducible runs; tests force
+each candidate in turn (`fix`).
 """
 
 from __future__ import annotations
 
 import statistics
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from time import perf_counter
 
-__all__ = ["Measured"]
+__all__ = ["Measured", "Trial"]
+
+
+class Trial:
+    """The timings of the candidates on one key (one set of shapes) and, once each has run its
+    rounds, the choice."""
+
+    def __init__(self, names):
+        self.samples: dict[str, list[float]] = {name: [] for name in names}
+        self.choice: str | None = None
+        self.turn = 0
+        self.warm: set[str] = set()
+
+    def describe(self) -> str:
+        times = ", ".join(f"{name} {statistics.median(s) * 1e6:.1f} us" if s else
+                          f"{name} not timed" for name, s in self.samples.items())
+        if self.choice is None:
+            return f"still measuring ({times})"
+        return f"{self.choice}, the fastest here ({times})"
 
 
 class Measured:
-    """Call one of `candidates` (name -> callable, the first the default) per call, in turn; after
-    each has run once to warm up and `rounds` times more, keep the one with the lowest median
-    time."""
+    """Call one of `candidates` (name -> callable, the first the default) per call. On each key
+    (``key(*args)``, say the operands' shapes; one key if None) the candidates run in turn, each
+    once to warm up and `rounds` times more, then the one with the lowest median time is kept for
+    that key. `label(key)` names a key in the plan. Past `max_keys` keys (shapes that keep
+    changing, say a growing operand), new keys take the default without timing: no trial is kept
+    per shape of an unbounded series."""
 
-    def __init__(self, candidates: dict[str, Callable], rounds: int = 5):
+    def __init__(self, candidates: dict[str, Callable], rounds: int = 5,
+                 key: Callable[..., Hashable] | None = None,
+                 label: Callable[[Hashable], str] = str, max_keys: int = 16):
         self.candidates = dict(candidates)
         self.rounds = rounds
-        self.samples: dict[str, list[float]] = {name: [] for name in self.candidates}
-        self.choice: str | None = None if len(self.candidates) > 1 else next(iter(candidates))
-        self.fixed = False
-        self._chosen = self.candidates[self.choice] if self.choice else None
-        self._turn = 0
-        self._warm: set[str] = set()
+        self.max_keys = max_keys
+        self.trials: dict[Hashable, Trial] = {}
+        self.fixed: str | None = None
+        self._key, self._label = key, label
+        self._chosen: dict[Hashable, Callable] = {}  # key -> the kept candidate
+        self._all = next(iter(self.candidates.values())) if len(self.candidates) == 1 else None
         self._lock = threading.Lock()
 
     def __call__(self, *args):
-        chosen = self._chosen
+        if self._all is not None:
+            return self._all(*args)
+        key = self._key(*args) if self._key is not None else None
+        chosen = self._chosen.get(key)
         if chosen is not None:
             return chosen(*args)
+        return self._timed(key, args)
+
+    def _timed(self, key, args):
         names = list(self.candidates)
         with self._lock:
-            name = names[self._turn % len(names)]
-            self._turn += 1
+            trial = self.trials.get(key)
+            if trial is None and len(self.trials) < self.max_keys:
+                trial = self.trials[key] = Trial(names)
+            if trial is not None:
+                name = names[trial.turn % len(names)]
+                trial.turn += 1
+        if trial is None:
+            return self.candidates[names[0]](*args)
         start = perf_counter()
         result = self.candidates[name](*args)
         elapsed = perf_counter() - start
         with self._lock:
-            if name in self._warm:
-                self.samples[name].append(elapsed)
+            if name in trial.warm:
+                trial.samples[name].append(elapsed)
             else:  # a first call pays one-time costs (caches, page faults): not a sample
-                self._warm.add(name)
-            if self._chosen is None and all(len(s) >= self.rounds for s in self.samples.values()):
-                self.choice = min(self.samples, key=lambda n: statistics.median(self.samples[n]))
-                self._chosen = self.candidates[self.choice]
+                trial.warm.add(name)
+            if trial.choice is None and all(len(s) >= self.rounds
+                                            for s in trial.samples.values()):
+                trial.choice = min(trial.samples,
+                                   key=lambda n: statistics.median(trial.samples[n]))
+                self._chosen[key] = self.candidates[trial.choice]
         return result
 
     def fix(self, name: str | None = None) -> None:
-        """Use `name` (default: the first candidate) from now on, without timing."""
+        """Use `name` (default: the first candidate) for every key from now on, without timing."""
         name = next(iter(self.candidates)) if name is None else name
         if name not in self.candidates:
             raise ValueError(f"no candidate {name!r} (candidates: {list(self.candidates)})")
-        self.choice, self._chosen, self.fixed = name, self.candidates[name], True
+        self.fixed, self._all = name, self.candidates[name]
 
     def describe(self) -> str:
-        """The choice and the median time of each candidate, for the plan."""
-        times = ", ".join(f"{name} {statistics.median(s) * 1e6:.1f} us" if s else
-                          f"{name} not timed" for name, s in self.samples.items())
-        if self.fixed:
-            return f"{self.choice} (fixed, not measured)"
-        if self._chosen is None:
-            return f"still measuring ({times})"
-        return f"{self.choice}, the fastest here ({times})"
+        """The choice and the median time of each candidate, per key, for the plan."""
+        if self.fixed is not None:
+            return f"{self.fixed} (fixed, not measured)"
+        if len(self.candidates) == 1:
+            return f"{next(iter(self.candidates))} (the only candidate)"
+        if not self.trials:
+            return "not run yet"
+        if list(self.trials) == [None]:
+            return self.trials[None].describe()
+        return "; ".join(f"on {self._label(key)}: {trial.describe()}"
+                         for key, trial in self.trials.items())

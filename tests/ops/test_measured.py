@@ -23,12 +23,14 @@ def _candidates(calls):
 def test_each_candidate_warms_up_then_runs_its_rounds_and_the_fastest_is_kept():
     calls = []
     measured = Measured(_candidates(calls), rounds=3)
-    assert "still measuring" in measured.describe()
-    results = [measured(k) for k in range(12)]
+    assert measured.describe() == "not run yet"
+    assert measured(0) == 1 and measured.describe().startswith("still measuring (slow not timed")
+    results = [1] + [measured(k) for k in range(1, 12)]
     assert results == [k + 1 for k in range(12)]  # every call computes, measured or not
     assert calls[:8] == ["slow", "fast"] * 4  # in turn: a warm-up and 3 timed rounds each
-    assert measured.choice == "fast" and calls[8:] == ["fast"] * 4
-    assert all(len(samples) == 3 for samples in measured.samples.values())
+    (trial,) = measured.trials.values()
+    assert trial.choice == "fast" and calls[8:] == ["fast"] * 4
+    assert all(len(samples) == 3 for samples in trial.samples.values())
     assert measured.describe().startswith("fast, the fastest here (slow ")
 
 
@@ -40,6 +42,36 @@ def test_fix_uses_one_candidate_without_timing():
     assert measured.describe() == "slow (fixed, not measured)"
     measured.fix("fast")
     measured(1)
-    assert calls[-1] == "fast" and not any(measured.samples.values())
+    assert calls[-1] == "fast" and not measured.trials
     with pytest.raises(ValueError, match="no candidate 'medium'"):
         measured.fix("medium")
+
+
+def test_each_key_is_measured_on_its_own_and_unbounded_keys_take_the_default():
+    """Keyed by the argument (think: operand shapes): a choice per key; past `max_keys`
+    distinct keys, new ones run the default untimed and no trial is kept for them."""
+    calls = []
+
+    def cheap_on_small(x):
+        calls.append("a")
+        time.sleep(0.002 if x >= 100 else 0)
+        return -x
+
+    def cheap_on_large(x):
+        calls.append("b")
+        time.sleep(0.002 if x < 100 else 0)
+        return -x
+
+    measured = Measured({"a": cheap_on_small, "b": cheap_on_large}, rounds=2,
+                        key=lambda x: x >= 100, label=lambda big: "large" if big else "small",
+                        max_keys=2)
+    for _ in range(6):
+        assert measured(1) == -1 and measured(500) == -500
+    assert measured.trials[False].choice == "a" and measured.trials[True].choice == "b"
+    text = measured.describe()
+    assert text.startswith("on small: a, the fastest here") and "; on large: b, the fastest" in text
+
+    many = Measured({"a": lambda x: x, "b": lambda x: x}, key=lambda x: x, max_keys=3)
+    for x in range(10):
+        assert many(x) == x
+    assert list(many.trials) == [0, 1, 2]

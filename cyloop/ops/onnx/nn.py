@@ -2,12 +2,14 @@
 
 import numpy as np
 
+from .._gemm import weight_product
 from ..registry import kernel
 
 
 @kernel("MatMul", since=1, out=True, batch="matmul")
 def matmul(attrs):
-    return np.matmul
+    """np.matmul; a product with a read-only matrix (a weight) in the measured orientation."""
+    return weight_product()
 
 
 @kernel("Gemm", since=7)

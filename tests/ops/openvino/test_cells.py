@@ -17,28 +17,41 @@ def _sigmoid(x):
     return 1 / (1 + np.exp(-x))
 
 
-def _numpy_cells(cell, x, h0, c0, w, r, b, linear_before_reset=False):
+_NUMPY_ACTIVATIONS = {"sigmoid": _sigmoid, "tanh": np.tanh, "relu": lambda x: np.maximum(x, 0)}
+
+
+def _numpy_cells(cell, x, h0, c0, w, r, b, linear_before_reset=False, clip=0.0,
+                 activations=None):
+    """The cell equations in float64, step by step, as OpenVINO's opset documents them."""
+    if activations is None:
+        activations = {"lstm": ["sigmoid", "tanh", "tanh"], "gru": ["sigmoid", "tanh"],
+                       "rnn": ["tanh"]}[cell]
+    act = [_NUMPY_ACTIVATIONS[name] for name in activations]
+
+    def clipped(v):
+        return np.clip(v, -clip, clip) if clip else v
+
     h, c, hs = h0.astype(np.float64), None if c0 is None else c0.astype(np.float64), []
     hidden = h0.shape[-1]
     for t in range(x.shape[1]):
         xt = x[:, t].astype(np.float64)
         if cell == "lstm":
-            f, i, g, o = np.split(xt @ w.T + h @ r.T + b, 4, axis=-1)
-            c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-            h = _sigmoid(o) * np.tanh(c)
+            f, i, g, o = np.split(clipped(xt @ w.T + h @ r.T + b), 4, axis=-1)
+            c = act[0](f) * c + act[0](i) * act[1](g)
+            h = act[0](o) * act[2](c)
         elif cell == "gru":
             xz, xr, xh = np.split(xt @ w.T, 3, axis=-1)
             rz, rr, rh = np.split(r, 3, axis=0)
-            z = _sigmoid(xz + h @ rz.T + b[:hidden])
-            reset = _sigmoid(xr + h @ rr.T + b[hidden:2 * hidden])
+            z = act[0](clipped(xz + h @ rz.T + b[:hidden]))
+            reset = act[0](clipped(xr + h @ rr.T + b[hidden:2 * hidden]))
             if linear_before_reset:
-                cand = np.tanh(xh + b[2 * hidden:3 * hidden]
-                               + reset * (h @ rh.T + b[3 * hidden:]))
+                cand = act[1](clipped(xh + b[2 * hidden:3 * hidden]
+                                      + reset * (h @ rh.T + b[3 * hidden:])))
             else:
-                cand = np.tanh(xh + (reset * h) @ rh.T + b[2 * hidden:])
+                cand = act[1](clipped(xh + (reset * h) @ rh.T + b[2 * hidden:]))
             h = (1 - z) * cand + z * h
         else:
-            h = np.tanh(xt @ w.T + h @ r.T + b)
+            h = act[0](clipped(xt @ w.T + h @ r.T + b))
         hs.append(h)
     return h, np.stack(hs, axis=1), c
 
@@ -72,43 +85,66 @@ def _measured_steps(model):
             if getattr(step.fn, "measured", None) is not None]
 
 
+_MEASURED_CASES = {
+    "lstm": ("lstm", {}),
+    "lstm-clip": ("lstm", {"clip": 0.7}),
+    "lstm-activations": ("lstm", {"activations": ["relu", "sigmoid", "tanh"], "clip": 1.5}),
+    "gru": ("gru", {}),
+    "gru-linear-before-reset-clip": ("gru", {"linear_before_reset": True, "clip": 0.9}),
+    "rnn-clip": ("rnn", {"clip": 0.5}),
+}
+
+
 @pytest.mark.parametrize("driver", ["cython", "python"])
-def test_every_measured_formulation_matches_the_oracle(driver, tmp_path, rng):
-    """Whatever the planner picks on a machine, the result is right: each candidate of the LSTM
-    step, forced in turn, against the numpy cell equations; the plan names the choice."""
-    ov_model, weights = cell_ti_model("lstm", steps=9)
+@pytest.mark.parametrize("case", list(_MEASURED_CASES))
+def test_every_measured_formulation_matches_the_oracle(case, driver, tmp_path, rng):
+    """Whatever the planner picks on a machine, the result is right: each candidate of each
+    cell's step (batch- or gate-major gates; an LSTM's arranged, halved or not, clipped or
+    not), forced in turn, against the numpy cell equations; the plan names the choice."""
+    cell, attrs = _MEASURED_CASES[case]
+    ov_model, weights = cell_ti_model(cell, steps=9, **attrs)
     path = save(ov_model, tmp_path / "cell.xml")
-    feeds = {"X": rng.standard_normal((3, 9, 5)).astype(np.float32),
-             "H0": rng.standard_normal((3, 7)).astype(np.float32),
-             "C0": rng.standard_normal((3, 7)).astype(np.float32)}
-    h, hs, c = _numpy_cells("lstm", feeds["X"], feeds["H0"], feeds["C0"], weights["W"],
-                            weights["R"], weights["B"])
+    feeds = {"X": (rng.standard_normal((3, 9, 5)) * 2).astype(np.float32),
+             "H0": rng.standard_normal((3, 7)).astype(np.float32)}
+    if cell == "lstm":
+        feeds["C0"] = rng.standard_normal((3, 7)).astype(np.float32)
+    expected = _numpy_cells(cell, feeds["X"], feeds["H0"], feeds.get("C0"), weights["W"],
+                            weights["R"], weights["B"], **attrs)
     model = cyloop.load(path, driver=driver)
     (measured,) = _measured_steps(model)
-    assert set(measured.candidates) == {"fused gates", "split gates"}
+    assert set(measured.candidates) == {"batch-major gates", "gate-major gates"}
     for name in measured.candidates:
         measured.fix(name)
         got = list(model.run(feeds).values())
-        for value, expected in zip(got, (h, hs, c)):
-            np.testing.assert_allclose(value, expected, rtol=1e-4, atol=1e-5, err_msg=name)
-        assert re.search(rf"measured choice: node '\d+:LSTMCell_\d+' \(LSTMCell(Recurrence)?\): "
+        for value, want in zip(got, expected):
+            np.testing.assert_allclose(value, want, rtol=1e-4, atol=1e-5, err_msg=name)
+        assert re.search(rf"measured choice: node '\d+:\w+Cell_\d+' \(\w+Cell(Recurrence)?\): "
                          rf"{name} \(fixed, not measured\)", str(model.plan()))
 
 
 def test_the_planner_keeps_the_fastest_and_tune_false_the_default(tmp_path, rng):
+    """The step's choice and the hoisted projection's GEMM orientation are both measured (per
+    shape), shown in the plan, and both fixed to their default by tune=False."""
     ov_model, _ = cell_ti_model("lstm", steps=40)
     path = save(ov_model, tmp_path / "cell.xml")
     feeds = {"X": rng.standard_normal((3, 40, 5)).astype(np.float32),
              "H0": np.zeros((3, 7), np.float32), "C0": np.zeros((3, 7), np.float32)}
-    tuned = cyloop.load(path)
+    tuned = cyloop.load(path, driver="cython")
     tuned.run(feeds)
     (measured,) = _measured_steps(tuned)
-    medians = {name: float(np.median(s)) for name, s in measured.samples.items()}
-    assert all(len(s) >= measured.rounds for s in measured.samples.values())
-    assert measured.choice == min(medians, key=medians.get)
-    assert f"{measured.choice}, the fastest here" in str(tuned.plan())
-    fixed = cyloop.load(path, tune=False)
+    (trial,) = measured.trials.values()  # one state shape
+    medians = {name: float(np.median(s)) for name, s in trial.samples.items()}
+    assert all(len(s) >= measured.rounds for s in trial.samples.values())
+    assert trial.choice == min(medians, key=medians.get)
+    plan = str(tuned.plan())
+    assert f"on state [3, 7] float32: {trial.choice}, the fastest here" in plan
+    assert re.search(r"measured choice: node '\d+:LSTMCell_\d+' \(LSTMCell\): its input "
+                     r"projection \(CellProjection\) \(hoisted\): on \[\d+,5\] @ \[28,5\]\^T "
+                     r"float32: ", plan)
+    fixed = cyloop.load(path, driver="cython", tune=False)
     fixed.run(feeds)
+    plan = str(fixed.plan())
+    assert "batch-major gates (fixed, not measured)" in plan
+    assert "rows (fixed, not measured)" in plan
     (default,) = _measured_steps(fixed)
-    assert default.choice == next(iter(default.candidates)) and default.fixed
-    assert not any(default.samples.values())
+    assert default.fixed == next(iter(default.candidates)) and not default.trials

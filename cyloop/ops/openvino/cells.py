@@ -1,0 +1,327 @@
+"""The recurrent cells of OpenVINO IR (LSTMCell, GRUCell, RNNCell) and the two halves the
+hoisting pass splits a cell into (engine/hoist.py): ``CellProjection``, the input projection
+``X W^T + B``, which needs nothing from the previous step and so runs before the loop on many
+steps at once, and ``*CellRecurrence``, the rest. The whole cells are the two in sequence.
+
+Gate orders are OpenVINO's: f, i, c, o (LSTM) and z, r, h (GRU); weights are [gates, inputs].
+
+How a step runs is a measured choice (DESIGN, "Measured choices"): its gates are made
+*batch-major*, [B, G] = ``h R^T``, or *gate-major*, [G, B] = ``R h^T`` (every gate's block
+contiguous). Which GEMM is faster depends on the CPU and on the shapes. Either way the projection
+is batch-major, [..., B, G], and the states come back [B, H] (views, after a gate-major step).
+
+An LSTM's gates are *arranged*: the rows of W, R and B are reordered to f, i, o, c, so that the
+three sigmoid gates are one block, and, with the default activations, those rows are halved, so
+that one tanh serves all four gates: sigmoid(x) = tanh(x/2)/2 + 1/2. Halving is exact in binary
+floating point (bar underflow), so the arranged pre-activations are exactly the plain ones halved.
+The arranged weights are made once per weight array (`Prepared`), not per step.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+from ...ir import LOOP_DOMAIN
+from .. import _math
+from .._gemm import Prepared, weight_product
+from .._measured import Measured
+from ..registry import kernel
+from ._attrs import DOMAIN, as_bool, as_float
+
+
+def _relu(x, out=None):
+    return np.maximum(x, x.dtype.type(0), out=out)
+
+
+# Every activation takes out= (the cells apply them in place on their gate buffer).
+_ACTIVATIONS = {"sigmoid": _math.sigmoid, "tanh": np.tanh, "relu": _relu}
+
+
+def _activations(attrs, defaults):
+    names = attrs.get("activations")
+    names = [n.strip() for n in names.split(",")] if names else defaults
+    return [_ACTIVATIONS[n.lower()] for n in names]
+
+
+def _clip(x, limit):
+    """Clip pre-activations in place (x is a buffer the cell owns)."""
+    return np.clip(x, -limit, limit, out=x) if limit else x
+
+
+class _Layout(NamedTuple):
+    """Where a step keeps its gates: batch-major [..., B, G] or gate-major [..., G, B]."""
+
+    name: str
+    gate_major: bool
+
+    def oriented(self, x):
+        """A [..., B, N] array in this layout's orientation, or back (a view)."""
+        return x.swapaxes(-1, -2) if self.gate_major else x
+
+    def prepared(self, w):
+        """Weight rows [G, N] as the contiguous operand `product` takes."""
+        return np.ascontiguousarray(w if self.gate_major else w.T)
+
+    def product(self, h, w):
+        """The gates from an oriented state and a prepared weight: h R^T or R h^T."""
+        return np.matmul(w, h) if self.gate_major else np.matmul(h, w)
+
+
+BATCH_MAJOR = _Layout("batch-major gates", False)
+GATE_MAJOR = _Layout("gate-major gates", True)
+_LAYOUTS = (BATCH_MAJOR, GATE_MAJOR)  # the first is the default (tune=False)
+
+
+@functools.lru_cache(maxsize=64)
+def _blocks(gate_major: bool, hidden: int, count: int) -> tuple:
+    """Index tuples of gate blocks 0..count-1, `hidden` rows each, along the gate axis."""
+    rows = [slice(k * hidden, (k + 1) * hidden) for k in range(count)]
+    return tuple((Ellipsis, r, slice(None)) if gate_major else (Ellipsis, r) for r in rows)
+
+
+def _span(gate_major: bool, lo: int, hi: int) -> tuple:
+    return (Ellipsis, slice(lo, hi), slice(None)) if gate_major else (Ellipsis, slice(lo, hi))
+
+
+def _state_shape(xw, h, *rest):
+    return h.shape, xw.dtype.char
+
+
+def _measured(steps: dict[str, Callable]) -> Measured:
+    return Measured(steps, key=_state_shape,
+                    label=lambda key: f"state {list(key[0])} {np.dtype(key[1]).name}")
+
+
+def _halves_sigmoids(attrs) -> bool:
+    """Whether an LSTM's sigmoid rows are halved (its activations are the default ones)."""
+    return _activations(attrs, ["sigmoid", "tanh", "tanh"]) == [_math.sigmoid, np.tanh, np.tanh]
+
+
+def _lstm_arranged(halved: bool) -> Callable:
+    """Rows (W, R or B) in f, i, c, o order -> a read-only copy in f, i, o, c order, the f, i, o
+    rows halved if `halved`."""
+    def arrange(rows):
+        f, i, c, o = np.split(np.asarray(rows), 4, axis=0)
+        arranged = np.concatenate([f, i, o, c])
+        if halved:
+            sigmoids = arranged[:3 * f.shape[0]]
+            sigmoids *= sigmoids.dtype.type(0.5)
+        arranged.flags.writeable = False
+        return arranged
+
+    return arrange
+
+
+@kernel("CellProjection", domain=LOOP_DOMAIN, since=1)
+def cell_projection(attrs):
+    """``X W^T + B[:rows of W]`` batch-major: X [..., B, I] gives [..., B, G], one GEMM for all
+    leading dims. `attrs` are the cell's, with ``recurrence`` naming the recurrence op the
+    projection feeds: an LSTM's gates come out arranged, as its recurrence expects."""
+    arrange = (_lstm_arranged(_halves_sigmoids(attrs))
+               if attrs.get("recurrence") == "LSTMCellRecurrence" else None)
+    weights, biases = (Prepared(arrange), Prepared(arrange)) if arrange else (None, None)
+    product = weight_product(transposed=True)
+
+    def project(x, w, b):
+        if np.ndim(x) < 2:
+            raise ValueError(f"a cell's input X must be [batch, input_size], got shape "
+                             f"{np.shape(x)}")
+        if arrange is not None:
+            w, b = weights(w), biases(b)
+        rows = np.reshape(x, (-1, x.shape[-1]))
+        gates = product(rows, w)  # [leading * B, G], a fresh buffer
+        gates += b[:w.shape[0]]  # a GRU's linear_before_reset bias has a fourth block
+        return gates.reshape(x.shape[:-1] + (w.shape[0],))
+
+    project.measured = product.measured
+    return project
+
+
+def _lstm_recurrence(attrs) -> Measured:
+    """The LSTM step after the input projection, from arranged gates: xw [..., B, 4H] (rows
+    f, i, o, c), h and c [..., B, H], r [4H, H] as the model has it."""
+    f, g, h_act = _activations(attrs, ["sigmoid", "tanh", "tanh"])
+    halved = _halves_sigmoids(attrs)
+    clip = as_float(attrs, "clip", 0.0)
+    arrange = _lstm_arranged(halved)
+
+    def sigmoid_affine(r):
+        """(scale, offset) over the 4H gate columns: 1/2, 1/2 on the sigmoid gates and 1, 0 on
+        the candidate, so that ``tanh(x) * scale + offset`` activates every gate (x * 1 + 0 is
+        exactly x)."""
+        hidden = r.shape[-1]
+        scale = np.repeat(np.array([0.5, 1.0], r.dtype), [3 * hidden, hidden])
+        offset = np.repeat(np.array([0.5, 0.0], r.dtype), [3 * hidden, hidden])
+        return scale, offset
+
+    def step_in(layout):
+        gate_major = layout.gate_major
+        # Batch-major gate blocks are strided [B, H] views, on which a ufunc call costs about
+        # twice what it does on a contiguous block: there the sigmoid's affine part is two
+        # calls over the whole contiguous buffer (per-column scale and offset) instead.
+        whole_buffer = not gate_major and halved
+        weights = Prepared(lambda r: (layout.prepared(arrange(r)), sigmoid_affine(r)))
+
+        def step(xw, h, c, r):
+            hidden = h.shape[-1]
+            prepared, (scale, offset) = weights(r)
+            forget, inp, out, cand = _blocks(gate_major, hidden, 4)
+            if gate_major:
+                h, c, xw = h.swapaxes(-1, -2), c.swapaxes(-1, -2), xw.swapaxes(-1, -2)
+                gates = np.matmul(prepared, h)  # a fresh buffer the gates are made in
+            else:
+                gates = np.matmul(h, prepared)
+            gates += xw
+            sigmoids = gates[_span(gate_major, 0, 3 * hidden)]
+            candidate = gates[cand]
+            if not halved:
+                _clip(gates, clip)
+                f(sigmoids, out=sigmoids)
+                g(candidate, out=candidate)
+            else:
+                if clip:
+                    _clip(sigmoids, clip / 2)
+                    _clip(candidate, clip)
+                np.tanh(gates, out=gates)
+                if whole_buffer:
+                    gates *= scale
+                    gates += offset
+                else:
+                    half = gates.dtype.type(0.5)
+                    sigmoids *= half
+                    sigmoids += half
+            c_new = np.multiply(gates[forget], c)
+            inp = gates[inp]
+            inp *= candidate
+            c_new += inp
+            h_new = h_act(c_new)
+            h_new *= gates[out]
+            h_new, c_new = h_new.astype(h.dtype, copy=False), c_new.astype(h.dtype, copy=False)
+            if gate_major:
+                return h_new.swapaxes(-1, -2), c_new.swapaxes(-1, -2)
+            return h_new, c_new
+
+        return step
+
+    return _measured({layout.name: step_in(layout) for layout in _LAYOUTS})
+
+
+def _gru_recurrence(attrs) -> Measured:
+    """The GRU step after the input projection: xw [..., B, 3H] (z, r, h), h [..., B, H],
+    r [3H, H], b the cell's bias (its fourth block, with linear_before_reset, is the recurrent
+    bias of h)."""
+    f, g = _activations(attrs, ["sigmoid", "tanh"])
+    clip = as_float(attrs, "clip", 0.0)
+    linear_before_reset = as_bool(attrs, "linear_before_reset")
+
+    def step_in(layout):
+        def split(r):
+            hidden = r.shape[-1]
+            return layout.prepared(r[:2 * hidden]), layout.prepared(r[2 * hidden:])
+
+        weights = Prepared(split)
+        gate_major = layout.gate_major
+
+        def step(xw, h, r, b):
+            hidden = h.shape[-1]
+            update_reset, candidate_weights = weights(r)
+            z_at, reset_at, candidate_at = _blocks(gate_major, hidden, 3)
+            h_t, xw_t = layout.oriented(h), layout.oriented(xw)
+            zr = layout.product(h_t, update_reset)
+            zr += xw_t[_span(gate_major, 0, 2 * hidden)]
+            f(_clip(zr, clip), out=zr)
+            z, reset = zr[z_at], zr[reset_at]
+            if linear_before_reset:
+                candidate = layout.product(h_t, candidate_weights)
+                candidate += layout.oriented(b[None, 3 * hidden:])
+                candidate *= reset
+            else:
+                candidate = layout.product(reset * h_t, candidate_weights)
+            candidate += xw_t[candidate_at]
+            g(_clip(candidate, clip), out=candidate)
+            # (1 - z) * candidate + z * h
+            h_new = np.subtract(h_t, candidate)
+            h_new *= z
+            h_new += candidate
+            return layout.oriented(h_new).astype(h.dtype, copy=False)
+
+        return step
+
+    return _measured({layout.name: step_in(layout) for layout in _LAYOUTS})
+
+
+def _rnn_recurrence(attrs) -> Measured:
+    """The RNN step after the input projection: xw [..., B, H], h [..., B, H], r [H, H]."""
+    (f,) = _activations(attrs, ["tanh"])
+    clip = as_float(attrs, "clip", 0.0)
+
+    def step_in(layout):
+        weights = Prepared(layout.prepared)
+
+        def step(xw, h, r):
+            pre = layout.product(layout.oriented(h), weights(r))
+            pre += layout.oriented(xw)
+            return layout.oriented(f(_clip(pre, clip), out=pre)).astype(h.dtype, copy=False)
+
+        return step
+
+    return _measured({layout.name: step_in(layout) for layout in _LAYOUTS})
+
+
+def _showing(fn, step: Measured):
+    """`fn` with `step`'s measured choice as ``fn.measured`` (the engine fixes it when tuning is
+    off; the plan shows it)."""
+    fn.measured = step
+    return fn
+
+
+@kernel("LSTMCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True)
+def lstm_recurrence(attrs, n_outputs):
+    step = _lstm_recurrence(attrs)
+    return _showing(lambda xw, h, c, r: step(xw, h, c, r)[:n_outputs], step)
+
+
+@kernel("GRUCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True)
+def gru_recurrence(attrs, n_outputs):
+    step = _gru_recurrence(attrs)
+    return _showing(lambda xw, h, r, b: (step(xw, h, r, b),)[:n_outputs], step)
+
+
+@kernel("RNNCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True)
+def rnn_recurrence(attrs, n_outputs):
+    step = _rnn_recurrence(attrs)
+    return _showing(lambda xw, h, r: (step(xw, h, r),)[:n_outputs], step)
+
+
+def _projection(recurrence, attrs):
+    return cell_projection(dict(attrs, recurrence=recurrence))
+
+
+@kernel("LSTMCell", domain=DOMAIN, since=1, multi=True, batch="cell",
+        cell=("LSTMCellRecurrence", 3, 5))
+@kernel("LSTMCell", domain=DOMAIN, since=4, multi=True, batch="cell",
+        cell=("LSTMCellRecurrence", 3, 5))
+def lstm_cell(attrs, n_outputs):
+    """Gates in OpenVINO's f, i, c, o order. LSTMCell-1's peephole input is refused at load time
+    (by the frontend); without it the two versions compute the same."""
+    project, step = _projection("LSTMCellRecurrence", attrs), _lstm_recurrence(attrs)
+    return _showing(lambda x, h, c, w, r, b: step(project(x, w, b), h, c, r)[:n_outputs], step)
+
+
+@kernel("GRUCell", domain=DOMAIN, since=3, multi=True, batch="cell",
+        cell=("GRUCellRecurrence", 2, 4))
+def gru_cell(attrs, n_outputs):
+    """Gates in OpenVINO's z, r, h order; ``linear_before_reset`` as in ONNX."""
+    project, step = _projection("GRUCellRecurrence", attrs), _gru_recurrence(attrs)
+    return _showing(lambda x, h, w, r, b: (step(project(x, w, b), h, r, b),)[:n_outputs], step)
+
+
+@kernel("RNNCell", domain=DOMAIN, since=1, multi=True, batch="cell",
+        cell=("RNNCellRecurrence", 2, 4))
+def rnn_cell(attrs, n_outputs):
+    project, step = _projection("RNNCellRecurrence", attrs), _rnn_recurrence(attrs)
+    return _showing(lambda x, h, w, r, b: (step(project(x, w, b), h, r),)[:n_outputs], step)

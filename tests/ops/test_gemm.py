@@ -1,0 +1,105 @@
+"""Products with a weight in the measured orientation: every candidate equals np.matmul, the
+prepared weight is made once per weight, and nothing is kept alive or written behind a caller's
+back."""
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import cyloop
+from cyloop.ops._gemm import Prepared, weight_product
+
+from ..frontends.onnx_models import lstm_loop_model
+
+
+def _read_only(a):
+    a.flags.writeable = False
+    return a
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("candidate", ["rows", "columns"])
+@pytest.mark.parametrize("with_out", [False, True])
+def test_every_candidate_is_the_plain_product(transposed, candidate, with_out, rng):
+    a = rng.standard_normal((5, 6)).astype(np.float32)
+    w = _read_only(rng.standard_normal((7, 6) if transposed else (6, 7)).astype(np.float32))
+    expected = np.matmul(a, w.T if transposed else w)
+    product = weight_product(transposed)
+    product.measured.fix(candidate)
+    out = np.empty((5, 7), np.float32) if with_out else None
+    for _ in range(2):  # the second call reads the prepared weight
+        got = product(a, w, out=out)
+        assert got.flags.c_contiguous and got.shape == (5, 7)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+        if with_out:
+            assert got is out
+
+
+def test_the_orientation_is_measured_per_shape_and_other_operands_take_np_matmul(rng):
+    product = weight_product()
+    w = _read_only(rng.standard_normal((6, 4)).astype(np.float32))
+    for rows in (3, 9):
+        a = rng.standard_normal((rows, 6)).astype(np.float32)
+        for _ in range(2 * (product.measured.rounds + 1)):
+            np.testing.assert_allclose(product(a, w), a @ w, rtol=1e-5, atol=1e-6)
+    assert set(product.measured.trials) == {((3, 6), (6, 4), "f"), ((9, 6), (6, 4), "f")}
+    assert all(t.choice in ("rows", "columns") for t in product.measured.trials.values())
+    assert "on [3,6] @ [6,4] float32: " in product.measured.describe()
+    # A writeable weight (it may change between calls), a batch of matrices, a vector, mixed
+    # dtypes: plain np.matmul, nothing timed.
+    writeable = w.copy()
+    batched = rng.standard_normal((2, 3, 6)).astype(np.float32)
+    for a, b in ((batched[0], writeable), (batched, w), (batched[0], w[:, 0]),
+                 (batched[0].astype(np.float64), w)):
+        np.testing.assert_allclose(product(a, b), np.matmul(a, b), rtol=1e-5, atol=1e-6)
+    assert len(product.measured.trials) == 2
+
+
+def test_prepared_is_made_once_per_read_only_weight_and_holds_it_weakly(rng):
+    made = []
+    prepared = Prepared(lambda w: made.append(w) or w * 2)
+    w = _read_only(rng.standard_normal(3))
+    first = prepared(w)
+    assert prepared(w) is first and len(made) == 1
+    writeable = w.copy()
+    prepared(writeable)
+    writeable *= 3  # a writeable weight may change: it is made again each call
+    np.testing.assert_array_equal(prepared(writeable), writeable * 2)
+    assert len(made) == 3
+    other = _read_only(w.copy())
+    prepared(other)
+    ref = weakref.ref(other)
+    made.clear()
+    del other
+    gc.collect()
+    assert ref() is None  # the kernel does not keep a caller's array alive
+
+
+@pytest.mark.parametrize("candidate", ["rows", "columns"])
+def test_loop_body_and_hoisted_matmuls_run_either_orientation_like_the_reference(candidate, rng):
+    """h @ R in an ONNX Loop body and the hoisted x_t @ W: the choices show in the plan; each
+    orientation, forced, matches the pure-Python driver running the body as written."""
+    hidden, steps, batch, features = 8, 6, 3, 5
+    feeds = {"T": np.array(steps, np.int64),
+             "X": rng.standard_normal((steps, batch, features)).astype(np.float32),
+             "W": rng.standard_normal((features, 4 * hidden)).astype(np.float32),
+             "R": rng.standard_normal((hidden, 4 * hidden)).astype(np.float32),
+             "B": rng.standard_normal(4 * hidden).astype(np.float32),
+             "h0": rng.standard_normal((batch, hidden)).astype(np.float32),
+             "c0": rng.standard_normal((batch, hidden)).astype(np.float32)}
+    fast = cyloop.load(lstm_loop_model(hidden), driver="cython")
+    reference = cyloop.load(lstm_loop_model(hidden), driver="python", tune=False)
+    (loop,) = fast._compiled.loops
+    facts = loop.facts()
+    kernels = [step.fn for step in facts.body.steps] + [fn for _, fn in facts.hoisted_kernels]
+    measured = [fn.measured for fn in kernels if getattr(fn, "measured", None) is not None]
+    assert len(measured) == 2  # h_in @ R in the body, x_t @ W hoisted
+    for m in measured:
+        m.fix(candidate)
+    got, want = fast.run(feeds), reference.run(feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
+    plan = str(fast.plan())
+    assert plan.count(f"{candidate} (fixed, not measured)") == 2 and "(hoisted)" in plan
