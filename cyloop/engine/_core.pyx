@@ -967,12 +967,14 @@ cdef class LoopDriver:
         r.stop_at = -1 if run.stop_at is None else run.stop_at
         r.exact = -1 if run.exact is None else run.exact
         r.bound = -1 if run.bound is None else run.bound
-        r.args = args
+        # The hoisted part reads outer values as the body does: read-only views, made once a run
+        # (a kernel may keep what it derives from one while the same view comes back).
+        r.args = [read_only(a) for a in args]
         r.sliced = [_make_sliced(run.slicings[k], param_slot)
                     for k, param_slot in self.sliced if param_slot >= 0]
         # Values that stay put: invariants and outer-scope captures, as read-only views.
-        r.fixed = [read_only(args[outer]) for outer, _ in self.invariants]
-        r.fixed += [read_only(args[n_node + k]) for k in range(self.n_captures)]
+        r.fixed = [r.args[outer] for outer, _ in self.invariants]
+        r.fixed += [r.args[n_node + k] for k in range(self.n_captures)]
         r.fixed_slot = np.array([s for _, s in self.invariants] + self.capture_slots,
                                 dtype=np.intp)
         r.values = [args[spec.inputs[k].outer] for k, _, _ in self.carried]

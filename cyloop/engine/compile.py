@@ -24,6 +24,7 @@ from ..ir import LOOP_DOMAIN, Graph, LoopSpec, Node
 from . import _core, reference
 from .control import BatchedScanRunner, IfRunner, SequenceMapRunner
 from .destinations import plan_destinations
+from .fuse import fuse_loop
 from .hoist import hoist_loop
 from .settings import Settings
 
@@ -200,6 +201,7 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings,
         if settings.driver == "python":
             body = compile_graph(spec.body, settings, captures=captures, opsets=opsets)
             return _runner(reference.LoopDriver(spec, body, node.label, settings))
+        spec = fuse_loop(spec)
         hoist = None
         if settings.hoist:
             hoisted = hoist_loop(spec, captures, opsets)

@@ -27,6 +27,7 @@ class LoopPlan:
     scalar: list[str] = field(default_factory=list)  # steps that took their scalar path
     # Measured choices (ops/_measured.py): (step label, the choice and each candidate's time).
     choices: list[tuple[str, str]] = field(default_factory=list)
+    fused: list[str] = field(default_factory=list)  # patterns run as one kernel (engine/fuse.py)
 
     @property
     def preallocated_bytes(self) -> int:
@@ -47,6 +48,8 @@ class LoopPlan:
                        f"{row[2]:<{widths[2]}}  {row[3]}")
         for note in self.hoisted:
             out.append(f"{indent}  hoisted (run before the loop on chunks of rows): {note}")
+        for note in self.fused:
+            out.append(f"{indent}  fused: {note}")
         for note in self.aliasing:
             out.append(f"{indent}  alias: {note}")
         if self.scalar:
@@ -173,5 +176,7 @@ def describe(facts: LoopFacts) -> LoopPlan:
     kernels += [(f"{shown} (hoisted)", fn) for shown, fn in facts.hoisted_kernels]
     choices = [(label, fn.measured.describe()) for label, fn in kernels
                if getattr(fn, "measured", None) is not None]
+    fused = [f"{node.label} runs {node.attrs['fused_from']}" for node in spec.body.nodes
+             if "fused_from" in node.attrs]
     return LoopPlan(facts.label, facts.driver, trip, inputs, outputs, aliasing, facts.counters,
-                    nested, hoisted_nodes, scalar, choices)
+                    nested, hoisted_nodes, scalar, choices, fused)

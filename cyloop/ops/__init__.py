@@ -3,7 +3,7 @@
 Importing this package registers every kernel; `build(node, opsets)` resolves a node's kernel.
 """
 
-from . import onnx, openvino  # noqa: F401  (registers the ONNX and OpenVINO kernels)
+from . import fused, onnx, openvino  # noqa: F401  (registers every kernel)
 from .registry import (
     Kernel,
     KernelDef,

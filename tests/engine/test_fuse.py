@@ -1,0 +1,178 @@
+"""Fusion (engine/fuse.py): an LSTM cell's gate arithmetic spelled op by op in a loop body runs as
+one LSTMGates kernel under the Cython driver. Every case runs the pure-Python driver, which runs
+the body as written, as the oracle (onnxruntime too for the ONNX spellings); cases the pass must
+leave alone check that it did."""
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import helper
+
+import cyloop
+from cyloop.ops import fused
+
+from ..frontends.onnx_models import model, tensor
+
+_ROLES = "fiog"  # forget, input, output gates and the candidate g
+
+
+def _lstm_loop(order="ifgo", swapped=False, axis=1, leak=None, sizes=False, hidden=4,
+               gates=None, opset=13):
+    """An ONNX Loop whose body spells the LSTM cell: Split into gates in `order`, operands of
+    every Mul and Add swapped if `swapped`; `leak` also returns that intermediate value;
+    `sizes` passes explicit split sizes; `gates` is the width of the gate axis (4 * hidden
+    unless an uneven split is wanted)."""
+    gates = 4 * hidden if gates is None else gates
+    part = -(-gates // 4)
+    state = hidden if gates == 4 * hidden else part
+    node = helper.make_node
+
+    def two(op, a, b, out):
+        return node(op, [b, a] if swapped else [a, b], [out])
+
+    split_inputs = ["pre"]
+    nodes = [node("Gather", ["X", "i"], ["x_t"], axis=0),
+             node("MatMul", ["x_t", "W"], ["xw"]),
+             node("MatMul", ["h_in", "R"], ["hr"]),
+             two("Add", "xw", "hr", "s"), two("Add", "s", "B", "pre")]
+    if sizes:
+        nodes.append(node("Constant", [], ["sizes"], value=helper.make_tensor(
+            "sizes", 7, [4], [hidden] * 4)))
+        split_inputs.append("sizes")
+    split_attrs = {"axis": axis}
+    if opset >= 18 and not sizes:
+        split_attrs["num_outputs"] = 4
+    nodes += [node("Split", split_inputs, [f"g_{r}" for r in order], **split_attrs),
+              node("Sigmoid", ["g_f"], ["f_t"]), node("Sigmoid", ["g_i"], ["i_t"]),
+              node("Sigmoid", ["g_o"], ["o_t"]), node("Tanh", ["g_g"], ["c_hat"]),
+              two("Mul", "f_t", "c_in", "fc"), two("Mul", "i_t", "c_hat", "ic"),
+              two("Add", "fc", "ic", "c_out"), node("Tanh", ["c_out"], ["tc"]),
+              two("Mul", "o_t", "tc", "h_out"), node("Identity", ["h_out"], ["y"]),
+              node("Identity", ["cond_in"], ["cond_out"])]
+    outputs = [tensor("cond_out", np.bool_, []), tensor("h_out", np.float32, None),
+               tensor("c_out", np.float32, None), tensor("y", np.float32, None)]
+    outer_outputs = ["h_last", "c_last", "hs"]
+    if leak:
+        nodes.append(node("Identity", [leak], ["leaked"]))
+        outputs.append(tensor("leaked", np.float32, None))
+        outer_outputs.append("leaks")
+    body = helper.make_graph(
+        nodes, "body", [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []),
+                        tensor("h_in", np.float32, None), tensor("c_in", np.float32, None)],
+        outputs)
+    graph = helper.make_graph(
+        [node("Loop", ["T", "", "h0", "c0"], outer_outputs, body=body)], "lstm",
+        [tensor("T", np.int64, []), tensor("X", np.float32, ["T", "N", "F"]),
+         tensor("W", np.float32, ["F", gates]), tensor("R", np.float32, [state, gates]),
+         tensor("B", np.float32, [gates]), tensor("h0", np.float32, ["N", state]),
+         tensor("c0", np.float32, ["N", state])],
+        [tensor(name, np.float32, None) for name in outer_outputs])
+    return model(graph, opset), state, gates
+
+
+def _feeds(rng, state, gates, steps=7, batch=3, features=5):
+    f = np.float32
+    return {"T": np.array(steps, np.int64),
+            "X": rng.standard_normal((steps, batch, features)).astype(f),
+            "W": (rng.standard_normal((features, gates)) * 0.6).astype(f),
+            "R": (rng.standard_normal((state, gates)) * 0.6).astype(f),
+            "B": rng.standard_normal(gates).astype(f),
+            "h0": rng.standard_normal((batch, state)).astype(f),
+            "c0": rng.standard_normal((batch, state)).astype(f)}
+
+
+def _check(onnx_model, feeds, fused_expected):
+    fast = cyloop.load(onnx_model, driver="cython")
+    reference = cyloop.load(onnx_model, driver="python")
+    got, want = fast.run(feeds), reference.run(feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
+    plan = str(fast.plan())
+    assert ("fused: LSTMGates node producing 'h_out' runs " in plan) == fused_expected, plan
+    assert "fused:" not in str(reference.plan())  # the reference driver runs the body as written
+    return got
+
+
+@pytest.mark.parametrize("order", ["ifgo", "iofg", "fiog", "gofi"])
+@pytest.mark.parametrize("swapped", [False, True])
+@pytest.mark.parametrize("axis", [1, -1])
+def test_any_gate_order_and_operand_order_is_fused_and_computes_the_same(order, swapped, axis,
+                                                                         rng):
+    import onnxruntime as ort
+
+    onnx_model, state, gates = _lstm_loop(order, swapped, axis)
+    feeds = _feeds(rng, state, gates)
+    got = _check(onnx_model, feeds, fused_expected=True)
+    session = ort.InferenceSession(onnx_model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    for name, value in zip([o.name for o in session.get_outputs()], session.run(None, feeds)):
+        np.testing.assert_allclose(got[name], value, rtol=2e-5, atol=2e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("leak", ["f_t", "c_hat", "fc", "tc", "g_o"])
+def test_an_intermediate_read_elsewhere_keeps_the_body_as_written(leak, rng):
+    onnx_model, state, gates = _lstm_loop(leak=leak)
+    _check(onnx_model, _feeds(rng, state, gates), fused_expected=False)
+
+
+def test_explicit_split_sizes_are_left_alone(rng):
+    onnx_model, state, gates = _lstm_loop(sizes=True)
+    _check(onnx_model, _feeds(rng, state, gates), fused_expected=False)
+
+
+def test_an_uneven_opset18_split_runs_the_arithmetic_as_written(rng):
+    """num_outputs=4 over 10 columns: parts of 3, 3, 3 and 1 that broadcast (o is [B, 1])."""
+    onnx_model, state, gates = _lstm_loop("ifgo", hidden=3, gates=10, opset=18)
+    _check(onnx_model, _feeds(rng, state, gates), fused_expected=True)
+
+
+def test_the_ir_openvino_converts_from_the_onnx_spelling_is_fused(tmp_path, rng):
+    import onnx
+    import openvino as ov
+
+    onnx_model, state, gates = _lstm_loop("iofg")
+    onnx.save(onnx_model, str(tmp_path / "lstm.onnx"))
+    path = tmp_path / "lstm.xml"
+    ov.save_model(ov.convert_model(str(tmp_path / "lstm.onnx")), str(path),
+                  compress_to_fp16=False)
+    feeds = _feeds(rng, state, gates)
+    fast, reference = cyloop.load(path, driver="cython"), cyloop.load(path, driver="python")
+    got, want = fast.run(feeds), reference.run(feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
+    assert re.search(r"fused: LSTMGates node producing '[^']+' runs node '\d+:\w+' \(Split\), ",
+                     str(fast.plan()))
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.permutations(range(4)), st.integers(1, 3), st.integers(0, 2), st.integers(1, 4),
+       st.booleans(), st.integers(0, 2**32 - 1))
+def test_the_kernel_against_the_cell_equations(blocks, rank, axis_pick, hidden, broadcast_c,
+                                               seed):
+    """LSTMGates on any rank and gate axis (trailing axes included), c broadcasting or not,
+    against sigmoid/tanh written out in float64."""
+    rng = np.random.default_rng(seed)
+    axis = axis_pick % rank
+    shape = [2, 3, 2][:rank]
+    shape[axis] = 4 * hidden
+    pre = (rng.standard_normal(shape) * 3).astype(np.float32)
+    part_shape = list(shape)
+    part_shape[axis] = hidden
+    c_shape = [1 if broadcast_c and k != axis else d for k, d in enumerate(part_shape)]
+    c = rng.standard_normal(c_shape).astype(np.float32)
+    kernel = fused.lstm_gates({"axis": axis - rank if seed % 2 else axis,
+                               "blocks": list(blocks)}, 2)
+    h_new, c_new = kernel(pre, c)
+    parts = np.split(pre.astype(np.float64), 4, axis=axis)
+    f, i, g, o = (parts[k] for k in blocks)
+    want_c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+    np.testing.assert_allclose(c_new, want_c, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(h_new, _sigmoid(o) * np.tanh(want_c), rtol=1e-5, atol=1e-6)
+    assert h_new.dtype == c_new.dtype == np.float32
