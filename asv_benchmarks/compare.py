@@ -34,6 +34,23 @@ import cyloop
 from cyloop.peers import openvino_compiled
 
 DIRECTORY = tempfile.mkdtemp(prefix="cyloop-compare-")
+IDLE_SECONDS = 0.1  # pause before each timed run (see `measure`)
+_LOADED: dict = {}  # workload id -> the cyloop Model measured on it (its plan shows its choices)
+
+
+def cpu_name() -> str:
+    """The CPU's model name and its widest SIMD / matrix features (figures depend on them)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:
+        return platform.processor() or platform.machine()
+    name = next((line.split(":", 1)[1].strip() for line in text.splitlines()
+                 if line.startswith("model name")), platform.machine())
+    flags = set(next((line.split(":", 1)[1].split() for line in text.splitlines()
+                      if line.startswith("flags")), []))
+    features = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in flags]
+    return f"{name} ({', '.join(features) or 'no AVX2'})"
 
 
 def workloads():
@@ -50,6 +67,8 @@ def workloads():
         "W3-scan": (lambda: common.w3_reverse_scan_onnx(), 4096),
         "W4-ti": (lambda: _w4_ti(), 200),
         "W4-loop": (lambda: common.w4_lstm_loop_onnx(), 200),
+        "W4-loop-ir": (lambda: common.converted_ir(DIRECTORY, "w4", common.w4_lstm_loop_onnx),
+                       200),
         "W5": (lambda: common.w5_while_onnx(), 5000),
         "W5-ir": (lambda: common.converted_ir(DIRECTORY, "w5", common.w5_while_onnx), 5000),
         "W6": (lambda: _w6(), 2000),
@@ -94,7 +113,7 @@ def runners(name, model, feeds, numpy_loop):
     """runner name -> callable() returning the outputs as a list."""
     path = _path(model, name)
     out = {}
-    cy = cyloop.load(path)
+    cy = _LOADED[name] = cyloop.load(path)
     out["cyloop"] = lambda: list(cy.run(feeds).values())
     if path.endswith(".onnx"):
         try:
@@ -165,6 +184,11 @@ def measure(workload_id, repeat):
     times = {name: [] for name in cells}
     for _ in range(repeat):
         for name, run in cells.items():
+            # The previous runner's worker threads go idle first: onnxruntime's pool spins after
+            # a run, and on a 2-core machine it takes the core the next runner's BLAS threads
+            # use (measured on W4-loop: cyloop 42 us/step alone, 118 right after an
+            # onnxruntime run, 42 again after this pause).
+            time.sleep(IDLE_SECONDS)
             start = time.perf_counter()
             run()
             times[name].append(time.perf_counter() - start)
@@ -278,7 +302,7 @@ def main():
         _cell(*args.cell)
         return
     chosen = [w for w in workloads() if not args.only or w in args.only.split(",")]
-    print(f"{time.strftime('%Y-%m-%d')} on {platform.machine()}, {os.cpu_count()} cores, "
+    print(f"{time.strftime('%Y-%m-%d')} on {cpu_name()}, {os.cpu_count()} cores, "
           f"{platform.python_implementation()} {platform.python_version()}, numpy "
           f"{np.__version__}, cyloop {cyloop.__version__}; median of {args.repeat} interleaved "
           "rounds")
@@ -305,6 +329,11 @@ def main():
             peak_text = "" if peak in ("", None) else f"{peak / 2**20:.1f}"
             print(f"| {workload_id} | {name} | {us:.2f} | {ratio} | {peak_text} | "
                   f"{cell['agrees']} |", flush=True)
+    print("\ncyloop's measured choices on this machine (Model.plan()):")
+    for workload_id, model in _LOADED.items():
+        for line in str(model.plan()).splitlines():
+            if "measured choice:" in line:
+                print(f"- {workload_id}: {line.strip().removeprefix('measured choice: ')}")
     startup(chosen, args.repeat)
     functional(workload_prefixes, args.repeat)
 

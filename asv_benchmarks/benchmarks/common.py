@@ -561,15 +561,23 @@ FUNCTIONAL = {
 
 def converted_ir(directory, name, onnx_workload):
     """An ONNX workload as the IR `openvino.convert_model` writes for it (the spelling OpenVINO
-    users have): (xml path, feeds, numpy_loop). Inputs keep their ONNX names."""
+    users have): (xml path, feeds, numpy_loop). Inputs keep their ONNX names.
+
+    The conversion runs in a child interpreter: after converting some ONNX models (W4's Loop),
+    OpenVINO 2026.4 leaves the process in a state where numpy's multi-threaded OpenBLAS GEMMs
+    spin forever (seen on a 2-core Xeon; plain numpy, no cyloop involved)."""
+    import subprocess
+    import sys
+
     import onnx
-    import openvino as ov
 
     model, feeds, numpy_loop = onnx_workload()
     onnx_path = f"{directory}/{name}.onnx"
     onnx.save(model, onnx_path)
     path = f"{directory}/{name}.xml"
-    ov.save_model(ov.convert_model(onnx_path), path, compress_to_fp16=False)
+    convert = ("import sys, openvino as ov; ov.save_model(ov.convert_model(sys.argv[1]), "
+               "sys.argv[2], compress_to_fp16=False)")
+    subprocess.run([sys.executable, "-c", convert, onnx_path, path], check=True)
     return path, feeds, numpy_loop
 
 

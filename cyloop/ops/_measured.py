@@ -18,13 +18,19 @@ from time import perf_counter
 
 __all__ = ["Measured", "Trial"]
 
+# Medians within this fraction of each other are too close to call on a few samples (a noisy
+# neighbour, a page fault): each candidate runs `rounds` more, up to this factor times `rounds`.
+CLOSE = 0.1
+MAX_ROUNDS_FACTOR = 3
+
 
 class Trial:
     """The timings of the candidates on one key (one set of shapes) and, once each has run its
     rounds, the choice."""
 
-    def __init__(self, names):
+    def __init__(self, names, rounds: int):
         self.samples: dict[str, list[float]] = {name: [] for name in names}
+        self.needed = rounds  # timed calls each candidate needs before the choice
         self.choice: str | None = None
         self.turn = 0
         self.warm: set[str] = set()
@@ -40,10 +46,11 @@ class Trial:
 class Measured:
     """Call one of `candidates` (name -> callable, the first the default) per call. On each key
     (``key(*args)``, say the operands' shapes; one key if None) the candidates run in turn, each
-    once to warm up and `rounds` times more, then the one with the lowest median time is kept for
-    that key. `label(key)` names a key in the plan. Past `max_keys` keys (shapes that keep
-    changing, say a growing operand), new keys take the default without timing: no trial is kept
-    per shape of an unbounded series."""
+    once to warm up and `rounds` times more (up to three times as many while the two best medians
+    are within 10%), then the one with the lowest median time is kept for that key. `label(key)`
+    names a key in the plan. Past `max_keys` keys (shapes that keep changing, say a growing
+    operand), new keys take the default without timing: no trial is kept per shape of an
+    unbounded series."""
 
     def __init__(self, candidates: dict[str, Callable], rounds: int = 5,
                  key: Callable[..., Hashable] | None = None,
@@ -72,7 +79,7 @@ class Measured:
         with self._lock:
             trial = self.trials.get(key)
             if trial is None and len(self.trials) < self.max_keys:
-                trial = self.trials[key] = Trial(names)
+                trial = self.trials[key] = Trial(names, self.rounds)
             if trial is not None:
                 name = names[trial.turn % len(names)]
                 trial.turn += 1
@@ -86,11 +93,15 @@ class Measured:
                 trial.samples[name].append(elapsed)
             else:  # a first call pays one-time costs (caches, page faults): not a sample
                 trial.warm.add(name)
-            if trial.choice is None and all(len(s) >= self.rounds
+            if trial.choice is None and all(len(s) >= trial.needed
                                             for s in trial.samples.values()):
-                trial.choice = min(trial.samples,
-                                   key=lambda n: statistics.median(trial.samples[n]))
-                self._chosen[key] = self.candidates[trial.choice]
+                medians = sorted((statistics.median(s), n) for n, s in trial.samples.items())
+                close = medians[1][0] < medians[0][0] * (1 + CLOSE)
+                if close and trial.needed < MAX_ROUNDS_FACTOR * self.rounds:
+                    trial.needed += self.rounds  # too close to call on this many: more rounds
+                else:
+                    trial.choice = medians[0][1]
+                    self._chosen[key] = self.candidates[trial.choice]
         return result
 
     def fix(self, name: str | None = None) -> None:

@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from cyloop.ops import _measured
 from cyloop.ops._measured import Measured
 
 
@@ -75,3 +76,18 @@ def test_each_key_is_measured_on_its_own_and_unbounded_keys_take_the_default():
     for x in range(10):
         assert many(x) == x
     assert list(many.trials) == [0, 1, 2]
+
+
+def test_medians_too_close_to_call_take_more_rounds_before_the_choice(monkeypatch):
+    """Two candidates timed alike (a clock that ticks once a reading): each runs three times
+    `rounds` timed calls, the most there are, before the first is kept."""
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(_measured, "perf_counter", lambda: next(ticks))
+    measured = Measured({"a": lambda x: x, "b": lambda x: x}, rounds=2)
+    calls = 0
+    while not measured.trials or measured.trials[None].choice is None:
+        assert measured(calls) == calls
+        calls += 1
+    trial = measured.trials[None]
+    assert {len(s) for s in trial.samples.values()} == {3 * 2}  # after a warm-up call each
+    assert calls == 2 * (1 + 3 * 2) and trial.choice == "a"
