@@ -29,9 +29,20 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from .. import ops
 from ..errors import UnsupportedOpError
-from ..ir import LOOP_DOMAIN, Graph, InvariantInput, LoopSpec, Node, SlicedInput, Value
+from ..ir import (
+    LOOP_DOMAIN,
+    OPENVINO_DOMAIN,
+    Graph,
+    InvariantInput,
+    LoopSpec,
+    Node,
+    SlicedInput,
+    Value,
+)
 from . import chunks
 from .chunks import (
     CaptureStatic,
@@ -131,11 +142,21 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
 
 
 def _as_gather(node: Node, iteration_param, statics):
-    """``Gather(x, i)`` of a static x by the iteration number: row i of x along the axis."""
-    if (iteration_param and node.domain in ("", "ai.onnx") and node.op_type == "Gather"
-            and len(node.inputs) == 2 and node.inputs[0] in statics
-            and node.inputs[1] == iteration_param and len(node.outputs) == 1):
+    """``Gather(x, i)`` of a static x by the (scalar) iteration number: row i of x along the
+    axis. ONNX's Gather has the axis as an attribute; OpenVINO's as a constant third input
+    (with ``batch_dims`` 0)."""
+    if (not iteration_param or node.op_type != "Gather" or len(node.outputs) != 1
+            or len(node.inputs) < 2 or node.inputs[0] not in statics
+            or node.inputs[1] != iteration_param):
+        return None
+    if node.domain in ("", "ai.onnx") and len(node.inputs) == 2:
         return GatherSource(node.inputs[0], int(node.attrs.get("axis", 0)), node.label)
+    if node.domain == OPENVINO_DOMAIN and len(node.inputs) == 3 \
+            and int(node.attrs.get("batch_dims", 0) or 0) == 0:
+        axis = statics.get(node.inputs[2])
+        if isinstance(axis, ConstStatic) and np.size(axis.value) == 1:
+            return GatherSource(node.inputs[0], int(np.asarray(axis.value).reshape(())),
+                                node.label)
     return None
 
 

@@ -129,7 +129,7 @@ def test_an_uneven_opset18_split_runs_the_arithmetic_as_written(rng):
     _check(onnx_model, _feeds(rng, state, gates), fused_expected=True)
 
 
-def test_the_ir_openvino_converts_from_the_onnx_spelling_is_fused(tmp_path, rng):
+def test_the_ir_openvino_converts_from_the_onnx_spelling_is_fused_and_hoisted(tmp_path, rng):
     import onnx
     import openvino as ov
 
@@ -143,8 +143,12 @@ def test_the_ir_openvino_converts_from_the_onnx_spelling_is_fused(tmp_path, rng)
     got, want = fast.run(feeds), reference.run(feeds)
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
+    plan = str(fast.plan())
     assert re.search(r"fused: LSTMGates node producing '[^']+' runs node '\d+:\w+' \(Split\), ",
-                     str(fast.plan()))
+                     plan)
+    # OpenVINO's Gather(X, i, axis) by the iteration number is hoisted as ONNX's is.
+    assert re.search(r"hoisted \(run before the loop on chunks of rows\): node '\d+:x_t' "
+                     r"\(Gather\), node '\d+:xw' \(MatMul\)", plan)
 
 
 def _sigmoid(x):

@@ -1,4 +1,4 @@
 """Kernels for OpenVINO IR layers (domain ``openvino``), registered by the opset version each
 behaviour appeared in. IR attributes arrive as strings; `_attrs.py` parses them."""
 
-from . import cells, elementwise, nn, tensor  # noqa: F401  (registration happens on import)
+from . import cells, elementwise, nn, sequences, tensor  # noqa: F401  (registration happens on import)

@@ -141,7 +141,7 @@ def cell_projection(attrs):
     return project
 
 
-def _lstm_recurrence(attrs) -> Measured:
+def lstm_step(attrs) -> Measured:
     """The LSTM step after the input projection, from arranged gates: xw [..., B, 4H] (rows
     f, i, o, c), h and c [..., B, H], r [4H, H] as the model has it."""
     f, g, h_act = _activations(attrs, ["sigmoid", "tanh", "tanh"])
@@ -210,7 +210,7 @@ def _lstm_recurrence(attrs) -> Measured:
     return _measured({layout.name: step_in(layout) for layout in _LAYOUTS})
 
 
-def _gru_recurrence(attrs) -> Measured:
+def gru_step(attrs) -> Measured:
     """The GRU step after the input projection: xw [..., B, 3H] (z, r, h), h [..., B, H],
     r [3H, H], b the cell's bias (its fourth block, with linear_before_reset, is the recurrent
     bias of h)."""
@@ -254,7 +254,7 @@ def _gru_recurrence(attrs) -> Measured:
     return _measured({layout.name: step_in(layout) for layout in _LAYOUTS})
 
 
-def _rnn_recurrence(attrs) -> Measured:
+def rnn_step(attrs) -> Measured:
     """The RNN step after the input projection: xw [..., B, H], h [..., B, H], r [H, H]."""
     (f,) = _activations(attrs, ["tanh"])
     clip = as_float(attrs, "clip", 0.0)
@@ -272,7 +272,7 @@ def _rnn_recurrence(attrs) -> Measured:
     return _measured({layout.name: step_in(layout) for layout in _LAYOUTS})
 
 
-def _showing(fn, step: Measured):
+def showing(fn, step: Measured):
     """`fn` with `step`'s measured choice as ``fn.measured`` (the engine fixes it when tuning is
     off; the plan shows it)."""
     fn.measured = step
@@ -281,23 +281,25 @@ def _showing(fn, step: Measured):
 
 @kernel("LSTMCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True)
 def lstm_recurrence(attrs, n_outputs):
-    step = _lstm_recurrence(attrs)
-    return _showing(lambda xw, h, c, r: step(xw, h, c, r)[:n_outputs], step)
+    step = lstm_step(attrs)
+    return showing(lambda xw, h, c, r: step(xw, h, c, r)[:n_outputs], step)
 
 
 @kernel("GRUCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True)
 def gru_recurrence(attrs, n_outputs):
-    step = _gru_recurrence(attrs)
-    return _showing(lambda xw, h, r, b: (step(xw, h, r, b),)[:n_outputs], step)
+    step = gru_step(attrs)
+    return showing(lambda xw, h, r, b: (step(xw, h, r, b),)[:n_outputs], step)
 
 
 @kernel("RNNCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True)
 def rnn_recurrence(attrs, n_outputs):
-    step = _rnn_recurrence(attrs)
-    return _showing(lambda xw, h, r: (step(xw, h, r),)[:n_outputs], step)
+    step = rnn_step(attrs)
+    return showing(lambda xw, h, r: (step(xw, h, r),)[:n_outputs], step)
 
 
-def _projection(recurrence, attrs):
+def projection_for(recurrence, attrs):
+    """The input projection of a cell whose recurrence op is `recurrence` (with its gates laid
+    out as that recurrence expects)."""
     return cell_projection(dict(attrs, recurrence=recurrence))
 
 
@@ -308,20 +310,20 @@ def _projection(recurrence, attrs):
 def lstm_cell(attrs, n_outputs):
     """Gates in OpenVINO's f, i, c, o order. LSTMCell-1's peephole input is refused at load time
     (by the frontend); without it the two versions compute the same."""
-    project, step = _projection("LSTMCellRecurrence", attrs), _lstm_recurrence(attrs)
-    return _showing(lambda x, h, c, w, r, b: step(project(x, w, b), h, c, r)[:n_outputs], step)
+    project, step = projection_for("LSTMCellRecurrence", attrs), lstm_step(attrs)
+    return showing(lambda x, h, c, w, r, b: step(project(x, w, b), h, c, r)[:n_outputs], step)
 
 
 @kernel("GRUCell", domain=DOMAIN, since=3, multi=True, batch="cell",
         cell=("GRUCellRecurrence", 2, 4))
 def gru_cell(attrs, n_outputs):
     """Gates in OpenVINO's z, r, h order; ``linear_before_reset`` as in ONNX."""
-    project, step = _projection("GRUCellRecurrence", attrs), _gru_recurrence(attrs)
-    return _showing(lambda x, h, w, r, b: (step(project(x, w, b), h, r, b),)[:n_outputs], step)
+    project, step = projection_for("GRUCellRecurrence", attrs), gru_step(attrs)
+    return showing(lambda x, h, w, r, b: (step(project(x, w, b), h, r, b),)[:n_outputs], step)
 
 
 @kernel("RNNCell", domain=DOMAIN, since=1, multi=True, batch="cell",
         cell=("RNNCellRecurrence", 2, 4))
 def rnn_cell(attrs, n_outputs):
-    project, step = _projection("RNNCellRecurrence", attrs), _rnn_recurrence(attrs)
-    return _showing(lambda x, h, w, r, b: (step(project(x, w, b), h, r),)[:n_outputs], step)
+    project, step = projection_for("RNNCellRecurrence", attrs), rnn_step(attrs)
+    return showing(lambda x, h, w, r, b: (step(project(x, w, b), h, r),)[:n_outputs], step)

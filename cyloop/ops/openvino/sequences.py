@@ -1,0 +1,127 @@
+"""OpenVINO's recurrent sequence layers, LSTMSequence-5, GRUSequence-5 and RNNSequence-5: the
+whole of an RNN layer in one op, as `openvino.convert_model` writes PyTorch's nn.LSTM / nn.GRU /
+nn.RNN and ONNX's LSTM / GRU / RNN.
+
+Each direction runs the cell of cells.py over the sequence: the input projection of every step
+at once (one GEMM: the hoisting a TensorIterator's cell gets), then the recurrence step by step,
+with the same measured choices. Shapes, with D directions (2 if bidirectional):
+
+    X [B, T, I], initial states [B, D, H], sequence_lengths [B], W [D, G*H, I], R [D, G*H, H],
+    B [D, G*H] (GRU with linear_before_reset: [D, 4*H]) -> Y [B, D, T, H], final states [B, D, H]
+
+Batch element b runs only its first ``sequence_lengths[b]`` steps: a reverse direction runs them
+from the last of those back to the first, Y is zero past them, and the final states are those
+after them (ONNX's semantics, which OpenVINO follows); an element of length 0 ends in zero states
+(OpenVINO's reference implementation and plugin), not its initial ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import kernel
+from ._attrs import DOMAIN
+from .cells import gru_step, lstm_step, projection_for, rnn_step, showing
+
+
+def _directions(attrs, count):
+    direction = str(attrs.get("direction", "forward")).lower()
+    expected = 2 if direction == "bidirectional" else 1
+    if direction not in ("forward", "reverse", "bidirectional") or count != expected:
+        raise ValueError(f"direction {direction!r} needs weights for {expected} direction(s), "
+                         f"got {count}")
+    return [direction == "reverse" or (direction == "bidirectional" and d == 1)
+            for d in range(count)]
+
+
+def _lengths(lengths, batch, steps):
+    lengths = np.asarray(lengths).reshape(-1)
+    if lengths.shape != (batch,) or lengths.dtype.kind not in "iu":
+        raise ValueError(f"sequence_lengths must be {batch} integers, got "
+                         f"{lengths.dtype} {list(lengths.shape)}")
+    if lengths.size and (lengths.min() < 0 or lengths.max() > steps):
+        raise ValueError(f"sequence_lengths must lie in [0, {steps}], got {lengths.tolist()}")
+    return lengths.astype(np.intp)
+
+
+def _run(states, x, lengths, w, b, attrs, project, step):
+    """Run every direction. `states`: the initial states [B, D, H] (h, and c for an LSTM);
+    `w`, `b`: the input weights and biases [D, ...] `project` takes; `step(xw_t, states, d)` ->
+    the new states. Returns (Y, final states)."""
+    batch, steps = x.shape[0], x.shape[1]
+    lengths = _lengths(lengths, batch, steps)
+    reverses = _directions(attrs, w.shape[0])
+    hidden = states[0].shape[-1]
+    dtype = np.result_type(x, states[0])
+    y = np.zeros((batch, len(reverses), steps, hidden), dtype)
+    finals = [np.empty((batch, len(reverses), hidden), dtype) for _ in states]
+    rows = np.arange(batch)
+    full = bool(np.all(lengths == steps))
+    for d, reverse in enumerate(reverses):
+        xw = project(x, w[d], b[d])  # [B, T, G]: every step's input projection, one GEMM
+        current = [s[:, d] for s in states]
+        for k in range(steps):
+            if full:
+                at = steps - 1 - k if reverse else k
+                current = step(xw[:, at], current, d)
+                y[:, d, at] = current[0]
+                continue
+            active = k < lengths  # [B]: the elements still inside their sequence
+            if not active.any():
+                break
+            at = np.where(active, lengths - 1 - k if reverse else k, 0)
+            new = step(xw[rows, at], current, d)
+            keep = active[:, None]
+            current = [np.where(keep, n, s) for n, s in zip(new, current)]
+            y[rows[active], d, at[active]] = new[0][active]
+        for final, value in zip(finals, current):
+            final[:, d] = value
+            final[lengths == 0, d] = 0  # no step run: zero states, as OpenVINO's reference has it
+    return y, finals
+
+
+@kernel("LSTMSequence", domain=DOMAIN, since=5, multi=True)
+def lstm_sequence(attrs, n_outputs):
+    """LSTMSequence-5 (gates f, i, c, o): (X, H0, C0, sequence_lengths, W, R, B) -> (Y, Ho,
+    Co)."""
+    project, recurrence = projection_for("LSTMCellRecurrence", attrs), lstm_step(attrs)
+
+    def run(x, h0, c0, lengths, w, r, b):
+        def step(xw_t, states, d):
+            return recurrence(xw_t, states[0], states[1], r[d])
+
+        y, (h, c) = _run([h0, c0], x, lengths, w, b, attrs, project, step)
+        return (y, h, c)[:n_outputs]
+
+    return showing(run, recurrence)
+
+
+@kernel("GRUSequence", domain=DOMAIN, since=5, multi=True)
+def gru_sequence(attrs, n_outputs):
+    """GRUSequence-5 (gates z, r, h; ``linear_before_reset`` as in GRUCell): (X, H0,
+    sequence_lengths, W, R, B) -> (Y, Ho)."""
+    project, recurrence = projection_for("GRUCellRecurrence", attrs), gru_step(attrs)
+
+    def run(x, h0, lengths, w, r, b):
+        def step(xw_t, states, d):
+            return [recurrence(xw_t, states[0], r[d], b[d])]
+
+        y, (h,) = _run([h0], x, lengths, w, b, attrs, project, step)
+        return (y, h)[:n_outputs]
+
+    return showing(run, recurrence)
+
+
+@kernel("RNNSequence", domain=DOMAIN, since=5, multi=True)
+def rnn_sequence(attrs, n_outputs):
+    """RNNSequence-5: (X, H0, sequence_lengths, W, R, B) -> (Y, Ho)."""
+    project, recurrence = projection_for("RNNCellRecurrence", attrs), rnn_step(attrs)
+
+    def run(x, h0, lengths, w, r, b):
+        def step(xw_t, states, d):
+            return [recurrence(xw_t, states[0], r[d])]
+
+        y, (h,) = _run([h0], x, lengths, w, b, attrs, project, step)
+        return (y, h)[:n_outputs]
+
+    return showing(run, recurrence)

@@ -1,0 +1,157 @@
+"""LSTMSequence-5 / GRUSequence-5 / RNNSequence-5: every direction, with and without sequence
+lengths, each measured formulation forced, against the cell equations run per batch element in
+numpy (an oracle written from the spec) and against OpenVINO's plugin; and the IR
+`openvino.convert_model` writes for ONNX's LSTM / GRU / RNN nodes, against onnxruntime."""
+
+import numpy as np
+import openvino as ov
+import openvino.opset8 as ops
+import pytest
+from onnx import helper
+
+import cyloop
+from cyloop.peers import openvino_compiled
+
+from ...frontends.onnx_models import model as onnx_model
+from ...frontends.onnx_models import tensor
+from ...frontends.openvino_models import save
+from .test_cells import _numpy_cells
+
+_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
+
+
+def _sequence_model(cell, direction, attrs, batch=3, steps=6, features=5, hidden=4, seed=0):
+    rng = np.random.default_rng(seed)
+    directions = 2 if direction == "bidirectional" else 1
+    gates = _GATES[cell]
+    f = np.float32
+    bias_blocks = gates + (1 if attrs.get("linear_before_reset") else 0)
+    weights = {"W": (rng.standard_normal((directions, gates * hidden, features)) * 0.5).astype(f),
+               "R": (rng.standard_normal((directions, gates * hidden, hidden)) * 0.5).astype(f),
+               "B": rng.standard_normal((directions, bias_blocks * hidden)).astype(f)}
+    x = ops.parameter([batch, steps, features], f, name="X")
+    h0 = ops.parameter([batch, directions, hidden], f, name="H0")
+    lengths = ops.parameter([batch], np.int32, name="L")
+    w, r, b = (ops.constant(weights[k]) for k in ("W", "R", "B"))
+    params = [x, h0]
+    if cell == "lstm":
+        c0 = ops.parameter([batch, directions, hidden], f, name="C0")
+        params.append(c0)
+        node = ops.lstm_sequence(x, h0, c0, lengths, w, r, b, hidden, direction, **attrs)
+    elif cell == "gru":
+        node = ops.gru_sequence(x, h0, lengths, w, r, b, hidden, direction, **attrs)
+    else:
+        node = ops.rnn_sequence(x, h0, lengths, w, r, b, hidden, direction, **attrs)
+    results = [ops.result(node.output(k)) for k in range(len(node.outputs()))]
+    return ov.Model(results, params + [lengths], f"{cell}_sequence"), weights
+
+
+def _numpy_sequence(cell, feeds, weights, direction, attrs):
+    """Y [B, D, T, H] and the final states, one batch element and direction at a time: the
+    element's first L steps (reversed for a reverse direction) through the cell equations."""
+    x, h0, lengths = feeds["X"], feeds["H0"], feeds["L"]
+    c0 = feeds.get("C0")
+    batch, steps = x.shape[:2]
+    directions, hidden = h0.shape[1], h0.shape[2]
+    y = np.zeros((batch, directions, steps, hidden))
+    h_final = np.zeros((batch, directions, hidden))
+    c_final = np.zeros((batch, directions, hidden))
+    for b in range(batch):
+        for d in range(directions):
+            reverse = direction == "reverse" or d == 1
+            length = int(lengths[b])
+            positions = list(range(length))[::-1] if reverse else list(range(length))
+            # A zero-length sequence ends in zero states (OpenVINO's reference implementation).
+            h = np.zeros((1, hidden))
+            c = None if c0 is None else np.zeros((1, hidden))
+            if length:
+                h = h0[b:b + 1, d].astype(np.float64)
+                c = None if c0 is None else c0[b:b + 1, d].astype(np.float64)
+                h, hs, c = _numpy_cells(cell, x[b:b + 1, positions], h, c, weights["W"][d],
+                                        weights["R"][d], weights["B"][d], **attrs)
+                y[b, d, positions] = hs[0]
+            h_final[b, d] = h[0]
+            if c is not None:
+                c_final[b, d] = c[0]
+    return [y, h_final] + ([c_final] if cell == "lstm" else [])
+
+
+_CASES = {"lstm": ("lstm", {}), "lstm-clip": ("lstm", {"clip": 0.6}), "gru": ("gru", {}),
+          "gru-linear-before-reset": ("gru", {"linear_before_reset": True}), "rnn": ("rnn", {})}
+
+
+@pytest.mark.parametrize("lengths", ["full", "varying"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("case", list(_CASES))
+def test_sequence_layers_match_the_cell_equations_and_the_plugin(case, direction, lengths,
+                                                                 tmp_path, rng):
+    cell, attrs = _CASES[case]
+    ov_model, weights = _sequence_model(cell, direction, attrs)
+    path = save(ov_model, tmp_path / "sequence.xml")
+    directions = 2 if direction == "bidirectional" else 1
+    feeds = {"X": rng.standard_normal((3, 6, 5)).astype(np.float32),
+             "H0": rng.standard_normal((3, directions, 4)).astype(np.float32)}
+    if cell == "lstm":
+        feeds["C0"] = rng.standard_normal((3, directions, 4)).astype(np.float32)
+    feeds["L"] = np.array([6, 6, 6] if lengths == "full" else [6, 2, 0], np.int32)
+    expected = _numpy_sequence(cell, feeds, weights, direction, attrs)
+    model = cyloop.load(path)
+    (kernel,) = [step.fn for step in model._compiled.steps]
+    for name in kernel.measured.candidates:
+        kernel.measured.fix(name)
+        got = list(model.run(feeds).values())
+        for value, want in zip(got, expected):
+            np.testing.assert_allclose(value, want, rtol=1e-4, atol=1e-5, err_msg=name)
+    plugin = list(openvino_compiled(ov_model)(feeds).values())
+    for value, want in zip(got, plugin):
+        np.testing.assert_allclose(value, want, rtol=1e-4, atol=1e-4)
+
+
+def test_sequence_lengths_out_of_range_are_refused(tmp_path, rng):
+    ov_model, _ = _sequence_model("rnn", "forward", {})
+    model = cyloop.load(save(ov_model, tmp_path / "sequence.xml"))
+    feeds = {"X": rng.standard_normal((3, 6, 5)).astype(np.float32),
+             "H0": np.zeros((3, 1, 4), np.float32), "L": np.array([6, 7, 1], np.int32)}
+    with pytest.raises(cyloop.CyloopError, match=r"sequence_lengths must lie in \[0, 6\]"):
+        model.run(feeds)
+
+
+def _onnx_rnn(op, direction, hidden=4, features=5):
+    directions = 2 if direction == "bidirectional" else 1
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    outputs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
+    node = helper.make_node(op, ["X", "W", "R", "B"], outputs, hidden_size=hidden,
+                            direction=direction)
+    f = np.float32
+    graph = helper.make_graph(
+        [node], op.lower(),
+        [tensor("X", f, [7, 3, features]), tensor("W", f, [directions, gates * hidden, features]),
+         tensor("R", f, [directions, gates * hidden, hidden]),
+         tensor("B", f, [directions, 2 * gates * hidden])],
+        [tensor(name, f, None) for name in outputs])
+    return onnx_model(graph, 14)
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+def test_ir_converted_from_onnx_rnn_layers_matches_onnxruntime(op, direction, tmp_path, rng):
+    """convert_model writes ONNX's LSTM / GRU / RNN as *Sequence-5 (with the gate reordering
+    and layout changes around it): cyloop runs that IR as onnxruntime runs the ONNX."""
+    import onnx
+    import onnxruntime as ort
+
+    proto = _onnx_rnn(op, direction)
+    onnx.save(proto, str(tmp_path / "rnn.onnx"))
+    path = save(ov.convert_model(str(tmp_path / "rnn.onnx")), tmp_path / "rnn.xml")
+    directions = 2 if direction == "bidirectional" else 1
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    feeds = {"X": rng.standard_normal((7, 3, 5)).astype(np.float32),
+             "W": (rng.standard_normal((directions, gates * 4, 5)) * 0.5).astype(np.float32),
+             "R": (rng.standard_normal((directions, gates * 4, 4)) * 0.5).astype(np.float32),
+             "B": rng.standard_normal((directions, 2 * gates * 4)).astype(np.float32)}
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    model = cyloop.load(path)
+    got = model.run({k: v for k, v in feeds.items() if k in model.input_names})
+    for name, value in expected.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-5, err_msg=name)
