@@ -89,6 +89,38 @@ for _op_type, _fn in _UNARY.items():
     _register_unary(_op_type, _fn)
 
 
+def _floating_only(op_type, ufunc):
+    """`ufunc` on floating-point input; integer input is refused by name (OpenVINO computes it
+    in floating point and converts back to the integer type, which these kernels do not
+    imitate)."""
+    def apply(x, out=None):
+        if x.dtype.kind not in "fc":
+            raise ValueError(f"{op_type} of {x.dtype} input is not supported (floating-point "
+                             "input only)")
+        return ufunc(x, out=out)
+
+    return apply
+
+
+# The trigonometric and hyperbolic layers (opset1; the inverse hyperbolic ones opset4).
+_TRIGONOMETRIC = {
+    "Sin": (np.sin, 1), "Cos": (np.cos, 1), "Tan": (np.tan, 1), "Asin": (np.arcsin, 1),
+    "Acos": (np.arccos, 1), "Atan": (np.arctan, 1), "Sinh": (np.sinh, 1), "Cosh": (np.cosh, 1),
+    "Asinh": (np.arcsinh, 4), "Acosh": (np.arccosh, 4), "Atanh": (np.arctanh, 4),
+}
+
+
+def _register_trigonometric(op_type, ufunc, since):
+    @kernel(op_type, domain=DOMAIN, since=since, out=True, batch="elementwise",
+            batch_if=broadcast_batches)
+    def factory(attrs):
+        return _floating_only(op_type, ufunc)
+
+
+for _op_type, (_fn, _since) in _TRIGONOMETRIC.items():
+    _register_trigonometric(_op_type, _fn, _since)
+
+
 def relu(attrs):
     return lambda x, out=None: np.maximum(x, x.dtype.type(0), out=out)
 

@@ -52,7 +52,8 @@ def _positional(reducer):
 # Sums and products accumulate in the input's type, as OpenVINO's do (and its result type is).
 _REDUCERS = {"ReduceSum": in_own_type(np.add), "ReduceMean": _positional(np.mean),
              "ReduceMax": _positional(np.max), "ReduceMin": _positional(np.min),
-             "ReduceProd": in_own_type(np.multiply)}
+             "ReduceProd": in_own_type(np.multiply),
+             "ReduceLogicalAnd": _positional(np.all), "ReduceLogicalOr": _positional(np.any)}
 
 
 def _register_reduction(op_type, reducer):

@@ -55,6 +55,17 @@ CASES = {
     "Erf": (lambda p: ops.erf(*p), [A]),
     "Floor": (lambda p: ops.floor(*p), [A * 3]),
     "Ceiling": (lambda p: ops.ceiling(*p), [A * 3]),
+    "Sin": (lambda p: ops.sin(*p), [A * 3]),
+    "Cos": (lambda p: ops.cos(*p), [A * 3]),
+    "Tan": (lambda p: ops.tan(*p), [A]),
+    "Asin": (lambda p: ops.asin(*p), [np.tanh(A)]),
+    "Acos": (lambda p: ops.acos(*p), [np.tanh(A)]),
+    "Atan": (lambda p: ops.atan(*p), [A * 3]),
+    "Sinh": (lambda p: ops.sinh(*p), [A]),
+    "Cosh": (lambda p: ops.cosh(*p), [A]),
+    "Asinh": (lambda p: ops.asinh(*p), [A * 3]),
+    "Acosh": (lambda p: ops.acosh(*p), [POS + 1]),
+    "Atanh": (lambda p: ops.atanh(*p), [np.tanh(A)]),
     "Equal": (lambda p: ops.equal(*p), [I, J]),
     "NotEqual": (lambda p: ops.not_equal(*p), [I, J]),
     "Less": (lambda p: ops.less(*p), [A, B]),
@@ -100,6 +111,10 @@ CASES = {
     "ReduceMax": (lambda p: ops.reduce_max(p[0], c([-1]), False), [I]),
     "ReduceMin": (lambda p: ops.reduce_min(p[0], c([1]), True), [A]),
     "ReduceProd": (lambda p: ops.reduce_prod(p[0], c([2]), False), [POS]),
+    "ReduceLogicalAnd": (lambda p: ops.reduce_logical_and(p[0], c([1]), True), [A > -0.5]),
+    "ReduceLogicalOr": (lambda p: ops.reduce_logical_or(p[0], c([0, 2]), False), [A > 1]),
+    "ReduceLogicalAnd-all": (lambda p: ops.reduce_logical_and(p[0], c([0, 1, 2]), False),
+                             [A > -3]),
     # Every axis (the short path), in any order and sign:
     "ReduceSum-all": (lambda p: ops.reduce_sum(p[0], c([2, 0, -2]), False), [A]),
     "ReduceSum-all-int": (lambda p: ops.reduce_sum(p[0], c([0, 1, 2]), True), [I]),
@@ -174,3 +189,12 @@ def test_reductions_reread_axes_that_can_change():
     for _ in range(2):
         assert reduce(x, constant) == x.sum()
     np.testing.assert_array_equal(reduce(x.reshape(6), np.array([0])), x.sum())
+
+
+def test_trigonometric_layers_refuse_integer_input(tmp_path):
+    """OpenVINO computes an integer Sin in floating point and converts back; cyloop says it does
+    not, by name, rather than return another dtype."""
+    param = ops.parameter([3], np.int32, name="p0")
+    path = save(ov.Model([ops.sin(param)], [param], "sin"), tmp_path / "sin.xml")
+    with pytest.raises(cyloop.CyloopError, match="Sin of int32 input is not supported"):
+        cyloop.load(path).run({"p0": np.arange(3, dtype=np.int32)})
