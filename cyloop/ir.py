@@ -468,8 +468,10 @@ def read_only(value):
 def slice_count(dim: int, start: int, end: int, stride: int, part_size: int) -> tuple[int, int]:
     """DESIGN's slicing rule: (number of parts, first index of part 0) for an axis of size `dim`.
 
-    Part i starts at ``first + i * stride``. Raises ValueError (the caller names the input) if a part
-    would fall outside the axis, or for a zero stride or a part size below 1.
+    Part i starts at ``first + i * stride``. A positive `end` at or past the axis is clamped to its
+    last index. Raises ValueError (the caller names the input) for a start outside a non-empty
+    axis, if a part would fall outside the axis, or for a zero stride or a part size below 1
+    (an empty axis has no parts wherever they start: a zero-iteration Scan).
 
     DESIGN also gives ``n = (abs(e - s) + 1 - P) // abs(stride) + 1``; that agrees with the rule
     whenever the range runs in the stride's direction, and where it does not (say stride > 0 and
@@ -479,7 +481,10 @@ def slice_count(dim: int, start: int, end: int, stride: int, part_size: int) -> 
         raise ValueError(f"stride must be non-zero and part_size at least 1 (stride={stride}, "
                          f"part_size={part_size})")
     s = start + dim if start < 0 else start
-    e = end + dim if end < 0 else end
+    if dim and not 0 <= s < dim:
+        raise ValueError(f"start {start} is outside the axis of size {dim}")
+    # An end at or past the axis means "to the end" (IRs write end = D): clamped to D - 1.
+    e = end + dim if end < 0 else min(end, dim - 1)
     size = part_size
     if stride > 0:
         n = (e - s + 1 - size) // stride + 1

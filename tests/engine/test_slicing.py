@@ -23,7 +23,9 @@ def oracle_parts(x, axis, start, end, stride, part, keep_axis):
     """DESIGN's TensorIterator rule, element by element. None if a part leaves the axis."""
     dim = x.shape[axis]
     s = start + dim if start < 0 else start
-    e = end + dim if end < 0 else end
+    if dim and not 0 <= s < dim:
+        return None  # a start outside a non-empty axis is a model error
+    e = end + dim if end < 0 else min(end, dim - 1)  # an end at or past the axis: its last index
     parts, i = [], 0
     while True:
         if stride > 0:

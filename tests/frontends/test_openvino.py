@@ -21,7 +21,18 @@ TI_CASES = [  # x shape, axis, start, end, stride, part, output axis, output str
     ((4, 7, 3), 1, 1, 5, 1, 1, 2, 1),
     ((3, 4, 8), 2, 2, -2, 3, 2, 0, 1),
     ((3, 4, 8), 2, -2, 1, -2, 1, 2, -1),
+    # A positive end at or past the axis ("to the end", as IRs write end = D) is clamped:
+    ((5, 2, 3), 0, 0, 5, 1, 1, 0, 1),
+    ((4, 7, 3), 1, 2, 9, 2, 2, 1, 1),
 ]
+
+
+def test_a_tensor_iterator_start_outside_the_axis_is_a_model_error(tmp_path, rng):
+    path = save(ti_model((4, 6, 3), 1, 6, 0, -2, 2, 1, -1), tmp_path / "ti.xml")
+    feeds = {"X": rng.standard_normal((4, 6, 3)).astype(np.float32),
+             "H0": np.zeros((4, 2, 3), np.float32), "W": np.ones((4, 2, 3), np.float32)}
+    with pytest.raises(cyloop.ModelError, match="start 6 is outside the axis of size 6"):
+        cyloop.load(path).run(feeds)
 
 
 def _ti_oracle(x, h0, w, axis, start, end, stride, part, out_axis, out_stride):
