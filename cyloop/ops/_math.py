@@ -1,10 +1,12 @@
-"""The maths kernels of both op families share: sigmoid, softmax, erf, gelu."""
+"""The maths kernels of both op families share: sigmoid, softmax, erf, gelu, and the LSTM gate
+activation through one tanh."""
 
+import functools
 import math
 
 import numpy as np
 
-__all__ = ["erf", "gelu", "sigmoid", "softmax"]
+__all__ = ["erf", "gelu", "lstm_gate_affine", "sigmoid", "softmax"]
 
 _scalar_erf = np.frompyfunc(math.erf, 1, 1)
 
@@ -67,3 +69,20 @@ def gelu(x, tanh_approximation=False):
         inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
         return (0.5 * x * (1 + np.tanh(inner))).astype(x.dtype)
     return (0.5 * x * (1 + _scalar_erf(x / math.sqrt(2)).astype(np.float64))).astype(x.dtype)
+
+
+@functools.lru_cache(maxsize=64)
+def lstm_gate_affine(length: int, trailing: int, dtype, g_at: int):
+    """(scale, offset), read-only, along a gate axis of `length` (4 equal blocks) followed by
+    `trailing` axes: 1/2, 1/2 over the three sigmoid blocks, 1, 0 over the tanh block `g_at`.
+    With them ``tanh(x * scale) * scale + offset`` is sigmoid(x) = tanh(x/2)/2 + 1/2 on the
+    sigmoid blocks and tanh(x) on the other (halving is exact, and x * 1 + 0 is x)."""
+    block = length // 4
+    scale = np.full(length, 0.5, dtype)
+    offset = np.full(length, 0.5, dtype)
+    scale[g_at * block:(g_at + 1) * block] = 1
+    offset[g_at * block:(g_at + 1) * block] = 0
+    shape = (length,) + (1,) * trailing
+    scale, offset = scale.reshape(shape), offset.reshape(shape)
+    scale.flags.writeable = offset.flags.writeable = False
+    return scale, offset

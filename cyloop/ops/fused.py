@@ -2,8 +2,6 @@
 ordinary ops: each computes what the nodes it replaces computed, to rounding, in fewer numpy
 passes."""
 
-import functools
-
 import numpy as np
 
 from ..ir import LOOP_DOMAIN
@@ -11,29 +9,12 @@ from . import _math
 from .registry import kernel
 
 
-@functools.lru_cache(maxsize=64)
-def _gate_affine(length: int, trailing: int, dtype: np.dtype, g_at: int):
-    """(scale, offset) along a gate axis of `length` (4 blocks) followed by `trailing` axes:
-    1/2, 1/2 over the sigmoid blocks, 1, 0 over the tanh block `g_at`. With them,
-    ``tanh(x * scale) * scale + offset`` is sigmoid(x) = tanh(x/2)/2 + 1/2 on the sigmoid blocks
-    and tanh(x) on the other: halving is exact, and x * 1 + 0 is x."""
-    block = length // 4
-    scale = np.full(length, 0.5, dtype)
-    offset = np.full(length, 0.5, dtype)
-    scale[g_at * block:(g_at + 1) * block] = 1
-    offset[g_at * block:(g_at + 1) * block] = 0
-    shape = (length,) + (1,) * trailing
-    scale, offset = scale.reshape(shape), offset.reshape(shape)
-    scale.flags.writeable = offset.flags.writeable = False
-    return scale, offset
-
-
 @kernel("LSTMGates", domain=LOOP_DOMAIN, since=1, multi=True)
 def lstm_gates(attrs, n_outputs):
     """``(pre, c) -> (h', c')``: pre split in 4 equal parts along ``axis``; ``blocks`` gives the
     parts holding f, i, g, o; f, i, o go through a sigmoid and g through tanh; c' = f c + i g and
     h' = o tanh(c'), broadcasting as the Mul and Add nodes did. One tanh activates every gate
-    (see `_gate_affine`). A gate axis that does not split in 4 equal parts (an uneven opset-18
+    (see `_math.lstm_gate_affine`). A gate axis that does not split in 4 equal parts (an uneven opset-18
     Split) runs the replaced nodes' arithmetic as written."""
     axis = int(attrs["axis"])
     f_at, i_at, g_at, o_at = (int(k) for k in attrs["blocks"])
@@ -54,7 +35,7 @@ def lstm_gates(attrs, n_outputs):
             return as_written(pre, c, index, -(-length // 4))
         block = length // 4
         trailing = pre.ndim - 1 - (axis % pre.ndim)
-        scale, offset = _gate_affine(length, trailing, pre.dtype, g_at)
+        scale, offset = _math.lstm_gate_affine(length, trailing, pre.dtype, g_at)
         activated = np.multiply(pre, scale)  # a fresh buffer; `pre` is not written
         np.tanh(activated, out=activated)
         activated *= scale

@@ -149,22 +149,15 @@ def lstm_step(attrs) -> Measured:
     clip = as_float(attrs, "clip", 0.0)
     arrange = _lstm_arranged(halved)
 
-    def sigmoid_affine(r):
-        """(scale, offset) over the 4H gate columns: 1/2, 1/2 on the sigmoid gates and 1, 0 on
-        the candidate, so that ``tanh(x) * scale + offset`` activates every gate (x * 1 + 0 is
-        exactly x)."""
-        hidden = r.shape[-1]
-        scale = np.repeat(np.array([0.5, 1.0], r.dtype), [3 * hidden, hidden])
-        offset = np.repeat(np.array([0.5, 0.0], r.dtype), [3 * hidden, hidden])
-        return scale, offset
-
     def step_in(layout):
         gate_major = layout.gate_major
         # Batch-major gate blocks are strided [B, H] views, on which a ufunc call costs about
         # twice what it does on a contiguous block: there the sigmoid's affine part is two
         # calls over the whole contiguous buffer (per-column scale and offset) instead.
         whole_buffer = not gate_major and halved
-        weights = Prepared(lambda r: (layout.prepared(arrange(r)), sigmoid_affine(r)))
+        # Arranged gates are f, i, o, c: the tanh block is the last.
+        weights = Prepared(lambda r: (layout.prepared(arrange(r)),
+                                      _math.lstm_gate_affine(4 * r.shape[-1], 0, r.dtype, 3)))
 
         def step(xw, h, c, r):
             hidden = h.shape[-1]
