@@ -870,7 +870,8 @@ cdef class LoopDriver:
                          list(hoist.labels) if hoist is not None else [],
                          self.body.scalar_steps(), [loop.facts() for loop in self.loops],
                          [(step.shown or step.label, step.probe) for step in hoist.steps]
-                         if hoist is not None else [])
+                         if hoist is not None else [],
+                         hoist.sizing if hoist is not None else None)
 
     def __call__(self, *args):
         cdef str label = self.label
@@ -950,6 +951,8 @@ cdef class LoopDriver:
 
         if progress is not None and i >= _PROGRESS_EVERY:
             progress(label, i, None if r.n_max < 0 else r.n_max, True)
+        if r.chunk_end > 0:
+            self.hoist.finish(i)
         return self._finish(r, i)
 
     cdef _Run _start(self, list args):

@@ -6,7 +6,9 @@ block of iterations, for the rows those iterations read (see hoist.py for the co
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
+from time import perf_counter
 from typing import NamedTuple
 
 import numpy as np
@@ -14,7 +16,8 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..errors import CyloopError, ExecutionError
 from ..ir import SlicedInput, Slicing, read_only
-from .settings import CHUNK_BYTES, FIRST_CHUNK_ROWS, MAX_CHUNK_ROWS, MIN_CHUNK_ROWS
+from ..ops._measured import Measured
+from .settings import CHUNK_BUDGETS, FIRST_CHUNK_ROWS, MAX_CHUNK_ROWS, MIN_CHUNK_ROWS
 
 __all__ = ["CaptureStatic", "ConstStatic", "GatherSource", "Hoist", "HoistStep",
            "IterationSource", "OuterStatic", "SlicedSource"]
@@ -73,8 +76,12 @@ class HoistStep:
 
 
 class Hoist:
-    """The hoisted part of one loop body. The driver calls `limit` once per run, and `chunk`
-    before each block of iterations (`next_rows` says how many)."""
+    """The hoisted part of one loop body. The driver calls `limit` once per run, `chunk` before
+    each block of iterations (`next_rows` says how many) and `finish` when the loop ends.
+
+    The chunk size is a measured choice (`sizing`, keyed by the bytes of one row): each budget of
+    `CHUNK_BUDGETS` in turn sizes a chunk, timed from its start to the next chunk's (or the loop's
+    end) per row, so the chunk's own work and the iterations reading it both count."""
 
     def __init__(self, sources: dict, statics: dict, steps: list[HoistStep],
                  frontier: list[str], iteration_dtype):
@@ -92,6 +99,9 @@ class Hoist:
                 if name:
                     self._last_use[name] = index
         self._kept = set(frontier)
+        self.sizing = Measured({name: _rows_for(budget) for name, budget in CHUNK_BUDGETS.items()},
+                               rounds=3, key=None, label=_describe_row, unit="us/row")
+        self._timing = threading.local()  # this thread's chunk being timed (runs may overlap)
 
     def _static(self, name, args, n_captures):
         where = self.statics[name]
@@ -145,6 +155,11 @@ class Hoist:
               rows: int) -> list:
         """The frontier values for iterations [start, start + rows): arrays of `rows` rows.
         `slicings`: the run's sliced inputs (`LoopRun.slicings`)."""
+        timing, now = self._timing, perf_counter()
+        if start > 0:
+            self._timed(start, now)
+        picked, timing.picked = getattr(timing, "picked", None), None
+        timing.running = None if picked is None else (*picked, start, now)
         env = {}
         for name, source in self.sources.items():
             if isinstance(source, SlicedSource):
@@ -189,12 +204,40 @@ class Hoist:
                         own.add(name)
         return [np.asarray(env[name]) for name in self.frontier]
 
-    @staticmethod
-    def next_rows(done_rows: int, row_bytes: int) -> int:
-        """Rows for the next chunk: a small first one, then about `CHUNK_BYTES`' worth."""
+    def next_rows(self, done_rows: int, row_bytes: int) -> int:
+        """Rows for the next chunk: a small first one, then the measured budget's worth."""
         if done_rows == 0:
+            self._timing.picked = None
             return FIRST_CHUNK_ROWS
-        return int(min(max(CHUNK_BYTES // max(row_bytes, 1), MIN_CHUNK_ROWS), MAX_CHUNK_ROWS))
+        name, trial = self.sizing.pick(row_bytes)
+        self._timing.picked = None if trial is None else (trial, name)
+        return self.sizing.candidates[name](row_bytes)
+
+    def finish(self, iterations: int) -> None:
+        """The loop ended after `iterations` iterations: the last chunk's time is known."""
+        self._timed(iterations, perf_counter())
+
+    def _timed(self, end: int, now: float) -> None:
+        """The running chunk's iterations ended at iteration `end`, at time `now`."""
+        running, self._timing.running = getattr(self._timing, "running", None), None
+        if running is not None:
+            trial, name, start, began = running
+            if end > start:
+                self.sizing.report(trial, name, (now - began) / (end - start))
+
+
+def _rows_for(budget: int):
+    """Rows of `row_bytes` bytes in about `budget` bytes, `MIN_CHUNK_ROWS` to `MAX_CHUNK_ROWS`."""
+    def rows(row_bytes: int) -> int:
+        return int(min(max(budget // max(row_bytes, 1), MIN_CHUNK_ROWS), MAX_CHUNK_ROWS))
+
+    return rows
+
+
+def _describe_row(row_bytes: int) -> str:
+    sizes = ", ".join(f"{name} = {_rows_for(budget)(row_bytes)} rows"
+                      for name, budget in CHUNK_BUDGETS.items())
+    return f"rows of {row_bytes} B ({sizes})"
 
 
 def _sliced_rows(slicing: Slicing, start: int, rows: int):

@@ -209,6 +209,7 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings,
                 spec, hoist = hoisted
                 for step in hoist.steps:
                     _untuned(step.probe, settings)
+                _untuned(hoist, settings)  # its chunk size
         body = compile_graph(spec.body, settings, captures=captures, opsets=opsets)
         return _runner(_core.LoopDriver(spec, body, node.label, settings,
                                         plan_destinations(spec, body), hoist))
@@ -221,7 +222,7 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings,
 
 def _untuned(fn, settings: Settings) -> None:
     """A kernel with a measured choice keeps its default formulation, untimed, if tuning is off."""
-    measured = getattr(fn, "measured", None)
+    measured = getattr(fn, "measured", None) or getattr(fn, "sizing", None)
     if measured is not None and not settings.tune:
         measured.fix()
 

@@ -69,3 +69,4 @@ class LoopFacts:
     scalar_steps: list[int] = field(default_factory=list)  # steps that took their scalar path
     nested: list[LoopFacts] = field(default_factory=list)
     hoisted_kernels: list[tuple[str, object]] = field(default_factory=list)  # (shown, kernel)
+    chunk_sizing: object = None  # the hoisted part's measured chunk size (chunks.Hoist.sizing)

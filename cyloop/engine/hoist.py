@@ -14,10 +14,11 @@ hoisted value something left in it still needs. This is the cuDNN trick the ONNX
 specification points to: an RNN's ``x_t @ W`` becomes one GEMM per chunk, and a TensorIterator's
 LSTMCell is split into its input projection (hoisted) and its recurrence (left in the body).
 
-Chunks keep memory bounded (about `settings.CHUNK_BYTES` of hoisted rows at a time, not a whole
-sequence), so a loop that stops early wastes at most one chunk, and a chunk is computed only when
-an iteration that reads it is about to run: a loop of zero iterations computes nothing, and an
-error a hoisted node raises surfaces at the iteration that would have raised it. Results agree
+Chunks keep memory bounded (one of `settings.CHUNK_BUDGETS` of hoisted rows at a time, the one
+measured fastest here, not a whole sequence), so a loop that stops early wastes at most one
+chunk, and a chunk is computed only when an iteration that reads it is about to run: a loop of
+zero iterations computes nothing, and an error a hoisted node raises surfaces at the iteration
+that would have raised it. Results agree
 with the unhoisted body to rounding (one large GEMM may sum in another order than many small
 ones).
 

@@ -176,6 +176,8 @@ def describe(facts: LoopFacts) -> LoopPlan:
     kernels += [(f"{shown} (hoisted)", fn) for shown, fn in facts.hoisted_kernels]
     choices = [(label, fn.measured.describe()) for label, fn in kernels
                if getattr(fn, "measured", None) is not None]
+    if facts.chunk_sizing is not None:
+        choices.append(("hoisting chunk size", facts.chunk_sizing.describe()))
     fused = [f"{node.label} runs {node.attrs['fused_from']}" for node in spec.body.nodes
              if "fused_from" in node.attrs]
     return LoopPlan(facts.label, facts.driver, trip, inputs, outputs, aliasing, facts.counters,

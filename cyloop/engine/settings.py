@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["CHUNK_BYTES", "COUNTERS", "DEFAULT_MAX_ITERATIONS", "FIRST_CHUNK_ROWS",
+__all__ = ["CHUNK_BUDGETS", "COUNTERS", "DEFAULT_MAX_ITERATIONS", "FIRST_CHUNK_ROWS",
            "GROWTH_CAP_BYTES", "MAX_CHUNK_ROWS", "MIN_CHUNK_ROWS", "PROGRESS_EVERY", "Settings"]
 
 # A loop that reaches this many iterations raises LoopLimitError (None in Settings: no limit).
@@ -20,11 +20,13 @@ PROGRESS_EVERY = 1024
 GROWTH_CAP_BYTES = 64 * 1024 * 1024
 
 # Hoisting (engine/hoist.py): the first chunk is small, since many loops stop early and it sizes
-# the rest; later chunks hold about CHUNK_BYTES of hoisted rows (big GEMMs, little memory), and at
-# least MIN_CHUNK_ROWS rows, so that a GEMM over them runs at full speed.
-CHUNK_BYTES = 256 * 1024
+# the rest; later chunks hold about one of CHUNK_BUDGETS' bytes of hoisted rows, the one that runs
+# fastest here (a measured choice, engine/chunks.py; the first is the default): bigger chunks make
+# bigger GEMMs, smaller ones stay in cache until the body reads them. Whatever the budget, a chunk
+# has MIN_CHUNK_ROWS to MAX_CHUNK_ROWS rows.
+CHUNK_BUDGETS = {"512 KiB": 512 * 1024, "128 KiB": 128 * 1024, "1 MiB": 1024 * 1024}
 FIRST_CHUNK_ROWS = 16
-MIN_CHUNK_ROWS = 32
+MIN_CHUNK_ROWS = 4
 MAX_CHUNK_ROWS = 4096
 
 # What a loop driver counts, summed over its calls (``Model.counters()``; both drivers keep every

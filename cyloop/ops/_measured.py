@@ -28,15 +28,16 @@ class Trial:
     """The timings of the candidates on one key (one set of shapes) and, once each has run its
     rounds, the choice."""
 
-    def __init__(self, names, rounds: int):
+    def __init__(self, key, names, rounds: int):
+        self.key = key
         self.samples: dict[str, list[float]] = {name: [] for name in names}
         self.needed = rounds  # timed calls each candidate needs before the choice
         self.choice: str | None = None
         self.turn = 0
         self.warm: set[str] = set()
 
-    def describe(self) -> str:
-        times = ", ".join(f"{name} {statistics.median(s) * 1e6:.1f} us" if s else
+    def describe(self, unit: str = "us") -> str:
+        times = ", ".join(f"{name} {statistics.median(s) * 1e6:.1f} {unit}" if s else
                           f"{name} not timed" for name, s in self.samples.items())
         if self.choice is None:
             return f"still measuring ({times})"
@@ -50,18 +51,33 @@ class Measured:
     are within 10%), then the one with the lowest median time is kept for that key. `label(key)`
     names a key in the plan. Past `max_keys` keys (shapes that keep changing, say a growing
     operand), new keys take the default without timing: no trial is kept per shape of an
-    unbounded series."""
+    unbounded series.
+
+    ``timing="call"`` times each call. ``timing="period"`` times from one call to the next on the
+    same key instead: inside a loop body that is one iteration with the candidate in effect, for
+    choices whose cost shows downstream of the call (a Split's views make its consumers read
+    strided memory; copies cost a copy but leave them contiguous). A period that spans a gap
+    between runs is an outlier the median absorbs.
+
+    A caller that times something other than a call (say, a hoisted chunk and the iterations it
+    feeds) uses `pick` and `report` directly; `unit` names what the samples measure."""
 
     def __init__(self, candidates: dict[str, Callable], rounds: int = 5,
                  key: Callable[..., Hashable] | None = None,
-                 label: Callable[[Hashable], str] = str, max_keys: int = 16):
+                 label: Callable[[Hashable], str] = str, max_keys: int = 16,
+                 timing: str = "call", unit: str = "us"):
+        if timing not in ("call", "period"):
+            raise ValueError(f"timing must be 'call' or 'period', not {timing!r}")
         self.candidates = dict(candidates)
         self.rounds = rounds
         self.max_keys = max_keys
+        self.unit = unit
         self.trials: dict[Hashable, Trial] = {}
         self.fixed: str | None = None
-        self._key, self._label = key, label
-        self._chosen: dict[Hashable, Callable] = {}  # key -> the kept candidate
+        self._key, self._label, self._period = key, label, timing == "period"
+        self._chosen: dict[Hashable, str] = {}  # key -> the kept candidate
+        self._chosen_fn: dict[Hashable, Callable] = {}
+        self._pending: dict[Hashable, tuple] = {}  # period timing: key -> (trial, name, start)
         self._all = next(iter(self.candidates.values())) if len(self.candidates) == 1 else None
         self._lock = threading.Lock()
 
@@ -69,40 +85,69 @@ class Measured:
         if self._all is not None:
             return self._all(*args)
         key = self._key(*args) if self._key is not None else None
-        chosen = self._chosen.get(key)
+        chosen = self._chosen_fn.get(key)
         if chosen is not None:
             return chosen(*args)
-        return self._timed(key, args)
+        name, trial = self.pick(key)
+        if self._period:
+            self._next_period(key, trial, name)
+            return self.candidates[name](*args)
+        if trial is None:
+            return self.candidates[name](*args)
+        start = perf_counter()
+        result = self.candidates[name](*args)
+        self.report(trial, name, perf_counter() - start)
+        return result
 
-    def _timed(self, key, args):
+    def _next_period(self, key, trial, name):
+        now = perf_counter()
+        with self._lock:
+            pending = self._pending.pop(key, None)
+            if trial is not None:
+                self._pending[key] = (trial, name, now)
+        if pending is not None:
+            self.report(pending[0], pending[1], now - pending[2])
+
+    def pick(self, key: Hashable = None) -> tuple[str, Trial | None]:
+        """The candidate to run now on `key`, and the trial its time goes to (None when nothing
+        is to be timed: fixed, chosen already, or a key past `max_keys`)."""
+        if self.fixed is not None:
+            return self.fixed, None
+        chosen = self._chosen.get(key)
+        if chosen is not None:
+            return chosen, None
         names = list(self.candidates)
         with self._lock:
             trial = self.trials.get(key)
             if trial is None and len(self.trials) < self.max_keys:
-                trial = self.trials[key] = Trial(names, self.rounds)
-            if trial is not None:
-                name = names[trial.turn % len(names)]
-                trial.turn += 1
-        if trial is None:
-            return self.candidates[names[0]](*args)
-        start = perf_counter()
-        result = self.candidates[name](*args)
-        elapsed = perf_counter() - start
+                trial = self.trials[key] = Trial(key, names, self.rounds)
+            if trial is None or trial.choice is not None:
+                return (names[0] if trial is None else trial.choice), None
+            name = names[trial.turn % len(names)]
+            trial.turn += 1
+        return name, trial
+
+    def report(self, trial: Trial, name: str, seconds: float) -> None:
+        """One timing of candidate `name` on `trial` (as `pick` gave them); the choice is made
+        once every candidate has its rounds."""
         with self._lock:
+            if trial.choice is not None:
+                return
             if name in trial.warm:
-                trial.samples[name].append(elapsed)
+                trial.samples[name].append(seconds)
             else:  # a first call pays one-time costs (caches, page faults): not a sample
                 trial.warm.add(name)
-            if trial.choice is None and all(len(s) >= trial.needed
-                                            for s in trial.samples.values()):
+            if all(len(s) >= trial.needed for s in trial.samples.values()):
                 medians = sorted((statistics.median(s), n) for n, s in trial.samples.items())
                 close = medians[1][0] < medians[0][0] * (1 + CLOSE)
                 if close and trial.needed < MAX_ROUNDS_FACTOR * self.rounds:
                     trial.needed += self.rounds  # too close to call on this many: more rounds
                 else:
                     trial.choice = medians[0][1]
-                    self._chosen[key] = self.candidates[trial.choice]
-        return result
+                    key = trial.key
+                    self._chosen[key] = trial.choice
+                    self._chosen_fn[key] = self.candidates[trial.choice]
+                    self._pending.pop(key, None)
 
     def fix(self, name: str | None = None) -> None:
         """Use `name` (default: the first candidate) for every key from now on, without timing."""
@@ -120,6 +165,6 @@ class Measured:
         if not self.trials:
             return "not run yet"
         if list(self.trials) == [None]:
-            return self.trials[None].describe()
-        return "; ".join(f"on {self._label(key)}: {trial.describe()}"
+            return self.trials[None].describe(self.unit)
+        return "; ".join(f"on {self._label(key)}: {trial.describe(self.unit)}"
                          for key, trial in self.trials.items())

@@ -108,7 +108,7 @@ import numpy as np
 import cyloop
 from cyloop import _examples
 graph, feeds = _examples.rnn(steps=4000)  # every h: 2 MB; hoisting's chunks: ~0.5 MB
-model = cyloop.Model(graph, driver="cython")
+model = cyloop.Model(graph, driver="cython", tune=False)  # chunks of the default size
 model.run(feeds)
 tracemalloc.start()
 out = model.run(feeds)

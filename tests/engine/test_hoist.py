@@ -30,12 +30,12 @@ from .test_slicing import _sliced_loop, oracle_parts, sliced_cases
 @contextlib.contextmanager
 def chunks_of(rows):
     """Chunks of exactly `rows` rows (the first included)."""
-    saved = _chunks.FIRST_CHUNK_ROWS, _chunks.MIN_CHUNK_ROWS, _chunks.CHUNK_BYTES
-    _chunks.FIRST_CHUNK_ROWS, _chunks.MIN_CHUNK_ROWS, _chunks.CHUNK_BYTES = rows, rows, 1
+    saved = _chunks.FIRST_CHUNK_ROWS, _chunks.MIN_CHUNK_ROWS, _chunks.MAX_CHUNK_ROWS
+    _chunks.FIRST_CHUNK_ROWS = _chunks.MIN_CHUNK_ROWS = _chunks.MAX_CHUNK_ROWS = rows
     try:
         yield
     finally:
-        _chunks.FIRST_CHUNK_ROWS, _chunks.MIN_CHUNK_ROWS, _chunks.CHUNK_BYTES = saved
+        _chunks.FIRST_CHUNK_ROWS, _chunks.MIN_CHUNK_ROWS, _chunks.MAX_CHUNK_ROWS = saved
 
 
 CHUNKS = [None, 1, 3]  # the default sizes, and boundaries at every row / every third row
@@ -553,3 +553,70 @@ def test_a_narrow_iteration_number_overflows_where_the_body_would():
     for driver in ("cython", "python"):
         with pytest.raises(cyloop.ExecutionError, match="256 out of bounds for uint8"):
             cyloop.Model(g.build(), driver=driver).run({})
+
+
+# The chunk size is a measured choice (chunks.Hoist.sizing): every budget gives the reference
+# driver's results, each is timed per row (the last, cut-short chunk of a run included) and the
+# plan shows the choice; tune=False keeps the default.
+
+def _rnn_feeds(rng, steps, batch=4, features=8, hidden=16):
+    return {"x": rng.standard_normal((steps, batch, features)).astype(np.float32),
+            "h0": rng.standard_normal((batch, hidden)).astype(np.float32),
+            "W": rng.standard_normal((features, hidden)).astype(np.float32),
+            "U": rng.standard_normal((hidden, hidden)).astype(np.float32) * 0.3,
+            "B": rng.standard_normal(hidden).astype(np.float32)}
+
+
+def _hoist_of(model):
+    (loop,) = model._compiled.loops
+    return loop.hoist
+
+
+@pytest.mark.parametrize("budget", list(_chunks.CHUNK_BUDGETS))
+def test_every_chunk_size_candidate_gives_the_reference_drivers_results(rng, budget):
+    graph = _rnn_graph(0, 1, False, False)
+    feeds = _rnn_feeds(rng, steps=3000)
+    fast = cyloop.Model(graph, driver="cython")
+    _hoist_of(fast).sizing.fix(budget)
+    got = fast.run(feeds)
+    expected = cyloop.Model(graph, driver="python").run(feeds)
+    for name in ("h_last", "hs"):
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6)
+    row_bytes = 4 * 16 * 4  # one [batch, hidden] row of x_t W
+    rows = min(max(_chunks.CHUNK_BUDGETS[budget] // row_bytes, _chunks.MIN_CHUNK_ROWS),
+               _chunks.MAX_CHUNK_ROWS)
+    first = _chunks.FIRST_CHUNK_ROWS
+    assert _counters(fast)["hoist_chunks"] == 1 + -(-(3000 - first) // rows)
+    assert f"hoisting chunk size: {budget} (fixed, not measured)" in str(fast.plan())
+
+
+def test_the_chunk_size_is_timed_per_row_and_the_fastest_kept(rng):
+    """Chunks are timed from one to the next; a chunk the loop's end cuts short is timed up to
+    that end (per row, whatever its length), so candidates bigger than the loop still complete
+    their trial."""
+    graph = _rnn_graph(0, 1, False, False)
+    steps = 1200  # 16 first rows, then 1184: 512-row chunks (128 KiB), or one cut-short chunk
+    feeds = _rnn_feeds(rng, steps)
+    model = cyloop.Model(graph, driver="cython")
+    sizing = _hoist_of(model).sizing
+    assert "hoisting chunk size: not run yet" in str(model.plan())
+    expected = cyloop.Model(graph, driver="python").run(feeds)
+    for _ in range(40):
+        got = model.run(feeds)
+        np.testing.assert_allclose(got["hs"], expected["hs"], rtol=1e-5, atol=1e-6)
+    (trial,) = sizing.trials.values()
+    assert trial.choice in _chunks.CHUNK_BUDGETS
+    assert all(len(samples) >= 3 for samples in trial.samples.values())
+    # Seconds per row, not per chunk: a chunk and its iterations take milliseconds.
+    assert all(0 < s < 1e-3 for samples in trial.samples.values() for s in samples)
+    plan = str(model.plan())
+    assert "measured choice: hoisting chunk size: on rows of 256 B (512 KiB = 2048 rows" in plan
+    assert f"{trial.choice}, the fastest here (" in plan and "us/row" in plan
+
+
+def test_untuned_models_keep_the_default_chunk_size(rng):
+    graph = _rnn_graph(0, 1, False, False)
+    model = cyloop.Model(graph, driver="cython", tune=False)
+    model.run(_rnn_feeds(rng, 100))
+    sizing = _hoist_of(model).sizing
+    assert sizing.fixed == next(iter(_chunks.CHUNK_BUDGETS)) and not sizing.trials

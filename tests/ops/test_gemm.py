@@ -40,13 +40,15 @@ def test_every_candidate_is_the_plain_product(transposed, candidate, with_out, r
 def test_the_orientation_is_measured_per_shape_and_other_operands_take_np_matmul(rng):
     product = weight_product()
     w = _read_only(rng.standard_normal((6, 4)).astype(np.float32))
-    for rows in (3, 9):
+    for rows in (3, 9, 40, 50, 64, 65):  # past 16 rows, one trial per power-of-two class
         a = rng.standard_normal((rows, 6)).astype(np.float32)
         for _ in range(2 * (product.measured.rounds + 1)):
             np.testing.assert_allclose(product(a, w), a @ w, rtol=1e-5, atol=1e-6)
-    assert set(product.measured.trials) == {((3, 6), (6, 4), "f"), ((9, 6), (6, 4), "f")}
+    assert set(product.measured.trials) == {((3, 6), (6, 4), "f"), ((9, 6), (6, 4), "f"),
+                                            ((64, 6), (6, 4), "f"), ((128, 6), (6, 4), "f")}
     assert all(t.choice in ("rows", "columns") for t in product.measured.trials.values())
-    assert "on [3,6] @ [6,4] float32: " in product.measured.describe()
+    described = product.measured.describe()
+    assert "on [3,6] @ [6,4] float32: " in described and "on [33..64,6] @ [6,4]" in described
     # A writeable weight (it may change between calls), a batch of matrices, a vector, mixed
     # dtypes: plain np.matmul, nothing timed.
     writeable = w.copy()
@@ -54,7 +56,7 @@ def test_the_orientation_is_measured_per_shape_and_other_operands_take_np_matmul
     for a, b in ((batched[0], writeable), (batched, w), (batched[0], w[:, 0]),
                  (batched[0].astype(np.float64), w)):
         np.testing.assert_allclose(product(a, b), np.matmul(a, b), rtol=1e-5, atol=1e-6)
-    assert len(product.measured.trials) == 2
+    assert len(product.measured.trials) == 4  # none added
 
 
 def test_prepared_is_made_once_per_read_only_weight_and_holds_it_weakly(rng):

@@ -91,3 +91,47 @@ def test_medians_too_close_to_call_take_more_rounds_before_the_choice(monkeypatc
     trial = measured.trials[None]
     assert {len(s) for s in trial.samples.values()} == {3 * 2}  # after a warm-up call each
     assert calls == 2 * (1 + 3 * 2) and trial.choice == "a"
+
+
+def test_period_timing_times_from_one_call_to_the_next_on_the_same_key(monkeypatch):
+    """timing="period": a call's sample is the time until the next call on its key (in a loop
+    body, the iteration around it), so a candidate whose cost falls downstream is seen."""
+    clock = [0.0]
+    monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
+    # "lazy" is free itself but makes whatever follows it take 3 s; "eager" takes 1 s in all.
+    after = {"lazy": 3.0, "eager": 1.0}
+    calls = []
+
+    def run(name):
+        def candidate(x):
+            calls.append(name)
+            return x
+        return candidate
+
+    measured = Measured({"lazy": run("lazy"), "eager": run("eager")}, rounds=2,
+                        timing="period")
+    while not measured.trials or measured.trials[None].choice is None:
+        measured(0)
+        clock[0] += after[calls[-1]]
+    trial = measured.trials[None]
+    assert trial.choice == "eager"
+    assert trial.samples == {"lazy": [3.0, 3.0], "eager": [1.0, 1.0]}
+    assert measured.describe().startswith("eager, the fastest here (lazy 3000000.0 us")
+    with pytest.raises(ValueError, match="timing must be"):
+        Measured({"a": len}, timing="sometimes")
+
+
+def test_pick_and_report_time_what_the_caller_chooses():
+    """A caller that times something other than a call (the hoisted chunks do) picks the
+    candidate, runs it as it likes and reports the time."""
+    measured = Measured({"small": 8, "big": 64}, rounds=1, key=None, unit="us/row")
+    seconds = {"small": 2e-6, "big": 1e-6}
+    while True:
+        name, trial = measured.pick(None)
+        if trial is None:
+            break
+        measured.report(trial, name, seconds[name])
+    assert name == "big" and measured.pick(None) == ("big", None)
+    assert measured.describe() == "big, the fastest here (small 2.0 us/row, big 1.0 us/row)"
+    measured.fix("small")
+    assert measured.pick(None) == ("small", None)

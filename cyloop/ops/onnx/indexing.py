@@ -3,6 +3,7 @@ ScatterElements, ScatterND, NonZero, OneHot, Pad, Einsum, Dropout (inference).""
 
 import numpy as np
 
+from .. import _shapes
 from ..registry import kernel
 
 
@@ -10,34 +11,41 @@ def _ints(values):
     return [int(v) for v in np.asarray(values).ravel()]
 
 
-def _split(x, axis, sizes, n_outputs):
-    length = x.shape[axis]
-    if sizes is None:  # equal parts; opset 18 allows a smaller last part
-        step = -(-length // n_outputs)
-        sizes = [min(step, length - k * step) for k in range(n_outputs)]
-    # Views by basic slicing (np.split's Python overhead is many times the work here); as with
-    # np.split at the running sums of `sizes`, the last part is whatever remains.
-    index = [slice(None)] * x.ndim
-    index_axis = axis + x.ndim if axis < 0 else axis
-    parts, start = [], 0
-    for k, size in enumerate(sizes):
-        index[index_axis] = slice(start, start + size if k < len(sizes) - 1 else None)
-        parts.append(x[tuple(index)])
-        start += size
-    return tuple(parts)
+def _split(axis, n_outputs):
+    """ONNX Split: explicit sizes, or `n_outputs` equal parts (opset 18 allows a smaller last)."""
+    parts = _shapes.split_kernel()
+
+    def split(x, sizes=None):
+        if sizes is None:
+            length = x.shape[axis]
+            step = -(-length // n_outputs)
+            sizes = [min(step, length - k * step) for k in range(n_outputs)]
+        return parts(x, axis, sizes)
+
+    split.measured = parts.measured
+    return split
 
 
 @kernel("Split", since=2, multi=True)
 def split_2(attrs, n_outputs):
-    axis, sizes = int(attrs.get("axis", 0)), attrs.get("split")
-    return lambda x: _split(x, axis, sizes, n_outputs)
+    split, sizes = _split(int(attrs.get("axis", 0)), n_outputs), attrs.get("split")
+
+    def split_by_attribute(x):
+        return split(x, sizes)
+
+    split_by_attribute.measured = split.measured
+    return split_by_attribute
 
 
 @kernel("Split", since=13, multi=True)
 def split_13(attrs, n_outputs):
-    axis = int(attrs.get("axis", 0))
-    return lambda x, split=None: _split(x, axis, None if split is None else _ints(split),
-                                        n_outputs)
+    split = _split(int(attrs.get("axis", 0)), n_outputs)
+
+    def split_by_input(x, sizes=None):
+        return split(x, None if sizes is None else _ints(sizes))
+
+    split_by_input.measured = split.measured
+    return split_by_input
 
 
 def _slice(x, starts, ends, axes, steps):

@@ -24,23 +24,34 @@ def concat(attrs):
 
 @kernel("Split", domain=DOMAIN, since=1, multi=True)
 def split(attrs, n_outputs):
-    def parts(x, axis):
-        return tuple(np.split(x, int(attrs.get("num_splits", n_outputs)),
-                              axis=int(np.asarray(axis).reshape(()))))
+    """`num_splits` equal parts (the axis must divide evenly, as np.split has it)."""
+    parts, n = _shapes.split_kernel(), int(attrs.get("num_splits", n_outputs))
 
-    return parts
+    def equal_parts(x, axis):
+        axis = int(np.asarray(axis).reshape(()))
+        length = x.shape[axis]
+        if n <= 0 or length % n:
+            raise ValueError(f"Split: an axis of {length} does not split into {n} equal parts")
+        return parts(x, axis, [length // n] * n)
+
+    equal_parts.measured = parts.measured
+    return equal_parts
 
 
 @kernel("VariadicSplit", domain=DOMAIN, since=1, multi=True)
 def variadic_split(attrs, n_outputs):
-    def parts(x, axis, lengths):
+    """Parts of the given lengths; one length of -1 takes what the others leave."""
+    parts = _shapes.split_kernel()
+
+    def by_lengths(x, axis, lengths):
         axis = int(np.asarray(axis).reshape(()))
         lengths = _ints(lengths)
         if -1 in lengths:
             lengths[lengths.index(-1)] = x.shape[axis] - (sum(lengths) + 1)
-        return tuple(np.split(x, np.cumsum(lengths)[:-1], axis=axis))
+        return parts(x, axis, lengths)
 
-    return parts
+    by_lengths.measured = parts.measured
+    return by_lengths
 
 
 @kernel("Reshape", domain=DOMAIN, since=1, batch="reshape")
