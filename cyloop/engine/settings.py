@@ -22,9 +22,10 @@ GROWTH_CAP_BYTES = 64 * 1024 * 1024
 # Hoisting (engine/hoist.py): the first chunk is small, since many loops stop early and it sizes
 # the rest; later chunks hold about one of CHUNK_BUDGETS' bytes of hoisted rows, the one that runs
 # fastest here (a measured choice, engine/chunks.py; the first is the default): bigger chunks make
-# bigger GEMMs, smaller ones stay in cache until the body reads them. Whatever the budget, a chunk
-# has MIN_CHUNK_ROWS to MAX_CHUNK_ROWS rows.
-CHUNK_BUDGETS = {"512 KiB": 512 * 1024, "128 KiB": 128 * 1024, "1 MiB": 1024 * 1024}
+# bigger GEMMs, smaller ones stay in a smaller cache until the body reads them. The largest is
+# the memory a chunk may take (a loop's peak stays within ~1.15x its outputs on sequences of a
+# few MiB). Whatever the budget, a chunk has MIN_CHUNK_ROWS to MAX_CHUNK_ROWS rows.
+CHUNK_BUDGETS = {"512 KiB": 512 * 1024, "256 KiB": 256 * 1024, "128 KiB": 128 * 1024}
 FIRST_CHUNK_ROWS = 16
 MIN_CHUNK_ROWS = 4
 MAX_CHUNK_ROWS = 4096

@@ -595,7 +595,7 @@ def test_the_chunk_size_is_timed_per_row_and_the_fastest_kept(rng):
     that end (per row, whatever its length), so candidates bigger than the loop still complete
     their trial."""
     graph = _rnn_graph(0, 1, False, False)
-    steps = 1200  # 16 first rows, then 1184: 512-row chunks (128 KiB), or one cut-short chunk
+    steps = 1200  # 16 first rows, then 1184: 512-row chunks (128 KiB), or cut short
     feeds = _rnn_feeds(rng, steps)
     model = cyloop.Model(graph, driver="cython")
     sizing = _hoist_of(model).sizing
