@@ -1,6 +1,7 @@
 """ONNX -> cyloop IR. Loop and Scan become cyloop Loop nodes with a `LoopSpec`; If and SequenceMap
-keep their subgraphs; every other node maps to a registered kernel, or to onnx.reference's kernel
-when cyloop has none (listed once in a warning at load time).
+keep their subgraphs; every other node maps to a registered kernel; an op cyloop has no kernel for
+is replaced by its schema's function body (HardSwish, Mish, GroupNormalization, ...) where it has
+one, and runs onnx.reference's kernel otherwise (listed once in a warning at load time).
 
 Needs the `onnx` package (the ``[onnx]`` extra).
 """
@@ -26,7 +27,7 @@ from ..ir import (
     SlicedInput,
     Value,
 )
-from ..ops.onnx.fallback import FALLBACK_DOMAIN
+from ..ops.onnx.fallback import FALLBACK_DOMAIN, reference_op_class
 
 __all__ = ["ELEMENT_TYPES", "read_graph"]
 
@@ -48,12 +49,22 @@ ELEMENT_TYPES = {
     14: np.dtype(np.complex64),
     15: np.dtype(np.complex128),
 }
-try:  # bfloat16, where ml_dtypes (an onnx dependency) is installed
+try:  # the narrow float and integer types, from ml_dtypes (the onnx extra's)
     import ml_dtypes
-
-    ELEMENT_TYPES[16] = np.dtype(ml_dtypes.bfloat16)
 except ImportError:  # pragma: no cover
-    pass
+    ml_dtypes = None
+if ml_dtypes is not None:
+    ELEMENT_TYPES.update({number: np.dtype(getattr(ml_dtypes, name)) for number, name in (
+        (16, "bfloat16"), (17, "float8_e4m3fn"), (18, "float8_e4m3fnuz"), (19, "float8_e5m2"),
+        (20, "float8_e5m2fnuz"), (21, "uint4"), (22, "int4"), (23, "float4_e2m1fn"),
+        (24, "float8_e8m0fnu"), (25, "uint2"), (26, "int2"), (27, "float6_e2m3fn"),
+        (28, "float6_e3m2fn")) if hasattr(ml_dtypes, name)})
+
+# Ops the converter maps to loops and control nodes itself (never expanded as functions).
+_STRUCTURAL = {"Loop", "Scan", "If", "SequenceMap"}
+# Function bodies may use ops defined by function bodies: this deep at most.
+_MAX_FUNCTION_DEPTH = 16
+_OMITTED = object()  # an omitted optional input (its type is not passed to onnx)
 
 # Attributes of natively run ops that name an element type: the kernels get numpy dtypes.
 _TYPE_ATTRIBUTES = {("Cast", "to"), ("SequenceEmpty", "dtype")}
@@ -177,9 +188,62 @@ class _Converter:
         initializers = {t.name: self.onnx.numpy_helper.to_array(t) for t in g.initializer}
         # An input that is also an initializer takes that value unless it is fed (Model).
         inputs = [self.value(v) for v in g.input]
-        nodes = [self.node(n) for n in g.node]
+        nodes = [node for proto in g.node for node in self.nodes(proto)]
         outputs = [self.value(v) for v in g.output]
         return Graph(nodes, inputs, outputs, initializers, dict(self.opsets), g.name or "graph")
+
+    def nodes(self, proto, depth: int = 0) -> list[Node]:
+        """`proto` as cyloop nodes: itself, or, where cyloop has no kernel for its op and its
+        schema defines it by a function body, the nodes of that body, expanded in place."""
+        body = self._function_body(proto)
+        if body is None:
+            return [self.node(proto)]
+        if depth > _MAX_FUNCTION_DEPTH:
+            raise ModelError(f"{proto.op_type} node {proto.name or proto.output[0]!r}: function "
+                             f"bodies nest more than {_MAX_FUNCTION_DEPTH} deep")
+        return [node for inner in body for node in self.nodes(inner, depth + 1)]
+
+    def _function_body(self, proto):
+        """The nodes of `proto`'s schema function at the model's opset, renamed into the graph
+        (None: cyloop has a kernel, or the schema has no function body it can instantiate)."""
+        domain = "" if proto.domain == "ai.onnx" else proto.domain
+        if domain != "" or proto.op_type in _STRUCTURAL:
+            return None
+        version = self.opsets[""]
+        try:
+            ops.lookup(domain, proto.op_type, version)
+            return None
+        except UnsupportedOpError:
+            pass
+        defs = self.onnx.defs
+        try:
+            schema = defs.get_schema(proto.op_type, version, domain)
+            if schema.has_function:
+                encoded = schema.get_function_with_opset_version(version)
+            elif schema.has_context_dependent_function:
+                types = [self._type_of(name) for name in proto.input]
+                if any(t is None for t in types):
+                    return None  # the body depends on input types nobody declared
+                encoded = schema.get_context_dependent_function_with_opset_version(
+                    version, proto.SerializeToString(),
+                    [t.SerializeToString() for t in types if t is not _OMITTED])
+            else:
+                return None
+        except Exception:  # noqa: BLE001 - no schema, or one onnx cannot instantiate here
+            return None
+        if not encoded:
+            return None
+        function = self.onnx.FunctionProto()
+        function.ParseFromString(encoded)
+        for entry in function.opset_import:
+            if entry.domain in ("", "ai.onnx") and entry.version > version:
+                return None  # written for a newer opset than the model's
+        return _instantiate(self.onnx, function, proto, schema)
+
+    def _type_of(self, name):
+        if not name:
+            return _OMITTED
+        return self.types.get(name)
 
     def node(self, proto) -> Node:
         domain = "" if proto.domain == "ai.onnx" else proto.domain
@@ -222,10 +286,8 @@ class _Converter:
         return ELEMENT_TYPES[number]
 
     def _reference_has(self, domain, op_type, version) -> bool:
-        from onnx.reference.ops import load_op
-
         try:
-            load_op(domain, op_type, version)
+            reference_op_class(domain, op_type, version)
         except Exception:  # noqa: BLE001 - onnx raises several types for "not found"
             return False
         return True
@@ -353,3 +415,46 @@ class _Converter:
         return Node("BatchedScan", node.inputs, node.outputs,
                     {"spec": inner.attrs["spec"], "num_states": n_states}, LOOP_DOMAIN,
                     node.name or node.outputs[0])
+
+
+def _instantiate(onnx, function, proto, schema) -> list | None:
+    """`function`'s nodes for one call, `proto`: its formal inputs and outputs renamed to the
+    call's actual names (an omitted optional one to ""), its internal values to names prefixed by
+    the call's first output (unique in the graph), attribute references (``ref_attr_name``)
+    replaced by the call's attribute or the schema's default. None if a body node carries a
+    subgraph (its captured names would need renaming too)."""
+    prefix = f"{proto.output[0] if proto.output else proto.op_type}::{proto.op_type}::"
+    names = {"": ""}
+    for k, formal in enumerate(function.input):
+        names[formal] = proto.input[k] if k < len(proto.input) else ""
+    for k, formal in enumerate(function.output):
+        names[formal] = proto.output[k] if k < len(proto.output) else ""
+    given = {a.name: a for a in proto.attribute}
+    nodes = []
+    for inner in function.node:
+        node = onnx.NodeProto()
+        node.CopyFrom(inner)
+        del node.input[:]
+        del node.output[:]
+        node.input.extend(names.get(n, prefix + n) for n in inner.input)
+        node.output.extend(names.setdefault(n, prefix + n) if n else "" for n in inner.output)
+        node.name = prefix + (inner.name or inner.output[0] if inner.output else inner.op_type)
+        del node.attribute[:]
+        for attr in inner.attribute:
+            if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                return None
+            if not attr.ref_attr_name:
+                node.attribute.append(attr)
+                continue
+            value = given.get(attr.ref_attr_name)
+            if value is None:
+                default = schema.attributes.get(attr.ref_attr_name)
+                value = default.default_value if default is not None else None
+                if value is None or value.type == onnx.AttributeProto.UNDEFINED:
+                    continue  # not given, no default: the inner op's own default applies
+            bound = onnx.AttributeProto()
+            bound.CopyFrom(value)
+            bound.name = attr.name
+            node.attribute.append(bound)
+        nodes.append(node)
+    return nodes

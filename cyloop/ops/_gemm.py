@@ -63,6 +63,16 @@ def _labeller(transposed):
     return label
 
 
+def _narrow_product(a, b, out):
+    """a @ b of ml_dtypes' narrow floats (bfloat16, float8): numpy computes their product in
+    float32 and returns float32; MatMul returns its operands' type, rounded from that."""
+    result = np.matmul(a, b).astype(a.dtype)
+    if out is None:
+        return result
+    np.copyto(out, result)
+    return out
+
+
 def weight_product(transposed: bool = False) -> Callable:
     """``product(a, w, out=None)`` = ``a @ w`` (``a @ w^T`` if `transposed`), with the measured
     orientation when both are 2-D of one dtype and `w` is read-only; plain ``np.matmul``
@@ -88,6 +98,8 @@ def weight_product(transposed: bool = False) -> Callable:
                         label=_labeller(transposed))
 
     def product(a, w, out=None):
+        if a.dtype.kind == "V" or w.dtype.kind == "V":
+            return _narrow_product(a, np.swapaxes(w, -1, -2) if transposed else w, out)
         if a.ndim == 2 and w.ndim == 2 and not w.flags.writeable and a.dtype == w.dtype:
             return measured(a, w, out)
         return np.matmul(a, np.swapaxes(w, -1, -2) if transposed else w, out=out)

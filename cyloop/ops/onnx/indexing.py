@@ -1,5 +1,5 @@
 """Indexing and data movement with index tensors: Split, Slice, GatherElements, GatherND,
-ScatterElements, ScatterND, NonZero, OneHot, Pad, Einsum, Dropout (inference)."""
+ScatterElements (and Scatter), ScatterND, NonZero, OneHot, Pad, Einsum, Dropout."""
 
 import numpy as np
 
@@ -119,6 +119,7 @@ _REDUCTIONS = {"none": None, "add": np.add, "mul": np.multiply, "max": np.maximu
                "min": np.minimum}
 
 
+@kernel("Scatter", since=9)  # deprecated at 11 for ScatterElements, which it is
 @kernel("ScatterElements", since=11)
 def scatter_elements(attrs):
     axis = int(attrs.get("axis", 0))
@@ -221,18 +222,40 @@ def pad_11(attrs):
 @kernel("Einsum", since=12)
 def einsum(attrs):
     equation = attrs["equation"].replace(" ", "")
-    return lambda *operands: np.einsum(equation, *operands)
+
+    def contract(*operands):
+        narrow = [x.dtype for x in operands if x.dtype.kind == "V"]
+        if narrow:  # ml_dtypes' bfloat16 / float8: numpy's einsum has no loop for them
+            wide = [x.astype(np.float32) if x.dtype.kind == "V" else x for x in operands]
+            return np.einsum(equation, *wide).astype(narrow[0])
+        return np.einsum(equation, *operands)
+
+    return contract
 
 
 def _dropout(mask_is_bool):
+    """Dropout: the identity (and a mask of ones) at inference, as for a ratio of 0 in training
+    mode; in training mode with a ratio r > 0, each element is kept with probability 1 - r (the
+    node's `seed`, if any, seeds numpy's generator) and scaled by 1 / (1 - r)."""
     def factory(attrs, n_outputs):
-        def passthrough(x, ratio=None, training_mode=None):
-            if training_mode is not None and bool(np.asarray(training_mode)):
-                raise ValueError("Dropout in training mode is not supported (inference only)")
-            mask = np.ones(np.shape(x), dtype=np.bool_ if mask_is_bool else x.dtype)
-            return (x, mask)[:n_outputs]
+        seed = attrs.get("seed")
+        default_ratio = float(attrs.get("ratio", 0.5))  # opsets before 12: an attribute
 
-        return passthrough
+        def dropout(x, ratio=None, training_mode=None):
+            x = np.asarray(x)
+            ratio = default_ratio if ratio is None else float(np.asarray(ratio).reshape(()))
+            training = training_mode is not None and bool(np.asarray(training_mode))
+            if not training or ratio == 0:
+                mask = np.ones(x.shape, dtype=np.bool_ if mask_is_bool else x.dtype)
+                return (x, mask)[:n_outputs]
+            if not 0 <= ratio < 1:
+                raise ValueError(f"Dropout ratio must be in [0, 1), got {ratio}")
+            keep = np.random.RandomState(seed).uniform(0, 1.0, x.shape) >= ratio
+            scale = np.asarray(1 / (1 - ratio), dtype=x.dtype)
+            y = (x * keep * scale).astype(x.dtype)
+            return (y, keep if mask_is_bool else keep.astype(x.dtype))[:n_outputs]
+
+        return dropout
 
     return factory
 
