@@ -387,13 +387,25 @@ class _Reader:
         spec.outputs = [outputs_by_port[p] for p in out_ports]
         if kind == "Loop":
             unmapped = [lid for lid in params if lid not in mapped_params]
-            if cond_param_layer is not None:  # older dialect
-                cond_back = back.pop(cond_param_layer, None)
-                spec.inputs = [i for i in spec.inputs if i.param != spec.cond_param]
-                if cond_back is not None:
-                    spec.cond_result = result(cond_back)
-                used = {i.outer for i in spec.inputs} | {spec.initial_cond.index}
+            older = cond_param_layer is not None or any(
+                "internal_operation_id" in entry.attrib for entry in entries_in + entries_out)
+            if older:
+                # The older doc's dialect: the condition input, if connected, is the entry marked
+                # condition="True" (its back edge brings the body's condition); the trip count,
+                # if connected, is the input port no entry maps. Without a condition input the
+                # body's condition is not checked (the doc's `for` loop), so it needs no entry.
+                if cond_param_layer is not None:
+                    cond_back = back.pop(cond_param_layer, None)
+                    spec.inputs = [i for i in spec.inputs if i.param != spec.cond_param]
+                    if cond_back is not None:
+                        spec.cond_result = result(cond_back)
+                used = {i.outer for i in spec.inputs}
+                if spec.initial_cond is not None:
+                    used.add(spec.initial_cond.index)
                 free_ports = [k for k in range(len(in_ports)) if k not in used]
+                if len(free_ports) > 1:
+                    raise ModelError(f"{label}: input ports {[in_ports[k] for k in free_ports]} "
+                                     "have no port_map entry; only the trip count may have none")
                 spec.trip_count = OuterInput(free_ports[0]) if free_ports else None
                 if spec.iteration_param is None and unmapped:
                     spec.iteration_param = params[unmapped[0]]

@@ -122,10 +122,19 @@ def test_sliced_inputs_disagreeing_on_the_count(ti_path, rng):
         cyloop.load(ti_path).run(_feeds(rng))
 
 
-def _to_older_dialect(path, out_path):
-    """Rewrite a current-dialect Loop-5 IR into the older doc's dialect."""
+def _to_older_dialect(path, out_path, condition=True):
+    """Rewrite a current-dialect Loop-5 IR into the older doc's dialect; without `condition`,
+    as the doc's `for` loop: no condition input (its port and edge removed), the body's
+    condition Result left without a port_map entry."""
     tree = ET.parse(path)
     loop = next(layer for layer in tree.iter("layer") if layer.get("type") == "Loop")
+    if not condition:
+        port = next(p for p in loop.find("input") if p.get("id") == "1")
+        loop.find("input").remove(port)
+        edges = tree.getroot().find("edges")
+        for edge in [e for e in edges if e.get("to-layer") == loop.get("id")
+                     and e.get("to-port") == "1"]:
+            edges.remove(edge)
     port_map, back_edges = loop.find("port_map"), loop.find("back_edges")
     body_layers = loop.find("body").find("layers")
     cond_result = None
@@ -137,6 +146,13 @@ def _to_older_dialect(path, out_path):
         elif purpose == "execution_condition":
             cond_result = entry.get("internal_operation_id")
             port_map.remove(entry)
+    if not condition:
+        for edge in back_edges:
+            edge.set("from-operation", edge.attrib.pop("from-layer"))
+            edge.set("to-operation", edge.attrib.pop("to-layer"))
+        tree.write(out_path)
+        shutil.copy(path.with_suffix(".bin"), out_path.with_suffix(".bin"))
+        return out_path
     cond_param = ET.SubElement(body_layers, "layer", id="999", name="cond_in",
                                type="Parameter", version="opset1")
     ET.SubElement(cond_param, "data", shape="", element_type="boolean")
@@ -163,6 +179,25 @@ def test_older_loop5_dialect_matches_its_current_twin(trip, stop_at, tmp_path, r
     a, b = cyloop.load(current), cyloop.load(older)
     assert [str(x) for x in b._compiled.loops[0].spec.inputs] == \
         [str(x) for x in a._compiled.loops[0].spec.inputs]
+    got_a, got_b = a.run(feeds), b.run(feeds)
+    for name_a, name_b in zip(a.output_names, b.output_names):
+        np.testing.assert_array_equal(got_a[name_a], got_b[name_b])
+
+
+@pytest.mark.parametrize("trip", [5, 0])
+def test_older_loop5_dialect_without_a_condition_input_is_a_for_loop(trip, tmp_path, rng):
+    """The older doc's `input (trip_count, "")`: the trip count is the one input port without a
+    port_map entry, and the body's condition (mapped nowhere) stops nothing. It once took the
+    data input on port 1 for the condition."""
+    current = save(loop_model(trip, None, sliced=True), tmp_path / "current.xml")
+    older = _to_older_dialect(current, tmp_path / "older.xml", condition=False)
+    assert 'condition="True"' not in older.read_text()
+    feeds = {"ACC0": rng.standard_normal((1, 3)).astype(np.float32),
+             "X": rng.standard_normal((6, 3)).astype(np.float32)}
+    a, b = cyloop.load(current), cyloop.load(older)
+    spec = b._compiled.loops[0].spec
+    assert spec.initial_cond is None and spec.cond_result is None
+    assert spec.trip_count is not None and spec.iteration_param is not None
     got_a, got_b = a.run(feeds), b.run(feeds)
     for name_a, name_b in zip(a.output_names, b.output_names):
         np.testing.assert_array_equal(got_a[name_a], got_b[name_b])
