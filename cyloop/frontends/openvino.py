@@ -275,6 +275,8 @@ class _Reader:
             raise ModelError(f"{label}: unknown version {version_text!r}") from None
         if kind in ("TensorIterator", "Loop"):
             return self.loop(layer, kind, node_inputs, node_outputs, prefix, label)
+        if kind == "If":
+            return self.if_(layer, node_inputs, node_outputs, prefix, label)
         try:
             ops.lookup(DOMAIN, kind, version)
         except ModelError as e:
@@ -287,6 +289,56 @@ class _Reader:
                                      "not supported")
         return Node(kind, node_inputs, node_outputs, attrs, DOMAIN, f"{lid}:{lname}",
                     version=version)
+
+    def if_(self, layer, node_inputs, node_outputs, prefix, label) -> Node:
+        """If-8, lowered as ONNX's If: a branch reads the layer's inputs its port map names (its
+        Parameters become Identities of those outer values, which the branch captures) and
+        yields the Results mapped to the layer's output ports, in port order."""
+        if not node_inputs:
+            raise ModelError(f"{label}: an If needs its condition input (port 0)")
+        in_ports = [p.get("id") for p in (layer.find("input") if layer.find("input") is not None
+                                          else [])]
+        out_ports = [p.get("id") for p in (layer.find("output") if layer.find("output")
+                                           is not None else [])]
+        branches = {}
+        for key in ("then", "else"):
+            body_el, port_map = layer.find(f"{key}_body"), layer.find(f"{key}_port_map")
+            if body_el is None or port_map is None:
+                raise ModelError(f"{label}: no <{key}_body> or <{key}_port_map>")
+            scope = f"{prefix}{layer.get('id')}/{key}/"
+            body, values = self.graph(body_el, scope, top=False, name=f"{label} {key} body")
+            parameters = {v.name for v in body.inputs}
+            nodes = []
+            for entry in port_map.findall("input"):
+                port, internal_id = entry.get("external_port_id"), entry.get("internal_layer_id")
+                if port not in in_ports or in_ports.index(port) == 0:
+                    raise ModelError(f"{label}: {key}_port_map maps input port {port}, which is "
+                                     "not one of the layer's data inputs")
+                param = next((value for (lid, _), value in values.items()
+                              if lid == internal_id and value in parameters), None)
+                if param is None:
+                    raise ModelError(f"{label}: {key}_port_map names body layer {internal_id}, "
+                                     "which is not a body Parameter")
+                nodes.append(Node("Identity", [node_inputs[in_ports.index(port)]], [param], {},
+                                  DOMAIN, f"{label} {key} input {port}", version=1))
+            mapped = {node.outputs[0] for node in nodes}
+            unmapped = [v.name for v in body.inputs if v.name not in mapped]
+            if unmapped:
+                raise ModelError(f"{label}: {key}_body Parameters {unmapped} have no port_map "
+                                 "entry")
+            by_port = {entry.get("external_port_id"): values.get((entry.get("internal_layer_id"),
+                                                                  "result"))
+                       for entry in port_map.findall("output")}
+            missing = [port for port in out_ports if by_port.get(port) is None]
+            if missing:
+                raise ModelError(f"{label}: {key}_port_map maps no body Result to output ports "
+                                 f"{missing}")
+            declared = {v.name: v for v in body.outputs}
+            outputs = [declared.get(by_port[port], Value(by_port[port])) for port in out_ports]
+            branches[f"{key}_branch"] = Graph(nodes + body.nodes, [], outputs, body.initializers,
+                                              body.opsets, f"{label} {key}")
+        return Node("If", node_inputs[:1], node_outputs, branches, "",
+                    f"{layer.get('id')}:{layer.get('name', '')}")
 
     def loop(self, layer, kind, node_inputs, node_outputs, prefix, label) -> Node:
         body_el = layer.find("body")

@@ -112,3 +112,54 @@ def lstm_loop_model(hidden=8, opset=13):
         [tensor("h_last", np.float32, ["B", hidden]), tensor("c_last", np.float32, ["B", hidden]),
          tensor("hs", np.float32, ["T", "B", hidden])])
     return model(graph, opset)
+
+
+def if_in_loop_model():
+    """A Loop over M whose body picks, by the iteration's parity, v * 0.5 or v + x (an If whose
+    branches capture the body's values and the outer x), emitting each v; then an If on the
+    final v's sum that returns it negated or as is."""
+    from onnx import TensorProto, helper
+
+    f = TensorProto.FLOAT
+
+    def branch(name, node):
+        return helper.make_graph([node], name, [],
+                                 [helper.make_tensor_value_info(node.output[0], f, None)])
+
+    body = helper.make_graph(
+        [helper.make_node("Mod", ["i", "two"], ["parity"]),
+         helper.make_node("Equal", ["parity", "zero"], ["even"]),
+         helper.make_node("If", ["even"], ["v_out"],
+                          then_branch=branch("halve", helper.make_node("Mul", ["v_in", "half"],
+                                                                       ["halved"])),
+                          else_branch=branch("add", helper.make_node("Add", ["v_in", "x"],
+                                                                     ["added"]))),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Identity", ["v_out"], ["scan"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_in", f, [2, 3])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", f, [2, 3]),
+         helper.make_tensor_value_info("scan", f, [2, 3])],
+        [helper.make_tensor("two", TensorProto.INT64, [], [2]),
+         helper.make_tensor("zero", TensorProto.INT64, [], [0]),
+         helper.make_tensor("half", f, [], [0.5])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "v0"], ["v_last", "vs"], body=body),
+         helper.make_node("ReduceSum", ["v_last"], ["total"], keepdims=0),
+         helper.make_node("Greater", ["total", "zero_f"], ["positive"]),
+         helper.make_node("If", ["positive"], ["y"],
+                          then_branch=branch("negate", helper.make_node("Neg", ["v_last"],
+                                                                        ["negated"])),
+                          else_branch=branch("keep", helper.make_node("Identity", ["v_last"],
+                                                                      ["kept"])))],
+        "if_in_loop",
+        [helper.make_tensor_value_info("M", TensorProto.INT64, []),
+         helper.make_tensor_value_info("v0", f, [2, 3]),
+         helper.make_tensor_value_info("x", f, [2, 3])],
+        [helper.make_tensor_value_info("y", f, [2, 3]),
+         helper.make_tensor_value_info("vs", f, [None, 2, 3])],
+        [helper.make_tensor("zero_f", f, [], [0.0])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

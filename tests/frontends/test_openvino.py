@@ -135,8 +135,8 @@ def _ort(onnx_model, feeds):
 
 
 def _converted_cases(rng):
+    from .onnx_models import if_in_loop_model, lstm_loop_model, scan_model
     from .onnx_models import loop_model as onnx_loop
-    from .onnx_models import lstm_loop_model, scan_model
 
     steps, batch, features, hidden = 6, 2, 5, 8
     return {
@@ -156,17 +156,26 @@ def _converted_cases(rng):
             "B": rng.standard_normal(4 * hidden).astype(np.float32),
             "h0": np.zeros((batch, hidden), np.float32),
             "c0": np.zeros((batch, hidden), np.float32)}),
+        # If-8, at the top and inside a Loop body, its branches capturing outer values.
+        "if-in-loop": (if_in_loop_model(), {
+            "M": np.array(5, np.int64), "v0": rng.standard_normal((2, 3)).astype(np.float32),
+            "x": rng.standard_normal((2, 3)).astype(np.float32)}),
+        "if-in-loop-negative": (if_in_loop_model(), {
+            "M": np.array(3, np.int64), "v0": -np.ones((2, 3), np.float32),
+            "x": -np.ones((2, 3), np.float32)}),
     }
 
 
 @pytest.mark.parametrize("name", ["loop-with-body-stop", "loop-M-only", "scan-axis1-reversed",
-                                  "lstm-as-loop"])
+                                  "lstm-as-loop", "if-in-loop", "if-in-loop-negative"])
 def test_ir_converted_from_onnx_matches_onnxruntime_on_the_original(name, tmp_path, rng):
     import onnx
 
     onnx_model, feeds = _converted_cases(rng)[name]
     onnx.save(onnx_model, str(tmp_path / "model.onnx"))
     path = save(ov.convert_model(str(tmp_path / "model.onnx")), tmp_path / "model.xml")
+    if name.startswith("if-"):
+        assert 'type="If"' in path.read_text()
     expected = _ort(onnx_model, feeds)
     model = cyloop.load(path)
     got = model.run({k: v for k, v in feeds.items() if k in model.input_names})
