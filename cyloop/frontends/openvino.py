@@ -296,10 +296,7 @@ class _Reader:
         yields the Results mapped to the layer's output ports, in port order."""
         if not node_inputs:
             raise ModelError(f"{label}: an If needs its condition input (port 0)")
-        in_ports = [p.get("id") for p in (layer.find("input") if layer.find("input") is not None
-                                          else [])]
-        out_ports = [p.get("id") for p in (layer.find("output") if layer.find("output")
-                                           is not None else [])]
+        in_ports, out_ports = _port_ids(layer, "input"), _port_ids(layer, "output")
         branches = {}
         for key in ("then", "else"):
             body_el, port_map = layer.find(f"{key}_body"), layer.find(f"{key}_port_map")
@@ -357,10 +354,7 @@ class _Reader:
                                                             _first_port(body_layer))]
             elif body_layer.get("type") == "Result":
                 results[body_layer.get("id")] = body_values[(body_layer.get("id"), "result")]
-        in_ports = [p.get("id") for p in (layer.find("input") if layer.find("input") is not None
-                                          else [])]
-        out_ports = [p.get("id") for p in (layer.find("output") if layer.find("output")
-                                           is not None else [])]
+        in_ports, out_ports = _port_ids(layer, "input"), _port_ids(layer, "output")
         back = {}
         back_el = layer.find("back_edges")
         for edge in ([] if back_el is None else list(back_el)):
@@ -531,6 +525,12 @@ def _port_type(port):
         text = (dim.text or "").strip()
         dims.append(int(text) if text.isdigit() else None)
     return _PRECISIONS.get(port.get("precision", "").upper()), tuple(dims)
+
+
+def _port_ids(layer, section: str) -> list:
+    """The ids of a layer's input or output ports, in order."""
+    ports = layer.find(section)
+    return [] if ports is None else [port.get("id") for port in ports]
 
 
 def _first_port(layer):
