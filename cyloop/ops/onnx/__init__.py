@@ -5,8 +5,10 @@ from . import (  # noqa: F401  (registration happens on import)
     fallback,
     indexing,
     nn,
+    normalization,
     reduction,
     rnn,
     sequence,
+    spatial,
     tensor,
 )

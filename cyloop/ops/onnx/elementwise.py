@@ -25,6 +25,24 @@ _UFUNCS = {
     "Floor": np.floor,
     "Ceil": np.ceil,
     "Tanh": np.tanh,
+    "Sin": np.sin,
+    "Cos": np.cos,
+    "Tan": np.tan,
+    "Asin": np.arcsin,
+    "Acos": np.arccos,
+    "Atan": np.arctan,
+    "Sinh": np.sinh,
+    "Cosh": np.cosh,
+    "Asinh": np.arcsinh,
+    "Acosh": np.arccosh,
+    "Atanh": np.arctanh,
+    "Sign": np.sign,
+    "Round": np.rint,  # halves to even, as ONNX Round
+    "IsNaN": np.isnan,
+    "BitwiseAnd": np.bitwise_and,
+    "BitwiseOr": np.bitwise_or,
+    "BitwiseXor": np.bitwise_xor,
+    "BitwiseNot": np.invert,
     "Equal": np.equal,
     "Less": np.less,
     "LessOrEqual": np.less_equal,
@@ -178,6 +196,96 @@ def hard_sigmoid(attrs):
 @kernel("Softplus", batch="elementwise")
 def softplus(attrs):
     return lambda x: np.logaddexp(x, x.dtype.type(0))
+
+
+@kernel("IsInf", since=10, batch="elementwise")
+def is_inf(attrs):
+    negative, positive = attrs.get("detect_negative", 1), attrs.get("detect_positive", 1)
+    if negative and positive:
+        return np.isinf
+    if positive:
+        return lambda x: np.isposinf(x)
+    if negative:
+        return lambda x: np.isneginf(x)
+    return lambda x: np.zeros(x.shape, np.bool_)
+
+
+@kernel("BitShift", since=11, batch="elementwise")
+def bit_shift(attrs):
+    direction = attrs["direction"]
+    direction = direction.decode() if isinstance(direction, bytes) else direction
+    if direction not in ("LEFT", "RIGHT"):
+        raise ValueError(f"direction must be 'LEFT' or 'RIGHT', got {direction!r}")
+    shift = np.left_shift if direction == "LEFT" else np.right_shift
+    # numpy gives 0 for a shift by the type's width or more, as C leaves undefined.
+    return lambda x, amount: shift(x, amount.astype(x.dtype, copy=False))
+
+
+@kernel("Softsign", batch="elementwise")
+def softsign(attrs):
+    return lambda x: x / (np.absolute(x) + x.dtype.type(1))
+
+
+@kernel("Selu", batch="elementwise")
+def selu(attrs):
+    alpha = float(attrs.get("alpha", 1.67326319217681884765625))
+    gamma = float(attrs.get("gamma", 1.05070102214813232421875))
+
+    def scaled_elu(x):
+        negative = x.dtype.type(alpha) * np.expm1(np.minimum(x, 0))
+        return x.dtype.type(gamma) * np.where(x > 0, x, negative)
+
+    return scaled_elu
+
+
+@kernel("Celu", since=12, batch="elementwise")
+def celu(attrs):
+    alpha = float(attrs.get("alpha", 1.0))
+
+    def continuous_elu(x):
+        a = x.dtype.type(alpha)
+        return np.maximum(x, 0) + np.minimum(a * np.expm1(x / a), 0)
+
+    return continuous_elu
+
+
+@kernel("ThresholdedRelu", since=10, batch="elementwise")
+def thresholded_relu(attrs):
+    alpha = float(attrs.get("alpha", 1.0))
+    return lambda x: np.where(x > x.dtype.type(alpha), x, x.dtype.type(0))
+
+
+@kernel("Shrink", since=9, batch="elementwise")
+def shrink(attrs):
+    bias, lambd = float(attrs.get("bias", 0.0)), float(attrs.get("lambd", 0.5))
+
+    def soft_threshold(x):
+        # In the input's type (Shrink allows integers): x - bias above lambd, x + bias below -lambd.
+        low, high = x < -lambd, x > lambd
+        result = np.zeros_like(x)
+        result[low] = (x[low].astype(np.float64) + bias).astype(x.dtype)
+        result[high] = (x[high].astype(np.float64) - bias).astype(x.dtype)
+        return result
+
+    return soft_threshold
+
+
+@kernel("PRelu", since=7, batch="elementwise")
+def prelu(attrs):
+    return lambda x, slope: np.where(x < 0, x * slope, x).astype(x.dtype, copy=False)
+
+
+@kernel("PRelu", since=1)
+def prelu_1(attrs):
+    # Before opset 7 the slope is one per channel (axis 1), not broadcast from the right.
+    leaky = prelu(attrs)
+
+    def per_channel(x, slope):
+        if slope.ndim == 1 and x.ndim > 2 and slope.size == x.shape[1] and slope.size > 1:
+            slope = slope.reshape((-1,) + (1,) * (x.ndim - 2))
+        return leaky(x, slope)
+
+    return per_channel
 
 
 @kernel("Clip", since=6, batch="first")

@@ -12,7 +12,7 @@ def matmul(attrs):
     return weight_product()
 
 
-@kernel("Gemm", since=7)
+@kernel("Gemm", since=1)  # (before 7, a `broadcast` attribute numpy's broadcasting subsumes)
 def gemm(attrs):
     alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
     trans_a, trans_b = bool(attrs.get("transA", 0)), bool(attrs.get("transB", 0))

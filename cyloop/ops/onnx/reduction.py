@@ -1,5 +1,5 @@
 """Reductions (ReduceSum/Mean/Max/Min/Prod; axes an attribute before opset 13 for ReduceSum and
-18 for the others, an input after), ArgMax/ArgMin, CumSum, TopK."""
+18 for the others, an input after), ArgMax/ArgMin, CumSum/CumProd, TopK, Hardmax."""
 
 import numpy as np
 
@@ -95,23 +95,32 @@ kernel("ArgMax", since=1)(_arg(np.argmax))
 kernel("ArgMin", since=1)(_arg(np.argmin))
 
 
-@kernel("CumSum", since=11)
-def cumsum(attrs):
-    exclusive, reverse = bool(attrs.get("exclusive", 0)), bool(attrs.get("reverse", 0))
+def _cumulative(accumulate, identity):
+    """CumSum / CumProd: `accumulate` along the axis input, optionally exclusive (each position
+    leaves itself out, the first gets `identity`) and reversed (from the end)."""
 
-    def cumulative(x, axis):
-        axis = int(np.asarray(axis).reshape(()))
-        if x.shape[axis] == 0:
-            return np.array(x, copy=True)
-        data = np.flip(x, axis) if reverse else x
-        total = np.cumsum(data, axis=axis, dtype=x.dtype)
-        if exclusive:
-            total = np.concatenate([np.zeros_like(np.take(total, [0], axis=axis)),
-                                    np.take(total, range(total.shape[axis] - 1), axis=axis)],
-                                   axis=axis)
-        return np.flip(total, axis) if reverse else total
+    def factory(attrs):
+        exclusive, reverse = bool(attrs.get("exclusive", 0)), bool(attrs.get("reverse", 0))
 
-    return cumulative
+        def cumulative(x, axis):
+            axis = int(np.asarray(axis).reshape(()))
+            if x.shape[axis] == 0:
+                return np.array(x, copy=True)
+            data = np.flip(x, axis) if reverse else x
+            total = accumulate(data, axis=axis, dtype=x.dtype)
+            if exclusive:
+                first = np.full_like(np.take(total, [0], axis=axis), identity)
+                total = np.concatenate(
+                    [first, np.take(total, range(total.shape[axis] - 1), axis=axis)], axis=axis)
+            return np.flip(total, axis) if reverse else total
+
+        return cumulative
+
+    return factory
+
+
+kernel("CumSum", since=11)(_cumulative(np.cumsum, 0))
+kernel("CumProd", since=26)(_cumulative(np.cumprod, 1))
 
 
 @kernel("TopK", since=1, multi=True)
@@ -139,3 +148,16 @@ def top_k(attrs, n_outputs):
         return np.take_along_axis(x, indices, axis=axis), indices.astype(np.int64)
 
     return top
+
+
+@kernel("Hardmax", since=13)
+def hardmax(attrs):
+    axis = int(attrs.get("axis", -1))
+
+    def one_hot_of_max(x):
+        # One 1 per lane, at the first maximum (argmax's tie rule, as the spec's).
+        result = np.zeros_like(x)
+        np.put_along_axis(result, np.expand_dims(np.argmax(x, axis=axis), axis), 1, axis=axis)
+        return result
+
+    return one_hot_of_max

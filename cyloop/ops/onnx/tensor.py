@@ -1,5 +1,5 @@
 """Shape and data movement: Identity, Constant, Cast, Shape, Reshape, Squeeze, Unsqueeze, Concat,
-Gather. Kernels that only re-view their input return numpy views (no copy)."""
+Gather, Trilu, ... Kernels that only re-view their input return numpy views (no copy)."""
 
 import numpy as np
 
@@ -232,3 +232,14 @@ def cast_like(attrs):
 
     return cast_as
 
+
+
+@kernel("Trilu", since=14)
+def trilu(attrs):
+    keep = np.triu if attrs.get("upper", 1) else np.tril
+
+    def triangle(x, k=None):
+        # numpy's triu/tril keep the last two axes' triangle; k shifts the diagonal up (k > 0).
+        return keep(x, 0 if k is None else int(np.asarray(k).reshape(())))
+
+    return triangle
