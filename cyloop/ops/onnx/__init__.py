@@ -7,6 +7,7 @@ from . import (  # noqa: F401  (registration happens on import)
     nn,
     normalization,
     reduction,
+    resize,
     rnn,
     sequence,
     spatial,
