@@ -45,6 +45,14 @@ ELEMENT_TYPES = {
     "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32,
     "u64": np.uint64, "boolean": np.bool_,
 }
+try:  # bfloat16 and the 8-bit floats, when ml_dtypes is installed (the onnx extra brings it);
+    # the 4-bit types OpenVINO packs two a byte are not read.
+    import ml_dtypes
+except ImportError:  # pragma: no cover
+    ml_dtypes = None
+if ml_dtypes is not None:
+    ELEMENT_TYPES.update({"bf16": ml_dtypes.bfloat16, "f8e4m3": ml_dtypes.float8_e4m3fn,
+                          "f8e5m2": ml_dtypes.float8_e5m2, "f8e8m0": ml_dtypes.float8_e8m0fnu})
 
 # Layer attributes that name an element type: the kernels get them as numpy dtypes.
 _TYPE_ATTRIBUTES = ("destination_type", "output_type", "index_element_type")
@@ -256,7 +264,8 @@ class _Reader:
                              "truncated or not this IR's")
         dtype = np.dtype(ELEMENT_TYPES[kind])
         count = int(np.prod(shape)) if shape else 1
-        if count * dtype.itemsize != size:
+        # (OpenVINO writes an empty constant with a size of 1; no byte of it is read)
+        if count * dtype.itemsize != size and not (count == 0 and size <= dtype.itemsize):
             raise ModelError(f"{label}: shape {list(shape)} of {kind} needs "
                              f"{count * dtype.itemsize} bytes, the layer says {size}")
         value = np.frombuffer(self.blob, dtype, count, offset).reshape(shape).copy()

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-__all__ = ["erf", "gelu", "lstm_gate_affine", "sigmoid", "softmax"]
+__all__ = ["erf", "gelu", "lstm_gate_affine", "power", "sigmoid", "softmax"]
 
 _scalar_erf = np.frompyfunc(math.erf, 1, 1)
 
@@ -86,3 +86,21 @@ def lstm_gate_affine(length: int, trailing: int, dtype, g_at: int):
     scale, offset = scale.reshape(shape), offset.reshape(shape)
     scale.flags.writeable = offset.flags.writeable = False
     return scale, offset
+
+
+def power(base, exponent, out=None):
+    """base ** exponent in the base's type, as ONNX Pow and OpenVINO Power compute it: an integer
+    to a negative integer power is the truncated real power (2 ** -1 == 0, 1 ** -3 == 1), where
+    numpy refuses."""
+    base = np.asarray(base)
+    if base.dtype.kind in "iu" and np.asarray(exponent).dtype.kind in "iu" \
+            and np.any(exponent < 0):
+        as_float = np.trunc(np.power(base.astype(np.float64), exponent))
+        as_int = np.power(base, np.maximum(exponent, 0))
+        result = np.where(exponent < 0, as_float, as_int).astype(base.dtype)
+    else:
+        result = np.power(base, exponent).astype(base.dtype, copy=False)
+    if out is None:
+        return result
+    np.copyto(out, result)
+    return out

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-__all__ = ["in_own_type", "over_every_axis"]
+__all__ = ["in_own_type", "over_every_axis", "with_identity"]
 
 
 def in_own_type(ufunc):
@@ -25,3 +25,20 @@ def over_every_axis(reducer, keepdims):
     if direct is not None:
         return lambda x: direct(x, None, x.dtype, None, keepdims)
     return lambda x: np.asarray(reducer(x, None, keepdims), x.dtype)
+
+
+def with_identity(reducer, pick_low):
+    """np.max / np.min (`pick_low`: max) over possibly empty axes: the identity (-inf / +inf, or
+    the integer limits) as ONNX 18 specifies and OpenVINO computes, instead of numpy's error."""
+
+    def reduce(x, axis=None, keepdims=True):
+        if x.dtype.kind in "iu":
+            info = np.iinfo(x.dtype)
+            initial = info.min if pick_low else info.max
+        elif x.dtype.kind == "b":
+            initial = not pick_low
+        else:
+            initial = -np.inf if pick_low else np.inf
+        return reducer(x, axis=axis, keepdims=keepdims, initial=initial)
+
+    return reduce

@@ -96,17 +96,7 @@ def div(attrs):
 
 @kernel("Pow", batch="elementwise")
 def pow_(attrs):
-    def power(base, exponent):
-        # ONNX Pow's result has the base's type, whatever the exponent's.
-        if base.dtype.kind in "iu" and np.asarray(exponent).dtype.kind in "iu" \
-                and np.any(exponent < 0):
-            # numpy refuses integers to negative powers; ONNX truncates (2 ** -1 == 0).
-            as_float = np.trunc(np.power(base.astype(np.float64), exponent))
-            as_int = np.power(base, np.maximum(exponent, 0))
-            return np.where(exponent < 0, as_float, as_int).astype(base.dtype)
-        return np.power(base, exponent).astype(base.dtype, copy=False)
-
-    return power
+    return _math.power  # the base's type, whatever the exponent's
 
 
 def _variadic(ufunc):

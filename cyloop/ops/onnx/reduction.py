@@ -3,25 +3,8 @@
 
 import numpy as np
 
-from .._reductions import in_own_type, over_every_axis
+from .._reductions import in_own_type, over_every_axis, with_identity
 from ..registry import kernel
-
-
-def _with_identity(reducer, pick_low):
-    """max/min over possibly empty axes: the identity (-inf/+inf, or the integer limits) as ONNX
-    18 specifies, instead of numpy's error."""
-
-    def reduce(x, axis=None, keepdims=True):
-        if x.dtype.kind in "iu":
-            info = np.iinfo(x.dtype)
-            initial = info.min if pick_low else info.max
-        elif x.dtype.kind == "b":
-            initial = not pick_low
-        else:
-            initial = -np.inf if pick_low else np.inf
-        return reducer(x, axis=axis, keepdims=keepdims, initial=initial)
-
-    return reduce
 
 
 def _mean(x, axis=None, keepdims=True):
@@ -30,8 +13,8 @@ def _mean(x, axis=None, keepdims=True):
 
 # Every reducer takes (x, axis, keepdims), positionally too.
 _REDUCERS = {"ReduceSum": (in_own_type(np.add), 13), "ReduceMean": (_mean, 18),
-             "ReduceMax": (_with_identity(np.max, True), 18),
-             "ReduceMin": (_with_identity(np.min, False), 18),
+             "ReduceMax": (with_identity(np.max, True), 18),
+             "ReduceMin": (with_identity(np.min, False), 18),
              "ReduceProd": (in_own_type(np.multiply), 18)}
 
 

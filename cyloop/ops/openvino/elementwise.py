@@ -38,7 +38,7 @@ def _squared_difference(a, b, out=None):
 
 _BINARY = {
     "Add": np.add, "Subtract": np.subtract, "Multiply": np.multiply, "Maximum": np.maximum,
-    "Minimum": np.minimum, "Power": np.power, "SquaredDifference": _squared_difference,
+    "Minimum": np.minimum, "SquaredDifference": _squared_difference,
     "FloorMod": _floor_mod, "Mod": _truncated_mod, "Equal": np.equal,
     "NotEqual": np.not_equal, "Less": np.less, "LessEqual": np.less_equal,
     "Greater": np.greater, "GreaterEqual": np.greater_equal, "LogicalAnd": np.logical_and,
@@ -65,6 +65,11 @@ def _register_binary(op_type, fn):
 
 for _op_type, _fn in _BINARY.items():
     _register_binary(_op_type, _fn)
+
+
+@kernel("Power", domain=DOMAIN, since=1, batch="elementwise", batch_if=broadcast_batches)
+def power(attrs):
+    return broadcasting(_math.power, attrs)  # (integers to negative powers truncate)
 
 
 @kernel("Divide", domain=DOMAIN, since=1, out=True, batch="elementwise", batch_if=broadcast_batches)

@@ -4,7 +4,7 @@ import numpy as np
 
 from .. import _math
 from .._gemm import weight_product
-from .._reductions import in_own_type, over_every_axis
+from .._reductions import in_own_type, over_every_axis, with_identity
 from ..registry import kernel
 from ._attrs import DOMAIN, as_bool, as_dtype, as_int
 
@@ -51,7 +51,8 @@ def _positional(reducer):
 
 # Sums and products accumulate in the input's type, as OpenVINO's do (and its result type is).
 _REDUCERS = {"ReduceSum": in_own_type(np.add), "ReduceMean": _positional(np.mean),
-             "ReduceMax": _positional(np.max), "ReduceMin": _positional(np.min),
+             "ReduceMax": _positional(with_identity(np.max, True)),
+             "ReduceMin": _positional(with_identity(np.min, False)),
              "ReduceProd": in_own_type(np.multiply),
              "ReduceLogicalAnd": _positional(np.all), "ReduceLogicalOr": _positional(np.any)}
 
