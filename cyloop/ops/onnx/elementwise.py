@@ -203,7 +203,6 @@ def is_inf(attrs):
 @kernel("BitShift", since=11, batch="elementwise")
 def bit_shift(attrs):
     direction = attrs["direction"]
-    direction = direction.decode() if isinstance(direction, bytes) else direction
     if direction not in ("LEFT", "RIGHT"):
         raise ValueError(f"direction must be 'LEFT' or 'RIGHT', got {direction!r}")
     shift = np.left_shift if direction == "LEFT" else np.right_shift

@@ -41,9 +41,15 @@ def layer_normalization(attrs, n_outputs):
     return normalize
 
 
-def _batch_statistics(x):
+def _training_step(x, scale, bias, running_mean, running_var, epsilon, momentum):
+    """Training: normalize with the batch's own statistics (biased variance); also return the
+    running statistics moved toward them, and the batch's. All in x's type."""
     axes = (0,) + tuple(range(2, x.ndim))
-    return x.mean(axis=axes), x.var(axis=axes)
+    mean, var = x.mean(axis=axes), x.var(axis=axes)
+    y = _batch_normalize(x, scale, bias, mean, var, epsilon)
+    new_mean = running_mean * momentum + mean * (1 - momentum)
+    new_var = running_var * momentum + var * (1 - momentum)
+    return tuple(r.astype(x.dtype, copy=False) for r in (y, new_mean, new_var, mean, var))
 
 
 def _batch_normalize(x, scale, bias, mean, var, epsilon):
@@ -62,13 +68,8 @@ def batch_normalization_14(attrs, n_outputs):
     def normalize(x, scale, bias, running_mean, running_var):
         if not training:
             return (_batch_normalize(x, scale, bias, running_mean, running_var, epsilon),)
-        # Training: normalize with the batch's own statistics (biased variance) and return the
-        # running statistics moved toward them.
-        mean, var = _batch_statistics(x)
-        y = _batch_normalize(x, scale, bias, mean, var, epsilon)
-        new_mean = running_mean * momentum + mean * (1 - momentum)
-        new_var = running_var * momentum + var * (1 - momentum)
-        return (y, new_mean.astype(x.dtype), new_var.astype(x.dtype))[:n_outputs]
+        return _training_step(x, scale, bias, running_mean, running_var, epsilon,
+                              momentum)[:min(n_outputs, 3)]
 
     return normalize
 
@@ -83,12 +84,8 @@ def batch_normalization_1(attrs, n_outputs):
     def normalize(x, scale, bias, running_mean, running_var):
         if n_outputs == 1:
             return (_batch_normalize(x, scale, bias, running_mean, running_var, epsilon),)
-        mean, var = _batch_statistics(x)
-        y = _batch_normalize(x, scale, bias, mean, var, epsilon)
-        new_mean = running_mean * momentum + mean * (1 - momentum)
-        new_var = running_var * momentum + var * (1 - momentum)
-        results = (y, new_mean, new_var, mean, var)
-        return tuple(r.astype(x.dtype, copy=False) for r in results[:n_outputs])
+        return _training_step(x, scale, bias, running_mean, running_var, epsilon,
+                              momentum)[:n_outputs]
 
     return normalize
 

@@ -14,12 +14,6 @@ import numpy as np
 from ..registry import kernel
 
 
-def _text(value, default):
-    if value is None:
-        return default
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def _linear_kernel(t):
     return np.maximum(0.0, 1.0 - np.abs(t))
 
@@ -38,12 +32,12 @@ class _Mode:
     """The attributes that fix how one axis is interpolated."""
 
     def __init__(self, attrs, opset_10=False):
-        self.mode = _text(attrs.get("mode"), "nearest")
+        self.mode = attrs.get("mode", "nearest")
         if opset_10:  # Resize-10 is Upsample's: asymmetric coordinates, nearest rounds down
             self.transform, self.nearest = "asymmetric", "floor"
         else:
-            self.transform = _text(attrs.get("coordinate_transformation_mode"), "half_pixel")
-            self.nearest = _text(attrs.get("nearest_mode"), "round_prefer_floor")
+            self.transform = attrs.get("coordinate_transformation_mode", "half_pixel")
+            self.nearest = attrs.get("nearest_mode", "round_prefer_floor")
         self.antialias = bool(attrs.get("antialias", 0))
         self.exclude_outside = bool(attrs.get("exclude_outside", 0))
         self.extrapolation = float(attrs.get("extrapolation_value", 0.0))
@@ -172,7 +166,7 @@ def resize_10(attrs):
 def resize_11(attrs):
     axes = attrs.get("axes")
     return _resize(_Mode(attrs), [int(a) for a in axes] if axes is not None else None,
-                   _text(attrs.get("keep_aspect_ratio_policy"), "stretch"))
+                   attrs.get("keep_aspect_ratio_policy", "stretch"))
 
 
 @kernel("Upsample", since=7)

@@ -14,12 +14,6 @@ import numpy as np
 from ..registry import kernel
 
 
-def _text(value, default):
-    if value is None:
-        return default
-    return value.decode() if isinstance(value, bytes) else value
-
-
 class _Geometry:
     """Output sizes and padding of one window operator, from its attributes and input shape.
 
@@ -33,7 +27,7 @@ class _Geometry:
         self.kernel = [int(k) for k in kernel_shape]
         self.strides = [int(s) for s in attrs.get("strides", [1] * rank)]
         self.dilations = [int(d) for d in attrs.get("dilations", [1] * rank)]
-        auto_pad = _text(attrs.get("auto_pad"), "NOTSET")
+        auto_pad = attrs.get("auto_pad", "NOTSET")
         ceil_mode = bool(attrs.get("ceil_mode", 0))
         pads = [int(p) for p in attrs.get("pads", [0] * 2 * rank)]
         self.begin, self.counted_end, self.out = [], [], []
