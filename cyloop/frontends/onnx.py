@@ -67,7 +67,8 @@ _MAX_FUNCTION_DEPTH = 16
 _OMITTED = object()  # an omitted optional input (its type is not passed to onnx)
 
 # Attributes of natively run ops that name an element type: the kernels get numpy dtypes.
-_TYPE_ATTRIBUTES = {("Cast", "to"), ("SequenceEmpty", "dtype"), ("LayerNormalization", "stash_type")}
+_TYPE_ATTRIBUTES = {("Cast", "to"), ("SequenceEmpty", "dtype"),
+                    ("LayerNormalization", "stash_type")}
 
 
 def read_graph(source) -> Graph:

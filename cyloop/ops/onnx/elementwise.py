@@ -194,9 +194,9 @@ def is_inf(attrs):
     if negative and positive:
         return np.isinf
     if positive:
-        return lambda x: np.isposinf(x)
+        return np.isposinf
     if negative:
-        return lambda x: np.isneginf(x)
+        return np.isneginf
     return lambda x: np.zeros(x.shape, np.bool_)
 
 
