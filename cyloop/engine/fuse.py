@@ -6,15 +6,23 @@ and puts one node of the engine's domain in its place, whose kernel (ops/fused.p
 longer passes. The values the pattern hands out keep their names; every value only the pattern
 read disappears with it. Results agree with the unfused body to rounding.
 
-The one pattern so far is the LSTM cell's gate arithmetic as ONNX models write it (and as an
-OpenVINO IR converted from them does), from the pre-activations ``pre`` and the cell state ``c``:
+Two patterns so far, as ONNX models write them (and as an OpenVINO IR converted from them does).
+The LSTM cell's gate arithmetic, from the pre-activations ``pre`` and the cell state ``c``:
 
     f, i, g, o = Split(pre, 4 equal parts, axis)        (in any order)
     c' = Add(Mul(Sigmoid(f), c), Mul(Sigmoid(i), Tanh(g)))
     h' = Mul(Sigmoid(o), Tanh(c'))                      (operands of Mul and Add in any order)
 
-which becomes ``LSTMGates(pre, c) -> (h', c')``. The matrix products that make ``pre`` are left
-to their own kernels (measured orientation, the input one hoisted).
+which becomes ``LSTMGates(pre, c) -> (h', c')``. The GRU cell's, with the reset gate applied
+after the recurrent product (PyTorch's and Keras' GRU, ONNX's linear_before_reset), from the
+input and recurrent pre-activations ``x`` and ``r`` and the state ``h``:
+
+    xz, xr, xn = Split(x, 3 equal parts, axis)          (in any order; r's split likewise)
+    z = Sigmoid(Add(xz, rz))    g = Sigmoid(Add(xr, rr))    n = Tanh(Add(xn, Mul(g, rn)))
+    h' = Add(Mul(Sub(1, z), p), Mul(z, q))  or  Add(p, Mul(z, Sub(q, p)))    ({p, q} = {n, h})
+
+which becomes ``GRUGates(x, r, h) -> h'``. The matrix products that make the pre-activations are
+left to their own kernels (measured orientation, the input ones hoisted).
 
 Only the Cython driver fuses; the reference driver runs bodies as written, and the tests compare
 the two.
@@ -32,14 +40,16 @@ from ..ir import LOOP_DOMAIN, OPENVINO_DOMAIN, Graph, LoopSpec, Node
 __all__ = ["fuse_loop"]
 
 # The ops of the pattern in each format's spelling.
-_ONNX = {"Sigmoid": "Sigmoid", "Tanh": "Tanh", "Mul": "Mul", "Add": "Add"}
-_OPENVINO = {"Sigmoid": "Sigmoid", "Tanh": "Tanh", "Mul": "Multiply", "Add": "Add"}
+_ONNX = {"Sigmoid": "Sigmoid", "Tanh": "Tanh", "Mul": "Mul", "Add": "Add", "Sub": "Sub"}
+_OPENVINO = {"Sigmoid": "Sigmoid", "Tanh": "Tanh", "Mul": "Multiply", "Add": "Add",
+             "Sub": "Subtract"}
 _SPELLINGS = {"": _ONNX, "ai.onnx": _ONNX, OPENVINO_DOMAIN: _OPENVINO}
 
 
 def fuse_loop(spec: LoopSpec) -> LoopSpec:
     """`spec` with every recognised pattern in its body fused (the same spec if none is)."""
-    body = _fuse_lstm_gates(spec.body)
+    body = _fuse(spec.body, "Split", _match_lstm_gates)
+    body = _fuse(body, "Tanh", _match_gru_gates)
     return spec if body is spec.body else dataclasses.replace(spec, body=body)
 
 
@@ -68,18 +78,19 @@ def _is(node: Node | None, role: str) -> bool:
     return spelling is not None and node.op_type == spelling[role]
 
 
-def _split_axis(node: Node, graph: Graph) -> int | None:
-    """The axis of a Split into 4 equal parts, or None if `node` is not one."""
-    if len(node.outputs) != 4 or not all(node.outputs):
+def _split_axis(node: Node | None, graph: Graph, parts: int) -> int | None:
+    """The axis of a Split into `parts` equal parts, or None if `node` is not one."""
+    if node is None or len(node.outputs) != parts or not all(node.outputs):
         return None
     if node.domain in ("", "ai.onnx") and node.op_type == "Split":
         if any(node.inputs[1:]) or "split" in node.attrs \
-                or node.attrs.get("num_outputs", 4) != 4:
+                or int(node.attrs.get("num_outputs", parts)) != parts:
             return None
         return int(node.attrs.get("axis", 0))
     if node.domain == OPENVINO_DOMAIN and node.op_type == "Split" and len(node.inputs) == 2:
         axis = graph.initializers.get(node.inputs[1])
-        if axis is None or np.size(axis) != 1 or int(node.attrs.get("num_splits", 4)) != 4:
+        if axis is None or np.size(axis) != 1 \
+                or int(node.attrs.get("num_splits", parts)) != parts:
             return None
         return int(np.asarray(axis).reshape(()))
     return None
@@ -94,8 +105,9 @@ def _other(node: Node, name: str) -> str | None:
 
 
 def _match_lstm_gates(split: Node, graph: Graph, uses: _Uses):
-    """(fused node, the nodes it replaces) for the gate arithmetic fed by `split`, or None."""
-    axis = _split_axis(split, graph)
+    """(fused node, the nodes it replaces, the last of them) for the LSTM gate arithmetic fed by
+    `split`, or None."""
+    axis = _split_axis(split, graph, 4)
     if axis is None:
         return None
     activations = [uses.only_reader(part) for part in split.outputs]
@@ -141,7 +153,139 @@ def _match_lstm_gates(split: Node, graph: Graph, uses: _Uses):
                  {"axis": axis, "blocks": blocks,
                   "fused_from": ", ".join(node.label for node in replaced)},
                  LOOP_DOMAIN, version=1)
-    return fused, replaced
+    return fused, replaced, add  # h' is made after c', and c' is read before h' is
+
+
+def _split_part(graph: Graph, uses: _Uses, name: str | None, reader: Node):
+    """(the Split, the part's index) if `name` is a part of a Split into 3 equal parts that only
+    `reader` reads, else None."""
+    split = _producer(graph, name)
+    if _split_axis(split, graph, 3) is None or uses.only_reader(name) is not reader:
+        return None
+    return split, split.outputs.index(name)
+
+
+def _is_one(graph: Graph, name: str | None) -> bool:
+    """Whether `name` is a constant 1 that broadcasts without adding an axis (a scalar or [1])."""
+    value = graph.initializers.get(name) if name else None
+    producer = _producer(graph, name) if value is None else None
+    if producer is not None and producer.domain in ("", "ai.onnx") \
+            and producer.op_type == "Constant":
+        value = producer.attrs.get("value", producer.attrs.get("value_float"))
+    if value is None:
+        return False
+    value = np.asarray(value)
+    return value.size == 1 and value.ndim <= 1 and value.dtype.kind == "f" and value.item() == 1
+
+
+def _sum_of_parts(graph: Graph, uses: _Uses, name: str | None, reader: Node):
+    """(the Add, its part of x's split, its part of r's split as (split, index) pairs, in operand
+    order) if `name` is an Add of two split parts read only by it and itself only by `reader`."""
+    add = _producer(graph, name)
+    if not _is(add, "Add") or len(add.inputs) != 2 or uses.only_reader(name) is not reader:
+        return None
+    parts = [_split_part(graph, uses, operand, add) for operand in add.inputs]
+    return None if None in parts else (add, *parts)
+
+
+def _match_gru_gates(tanh: Node, graph: Graph, uses: _Uses):
+    """(fused node, the nodes it replaces, the last of them) for the GRU gate arithmetic whose
+    candidate activation is `tanh`, or None."""
+    add_n = _producer(graph, tanh.inputs[0])
+    if not _is(tanh, "Tanh") or not _is(add_n, "Add") \
+            or uses.only_reader(tanh.inputs[0]) is not tanh:
+        return None
+    for x_n in add_n.inputs:  # Add(xn, Mul(g, rn)), in either order
+        mul_r = _producer(graph, _other(add_n, x_n))
+        x_part = _split_part(graph, uses, x_n, add_n)
+        if x_part is None or not _is(mul_r, "Mul") or uses.only_reader(mul_r.outputs[0]) \
+                is not add_n:
+            continue
+        for r_n in mul_r.inputs:  # Mul(g, rn), in either order
+            r_part = _split_part(graph, uses, r_n, mul_r)
+            reset = _producer(graph, _other(mul_r, r_n))
+            if r_part is None or r_part[0] is x_part[0] or not _is(reset, "Sigmoid") \
+                    or uses.only_reader(reset.outputs[0]) is not mul_r:
+                continue
+            found = _match_gru_rest(graph, uses, tanh, add_n, mul_r, reset, x_part, r_part)
+            if found is not None:
+                return found
+    return None
+
+
+def _match_gru_rest(graph, uses, tanh, add_n, mul_r, reset, x_part, r_part):
+    """The rest of `_match_gru_gates`, from the candidate's nodes: the two gates' sums, the
+    update gate and the blend."""
+    (x_split, xn_at), (r_split, rn_at) = x_part, r_part
+    axis = _split_axis(x_split, graph, 3)
+    if axis != _split_axis(r_split, graph, 3):
+        return None
+    reset_sum = _sum_of_parts(graph, uses, reset.inputs[0], reset)
+    if reset_sum is None:
+        return None
+    add_g, *reset_parts = reset_sum
+    by_split = {id(split): at for split, at in reset_parts}
+    if set(by_split) != {id(x_split), id(r_split)}:
+        return None
+    xg_at, rg_at = by_split[id(x_split)], by_split[id(r_split)]
+    xz_at, rz_at = 3 - xn_at - xg_at, 3 - rn_at - rg_at
+    if len({xn_at, xg_at, xz_at}) != 3 or len({rn_at, rg_at, rz_at}) != 3:
+        return None
+    add_z = uses.only_reader(x_split.outputs[xz_at])
+    update = uses.only_reader(add_z.outputs[0]) if _is(add_z, "Add") else None
+    if not _is(update, "Sigmoid") or uses.only_reader(r_split.outputs[rz_at]) is not add_z \
+            or _sum_of_parts(graph, uses, add_z.outputs[0], update) is None:
+        return None
+    blend = _match_blend(graph, uses, update.outputs[0], tanh.outputs[0])
+    if blend is None:
+        return None
+    final, blend_nodes, z_scales, h = blend
+    replaced = [x_split, r_split, add_g, reset, add_z, update, mul_r, add_n, tanh, *blend_nodes]
+    fused = Node("GRUGates", [x_split.inputs[0], r_split.inputs[0], h], [final.outputs[0]],
+                 {"axis": axis, "x_blocks": [xz_at, xg_at, xn_at],
+                  "r_blocks": [rz_at, rg_at, rn_at], "z_scales": z_scales,
+                  "fused_from": ", ".join(node.label for node in replaced)},
+                 LOOP_DOMAIN, version=1)
+    return fused, replaced, final
+
+
+def _match_blend(graph: Graph, uses: _Uses, z: str, n: str):
+    """(the final Add, the blend's nodes, what z scales ("n" or "h"), h) for
+    ``Add(Mul(Sub(1, z), p), Mul(z, q))`` or ``Add(p, Mul(z, Sub(q, p)))`` with {p, q} = {n, h}
+    (operands of Add and Mul in any order), or None."""
+    readers = uses.readers.get(z, [])
+    if z in uses.results or len(readers) not in (1, 2):
+        return None
+    if len(readers) == 2:  # Add(Mul(Sub(1, z), p), Mul(z, q))
+        sub = next((r for r in readers if _is(r, "Sub") and list(r.inputs[1:]) == [z]), None)
+        mul_q = next((r for r in readers if _is(r, "Mul")), None)
+        if sub is None or mul_q is None or not _is_one(graph, sub.inputs[0]):
+            return None
+        mul_p = uses.only_reader(sub.outputs[0])
+        final = uses.only_reader(mul_q.outputs[0])
+        if not _is(mul_p, "Mul") or not _is(final, "Add") or _other(mul_q, z) is None \
+                or uses.only_reader(mul_p.outputs[0]) is not final \
+                or _other(final, mul_q.outputs[0]) != mul_p.outputs[0]:
+            return None
+        p, q = _other(mul_p, sub.outputs[0]), _other(mul_q, z)
+        nodes = [sub, mul_p, mul_q, final]
+        n_readers = (mul_p,) if p == n else (mul_q,)
+    else:  # Add(p, Mul(z, Sub(q, p)))
+        (mul,) = readers
+        sub = _producer(graph, _other(mul, z)) if _is(mul, "Mul") else None
+        final = uses.only_reader(mul.outputs[0])
+        if not _is(sub, "Sub") or len(sub.inputs) != 2 or not _is(final, "Add") \
+                or uses.only_reader(sub.outputs[0]) is not mul:
+            return None
+        q, p = sub.inputs
+        if _other(final, mul.outputs[0]) != p:
+            return None
+        nodes = [sub, mul, final]
+        n_readers = (sub, final) if p == n else (sub,)
+    if n not in (p, q) or p == q or n in uses.results \
+            or sorted(map(id, uses.readers.get(n, []))) != sorted(map(id, n_readers)):
+        return None
+    return final, nodes, "n" if q == n else "h", p if q == n else q
 
 
 def _producer(graph: Graph, name: str | None) -> Node | None:
@@ -153,20 +297,22 @@ def _producer(graph: Graph, name: str | None) -> Node | None:
     return None
 
 
-def _fuse_lstm_gates(graph: Graph) -> Graph:
+def _fuse(graph: Graph, anchor: str, match) -> Graph:
+    """`graph` with every pattern `match` finds (from each node of type `anchor`) fused. The
+    fused node takes the place of the replaced node `match` names as its last: every input of
+    the pattern is made before that, and every reader of what it hands out comes after."""
     nodes = list(graph.nodes)
     fused_any = False
-    for split in [n for n in graph.nodes if n.op_type == "Split"]:
+    for start in [node for node in graph.nodes if node.op_type == anchor]:
+        if not any(node is start for node in nodes):
+            continue  # replaced by an earlier match
         current = dataclasses.replace(graph, nodes=nodes)
-        found = _match_lstm_gates(split, current, _Uses(current))
+        found = match(start, current, _Uses(current))
         if found is None:
             continue
-        fused, replaced = found
-        # In the place of the Add making c': every input of the fused node is made before it,
-        # and every reader of c' or h' comes after it.
-        at = next(k for k, node in enumerate(nodes) if node is replaced[-3])
+        fused, replaced, last = found
         gone = {id(node) for node in replaced}
-        nodes = [fused if k == at else node for k, node in enumerate(nodes)
-                 if k == at or id(node) not in gone]
+        nodes = [fused if node is last else node for node in nodes
+                 if node is last or id(node) not in gone]
         fused_any = True
     return dataclasses.replace(graph, nodes=nodes) if fused_any else graph

@@ -14,8 +14,8 @@ def lstm_gates(attrs, n_outputs):
     """``(pre, c) -> (h', c')``: pre split in 4 equal parts along ``axis``; ``blocks`` gives the
     parts holding f, i, g, o; f, i, o go through a sigmoid and g through tanh; c' = f c + i g and
     h' = o tanh(c'), broadcasting as the Mul and Add nodes did. One tanh activates every gate
-    (see `_math.lstm_gate_affine`). A gate axis that does not split in 4 equal parts (an uneven opset-18
-    Split) runs the replaced nodes' arithmetic as written."""
+    (see `_math.lstm_gate_affine`). A gate axis that does not split in 4 equal parts (an uneven
+    opset-18 Split) runs the replaced nodes' arithmetic as written."""
     axis = int(attrs["axis"])
     f_at, i_at, g_at, o_at = (int(k) for k in attrs["blocks"])
 
@@ -53,3 +53,91 @@ def lstm_gates(attrs, n_outputs):
         return h_new, c_new
 
     return gates
+
+
+@kernel("GRUGates", domain=LOOP_DOMAIN, since=1)
+def gru_gates(attrs):
+    """``(x, r, h) -> h'``: x and r (the input and recurrent pre-activations) split in 3 equal
+    parts along ``axis``; ``x_blocks`` and ``r_blocks`` give the parts holding z, g (the reset
+    gate) and n. z = sigmoid(xz + rz), g = sigmoid(xg + rg), n = tanh(xn + g rn), and
+    h' = (1 - z) n + z h, or (1 - z) h + z n if ``z_scales`` is "n"; broadcasting as the
+    replaced nodes did. Sigmoids are tanh(t/2)/2 + 1/2, one pass for both gates when their
+    blocks sit side by side in the same order in x and r."""
+    axis = int(attrs["axis"])
+    xz_at, xg_at, xn_at = (int(k) for k in attrs["x_blocks"])
+    rz_at, rg_at, rn_at = (int(k) for k in attrs["r_blocks"])
+    z_scales_n = attrs["z_scales"] == "n"
+    side_by_side = (xz_at, xg_at) == (rz_at, rg_at) and abs(xz_at - xg_at) == 1
+
+    def cut(ndim, start, stop):
+        index = [slice(None)] * ndim
+        index[axis] = slice(start, stop)
+        return tuple(index)
+
+    def indices(x_shape, r_shape):
+        """The index of each part (as Split cuts an axis in 3: ceil-sized parts, the last shorter
+        on an uneven axis): x's z, g, n, r's z, g, n, and the zg pair's if one pass serves both
+        gates (its z, g within it)."""
+        x_step, r_step = -(-x_shape[axis] // 3), -(-r_shape[axis] // 3)
+        parts = [cut(len(x_shape), k * x_step, (k + 1) * x_step) for k in (xz_at, xg_at, xn_at)]
+        parts += [cut(len(r_shape), k * r_step, (k + 1) * r_step) for k in (rz_at, rg_at, rn_at)]
+        if side_by_side and x_shape == r_shape and x_shape[axis] % 3 == 0:
+            first = min(xz_at, xg_at)
+            pair = cut(len(x_shape), first * x_step, (first + 2) * x_step)
+            within = [cut(len(x_shape), (k - first) * x_step, (k - first + 1) * x_step)
+                      for k in (xz_at, xg_at)]
+            return parts, pair, within
+        return parts, None, None
+
+    shapes = {}
+
+    def gates(x, r, h):
+        key = x.shape, r.shape
+        found = shapes.get(key)
+        if found is None:
+            found = indices(*key)
+            if len(shapes) < 16:  # not one entry per shape of an ever-changing series
+                shapes[key] = found
+        (xz, xg, xn, rz, rg, rn), pair, within = found
+        if pair is not None:
+            zg = _sigmoid_in_place(np.add(x[pair], r[pair]))
+            z, g = zg[within[0]], zg[within[1]]
+        else:
+            z = _sigmoid_in_place(np.add(x[xz], r[rz]))
+            g = _sigmoid_in_place(np.add(x[xg], r[rg]))
+        n = _accumulate(np.multiply(g, r[rn]), x[xn])
+        np.tanh(n, out=n)
+        p, q = (h, n) if z_scales_n else (n, h)
+        return _accumulate(_scale(np.subtract(q, p), z), p)  # (1 - z) p + z q = p + z (q - p)
+
+    return gates
+
+
+def _sigmoid_in_place(t):
+    """sigmoid(t) = tanh(t/2)/2 + 1/2, in t's buffer."""
+    t *= 0.5
+    np.tanh(t, out=t)
+    t *= 0.5
+    t += 0.5
+    return t
+
+
+def _accumulate(total, addend):
+    """total + addend, in `total`'s buffer where the sum has its shape."""
+    if _keeps_shape(total, addend):
+        return np.add(total, addend, out=total)
+    return np.add(total, addend)
+
+
+def _scale(total, factor):
+    """total * factor, in `total`'s buffer where the product has its shape."""
+    if _keeps_shape(total, factor):
+        return np.multiply(total, factor, out=total)
+    return np.multiply(total, factor)
+
+
+def _keeps_shape(total, other) -> bool:
+    """Whether broadcasting `other` against `total` gives `total`'s shape (the usual case, equal
+    shapes, without np.broadcast_shapes' few microseconds)."""
+    shape = np.shape(other)
+    return shape == total.shape or np.broadcast_shapes(total.shape, shape) == total.shape

@@ -180,3 +180,173 @@ def test_the_kernel_against_the_cell_equations(blocks, rank, axis_pick, hidden, 
     np.testing.assert_allclose(c_new, want_c, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(h_new, _sigmoid(o) * np.tanh(want_c), rtol=1e-5, atol=1e-6)
     assert h_new.dtype == c_new.dtype == np.float32
+
+
+def _gru_loop(x_order="zrn", r_order="zrn", blend="keras", swapped=False, one="initializer",
+              leak=None, hidden=4, gates=None, opset=13):
+    """An ONNX Loop whose body spells the GRU cell with the reset gate after the recurrent
+    product: x = x_t W + Bx and r = h R + Br, each split in 3 (gates in `x_order` / `r_order`),
+    then z, g (reset), n and the blend: "keras" (1 - z) n + z h, "keras_n" (1 - z) h + z n
+    (the one that z scales is n), "torch" n + z (h - n). `one` is the 1 of 1 - z as an
+    initializer or a Constant node; operands of every Mul and Add swapped if `swapped`; `leak`
+    also returns that intermediate value; `gates` is the width of the gate axis (3 * hidden
+    unless an uneven split is wanted)."""
+    gates = 3 * hidden if gates is None else gates
+    state = hidden if gates == 3 * hidden else -(-gates // 3)
+    node = helper.make_node
+
+    def two(op, a, b, out):
+        return node(op, [b, a] if swapped else [a, b], [out])
+
+    split_attrs = {"axis": 1, **({"num_outputs": 3} if opset >= 18 else {})}
+    nodes = [node("Gather", ["X", "i"], ["x_t"], axis=0),
+             node("MatMul", ["x_t", "W"], ["xw"]), two("Add", "xw", "Bx", "x"),
+             node("MatMul", ["h_in", "R"], ["hr"]), two("Add", "hr", "Br", "r"),
+             node("Split", ["x"], [f"x_{g}" for g in x_order], **split_attrs),
+             node("Split", ["r"], [f"r_{g}" for g in r_order], **split_attrs),
+             two("Add", "x_z", "r_z", "sz"), node("Sigmoid", ["sz"], ["z"]),
+             two("Add", "x_r", "r_r", "sg"), node("Sigmoid", ["sg"], ["g"]),
+             two("Mul", "g", "r_n", "gr"), two("Add", "x_n", "gr", "sn"),
+             node("Tanh", ["sn"], ["n"])]
+    initializers = []
+    if blend == "torch":
+        nodes += [node("Sub", ["h_in", "n"], ["d"]), two("Mul", "z", "d", "zd"),
+                  two("Add", "n", "zd", "h_out")]
+    else:
+        p, q = ("n", "h_in") if blend == "keras" else ("h_in", "n")
+        if one == "constant":
+            nodes.append(node("Constant", [], ["one"], value_float=1.0))
+        else:
+            initializers.append(helper.make_tensor("one", 1, [], [1.0]))
+        nodes += [node("Sub", ["one", "z"], ["omz"]), two("Mul", "omz", p, "a"),
+                  two("Mul", "z", q, "b"), two("Add", "a", "b", "h_out")]
+    nodes += [node("Identity", ["h_out"], ["y"]), node("Identity", ["cond_in"], ["cond_out"])]
+    outputs = [tensor("cond_out", np.bool_, []), tensor("h_out", np.float32, None),
+               tensor("y", np.float32, None)]
+    outer_outputs = ["h_last", "hs"]
+    if leak:
+        nodes.append(node("Identity", [leak], ["leaked"]))
+        outputs.append(tensor("leaked", np.float32, None))
+        outer_outputs.append("leaks")
+    body = helper.make_graph(
+        nodes, "body", [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []),
+                        tensor("h_in", np.float32, None)], outputs, initializer=initializers)
+    graph = helper.make_graph(
+        [node("Loop", ["T", "", "h0"], outer_outputs, body=body)], "gru",
+        [tensor("T", np.int64, []), tensor("X", np.float32, ["T", "N", "F"]),
+         tensor("W", np.float32, ["F", gates]), tensor("R", np.float32, [state, gates]),
+         tensor("Bx", np.float32, [gates]), tensor("Br", np.float32, [gates]),
+         tensor("h0", np.float32, ["N", state])],
+        [tensor(name, np.float32, None) for name in outer_outputs])
+    return model(graph, opset), state, gates
+
+
+def _gru_feeds(rng, state, gates, steps=7, batch=3, features=5):
+    f = np.float32
+    return {"T": np.array(steps, np.int64),
+            "X": rng.standard_normal((steps, batch, features)).astype(f),
+            "W": (rng.standard_normal((features, gates)) * 0.6).astype(f),
+            "R": (rng.standard_normal((state, gates)) * 0.6).astype(f),
+            "Bx": rng.standard_normal(gates).astype(f),
+            "Br": rng.standard_normal(gates).astype(f),
+            "h0": rng.standard_normal((batch, state)).astype(f)}
+
+
+def _check_gru(onnx_model, feeds, fused_expected):
+    import onnxruntime as ort
+
+    fast = cyloop.load(onnx_model, driver="cython")
+    reference = cyloop.load(onnx_model, driver="python")
+    got, want = fast.run(feeds), reference.run(feeds)
+    session = ort.InferenceSession(onnx_model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    peer = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
+        np.testing.assert_allclose(got[name], peer[name], rtol=2e-5, atol=2e-6, err_msg=name)
+    plan = str(fast.plan())
+    assert ("fused: GRUGates node producing 'h_out' runs " in plan) == fused_expected, plan
+    assert "fused:" not in str(reference.plan())
+
+
+@pytest.mark.parametrize("x_order, r_order", [("zrn", "zrn"), ("rzn", "rzn"), ("nzr", "nzr"),
+                                              ("zrn", "rnz"), ("znr", "znr")])
+@pytest.mark.parametrize("blend", ["keras", "keras_n", "torch"])
+@pytest.mark.parametrize("swapped", [False, True])
+def test_gru_any_gate_order_blend_and_operand_order_is_fused_and_computes_the_same(
+        x_order, r_order, blend, swapped, rng):
+    onnx_model, state, gates = _gru_loop(x_order, r_order, blend, swapped)
+    _check_gru(onnx_model, _gru_feeds(rng, state, gates), fused_expected=True)
+
+
+def test_gru_one_as_a_constant_node_is_fused(rng):
+    onnx_model, state, gates = _gru_loop(one="constant")
+    _check_gru(onnx_model, _gru_feeds(rng, state, gates), fused_expected=True)
+
+
+@pytest.mark.parametrize("leak, blend", [("z", "keras"), ("g", "keras"), ("n", "keras"),
+                                         ("omz", "keras"), ("a", "keras"), ("sn", "torch"),
+                                         ("d", "torch"), ("x_r", "torch"), ("gr", "torch")])
+def test_gru_an_intermediate_read_elsewhere_keeps_the_body_as_written(leak, blend, rng):
+    onnx_model, state, gates = _gru_loop(blend=blend, leak=leak)
+    _check_gru(onnx_model, _gru_feeds(rng, state, gates), fused_expected=False)
+
+
+def test_gru_a_blend_that_is_not_one_minus_z_is_left_alone(rng):
+    """2 - z is not 1 - z: the body runs as written."""
+    onnx_model, state, gates = _gru_loop()
+    body = onnx_model.graph.node[0].attribute[0].g
+    body.initializer[0].CopyFrom(helper.make_tensor("one", 1, [], [2.0]))
+    _check_gru(onnx_model, _gru_feeds(rng, state, gates), fused_expected=False)
+
+
+def test_gru_an_uneven_opset18_split_runs_as_split_cuts_it(rng):
+    """num_outputs=3 over 7 columns: parts of 3, 3 and 1 (n, which broadcasts)."""
+    onnx_model, state, gates = _gru_loop(hidden=3, gates=7, opset=18)
+    _check_gru(onnx_model, _gru_feeds(rng, state, gates), fused_expected=True)
+
+
+def test_gru_the_ir_openvino_converts_is_fused(tmp_path, rng):
+    import onnx
+    import openvino as ov
+
+    onnx_model, state, gates = _gru_loop("rzn", "rzn", "torch")
+    onnx.save(onnx_model, str(tmp_path / "gru.onnx"))
+    path = tmp_path / "gru.xml"
+    ov.save_model(ov.convert_model(str(tmp_path / "gru.onnx")), str(path),
+                  compress_to_fp16=False)
+    feeds = _gru_feeds(rng, state, gates)
+    fast, reference = cyloop.load(path, driver="cython"), cyloop.load(path, driver="python")
+    got, want = fast.run(feeds), reference.run(feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
+    assert re.search(r"fused: GRUGates node producing '[^']+' runs node '\d+:\w+' \(Split\), ",
+                     str(fast.plan()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.permutations(range(3)), st.permutations(range(3)), st.integers(1, 3),
+       st.integers(0, 2), st.integers(1, 4), st.booleans(), st.integers(0, 2**32 - 1))
+def test_the_gru_kernel_against_the_cell_equations(x_blocks, r_blocks, rank, axis_pick, hidden,
+                                                   z_scales_n, seed):
+    """GRUGates on any rank and gate axis, any block placement, both blends, against the
+    equations written out in float64."""
+    rng = np.random.default_rng(seed)
+    axis = axis_pick % rank
+    shape = [2, 3, 2][:rank]
+    shape[axis] = 3 * hidden
+    x, r = ((rng.standard_normal(shape) * 3).astype(np.float32) for _ in range(2))
+    h_shape = list(shape)
+    h_shape[axis] = hidden
+    h = rng.standard_normal(h_shape).astype(np.float32)
+    kernel = fused.gru_gates({"axis": axis - rank if seed % 2 else axis, "x_blocks": x_blocks,
+                              "r_blocks": r_blocks, "z_scales": "n" if z_scales_n else "h"})
+    got = kernel(x, r, h)
+    xs, rs = (np.split(a.astype(np.float64), 3, axis=axis) for a in (x, r))
+    (xz, xg, xn), (rz, rg, rn) = ([parts[k] for k in blocks]
+                                  for parts, blocks in ((xs, x_blocks), (rs, r_blocks)))
+    z, g = _sigmoid(xz + rz), _sigmoid(xg + rg)
+    n = np.tanh(xn + g * rn)
+    want = (1 - z) * h + z * n if z_scales_n else (1 - z) * n + z * h
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert got.dtype == np.float32 and got.shape == h.shape
