@@ -28,23 +28,38 @@ def lstm_gates(attrs, n_outputs):
         c_new = f * c + i * np.tanh(parts[g_at])
         return o * np.tanh(c_new), c_new
 
-    def gates(pre, c):
-        length = pre.shape[axis]
-        index = [slice(None)] * pre.ndim
+    def layout(shape, dtype):
+        """The gate affine and the index of f, i, g, o in an activated buffer of `shape`, or
+        None if the gate axis does not split in 4 equal parts."""
+        length = shape[axis]
         if length % 4:
-            return as_written(pre, c, index, -(-length // 4))
-        block = length // 4
-        trailing = pre.ndim - 1 - (axis % pre.ndim)
-        scale, offset = _math.lstm_gate_affine(length, trailing, pre.dtype, g_at)
+            return None
+        trailing = len(shape) - 1 - (axis % len(shape))
+        scale, offset = _math.lstm_gate_affine(length, trailing, dtype, g_at)
+        block, index = length // 4, [slice(None)] * len(shape)
+        blocks = []
+        for k in (f_at, i_at, g_at, o_at):
+            index[axis] = slice(k * block, (k + 1) * block)
+            blocks.append(tuple(index))
+        return scale, offset, blocks
+
+    layouts = {}
+
+    def gates(pre, c):
+        key = pre.shape, pre.dtype
+        found = layouts.get(key, False)
+        if found is False:
+            found = layout(*key)
+            if len(layouts) < 16:  # not one entry per shape of an ever-changing series
+                layouts[key] = found
+        if found is None:
+            return as_written(pre, c, [slice(None)] * pre.ndim, -(-pre.shape[axis] // 4))
+        scale, offset, blocks = found
         activated = np.multiply(pre, scale)  # a fresh buffer; `pre` is not written
         np.tanh(activated, out=activated)
         activated *= scale
         activated += offset
-        blocks = []
-        for k in (f_at, i_at, g_at, o_at):
-            index[axis] = slice(k * block, (k + 1) * block)
-            blocks.append(activated[tuple(index)])
-        f, i, g, o = blocks
+        f, i, g, o = (activated[index] for index in blocks)
         c_new = np.multiply(f, c)
         i *= g
         c_new += i
