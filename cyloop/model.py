@@ -133,9 +133,8 @@ class Model:
 
     def _check_tensor(self, declared, value, bound: dict[str, tuple[int, str]]) -> np.ndarray:
         """`value` as an array matching `declared`; `bound` ties symbolic dims across inputs."""
-        if not isinstance(value, (np.ndarray, np.generic)):
-            value = np.asarray(value, dtype=declared.dtype)
-        value = np.asarray(value)
+        if not isinstance(value, np.ndarray):
+            value = _converted(declared, value)
         if declared.dtype is not None and value.dtype != declared.dtype:
             raise InputError(f"input {declared.name!r}: expected dtype {declared.dtype}, got "
                              f"{value.dtype}")
@@ -182,3 +181,47 @@ class Model:
                 walk(loop.loops)
 
         walk(self._compiled.loops)
+
+
+# Element kinds in the order a scalar may widen into: bool only to bool, integers to integers and
+# floats, floats to floats, complex to complex.
+_KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
+def _converted(declared, value) -> np.ndarray:
+    """A feed that is not an array (a Python or numpy scalar, a nested list) as an array of the
+    declared type, if its values are of a kind that converts (numpy's ``same_kind`` casting:
+    np.int32(3) or 3 for an int64 input, 3 or 2.5 for a float32 one) and fit; anything else is an
+    InputError naming the input (2.5 or True for an int64 input, "False" or None for a bool one).
+    Arrays are not converted: an array of another dtype is refused in `_check_tensor`."""
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as error:  # ragged nesting, say
+        raise InputError(f"input {declared.name!r}: expected an array or a number, got "
+                         f"{type(value).__name__} ({error})") from None
+    want = declared.dtype
+    if want is None or array.dtype == want:
+        return array
+    have, rank = array.dtype.kind, _rank(want)
+    if have not in _KIND_RANK or rank is None or (have == "b") != (rank == 0) \
+            or _KIND_RANK[have] > rank:
+        shown = repr(value) if np.ndim(value) == 0 else f"{array.dtype} values"
+        raise InputError(f"input {declared.name!r}: expected {want} values, got "
+                         f"{type(value).__name__} {shown}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        converted = array.astype(want)
+    if have in "iu" and rank == 1:
+        lost = converted != array
+        if np.any(lost):
+            raise InputError(f"input {declared.name!r}: {array[lost].flat[0]} does not fit in "
+                             f"{want}")
+    return converted
+
+
+def _rank(dtype: np.dtype) -> int | None:
+    """`dtype`'s place in _KIND_RANK; ml_dtypes' types (kind "V") by their name."""
+    if dtype.kind in _KIND_RANK:
+        return _KIND_RANK[dtype.kind]
+    if dtype.name.startswith(("float", "bfloat")):
+        return 2
+    return 1 if dtype.name.startswith(("int", "uint")) else None

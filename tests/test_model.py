@@ -1,5 +1,7 @@
 """`Model`: feed validation, output names, compile-time model errors, and kernel failures."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -167,3 +169,46 @@ def test_returned_constants_are_the_callers_own():
     again = model.run({"x": x})  # ...without changing the model
     np.testing.assert_array_equal(again["K"], np.ones(3))
     np.testing.assert_array_equal(again["y"], np.ones(3))
+
+
+def _identity_model(dtype, shape=()):
+    g = GraphBuilder()
+    g.input("a", dtype, shape)
+    g.output(g.node("Identity", "a", outputs=["y"]))
+    return cyloop.Model(g.build())
+
+
+@pytest.mark.parametrize("dtype, value", [
+    (np.int64, 3), (np.int64, np.int32(3)), (np.int64, np.uint8(200)), (np.uint8, 255),
+    (np.float32, 3), (np.float32, 2.5), (np.float32, np.float64(0.1)), (np.float64, [1, 2.5]),
+    (np.bool_, True), (np.bool_, np.bool_(False)), (np.complex64, 1.5), (np.int32, [[1], [2]]),
+])
+def test_scalars_and_lists_convert_by_same_kind_casting(dtype, value):
+    """A feed that is not an array converts to the declared type when numpy's same_kind casting
+    allows it and the values fit; the result is what numpy's own conversion gives."""
+    want = np.asarray(value).astype(dtype)
+    got = _identity_model(dtype, want.shape).run({"a": value})["y"]
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype, value, error", [
+    (np.int64, 2.5, "input 'a': expected int64 values, got float 2.5"),
+    (np.int64, True, "input 'a': expected int64 values, got bool True"),
+    (np.int64, np.float32(1), "input 'a': expected int64 values, got float32"),
+    (np.bool_, None, "input 'a': expected bool values, got NoneType None"),
+    (np.bool_, "False", "input 'a': expected bool values, got str 'False'"),
+    (np.bool_, 1, "input 'a': expected bool values, got int 1"),
+    (np.float32, "hello", "input 'a': expected float32 values, got str 'hello'"),
+    (np.float32, None, "input 'a': expected float32 values, got NoneType None"),
+    (np.float32, 1j, "input 'a': expected float32 values, got complex 1j"),
+    (np.uint8, 300, "input 'a': 300 does not fit in uint8"),
+    (np.uint8, -1, "input 'a': -1 does not fit in uint8"),
+    (np.int64, [1, 2.5], "input 'a': expected int64 values, got list float64 values"),
+    (np.int64, [1, [2]], "input 'a': expected an array or a number, got list"),
+    (np.float32, {"x": 1}, "input 'a': expected float32 values, got dict"),
+])
+def test_feeds_of_another_kind_are_input_errors_naming_the_input(dtype, value, error):
+    with pytest.raises(cyloop.InputError, match=re.escape(error)):
+        _identity_model(dtype).run({"a": value})
+
