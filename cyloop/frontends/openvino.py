@@ -99,9 +99,17 @@ def read_graph(xml_path, *, weights=None) -> Graph:
     return graph
 
 
-def _int(element, key, default=None):
+def _int(element, key, where, default=None):
+    """An integer attribute of `element` (decimal, as the IR writes it), `default` if absent; any
+    other text is a ModelError naming `where`, the element and the attribute."""
     value = element.get(key)
-    return default if value is None else int(value)
+    if value is None:
+        return default
+    try:
+        return int(value, 10)
+    except ValueError:
+        raise ModelError(f"{where}: <{element.tag}> attribute {key}={value!r} is not an "
+                         "integer") from None
 
 
 def _element_type(name, where):
@@ -413,10 +421,11 @@ class _Reader:
                 cond_param_layer = internal_id
                 continue
             if entry.get("axis") is not None:
-                spec.inputs.append(SlicedInput(outer, param(internal_id), _int(entry, "axis"),
-                                               _int(entry, "start"), _int(entry, "end"),
-                                               _int(entry, "stride", 1),
-                                               _int(entry, "part_size", 1), keep_axis=True))
+                spec.inputs.append(SlicedInput(
+                    outer, param(internal_id), _int(entry, "axis", label),
+                    _int(entry, "start", label), _int(entry, "end", label),
+                    _int(entry, "stride", label, 1), _int(entry, "part_size", label, 1),
+                    keep_axis=True))
             elif internal_id in back:
                 spec.inputs.append(CarriedInput(outer, param(internal_id),
                                                 result(back[internal_id])))
@@ -431,9 +440,9 @@ class _Reader:
             external = entry.get("external_port_id")
             position(out_ports, external, "output")
             if entry.get("axis") is not None:
-                outputs_by_port[external] = ConcatOutput(result(internal_id),
-                                                         _int(entry, "axis"),
-                                                         _int(entry, "stride", 1) < 0, False)
+                outputs_by_port[external] = ConcatOutput(
+                    result(internal_id), _int(entry, "axis", label),
+                    _int(entry, "stride", label, 1) < 0, False)
             else:
                 outputs_by_port[external] = LastOutput(result(internal_id))
         missing = [p for p in out_ports if p not in outputs_by_port]

@@ -113,6 +113,21 @@ def test_broken_port_maps(ti_path, old, new, error):
     assert re.search(r"layer \d+ |node '\d+:TensorIterator", str(info.value))
 
 
+@pytest.mark.parametrize("old, new, shown", [
+    ('<input axis="0" external_port_id="0" internal_layer_id="0" start="0"',
+     '<input axis="0" external_port_id="0" internal_layer_id="0" start=""', "start=''"),
+    ('<input axis="0"', '<input axis="0x10"', "axis='0x10'"),
+    ('start="0" end="-1" stride="1"', 'start="0" end="-1" stride="1.5"', "stride='1.5'"),
+    ('<output axis="0"', '<output axis="zero"', "axis='zero'"),
+], ids=["empty", "hex", "fraction", "output-axis"])
+def test_port_map_integers_that_are_not_integers(ti_path, old, new, shown):
+    _edit(ti_path, old, new)
+    element = "output" if new.startswith("<output") else "input"
+    with pytest.raises(cyloop.ModelError, match=rf"layer \d+ \(.*TensorIterator\): <{element}> "
+                                                rf"attribute {re.escape(shown)} is not an integer"):
+        cyloop.load(ti_path)
+
+
 def test_sliced_inputs_disagreeing_on_the_count(ti_path, rng):
     # Slice W (one part along axis 0) as well as X (five parts).
     _edit(ti_path, '<input external_port_id="2" internal_layer_id="',
