@@ -164,6 +164,23 @@ class _Converter:
                 dims.append(None)
         return dtype, tuple(dims)
 
+    def array(self, tensor, where: str) -> np.ndarray:
+        """A TensorProto's value; data that does not match its declared type and shape is a
+        ModelError saying what was declared and what the data holds."""
+        try:
+            return self.onnx.numpy_helper.to_array(tensor)
+        except (ValueError, KeyError, TypeError, IndexError) as error:
+            names = self.onnx.TensorProto.DataType
+            declared = (names.Name(tensor.data_type) if tensor.data_type in names.values()
+                        else f"unknown element type {tensor.data_type}")
+            held = [f"{len(getattr(tensor, field))} {field} entries"
+                    for field in ("float_data", "double_data", "int32_data", "int64_data",
+                                  "uint64_data", "string_data") if len(getattr(tensor, field))]
+            if tensor.raw_data:
+                held.append(f"{len(tensor.raw_data)} bytes of raw_data")
+            raise ModelError(f"{where}: declared {declared} of shape {list(tensor.dims)}, but its "
+                             f"data holds {', '.join(held) or 'nothing'} ({error})") from None
+
     def attribute(self, attr):
         kind = self.onnx.AttributeProto
         if attr.type == kind.GRAPH:
@@ -171,9 +188,9 @@ class _Converter:
         if attr.type == kind.GRAPHS:
             return [self.graph(g, top=False) for g in attr.graphs]
         if attr.type == kind.TENSOR:
-            return self.onnx.numpy_helper.to_array(attr.t)
+            return self.array(attr.t, f"tensor attribute {attr.name!r}")
         if attr.type == kind.TENSORS:
-            return [self.onnx.numpy_helper.to_array(t) for t in attr.tensors]
+            return [self.array(t, f"tensor attribute {attr.name!r}") for t in attr.tensors]
         value = self.onnx.helper.get_attribute_value(attr)
         if isinstance(value, bytes):
             return value.decode()
@@ -186,7 +203,8 @@ class _Converter:
     def graph(self, g, top: bool) -> Graph:
         for info in list(g.value_info) + list(g.input) + list(g.output):
             self.types[info.name] = info.type
-        initializers = {t.name: self.onnx.numpy_helper.to_array(t) for t in g.initializer}
+        initializers = {t.name: self.array(t, f"initializer {t.name!r} of graph {g.name!r}")
+                        for t in g.initializer}
         # An input that is also an initializer takes that value unless it is fed (Model).
         inputs = [self.value(v) for v in g.input]
         nodes = [node for proto in g.node for node in self.nodes(proto)]

@@ -66,6 +66,45 @@ def test_an_element_type_without_numpy_equivalent_names_the_node(op, key, number
         cyloop.load(onnx_model)
 
 
+def _tensor_with(change):
+    t = helper.make_tensor("W", TensorProto.FLOAT, [2], [1.0, 2.0])
+    change(t)
+    return t
+
+
+def _raw(t):
+    t.ClearField("float_data")
+    t.raw_data = np.zeros(6, np.float32).tobytes()
+    t.dims[:] = [3, 4]
+
+
+@pytest.mark.parametrize("change, declared, held", [
+    (_raw, "FLOAT of shape [3, 4]", "24 bytes of raw_data"),
+    (lambda t: t.dims.__setitem__(slice(None), [3, 4]), "FLOAT of shape [3, 4]",
+     "2 float_data entries"),
+    (lambda t: setattr(t, "data_type", 99), "unknown element type 99 of shape [2]",
+     "2 float_data entries"),
+    (lambda t: setattr(t, "data_type", 0), "UNDEFINED of shape [2]", "2 float_data entries"),
+    (lambda t: setattr(t, "data_type", TensorProto.INT64), "INT64 of shape [2]",
+     "2 float_data entries"),
+], ids=["raw-size", "entries-count", "unknown-type", "undefined-type", "wrong-field"])
+@pytest.mark.parametrize("where", ["initializer", "attribute"])
+def test_a_tensor_whose_data_does_not_match_its_type_is_a_model_error(change, declared, held,
+                                                                      where):
+    t = _tensor_with(change)
+    if where == "initializer":
+        nodes, initializers = [helper.make_node("Identity", ["W"], ["y"])], [t]
+        named = "initializer 'W' of graph 'g'"
+    else:
+        nodes, initializers = [helper.make_node("Constant", [], ["y"], value=t)], []
+        named = "tensor attribute 'value'"
+    graph = helper.make_graph(nodes, "g", [], [tensor("y", np.float32, None)], initializers)
+    with pytest.raises(cyloop.ModelError) as info:
+        cyloop.load(model(graph, 13)).run({})
+    message = str(info.value)
+    assert message.startswith(f"{named}: declared {declared}, but its data holds {held}"), message
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(cyloop.ModelError, match="no such file"):
         cyloop.load(tmp_path / "nope.onnx")
