@@ -15,17 +15,24 @@ Pytrees are nested tuples, lists and dicts (dict keys sorted) of arrays; scalars
 the results. A carry must keep its structure, shapes and dtypes: a change raises `LoopCarryError`
 naming the component's path and both types, after the first step or, for a later step, when the
 loop ends (the check is not repeated per step). A ``y`` that changes is reported at its step.
+
+Bad arguments are `InputError`s. An exception the user's function raises passes through
+unchanged, with a note naming the loop and the step. Like a model's loops, each loop is bounded by
+``max_iterations`` (default 10^8, None for no limit): a scan or fori_loop longer than that is
+refused before its first step, a while_loop raises `LoopLimitError` when it reaches it.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from itertools import repeat
 from typing import Any
 
 import numpy as np
 
-from .errors import LoopCarryError
+from .engine.settings import DEFAULT_MAX_ITERATIONS
+from .errors import CyloopError, InputError, LoopCarryError, LoopLimitError
 
 __all__ = ["fori_loop", "scan", "while_loop"]
 
@@ -222,9 +229,64 @@ def _finished(check: _Checked, structure, tree):
     return _unflatten(structure, check(tree, "at the end of the loop"))
 
 
+def _shown(value) -> str:
+    """A short description of an argument for an error message (an array is not printed)."""
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {list(value.shape)} {value.dtype}"
+    return f"{type(value).__name__} {value!r}"
+
+
+def _integer(value, what: str) -> int:
+    """A count or bound: a Python or numpy integer, or a 0-d integer array (not a bool)."""
+    if not isinstance(value, (bool, np.bool_)):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise InputError(f"{what} must be an integer, got {_shown(value)}")
+
+
+def _limit(max_iterations, loop: str) -> int:
+    """`max_iterations` checked; -1 for None (no limit: a step count never equals it)."""
+    if max_iterations is None:
+        return -1
+    limit = _integer(max_iterations, f"{loop}: max_iterations")
+    if limit < 0:
+        raise InputError(f"{loop}: max_iterations must be None or >= 0, got {limit}")
+    return limit
+
+
+def _steps_allowed(steps: int, max_iterations: int | None, loop: str) -> None:
+    """Refuse, before the first step, a loop of known length past `max_iterations`."""
+    limit = _limit(max_iterations, loop)
+    if 0 <= limit < steps:
+        raise LoopLimitError(f"{loop}: {steps} steps would pass max_iterations={limit}; raise "
+                             "max_iterations (None: no limit)")
+
+
+def _noted(error: BaseException, loop: str, step) -> None:
+    """Add to the user's own exception where it was raised (it then passes through unchanged)."""
+    if not isinstance(error, CyloopError):
+        error.add_note(f"(raised at step {step} of cyloop.{loop})")
+
+
+_UNPACKING = ("cannot unpack", "not enough values to unpack", "too many values to unpack")
+
+
+def _unpacking(error: BaseException) -> bool:
+    """Whether `error` is unpacking f's result into (carry, y) in the frame that caught it."""
+    return error.__traceback__.tb_next is None and str(error).startswith(_UNPACKING)
+
+
+def _pair(error: BaseException, step) -> LoopCarryError:
+    """f's result did not unpack into (carry, y)."""
+    return LoopCarryError(f"scan: f must return a (carry, y) pair; at step {step}: {error}")
+
+
 # -- the loops ----------------------------------------------------------------------------------
 
-def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = False):
+def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = False,
+         max_iterations: int | None = DEFAULT_MAX_ITERATIONS):
     """Scan `f` over the leading axis of `xs`, carrying state; returns ``(carry, ys)``.
 
     Semantics, as a plain-Python loop::
@@ -237,27 +299,39 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
 
     `xs` may be None (then `length` gives the number of steps and `f` gets ``x=None``). With zero
     steps, `f` is called once on the initial carry and a zero-filled x to learn the shapes of
-    `ys` (its result is discarded).
+    `ys` (its result is discarded). More than `max_iterations` steps are refused.
     """
+    if not callable(f):
+        raise InputError(f"scan: f must be callable, got {_shown(f)}")
     carry_leaves, carry_structure = _flatten(init)
     carry_leaves = _own(carry_leaves)
     carry_check = _Checked("carry", carry_structure, carry_leaves)
     xs_leaves, xs_structure = ([], None) if xs is None else _flatten(xs)
     xs_leaves = _read_only(xs_leaves)
     lengths = {leaf.shape[0] for leaf in xs_leaves if leaf.ndim}
-    if any(leaf.ndim == 0 for leaf in xs_leaves):
-        raise ValueError("scan: every xs leaf needs a leading axis to scan over")
+    if any(leaf.ndim == 0 or leaf.dtype.kind not in "biufcmM" for leaf in xs_leaves):
+        raise InputError("scan: every xs leaf must be a numeric array with a leading axis to "
+                         "scan over")
     if length is not None:
-        lengths.add(int(length))
+        length = _integer(length, "scan: length")
+        if length < 0:
+            raise InputError(f"scan: length must be >= 0, got {length}")
+        lengths.add(length)
     if len(lengths) != 1:
-        raise ValueError(f"scan: the leading axes of xs and `length` disagree: {sorted(lengths)}"
+        raise InputError(f"scan: the leading axes of xs and `length` disagree: {sorted(lengths)}"
                          if lengths else "scan: give xs or length")
     (steps,) = lengths
+    _steps_allowed(steps, max_iterations, "scan")
     carry = _unflatten(carry_structure, carry_leaves)
 
     if steps == 0:  # no step to learn ys' shapes from: probe f on zeros
         probe_x = [np.zeros(leaf.shape[1:], leaf.dtype) for leaf in xs_leaves]
-        carry_out, y = f(carry, None if xs is None else _unflatten(xs_structure, probe_x))
+        try:
+            carry_out, y = f(carry, None if xs is None else _unflatten(xs_structure, probe_x))
+        except (TypeError, ValueError) as error:
+            if _unpacking(error):
+                raise _pair(error, "0 (probing ys' shapes)") from None
+            raise
         carry_check(carry_out)
         y_leaves, y_structure = _flatten(y)
         empty = [np.empty((0, *leaf.shape), leaf.dtype) for leaf in _as_arrays(y_leaves)]
@@ -266,60 +340,102 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
     x_trees = repeat(None, steps) if xs is None else _x_trees(xs_structure, xs_leaves, reverse)
     order = range(steps - 1, -1, -1) if reverse else range(steps)
     i = order[0]
-    # The first step fixes the structure and types of the carry (checked here) and of ys.
-    carry, y = f(carry, next(x_trees))
-    carry_check(carry, "after the first step")
-    ys = _Rows(y, steps)
-    ys.store(i, y)
-    store = ys.store
-    for i, x in zip(order[1:], x_trees):
-        carry, y = f(carry, x)
-        store(i, y)
+    try:
+        # The first step fixes the structure and types of the carry (checked here) and of ys.
+        carry, y = f(carry, next(x_trees))
+        carry_check(carry, "after the first step")
+        ys = _Rows(y, steps)
+        ys.store(i, y)
+        store = ys.store
+        for i, x in zip(order[1:], x_trees):
+            carry, y = f(carry, x)
+            store(i, y)
+    except Exception as error:
+        if _unpacking(error):
+            raise _pair(error, i) from None
+        _noted(error, "scan", i)
+        raise
     return _finished(carry_check, carry_structure, carry), ys.result()
 
 
-def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
+def while_loop(cond_fun: Callable, body_fun: Callable, init_val,
+               max_iterations: int | None = DEFAULT_MAX_ITERATIONS):
     """``while cond_fun(val): val = body_fun(val)``; returns the final `val`.
 
-    `cond_fun` must return one boolean. The loop is unbounded (Ctrl-C stops it).
+    `cond_fun` must return one boolean (a Python or numpy bool, or a one-element bool array).
+    Reaching `max_iterations` steps with the condition still true raises `LoopLimitError`
+    (None: no limit; Ctrl-C stops the loop).
     """
+    for name, fn in (("cond_fun", cond_fun), ("body_fun", body_fun)):
+        if not callable(fn):
+            raise InputError(f"while_loop: {name} must be callable, got {_shown(fn)}")
+    limit = _limit(max_iterations, "while_loop")
     leaves, structure = _flatten(init_val)
     leaves = _own(leaves)
     check = _Checked("val", structure, leaves)
     val = _unflatten(structure, leaves)
-    if _truth(cond_fun(val)):
-        val = body_fun(val)
-        check(val, "after the first step")
-        while True:
-            go = cond_fun(val)
-            try:
-                if not go:
-                    break
-            except ValueError:  # an array of several values (or none): say so
-                _truth(go)
-                raise
+    steps = 0  # body_fun calls made (and the step a call of either function belongs to)
+    try:
+        if _truth(cond_fun(val)):
+            if limit == 0:
+                raise _reached(limit)
             val = body_fun(val)
+            steps = 1
+            check(val, "after the first step")
+            while True:
+                go = cond_fun(val)
+                try:
+                    stop = not go
+                except ValueError:  # an array of several values (or none): say so
+                    _truth(go)
+                    raise
+                if stop:
+                    _truth(go)  # checked once, at the end: a falsy result must be a boolean
+                    break
+                if steps == limit:
+                    raise _reached(limit)
+                val = body_fun(val)
+                steps += 1
+    except Exception as error:
+        _noted(error, "while_loop", steps)
+        raise
     return _finished(check, structure, val)
 
 
+def _reached(limit: int) -> LoopLimitError:
+    return LoopLimitError(f"while_loop: reached max_iterations={limit} with cond_fun still "
+                          "true; raise max_iterations (None: no limit), or check the condition")
+
+
 def _truth(value) -> bool:
-    """`cond_fun`'s result: one boolean (a Python or numpy bool, or a one-element array)."""
-    value = np.asarray(value)
-    if value.size != 1:
-        raise TypeError(f"while_loop: cond_fun must return one boolean, got shape {value.shape}")
-    return bool(value.reshape(-1)[0])
+    """`cond_fun`'s result: one boolean (a Python or numpy bool, or a one-element bool array)."""
+    array = np.asarray(value)
+    if array.size != 1 or array.dtype != np.bool_:
+        shown = f"shape {array.shape}" if array.size != 1 else _shown(value)
+        raise InputError(f"while_loop: cond_fun must return one boolean, got {shown}")
+    return bool(array.reshape(-1)[0])
 
 
-def fori_loop(lower: int, upper: int, body_fun: Callable, init_val):
-    """``for i in range(lower, upper): val = body_fun(i, val)``; returns the final `val`."""
+def fori_loop(lower: int, upper: int, body_fun: Callable, init_val,
+              max_iterations: int | None = DEFAULT_MAX_ITERATIONS):
+    """``for i in range(lower, upper): val = body_fun(i, val)``; returns the final `val`. The
+    bounds are integers (Python or numpy); more than `max_iterations` steps are refused."""
+    if not callable(body_fun):
+        raise InputError(f"fori_loop: body_fun must be callable, got {_shown(body_fun)}")
+    lower, upper = _integer(lower, "fori_loop: lower"), _integer(upper, "fori_loop: upper")
+    _steps_allowed(max(upper - lower, 0), max_iterations, "fori_loop")
     leaves, structure = _flatten(init_val)
     leaves = _own(leaves)
     check = _Checked("val", structure, leaves)
     val = _unflatten(structure, leaves)
-    lower, upper = int(lower), int(upper)
-    if lower < upper:
-        val = body_fun(lower, val)
-        check(val, "after the first step")
-        for i in range(lower + 1, upper):
-            val = body_fun(i, val)
+    i = lower
+    try:
+        if lower < upper:
+            val = body_fun(lower, val)
+            check(val, "after the first step")
+            for i in range(lower + 1, upper):
+                val = body_fun(i, val)
+    except Exception as error:
+        _noted(error, "fori_loop", i - lower)
+        raise
     return _finished(check, structure, val)

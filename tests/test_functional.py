@@ -287,3 +287,117 @@ def test_while_and_fori_loops_match_jax():
     assert [int(x) for x in got] == [int(x) for x in expected]
     expected = jax.lax.fori_loop(2, 7, lambda i, v: v * 2 + i, np.int32(1))
     assert int(cyloop.fori_loop(2, 7, lambda i, v: v * 2 + i, np.int32(1))) == int(expected)
+
+
+def _add(c, x):
+    return c + x, c
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda: cyloop.scan(_add, 0.0, np.float64(3)), "every xs leaf must be a numeric array"),
+    (lambda: cyloop.scan(_add, 0.0, [[1.0], [2.0, 3.0]]),
+     "every xs leaf must be a numeric array"),
+    (lambda: cyloop.scan(_add, 0.0, {"a": object()}), "every xs leaf must be a numeric array"),
+    (lambda: cyloop.scan(_add, 0.0, ["a", "b"]), "every xs leaf must be a numeric array"),
+    (lambda: cyloop.scan(_add, 0.0, np.zeros(3), length=4),
+     r"the leading axes of xs and `length` disagree: \[3, 4\]"),
+    (lambda: cyloop.scan(_add, 0.0, (np.zeros(3), np.zeros(2))),
+     r"the leading axes of xs and `length` disagree: \[2, 3\]"),
+    (lambda: cyloop.scan(_add, 0.0), "give xs or length"),
+    (lambda: cyloop.scan(_add, 0.0, length=-1), "length must be >= 0, got -1"),
+    (lambda: cyloop.scan(_add, 0.0, length=2.0), "length must be an integer, got float 2.0"),
+    (lambda: cyloop.scan(None, 0.0, length=2), "f must be callable, got NoneType None"),
+    (lambda: cyloop.fori_loop(0.0, 3, lambda i, v: v, 0.0),
+     "fori_loop: lower must be an integer, got float 0.0"),
+    (lambda: cyloop.fori_loop(0, np.array([3]), lambda i, v: v, 0.0),
+     r"fori_loop: upper must be an integer, got an array of shape \[1\] int64"),
+    (lambda: cyloop.fori_loop(0, True, lambda i, v: v, 0.0),
+     "fori_loop: upper must be an integer, got bool True"),
+    (lambda: cyloop.while_loop(lambda v: np.array([True, False, True]), _add, 0.0),
+     r"cond_fun must return one boolean, got shape \(3,\)"),
+    (lambda: cyloop.while_loop(lambda v: None, lambda v: v, 0.0),
+     "cond_fun must return one boolean, got NoneType None"),
+    (lambda: cyloop.while_loop(lambda v: 1, lambda v: v, 0.0),
+     "cond_fun must return one boolean, got int 1"),
+    (lambda: cyloop.while_loop(lambda v: v < 3, lambda v: v + 1, 0.0, max_iterations=-1),
+     "max_iterations must be None or >= 0, got -1"),
+], ids=["0-d-xs", "ragged-xs", "object-xs", "string-xs", "length-disagrees", "xs-disagree", "nothing",
+        "negative-length", "float-length", "f-none", "float-bound", "array-bound", "bool-bound",
+        "cond-shape", "cond-none", "cond-int", "negative-limit"])
+def test_bad_arguments_are_input_errors(call, error):
+    with pytest.raises(cyloop.InputError, match=error):
+        call()
+
+
+def test_a_cond_returning_none_later_is_refused_not_taken_as_false():
+    with pytest.raises(cyloop.InputError, match="cond_fun must return one boolean, got NoneType"):
+        cyloop.while_loop(lambda v: True if v < 3 else None, lambda v: v + 1, np.int64(0))
+
+
+@pytest.mark.parametrize("result, step", [(lambda c, x: None, 0), (lambda c, x: (c,), 0),
+                                          (lambda c, x: (c, x, x), 0),
+                                          (lambda c, x: (c + x, c) if x < 2 else None, 2)],
+                         ids=["none", "1-tuple", "3-tuple", "later-none"])
+def test_f_not_returning_a_pair_is_a_carry_error(result, step):
+    with pytest.raises(cyloop.LoopCarryError,
+                       match=rf"scan: f must return a \(carry, y\) pair; at step {step}: "):
+        cyloop.scan(result, np.float64(0), np.arange(4.0))
+
+
+def test_a_type_error_inside_f_is_the_users_not_a_pair_error():
+    def step(c, x):
+        return c + "oops", c
+
+    with pytest.raises(TypeError) as info:
+        cyloop.scan(step, np.float64(0), np.arange(4.0))
+    assert not isinstance(info.value, cyloop.CyloopError)
+
+
+class Boom(Exception):
+    pass
+
+
+def _boom_at(step):
+    def raise_at(i):
+        if i == step:
+            raise Boom("the user's own")
+
+    return raise_at
+
+
+@pytest.mark.parametrize("loop, where", [
+    (lambda r: cyloop.scan(lambda c, x: (r(int(x)), c)[1:] * 2, 0.0, np.arange(5.0)), "scan"),
+    (lambda r: cyloop.fori_loop(10, 15, lambda i, v: (r(i - 10), v)[1], 0.0), "fori_loop"),
+    (lambda r: cyloop.while_loop(lambda v: v < 5, lambda v: (r(int(v)), v + 1)[1],
+                                 np.float64(0)), "while_loop"),
+])
+def test_the_users_exception_passes_through_with_the_step_noted(loop, where):
+    with pytest.raises(Boom, match="the user's own") as info:
+        loop(_boom_at(3))
+    assert type(info.value) is Boom
+    assert info.value.__notes__ == [f"(raised at step 3 of cyloop.{where})"]
+
+
+def test_max_iterations_bounds_every_loop():
+    with pytest.raises(cyloop.LoopLimitError, match="reached max_iterations=1000 with cond_fun "
+                                                    "still true"):
+        cyloop.while_loop(lambda v: True, lambda v: v + 1, np.int64(0), max_iterations=1000)
+    with pytest.raises(cyloop.LoopLimitError,
+                       match=r"fori_loop: 4611686018427387904 steps would pass "
+                             r"max_iterations=100000000"):
+        cyloop.fori_loop(0, 2**62, lambda i, v: v, 0.0)
+    with pytest.raises(cyloop.LoopLimitError, match="scan: 11 steps would pass max_iterations=10"):
+        cyloop.scan(_add, 0.0, length=11, max_iterations=10)
+    calls = []
+
+    def count(v):
+        calls.append(v)
+        return v + 1
+
+    # Exactly max_iterations steps are allowed; None is no limit.
+    assert cyloop.while_loop(lambda v: v < 10, count, np.int64(0), max_iterations=10) == 10
+    assert len(calls) == 10
+    assert cyloop.fori_loop(0, 10, lambda i, v: v + 1, np.int64(0), max_iterations=10) == 10
+    assert cyloop.while_loop(lambda v: v < 3, count, np.int64(0), max_iterations=None) == 3
+    with pytest.raises(cyloop.LoopLimitError):
+        cyloop.while_loop(lambda v: True, count, np.int64(0), max_iterations=0)

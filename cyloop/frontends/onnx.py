@@ -300,8 +300,8 @@ class _Converter:
     def _element_type(node, key):
         number = node.attrs[key]
         if number not in ELEMENT_TYPES:
-            raise UnsupportedOpError(f"{node.label}: {node.op_type} with {key}={number}: cyloop has "
-                                     "no numpy equivalent of that ONNX element type")
+            raise UnsupportedOpError(f"{node.label}: {node.op_type} with {key}={number}: cyloop "
+                                     "has no numpy equivalent of that ONNX element type")
         return ELEMENT_TYPES[number]
 
     def _reference_has(self, domain, op_type, version) -> bool:
