@@ -38,6 +38,7 @@ from .errors import CyloopError, LoopLimitError, ModelError
 
 __all__ = [
     "LOOP_DOMAIN",
+    "MAX_NESTING",
     "OPENVINO_DOMAIN",
     "CarriedInput",
     "ConcatOutput",
@@ -58,6 +59,9 @@ __all__ = [
 ]
 
 LOOP_DOMAIN = "cyloop"
+# Subgraphs (loop bodies, If branches) nest at most this deep: deeper is a ModelError where a
+# frontend reads or the engine compiles one, not a RecursionError (real models nest a few levels).
+MAX_NESTING = 100
 # The domain of OpenVINO layers' kernels (opset versions are per node, `Node.version`).
 OPENVINO_DOMAIN = "openvino"
 

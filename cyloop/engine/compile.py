@@ -14,13 +14,14 @@ the liveness analysis see them like any other input.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import ops
 from ..errors import ModelError, UnsupportedOpError
-from ..ir import LOOP_DOMAIN, Graph, LoopSpec, Node
+from ..ir import LOOP_DOMAIN, MAX_NESTING, Graph, LoopSpec, Node
 from . import _core, reference
 from .control import BatchedScanRunner, IfRunner, SequenceMapRunner
 from .destinations import plan_destinations
@@ -77,7 +78,23 @@ class CompiledProgram:
 def compile_graph(graph: Graph, settings: Settings, captures: list[str] = (),
                   opsets: dict[str, int] | None = None) -> CompiledProgram:
     """Schedule `graph`. `captures` are outer-scope names the graph reads; they become inputs after
-    the graph's own. `opsets` (a subgraph inherits its parent's) picks kernel versions."""
+    the graph's own. `opsets` (a subgraph inherits its parent's) picks kernel versions. Subgraphs
+    nested deeper than MAX_NESTING are a ModelError."""
+    depth = getattr(_nesting, "depth", 0)  # graphs being compiled around this one
+    if depth > MAX_NESTING:
+        raise ModelError(f"graph {graph.name!r}: subgraphs nested more than {MAX_NESTING} deep; "
+                         "cyloop runs at most that")
+    _nesting.depth = depth + 1
+    try:
+        return _compile_graph(graph, settings, captures, opsets)
+    finally:
+        _nesting.depth = depth
+
+
+_nesting = threading.local()  # this thread's depth of compile_graph calls
+
+
+def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> CompiledProgram:
     opsets = dict(opsets or {})
     opsets.update(graph.opsets)
     slots: dict[str, int] = {}  # name -> slot; an Identity's output names its input's slot

@@ -22,6 +22,7 @@ from .. import ops
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import (
     LOOP_DOMAIN,
+    MAX_NESTING,
     OPENVINO_DOMAIN,
     CarriedInput,
     ConcatOutput,
@@ -140,11 +141,23 @@ class _Reader:
     def __init__(self, blob: bytes, bin_path: str):
         self.blob = blob
         self.bin_path = bin_path
+        self.depth = 0  # graphs being read around the next one (its nesting level)
 
     # -- one graph (the net or a body) ---------------------------------------------------------
 
     def graph(self, element, prefix: str, top: bool, name: str):
-        """(the Graph, {(layer id, port id or "result"): value name}) for a net or a body."""
+        """(the Graph, {(layer id, port id or "result"): value name}) for a net or a body; bodies
+        nested deeper than MAX_NESTING are a ModelError."""
+        if self.depth > MAX_NESTING:
+            raise ModelError(f"{name}: bodies nested more than {MAX_NESTING} deep; cyloop reads "
+                             "at most that")
+        self.depth += 1
+        try:
+            return self._graph(element, prefix, top, name)
+        finally:
+            self.depth -= 1
+
+    def _graph(self, element, prefix: str, top: bool, name: str):
         layers_el = element.find("layers")
         if layers_el is None:
             layers_el = element.find("operations")  # the older Loop-5 dialect

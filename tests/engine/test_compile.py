@@ -6,7 +6,7 @@ import pytest
 import cyloop
 from cyloop.engine.compile import compile_graph
 from cyloop.engine.settings import Settings
-from cyloop.ir import GraphBuilder
+from cyloop.ir import MAX_NESTING, CarriedInput, GraphBuilder, LastOutput
 from cyloop.ops.registry import kernel
 
 DOMAIN = "test.compile"
@@ -47,3 +47,28 @@ def test_an_identity_by_name_only_runs_as_a_step():
     out = cyloop.Model(graph).run({"x": x})
     np.testing.assert_array_equal(out["y"], -x)
     assert not np.shares_memory(out["r"], x)
+
+
+def _nested_loops(depth):
+    """`depth` loops, each one iteration carrying v through the next: y = v."""
+    g = GraphBuilder()
+    g.input("v", np.float64, (2,))
+    if depth == 0:
+        g.output(g.node("Identity", "v", outputs=["y"]))
+        return g.build()
+    body = _nested_loops(depth - 1)
+    g.loop(body, inputs=[("v", CarriedInput(0, "v", "y"))], outputs=[LastOutput("y")],
+           trip_count=1, output_names=["y"])
+    g.output("y")
+    return g.build()
+
+
+@pytest.mark.parametrize("driver", ["cython", "python"])
+def test_subgraphs_nested_past_the_limit_are_a_model_error_not_a_recursion_error(driver):
+    v = np.arange(2.0)
+    np.testing.assert_array_equal(
+        cyloop.Model(_nested_loops(MAX_NESTING), driver=driver).run({"v": v})["y"], v)
+    for depth in (MAX_NESTING + 1, 450):
+        with pytest.raises(cyloop.ModelError, match=f"subgraphs nested more than {MAX_NESTING} "
+                                                    "deep"):
+            cyloop.Model(_nested_loops(depth), driver=driver)

@@ -158,3 +158,31 @@ def cell_ti_model(cell, steps=6, batch=3, features=5, hidden=7, seed=0, **cell_a
         ti.set_merged_input(c, c0.output(0), res_c.output(0))
         outputs.append(ti.get_iter_value(res_c.output(0), -1))
     return ov.Model(outputs, outer, f"{cell}_ti"), weights
+
+
+_PORT = '<port id="{}" precision="FP32"><dim>1</dim><dim>2</dim></port>'
+
+
+def nested_ti_xml(depth: int) -> str:
+    """IR XML of `depth` TensorIterators nested one in the other's body, each slicing its [1, 2]
+    input along axis 0 and concatenating its output back: y = x. Written as text, since the
+    openvino API builds (and checks) nothing this deep quickly."""
+    def graph(level):
+        param = ('<layer id="0" name="x" type="Parameter" version="opset1"><data shape="1,2" '
+                 f'element_type="f32"/><output>{_PORT.format(0)}</output></layer>')
+        result = ('<layer id="2" name="y" type="Result" version="opset1"><input>'
+                  f'{_PORT.format(0)}</input></layer>')
+        if level == 0:
+            return (f'<layers>{param}{result}</layers><edges><edge from-layer="0" '
+                    'from-port="0" to-layer="2" to-port="0"/></edges>')
+        ti = ('<layer id="1" name="ti" type="TensorIterator" version="opset1"><input>'
+              f'{_PORT.format(0)}</input><output>{_PORT.format(1)}</output><port_map>'
+              '<input axis="0" external_port_id="0" internal_layer_id="0" start="0" end="-1" '
+              'stride="1" part_size="1"/><output axis="0" external_port_id="1" '
+              'internal_layer_id="2" start="0" end="-1" stride="1" part_size="1"/></port_map>'
+              f'<back_edges/><body>{graph(level - 1)}</body></layer>')
+        return (f'<layers>{param}{ti}{result}</layers><edges><edge from-layer="0" from-port="0" '
+                'to-layer="1" to-port="0"/><edge from-layer="1" from-port="1" to-layer="2" '
+                'to-port="0"/></edges>')
+
+    return f'<?xml version="1.0"?><net name="nested" version="11">{graph(depth)}</net>'

@@ -12,8 +12,9 @@ import openvino.opset8 as ov_ops
 import pytest
 
 import cyloop
+from cyloop.ir import MAX_NESTING
 
-from .openvino_models import loop_model, save, ti_model
+from .openvino_models import loop_model, nested_ti_xml, save, ti_model
 
 TI_CASE = ((5, 2, 3), 0, 0, -1, 1, 1, 0, 1)
 
@@ -234,3 +235,19 @@ def test_ir_v10_outputs_fall_back_to_result_layer_names(ti_path, rng):
     results = re.findall(r'<layer id="\d+" name="([^"]+)" type="Result"', text)
     assert model.output_names == results[-2:]  # the net's own Results (after the body's)
     assert model.run(_feeds(rng))
+
+
+@pytest.mark.parametrize("driver", ["cython", "python"])
+def test_bodies_nested_past_the_limit_are_a_model_error_not_a_recursion_error(tmp_path, driver):
+    """MAX_NESTING bodies deep loads and runs; one deeper, and 450 deeper, are a ModelError."""
+    x = np.arange(2, dtype=np.float32).reshape(1, 2)
+    for depth in (MAX_NESTING, MAX_NESTING + 1, 450):
+        path = tmp_path / f"nested{depth}.xml"
+        path.write_text(nested_ti_xml(depth))
+        path.with_suffix(".bin").write_bytes(b"")
+        if depth == MAX_NESTING:
+            np.testing.assert_array_equal(cyloop.load(path, driver=driver).run({"x": x})["y"], x)
+            continue
+        with pytest.raises(cyloop.ModelError, match=rf"body: bodies nested more than "
+                                                    rf"{MAX_NESTING} deep"):
+            cyloop.load(path, driver=driver)
