@@ -1,12 +1,13 @@
-"""The maths kernels of both op families share: sigmoid, softmax, erf, gelu, and the LSTM gate
-activation through one tanh."""
+"""The maths kernels of both op families share: sigmoid, softmax, erf, gelu, the smaller
+activations, rounding, einsum, and the LSTM gate activation through one tanh."""
 
 import functools
 import math
 
 import numpy as np
 
-__all__ = ["erf", "gelu", "lstm_gate_affine", "power", "sigmoid", "softmax"]
+__all__ = ["einsum", "erf", "gelu", "hard_sigmoid", "inf_test", "lstm_gate_affine", "mish",
+           "power", "prelu", "round_half_away", "selu", "sigmoid", "softmax", "softsign"]
 
 _scalar_erf = np.frompyfunc(math.erf, 1, 1)
 
@@ -104,3 +105,70 @@ def power(base, exponent, out=None):
         return result
     np.copyto(out, result)
     return out
+
+
+def hard_sigmoid(x, alpha, beta):
+    """max(0, min(1, alpha x + beta)) in x's type."""
+    t = x.dtype.type
+    return np.clip(x * t(alpha) + t(beta), 0, 1).astype(x.dtype, copy=False)
+
+
+def selu(x, alpha, gamma):
+    """gamma x for x > 0, gamma alpha (exp(x) - 1) otherwise."""
+    negative = x.dtype.type(alpha) * np.expm1(np.minimum(x, 0))
+    return (x.dtype.type(gamma) * np.where(x > 0, x, negative)).astype(x.dtype, copy=False)
+
+
+def softsign(x):
+    return x / (np.absolute(x) + x.dtype.type(1))
+
+
+def mish(x):
+    """x tanh(softplus(x))."""
+    return (x * np.tanh(np.logaddexp(x, x.dtype.type(0)))).astype(x.dtype, copy=False)
+
+
+def prelu(x, slope, per_channel=False):
+    """x where x >= 0, x * slope elsewhere. `per_channel`: a 1-D slope as long as axis 1 of x (of
+    rank 3 or more) lines up with that axis, as ONNX PRelu before opset 7 and OpenVINO's PReLU
+    have it; otherwise slope broadcasts from the right."""
+    slope = np.asarray(slope)
+    if per_channel and slope.ndim == 1 and x.ndim > 2 and slope.size == x.shape[1] \
+            and slope.size > 1:
+        slope = slope.reshape((-1,) + (1,) * (x.ndim - 2))
+    return np.where(x < 0, x * slope, x).astype(x.dtype, copy=False)
+
+
+def round_half_away(x, out=None):
+    """Round to the nearest integer, halves away from zero (integers unchanged). x - trunc(x) is
+    exact, so no sum can round up a value just below a half."""
+    if x.dtype.kind not in "fc":
+        if out is None:
+            return np.array(x, copy=True)
+        np.copyto(out, x)
+        return out
+    whole = np.trunc(x)
+    bump = np.where(np.absolute(x - whole) >= x.dtype.type(0.5), np.sign(x), x.dtype.type(0))
+    return np.add(whole, bump, out=out)
+
+
+def inf_test(negative: bool, positive: bool):
+    """The ufunc (or function) telling which elements are -inf (`negative`) or +inf
+    (`positive`)."""
+    if negative and positive:
+        return np.isinf
+    if positive:
+        return np.isposinf
+    if negative:
+        return np.isneginf
+    return lambda x: np.zeros(np.shape(x), np.bool_)
+
+
+def einsum(equation, *operands):
+    """np.einsum, through float32 for ml_dtypes' bfloat16 / float8 (numpy has no loop for
+    them), the result in the first such type."""
+    narrow = [x.dtype for x in operands if x.dtype.kind == "V"]
+    if narrow:
+        wide = [x.astype(np.float32) if x.dtype.kind == "V" else x for x in operands]
+        return np.einsum(equation, *wide).astype(narrow[0])
+    return np.einsum(equation, *operands)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-__all__ = ["in_own_type", "over_every_axis", "with_identity"]
+__all__ = ["cumulative", "in_own_type", "over_every_axis", "with_identity"]
 
 
 def in_own_type(ufunc):
@@ -42,3 +42,17 @@ def with_identity(reducer, pick_low):
         return reducer(x, axis=axis, keepdims=keepdims, initial=initial)
 
     return reduce
+
+
+def cumulative(x, axis, accumulate, identity, exclusive=False, reverse=False):
+    """`accumulate` (np.cumsum / np.cumprod) along `axis` in x's type, `exclusive` (each
+    position leaves itself out, the first gets `identity`) and `reverse` (from the end)."""
+    if x.shape[axis] == 0:
+        return np.array(x, copy=True)
+    data = np.flip(x, axis) if reverse else x
+    total = accumulate(data, axis=axis, dtype=x.dtype)
+    if exclusive:
+        first = np.full_like(np.take(total, [0], axis=axis), identity)
+        total = np.concatenate(
+            [first, np.take(total, range(total.shape[axis] - 1), axis=axis)], axis=axis)
+    return np.flip(total, axis) if reverse else total

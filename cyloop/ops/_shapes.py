@@ -54,7 +54,8 @@ def split_kernel():
     axis of more than one element) are views, untimed."""
     measured = Measured({"views": split, "copies": _contiguous_copies}, rounds=9,
                         key=lambda x, axis, sizes: (x.shape, x.strides, x.dtype.str, axis),
-                        label=lambda key: f"{np.dtype(key[2]).name}{list(key[0])} along axis {key[3]}",
+                        label=lambda key: f"{np.dtype(key[2]).name}{list(key[0])} along axis "
+                                          f"{key[3]}",
                         timing="period")
 
     def parts(x, axis, sizes):

@@ -34,19 +34,11 @@ from .openvino_convert_cases import node_cases
 # OpenVINO layer types (and the opset versions convert_model writes) cyloop has no kernel for,
 # with how many node cases each one stops (onnx 1.23, OpenVINO 2026.4).
 MISSING_LAYERS = {
-    "GatherElements-6": 82, "IsNaN-10": 74, "ScaledDotProductAttention-13": 57, "Pad-12": 35,
-    "Interpolate-11": 34, "ScatterElementsUpdate-12": 27, "MVN-6": 22, "AvgPool-1": 19,
-    "FakeQuantize-1": 19, "MaxPool-8": 19, "Reverse-1": 16, "Round-5": 15, "GridSample-9": 14,
-    "GroupConvolution-1": 12, "Convolution-1": 10, "NonMaxSuppression-9": 10, "AvgPool-16": 9,
-    "ConvolutionBackpropData-1": 9, "CumSum-3": 9, "Einsum-7": 9, "ReduceL1-4": 9,
-    "ReduceL2-4": 9, "OneHot-1": 7, "ScatterNDUpdate-15": 7, "Unique-10": 7, "OneHot-16": 6,
-    "Pad-1": 6, "ScatterElementsUpdate-3": 6, "PReLU-1": 5, "BitwiseAnd-13": 4,
-    "BitwiseOr-13": 4, "BitwiseXor-13": 4, "DFT-7": 4, "HardSigmoid-1": 4, "IsInf-10": 4,
-    "SpaceToDepth-1": 4, "BitwiseNot-13": 3, "Eye-9": 3, "GatherND-8": 3, "NormalizeL2-1": 3,
-    "ROIAlign-9": 3, "ReverseSequence-1": 3, "Selu-1": 3, "DepthToSpace-1": 2,
-    "FakeConvert-13": 2, "GroupConvolutionBackpropData-1": 2, "GroupNormalization-12": 2,
-    "IDFT-7": 2, "IRDFT-9": 2, "LRN-1": 2, "Mish-4": 2, "RDFT-9": 2, "RandomUniform-8": 2,
-    "SoftSign-9": 2, "Sign-1": 1,
+    "ScaledDotProductAttention-13": 57, "Interpolate-11": 34, "FakeQuantize-1": 19,
+    "GridSample-9": 14, "NonMaxSuppression-9": 10, "ConvolutionBackpropData-1": 9,
+    "Unique-10": 7, "DFT-7": 4, "ROIAlign-9": 3, "FakeConvert-13": 2,
+    "GroupConvolutionBackpropData-1": 2, "IDFT-7": 2, "IRDFT-9": 2, "RDFT-9": 2,
+    "RandomUniform-8": 2,
 }
 
 # Cases that convert, need no missing layer, and still fail (case-name patterns), each with why.
@@ -63,6 +55,24 @@ KNOWN_FAILURES = {
         "own answer is as wrong)",
     r"^test_lstm_with_peepholes$":
         "the IR drops the peephole weights (OpenVINO's own answer is as wrong)",
+    r"^test_attention_(4d_with_past_and_present_qk_matmul_bias_[34]d_mask_causal"
+    r"|local_window_(ext_cache_rank(2_mask|3_head_mask|4_batch_mask)|gqa_rank4_mask))$":
+        "the IR's decomposition of Attention with a causal mask over a past KV cache, or with a "
+        "local window, is not ONNX's Attention (OpenVINO's own answer is cyloop's, to 2e-7)",
+    r"^test_attention_4d_(causal_)?padded_kv_bf16$":
+        "the IR computes the attention in bf16 op by op, each result rounded to bf16; the "
+        "expected output is up to 3 bf16 ulps away, past the case's rtol of 1e-3 (OpenVINO's "
+        "own answer is off by 1.4)",
+    r"^test_maxpool_2d_ceil_output_size_reduce_by_one$":
+        "the IR's MaxPool says rounding_type=ceil, which keeps a last window starting past the "
+        "input (a [1, 1, 2, 2] result); ONNX's ceil_mode is ceil_torch ([1, 1, 1, 1]); "
+        "OpenVINO's own answer has cyloop's shape",
+    r"^test_spacetodepth_crd_mode_example$":
+        "the IR's SpaceToDepth says mode=blocks_first: the converter drops ONNX's mode=CRD "
+        "(OpenVINO's own answer is cyloop's)",
+    r"^test_dynamicquantizelinear$":
+        "the IR quantizes x * 255 / (max - min), ONNX x / ((max - min) / 255): one value rounds "
+        "to the other side of a half (OpenVINO's own answer is cyloop's)",
     # The IR is right by OpenVINO's spec and OpenVINO's plugin departs from it:
     r"^test_div_int32_trunc$":
         "the IR's Divide says m_pythondiv=true (floor), ONNX truncates; cyloop follows the IR's "

@@ -180,7 +180,7 @@ def elu(attrs):
 @kernel("HardSigmoid", batch="elementwise")
 def hard_sigmoid(attrs):
     alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
-    return lambda x: np.clip(x * x.dtype.type(alpha) + x.dtype.type(beta), 0, 1).astype(x.dtype)
+    return lambda x: _math.hard_sigmoid(x, alpha, beta)
 
 
 @kernel("Softplus", batch="elementwise")
@@ -190,14 +190,8 @@ def softplus(attrs):
 
 @kernel("IsInf", since=10, batch="elementwise")
 def is_inf(attrs):
-    negative, positive = attrs.get("detect_negative", 1), attrs.get("detect_positive", 1)
-    if negative and positive:
-        return np.isinf
-    if positive:
-        return np.isposinf
-    if negative:
-        return np.isneginf
-    return lambda x: np.zeros(x.shape, np.bool_)
+    return _math.inf_test(bool(attrs.get("detect_negative", 1)),
+                          bool(attrs.get("detect_positive", 1)))
 
 
 @kernel("BitShift", since=11, batch="elementwise")
@@ -212,19 +206,14 @@ def bit_shift(attrs):
 
 @kernel("Softsign", batch="elementwise")
 def softsign(attrs):
-    return lambda x: x / (np.absolute(x) + x.dtype.type(1))
+    return _math.softsign
 
 
 @kernel("Selu", batch="elementwise")
 def selu(attrs):
     alpha = float(attrs.get("alpha", 1.67326319217681884765625))
     gamma = float(attrs.get("gamma", 1.05070102214813232421875))
-
-    def scaled_elu(x):
-        negative = x.dtype.type(alpha) * np.expm1(np.minimum(x, 0))
-        return x.dtype.type(gamma) * np.where(x > 0, x, negative)
-
-    return scaled_elu
+    return lambda x: _math.selu(x, alpha, gamma)
 
 
 @kernel("Celu", since=12, batch="elementwise")
@@ -261,20 +250,13 @@ def shrink(attrs):
 
 @kernel("PRelu", since=7, batch="elementwise")
 def prelu(attrs):
-    return lambda x, slope: np.where(x < 0, x * slope, x).astype(x.dtype, copy=False)
+    return _math.prelu
 
 
 @kernel("PRelu", since=1)
 def prelu_1(attrs):
     # Before opset 7 the slope is one per channel (axis 1), not broadcast from the right.
-    leaky = prelu(attrs)
-
-    def per_channel(x, slope):
-        if slope.ndim == 1 and x.ndim > 2 and slope.size == x.shape[1] and slope.size > 1:
-            slope = slope.reshape((-1,) + (1,) * (x.ndim - 2))
-        return leaky(x, slope)
-
-    return per_channel
+    return lambda x, slope: _math.prelu(x, slope, per_channel=True)
 
 
 @kernel("Clip", since=6, batch="first")

@@ -3,7 +3,7 @@ ScatterElements (and Scatter), ScatterND, NonZero, OneHot, Pad, Einsum, Dropout.
 
 import numpy as np
 
-from .. import _shapes
+from .. import _indexing, _math, _shapes
 from ..registry import kernel
 
 
@@ -87,72 +87,35 @@ def slice_10(attrs):
 def gather_elements(attrs):
     axis = int(attrs.get("axis", 0))
 
-    def gathered(data, indices):
-        indices = np.where(indices < 0, indices + data.shape[axis], indices)
-        return np.take_along_axis(data, indices, axis=axis)
-
-    return gathered
+    return lambda data, indices: _indexing.gather_elements(data, indices, axis)
 
 
 @kernel("GatherND", since=11)
 def gather_nd(attrs):
     batch_dims = int(attrs.get("batch_dims", 0))
-
-    def gathered(data, indices):
-        batch = data.shape[:batch_dims]
-        depth = indices.shape[-1]
-        if indices.size == 0 or data.size == 0:
-            shape = indices.shape[:-1] + data.shape[batch_dims + depth:]
-            return np.zeros(shape, data.dtype)
-        flat_data = data.reshape((-1, *data.shape[batch_dims:]))
-        flat_idx = indices.reshape((-1, *indices.shape[batch_dims:]))
-        depth = indices.shape[-1]
-        parts = [d[tuple(np.moveaxis(i, -1, 0))] if depth else d[None]
-                 for d, i in zip(flat_data, flat_idx)]
-        result = np.stack(parts) if parts else np.empty((0,), data.dtype)
-        return result.reshape(batch + result.shape[1:])
-
-    return gathered
+    return lambda data, indices: _indexing.gather_nd(data, indices, batch_dims)
 
 
-_REDUCTIONS = {"none": None, "add": np.add, "mul": np.multiply, "max": np.maximum,
-               "min": np.minimum}
+# ONNX's reduction names -> the shared ones.
+_REDUCTIONS = {"none": None, "add": "sum", "mul": "prod", "max": "max", "min": "min"}
 
 
 @kernel("Scatter", since=9)  # deprecated at 11 for ScatterElements, which it is
 @kernel("ScatterElements", since=11)
 def scatter_elements(attrs):
     axis = int(attrs.get("axis", 0))
-    reduce = _REDUCTIONS[attrs.get("reduction", "none")]
+    reduction = _REDUCTIONS[attrs.get("reduction", "none")]
 
     def scattered(data, indices, updates):
-        result = np.array(data, copy=True)
-        indices = np.where(indices < 0, indices + data.shape[axis], indices)
-        index = list(np.indices(indices.shape, sparse=True))
-        index[axis] = indices
-        if reduce is None:
-            result[tuple(index)] = updates
-        else:
-            reduce.at(result, tuple(index), updates)
-        return result
+        return _indexing.scatter_elements(data, indices, updates, axis, reduction)
 
     return scattered
 
 
 @kernel("ScatterND", since=11)
 def scatter_nd(attrs):
-    reduce = _REDUCTIONS[attrs.get("reduction", "none")]
-
-    def scattered(data, indices, updates):
-        result = np.array(data, copy=True)
-        index = tuple(np.moveaxis(indices, -1, 0))
-        if reduce is None:
-            result[index] = updates
-        else:
-            reduce.at(result, index, updates)
-        return result
-
-    return scattered
+    reduction = _REDUCTIONS[attrs.get("reduction", "none")]
+    return lambda data, indices, updates: _indexing.scatter_nd(data, indices, updates, reduction)
 
 
 @kernel("NonZero", since=9)
@@ -171,34 +134,20 @@ def one_hot(attrs):
 
     def encoded(indices, depth, values):
         depth = int(np.asarray(depth).reshape(-1)[0])
-        indices = np.asarray(indices).astype(np.int64)
-        indices = np.where(indices < 0, indices + depth, indices)
-        hot = np.arange(depth) == indices[..., None]
-        hot = np.moveaxis(hot, -1, axis if axis >= 0 else hot.ndim + axis)
-        return np.where(hot, values[1], values[0]).astype(values.dtype)
+        return _indexing.one_hot(indices, depth, values[1], values[0], axis).astype(values.dtype)
 
     return encoded
 
 
 def _pad(x, pads, mode, value, axes=None):
+    """ONNX's spelling: ``pads`` all begins then all ends, for `axes` (default: every axis)."""
     rank = x.ndim
     axes = list(range(rank)) if axes is None else [a % rank for a in axes]
-    width = [(0, 0)] * rank
+    begins, ends = [0] * rank, [0] * rank
     half = len(pads) // 2
     for k, axis in enumerate(axes):
-        width[axis] = (pads[k], pads[k + half])
-    # Negative pads crop.
-    crop = tuple(slice(-lo if lo < 0 else 0, x.shape[a] + hi if hi < 0 else None)
-                 for a, (lo, hi) in enumerate(width))
-    x = x[crop]
-    width = [(max(lo, 0), max(hi, 0)) for lo, hi in width]
-    if mode == "constant":
-        return np.pad(x, width, mode="constant", constant_values=value)
-    if mode == "reflect" and any(max(lo, hi) > x.shape[a] - 1 for a, (lo, hi) in enumerate(width)
-                                 if lo or hi):
-        raise ValueError(f"reflect padding {width} needs pads smaller than each padded axis "
-                         f"(shape {x.shape})")
-    return np.pad(x, width, mode={"edge": "edge", "reflect": "reflect", "wrap": "wrap"}[mode])
+        begins[axis], ends[axis] = pads[k], pads[k + half]
+    return _indexing.pad(x, begins, ends, mode, value, crop_first=True)
 
 
 @kernel("Pad", since=2)
@@ -223,14 +172,7 @@ def pad_11(attrs):
 def einsum(attrs):
     equation = attrs["equation"].replace(" ", "")
 
-    def contract(*operands):
-        narrow = [x.dtype for x in operands if x.dtype.kind == "V"]
-        if narrow:  # ml_dtypes' bfloat16 / float8: numpy's einsum has no loop for them
-            wide = [x.astype(np.float32) if x.dtype.kind == "V" else x for x in operands]
-            return np.einsum(equation, *wide).astype(narrow[0])
-        return np.einsum(equation, *operands)
-
-    return contract
+    return lambda *operands: _math.einsum(equation, *operands)
 
 
 def _dropout(mask_is_bool):

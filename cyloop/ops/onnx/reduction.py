@@ -3,6 +3,7 @@
 
 import numpy as np
 
+from .. import _reductions
 from .._reductions import in_own_type, over_every_axis, with_identity
 from ..registry import kernel
 
@@ -87,15 +88,7 @@ def _cumulative(accumulate, identity):
 
         def cumulative(x, axis):
             axis = int(np.asarray(axis).reshape(()))
-            if x.shape[axis] == 0:
-                return np.array(x, copy=True)
-            data = np.flip(x, axis) if reverse else x
-            total = accumulate(data, axis=axis, dtype=x.dtype)
-            if exclusive:
-                first = np.full_like(np.take(total, [0], axis=axis), identity)
-                total = np.concatenate(
-                    [first, np.take(total, range(total.shape[axis] - 1), axis=axis)], axis=axis)
-            return np.flip(total, axis) if reverse else total
+            return _reductions.cumulative(x, axis, accumulate, identity, exclusive, reverse)
 
         return cumulative
 

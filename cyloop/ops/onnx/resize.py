@@ -1,4 +1,5 @@
-"""Resize (opsets 10-19) and Upsample: nearest, (n-)linear and (n-)cubic interpolation, separable by axis.
+"""Resize (opsets 10-19) and Upsample: nearest, (n-)linear and (n-)cubic interpolation, separable
+by axis.
 
 Every mode is a weighted sum of input positions along each resized axis in turn: output position
 y maps to a source coordinate x (the coordinate transformation), and the input position p gets

@@ -1,4 +1,13 @@
 """Kernels for OpenVINO IR layers (domain ``openvino``), registered by the opset version each
 behaviour appeared in. IR attributes arrive as strings; `_attrs.py` parses them."""
 
-from . import cells, elementwise, nn, sequences, tensor  # noqa: F401  (registration happens on import)
+from . import (  # noqa: F401  (registration happens on import)
+    cells,
+    elementwise,
+    indexing,
+    nn,
+    normalization,
+    sequences,
+    spatial,
+    tensor,
+)

@@ -1,5 +1,6 @@
 """Elementwise OpenVINO layers: arithmetic, comparison, logic, activations, Select, Convert."""
 
+import functools
 import math
 import operator
 
@@ -7,7 +8,7 @@ import numpy as np
 
 from .. import _math
 from ..registry import ARITHMETIC_SCALARS, NUMBER_SCALARS, kernel
-from ._attrs import DOMAIN, as_float, broadcast_batches, broadcasting
+from ._attrs import DOMAIN, as_bool, as_float, broadcast_batches, broadcasting
 
 
 def _floor_mod(a, b, out=None):
@@ -58,7 +59,8 @@ _SCALAR = {
 
 
 def _register_binary(op_type, fn):
-    @kernel(op_type, domain=DOMAIN, since=1, out=True, batch="elementwise", batch_if=broadcast_batches, scalar=_SCALAR.get(op_type))
+    @kernel(op_type, domain=DOMAIN, since=1, out=True, batch="elementwise",
+            batch_if=broadcast_batches, scalar=_SCALAR.get(op_type))
     def factory(attrs):
         return broadcasting(fn, attrs)
 
@@ -85,7 +87,8 @@ _UNARY = {
 
 
 def _register_unary(op_type, fn):
-    @kernel(op_type, domain=DOMAIN, since=1, out=True, batch="elementwise", batch_if=broadcast_batches)
+    @kernel(op_type, domain=DOMAIN, since=1, out=True, batch="elementwise",
+            batch_if=broadcast_batches)
     def factory(attrs):
         return fn
 
@@ -131,8 +134,9 @@ def relu(attrs):
 
 
 # The IR spells the layer type "ReLU"; "Relu" is accepted too.
-kernel("ReLU", domain=DOMAIN, since=1, out=True, batch="elementwise", batch_if=broadcast_batches)(relu)
-kernel("Relu", domain=DOMAIN, since=1, out=True, batch="elementwise", batch_if=broadcast_batches)(relu)
+for _name in ("ReLU", "Relu"):
+    kernel(_name, domain=DOMAIN, since=1, out=True, batch="elementwise",
+           batch_if=broadcast_batches)(relu)
 
 
 @kernel("Clamp", domain=DOMAIN, since=1, batch="elementwise", batch_if=broadcast_batches)
@@ -200,7 +204,8 @@ def select(attrs):
     return selected
 
 
-@kernel("Convert", domain=DOMAIN, since=1, out=True, batch="elementwise", batch_if=broadcast_batches)
+@kernel("Convert", domain=DOMAIN, since=1, out=True, batch="elementwise",
+        batch_if=broadcast_batches)
 def convert(attrs):
     dtype = np.dtype(attrs["destination_type"])
 
@@ -225,3 +230,92 @@ def convert_like(attrs):
         return np.asarray(x).astype(like.dtype)
 
     return converted
+
+
+# Bitwise layers (opset13): on booleans, the logical operation.
+for _op_type, _fn in (("BitwiseAnd", np.bitwise_and), ("BitwiseOr", np.bitwise_or),
+                      ("BitwiseXor", np.bitwise_xor)):
+    kernel(_op_type, domain=DOMAIN, since=13, out=True, batch="elementwise",
+           batch_if=broadcast_batches)(functools.partial(broadcasting, _fn))
+
+
+@kernel("BitwiseNot", domain=DOMAIN, since=13, out=True, batch="elementwise",
+        batch_if=broadcast_batches)
+def bitwise_not(attrs):
+    return np.invert
+
+
+@kernel("IsNaN", domain=DOMAIN, since=10, out=True, batch="elementwise",
+        batch_if=broadcast_batches)
+def is_nan(attrs):
+    return np.isnan
+
+
+@kernel("IsInf", domain=DOMAIN, since=10, batch="elementwise", batch_if=broadcast_batches)
+def is_inf(attrs):
+    return _math.inf_test(as_bool(attrs, "detect_negative", True),
+                          as_bool(attrs, "detect_positive", True))
+
+
+@kernel("IsFinite", domain=DOMAIN, since=10, out=True, batch="elementwise",
+        batch_if=broadcast_batches)
+def is_finite(attrs):
+    return np.isfinite
+
+
+@kernel("Sign", domain=DOMAIN, since=1, out=True, batch="elementwise",
+        batch_if=broadcast_batches)
+def sign(attrs):
+    return np.sign
+
+
+@kernel("Round", domain=DOMAIN, since=5, out=True, batch="elementwise",
+        batch_if=broadcast_batches)
+def round_(attrs):
+    """``mode`` half_to_even (numpy's rint) or half_away_from_zero; integers pass unchanged."""
+    mode = str(attrs.get("mode", "half_to_even")).lower()
+    if mode == "half_away_from_zero":
+        return _math.round_half_away
+    if mode != "half_to_even":
+        raise ValueError(f"Round mode must be half_to_even or half_away_from_zero, got {mode!r}")
+
+    def half_to_even(x, out=None):
+        if x.dtype.kind in "fc":
+            return np.rint(x, out=out)
+        return _math.round_half_away(x, out=out)  # an integer is its own rounding
+
+    return half_to_even
+
+
+def _scalar(value, x):
+    """A 0-d or one-element parameter input as a scalar of x's type."""
+    return x.dtype.type(np.asarray(value).reshape(-1)[0])
+
+
+@kernel("HardSigmoid", domain=DOMAIN, since=1)
+def hard_sigmoid(attrs):
+    """(data, alpha, beta) -> max(0, min(1, alpha data + beta))."""
+    return lambda x, alpha, beta: _math.hard_sigmoid(x, _scalar(alpha, x), _scalar(beta, x))
+
+
+@kernel("Selu", domain=DOMAIN, since=1)
+def selu(attrs):
+    """(data, alpha, lambda) -> lambda data for data > 0, lambda alpha (exp(data) - 1) else."""
+    return lambda x, alpha, lambda_: _math.selu(x, _scalar(alpha, x), _scalar(lambda_, x))
+
+
+@kernel("SoftSign", domain=DOMAIN, since=9, batch="elementwise", batch_if=broadcast_batches)
+def soft_sign(attrs):
+    return _math.softsign
+
+
+@kernel("Mish", domain=DOMAIN, since=4, batch="elementwise", batch_if=broadcast_batches)
+def mish(attrs):
+    return _math.mish
+
+
+@kernel("PReLU", domain=DOMAIN, since=1)
+def prelu(attrs):
+    """A 1-D slope as long as the channel axis (axis 1) applies per channel; any other slope
+    broadcasts numpy's way."""
+    return lambda x, slope: _math.prelu(x, slope, per_channel=True)

@@ -57,8 +57,23 @@ _REDUCERS = {"ReduceSum": in_own_type(np.add), "ReduceMean": _positional(np.mean
              "ReduceLogicalAnd": _positional(np.all), "ReduceLogicalOr": _positional(np.any)}
 
 
+def _l1(x, axis=None, keepdims=False):
+    """The sum of magnitudes, in x's type (ReduceL1-4)."""
+    return np.add.reduce(np.absolute(x), axis, x.dtype, None, keepdims)
+
+
+def _l2(x, axis=None, keepdims=False):
+    """The square root of the sum of squares (ReduceL2-4)."""
+    return np.sqrt(np.add.reduce(x * x, axis, x.dtype, None, keepdims))
+
+
+# ReduceL1 and ReduceL2 arrived in opset4, the others in opset1.
+_SINCE = {"ReduceL1": 4, "ReduceL2": 4}
+_REDUCERS |= {"ReduceL1": _l1, "ReduceL2": _l2}
+
+
 def _register_reduction(op_type, reducer):
-    @kernel(op_type, domain=DOMAIN, since=1)
+    @kernel(op_type, domain=DOMAIN, since=_SINCE.get(op_type, 1))
     def factory(attrs):
         keep_dims = as_bool(attrs, "keep_dims")
         every = over_every_axis(reducer, keep_dims)
