@@ -73,15 +73,16 @@ def _lstm_loop(order="ifgo", swapped=False, axis=1, leak=None, sizes=False, hidd
     return model(graph, opset), state, gates
 
 
-def _feeds(rng, state, gates, steps=7, batch=3, features=5):
+def _feeds(rng, state, gates, steps=7, batch=3, features=5, biases=("B",), states=("h0", "c0")):
+    """Feeds of the cell loops below: X, W, R, each of `biases` [gates] and `states` [B, H]."""
     f = np.float32
-    return {"T": np.array(steps, np.int64),
-            "X": rng.standard_normal((steps, batch, features)).astype(f),
-            "W": (rng.standard_normal((features, gates)) * 0.6).astype(f),
-            "R": (rng.standard_normal((state, gates)) * 0.6).astype(f),
-            "B": rng.standard_normal(gates).astype(f),
-            "h0": rng.standard_normal((batch, state)).astype(f),
-            "c0": rng.standard_normal((batch, state)).astype(f)}
+    feeds = {"T": np.array(steps, np.int64),
+             "X": rng.standard_normal((steps, batch, features)).astype(f),
+             "W": (rng.standard_normal((features, gates)) * 0.6).astype(f),
+             "R": (rng.standard_normal((state, gates)) * 0.6).astype(f)}
+    feeds.update({name: rng.standard_normal(gates).astype(f) for name in biases})
+    feeds.update({name: rng.standard_normal((batch, state)).astype(f) for name in states})
+    return feeds
 
 
 def _check(onnx_model, feeds, fused_expected):
@@ -129,21 +130,26 @@ def test_an_uneven_opset18_split_runs_the_arithmetic_as_written(rng):
     _check(onnx_model, _feeds(rng, state, gates), fused_expected=True)
 
 
-def test_the_ir_openvino_converts_from_the_onnx_spelling_is_fused_and_hoisted(tmp_path, rng):
+def _through_openvino_ir(tmp_path, onnx_model, feeds) -> str:
+    """Convert `onnx_model` to IR with openvino.convert_model, run the IR under both drivers,
+    compare them; returns the Cython driver's plan."""
     import onnx
     import openvino as ov
 
-    onnx_model, state, gates = _lstm_loop("iofg")
-    onnx.save(onnx_model, str(tmp_path / "lstm.onnx"))
-    path = tmp_path / "lstm.xml"
-    ov.save_model(ov.convert_model(str(tmp_path / "lstm.onnx")), str(path),
+    onnx.save(onnx_model, str(tmp_path / "model.onnx"))
+    path = tmp_path / "model.xml"
+    ov.save_model(ov.convert_model(str(tmp_path / "model.onnx")), str(path),
                   compress_to_fp16=False)
-    feeds = _feeds(rng, state, gates)
     fast, reference = cyloop.load(path, driver="cython"), cyloop.load(path, driver="python")
     got, want = fast.run(feeds), reference.run(feeds)
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
-    plan = str(fast.plan())
+    return str(fast.plan())
+
+
+def test_the_ir_openvino_converts_from_the_onnx_spelling_is_fused_and_hoisted(tmp_path, rng):
+    onnx_model, state, gates = _lstm_loop("iofg")
+    plan = _through_openvino_ir(tmp_path, onnx_model, _feeds(rng, state, gates))
     assert re.search(r"fused: LSTMGates node producing '[^']+' runs node '\d+:\w+' \(Split\), ",
                      plan)
     # OpenVINO's Gather(X, i, axis) by the iteration number is hoisted as ONNX's is.
@@ -241,15 +247,8 @@ def _gru_loop(x_order="zrn", r_order="zrn", blend="keras", swapped=False, one="i
     return model(graph, opset), state, gates
 
 
-def _gru_feeds(rng, state, gates, steps=7, batch=3, features=5):
-    f = np.float32
-    return {"T": np.array(steps, np.int64),
-            "X": rng.standard_normal((steps, batch, features)).astype(f),
-            "W": (rng.standard_normal((features, gates)) * 0.6).astype(f),
-            "R": (rng.standard_normal((state, gates)) * 0.6).astype(f),
-            "Bx": rng.standard_normal(gates).astype(f),
-            "Br": rng.standard_normal(gates).astype(f),
-            "h0": rng.standard_normal((batch, state)).astype(f)}
+def _gru_feeds(rng, state, gates, **sizes):
+    return _feeds(rng, state, gates, biases=("Bx", "Br"), states=("h0",), **sizes)
 
 
 def _check_gru(onnx_model, feeds, fused_expected):
@@ -307,21 +306,10 @@ def test_gru_an_uneven_opset18_split_runs_as_split_cuts_it(rng):
 
 
 def test_gru_the_ir_openvino_converts_is_fused(tmp_path, rng):
-    import onnx
-    import openvino as ov
-
     onnx_model, state, gates = _gru_loop("rzn", "rzn", "torch")
-    onnx.save(onnx_model, str(tmp_path / "gru.onnx"))
-    path = tmp_path / "gru.xml"
-    ov.save_model(ov.convert_model(str(tmp_path / "gru.onnx")), str(path),
-                  compress_to_fp16=False)
-    feeds = _gru_feeds(rng, state, gates)
-    fast, reference = cyloop.load(path, driver="cython"), cyloop.load(path, driver="python")
-    got, want = fast.run(feeds), reference.run(feeds)
-    for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
+    plan = _through_openvino_ir(tmp_path, onnx_model, _gru_feeds(rng, state, gates))
     assert re.search(r"fused: GRUGates node producing '[^']+' runs node '\d+:\w+' \(Split\), ",
-                     str(fast.plan()))
+                     plan)
 
 
 @settings(max_examples=60, deadline=None)

@@ -41,6 +41,14 @@ def as_ints(attrs, key, default=None):
     return [int(v) for v in str(value).split(",") if v.strip()]
 
 
+def as_choice(attrs, key, choices):
+    """A keyword attribute, lower-cased, one of `choices` (the first is the default)."""
+    value = str(attrs.get(key) or choices[0]).lower()
+    if value not in choices:
+        raise ValueError(f"{key} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
 def broadcast_batches(attrs, batched):
     """Whether rows of some operands can be batched under the layer's ``auto_broadcast``: numpy
     broadcasting aligns them; with ``none`` only if every operand has rows; never with pdpd."""

@@ -239,34 +239,16 @@ for _op_type, _fn in (("BitwiseAnd", np.bitwise_and), ("BitwiseOr", np.bitwise_o
            batch_if=broadcast_batches)(functools.partial(broadcasting, _fn))
 
 
-@kernel("BitwiseNot", domain=DOMAIN, since=13, out=True, batch="elementwise",
-        batch_if=broadcast_batches)
-def bitwise_not(attrs):
-    return np.invert
-
-
-@kernel("IsNaN", domain=DOMAIN, since=10, out=True, batch="elementwise",
-        batch_if=broadcast_batches)
-def is_nan(attrs):
-    return np.isnan
+for _op_type, _since, _fn in (("BitwiseNot", 13, np.invert), ("IsNaN", 10, np.isnan),
+                              ("IsFinite", 10, np.isfinite), ("Sign", 1, np.sign)):
+    kernel(_op_type, domain=DOMAIN, since=_since, out=True, batch="elementwise",
+           batch_if=broadcast_batches)(lambda attrs, fn=_fn: fn)
 
 
 @kernel("IsInf", domain=DOMAIN, since=10, batch="elementwise", batch_if=broadcast_batches)
 def is_inf(attrs):
     return _math.inf_test(as_bool(attrs, "detect_negative", True),
                           as_bool(attrs, "detect_positive", True))
-
-
-@kernel("IsFinite", domain=DOMAIN, since=10, out=True, batch="elementwise",
-        batch_if=broadcast_batches)
-def is_finite(attrs):
-    return np.isfinite
-
-
-@kernel("Sign", domain=DOMAIN, since=1, out=True, batch="elementwise",
-        batch_if=broadcast_batches)
-def sign(attrs):
-    return np.sign
 
 
 @kernel("Round", domain=DOMAIN, since=5, out=True, batch="elementwise",

@@ -3,7 +3,7 @@
 import numpy as np
 
 from ..registry import kernel
-from ._attrs import DOMAIN, as_bool, as_float, as_int
+from ._attrs import DOMAIN, as_bool, as_choice, as_float, as_int
 
 
 def _axes(axes, ndim):
@@ -16,9 +16,7 @@ def mvn(attrs):
     sqrt(variance + eps) (``eps_mode`` inside_sqrt) or sqrt(variance) + eps (outside_sqrt)."""
     normalize_variance = as_bool(attrs, "normalize_variance")
     eps = as_float(attrs, "eps", 1e-9)
-    mode = str(attrs.get("eps_mode", "inside_sqrt")).lower()
-    if mode not in ("inside_sqrt", "outside_sqrt"):
-        raise ValueError(f"eps_mode must be inside_sqrt or outside_sqrt, got {mode!r}")
+    mode = as_choice(attrs, "eps_mode", ("inside_sqrt", "outside_sqrt"))
 
     def normalize(x, axes):
         axes = _axes(axes, x.ndim)
@@ -38,9 +36,7 @@ def normalize_l2(attrs):
     """(data, axes) -> data / sqrt(eps_mode(sum of squares over axes, eps)), eps_mode add or
     max; no axes: each element divided by its own magnitude."""
     eps = as_float(attrs, "eps", 1e-10)
-    mode = str(attrs.get("eps_mode", "add")).lower()
-    if mode not in ("add", "max"):
-        raise ValueError(f"eps_mode must be add or max, got {mode!r}")
+    mode = as_choice(attrs, "eps_mode", ("add", "max"))
 
     def normalize(x, axes):
         axes = _axes(axes, x.ndim)
