@@ -55,10 +55,7 @@ def _lstm_loop(order="ifgo", swapped=False, axis=1, leak=None, sizes=False, hidd
     outputs = [tensor("cond_out", np.bool_, []), tensor("h_out", np.float32, None),
                tensor("c_out", np.float32, None), tensor("y", np.float32, None)]
     outer_outputs = ["h_last", "c_last", "hs"]
-    if leak:
-        nodes.append(node("Identity", [leak], ["leaked"]))
-        outputs.append(tensor("leaked", np.float32, None))
-        outer_outputs.append("leaks")
+    _leak(leak, nodes, outputs, outer_outputs)
     body = helper.make_graph(
         nodes, "body", [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []),
                         tensor("h_in", np.float32, None), tensor("c_in", np.float32, None)],
@@ -71,6 +68,14 @@ def _lstm_loop(order="ifgo", swapped=False, axis=1, leak=None, sizes=False, hidd
          tensor("c0", np.float32, ["N", state])],
         [tensor(name, np.float32, None) for name in outer_outputs])
     return model(graph, opset), state, gates
+
+
+def _leak(value, nodes, outputs, outer_outputs):
+    """Also return the body's `value` (if one is named) each iteration, as the loop's "leaks"."""
+    if value:
+        nodes.append(helper.make_node("Identity", [value], ["leaked"]))
+        outputs.append(tensor("leaked", np.float32, None))
+        outer_outputs.append("leaks")
 
 
 def _feeds(rng, state, gates, steps=7, batch=3, features=5, biases=("B",), states=("h0", "c0")):
@@ -230,10 +235,7 @@ def _gru_loop(x_order="zrn", r_order="zrn", blend="keras", swapped=False, one="i
     outputs = [tensor("cond_out", np.bool_, []), tensor("h_out", np.float32, None),
                tensor("y", np.float32, None)]
     outer_outputs = ["h_last", "hs"]
-    if leak:
-        nodes.append(node("Identity", [leak], ["leaked"]))
-        outputs.append(tensor("leaked", np.float32, None))
-        outer_outputs.append("leaks")
+    _leak(leak, nodes, outputs, outer_outputs)
     body = helper.make_graph(
         nodes, "body", [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []),
                         tensor("h_in", np.float32, None)], outputs, initializer=initializers)
