@@ -12,6 +12,7 @@ from .errors import (
     LoopCarryError,
     LoopLimitError,
     ModelError,
+    ResourceLimitError,
     UnsupportedOpError,
 )
 from .functional import fori_loop, scan, while_loop
@@ -48,6 +49,7 @@ __all__ = [
     "Model",
     "ModelError",
     "Node",
+    "ResourceLimitError",
     "SlicedInput",
     "UnsupportedOpError",
     "Value",

@@ -29,7 +29,8 @@ __all__ = ["CyloopBackend", "CyloopRep", "is_compatible", "prepare", "run_model"
            "supports_device"]
 
 # Options of `cyloop.load` a caller may pass through prepare / run_model / run_node.
-_LOAD_OPTIONS = ("driver", "max_iterations", "progress", "hoist", "tune")
+_LOAD_OPTIONS = ("driver", "max_iterations", "time_limit", "memory_limit", "progress", "hoist",
+                 "tune")
 
 
 class CyloopRep(BackendRep):

@@ -25,6 +25,9 @@ from .peers import openvino_compiled
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 EXAMPLES = [os.path.join(DATA, "lstm_ti.xml"), os.path.join(DATA, "loop_sequence.onnx")]
 SYMBOLIC_SIZE = 4  # what a symbolic dimension becomes in generated inputs
+# A run from the command line stops after this many seconds unless --time-limit says otherwise:
+# a model whose loop never ends is an error, not a hung terminal.
+DEFAULT_TIME_LIMIT = 600.0
 
 
 # -- inputs and outputs ---------------------------------------------------------------------------
@@ -126,7 +129,7 @@ def _load(path, args):
     from .loading import load
 
     return load(path, driver=args.driver, max_iterations=args.max_iterations,
-                progress=_progress())
+                time_limit=args.time_limit, memory_limit=args.memory_limit, progress=_progress())
 
 
 # -- subcommands ----------------------------------------------------------------------------------
@@ -309,8 +312,29 @@ def _common(cmd, model_required=True):
     cmd.add_argument("--seed", type=int, default=0, help="seed for --random-inputs")
     cmd.add_argument("--driver", choices=["cython", "python"], default=None,
                      help="loop driver (default: cython, or python if CYLOOP_PURE_PYTHON=1)")
-    cmd.add_argument("--max-iterations", type=int, default=DEFAULT_MAX_ITERATIONS,
-                     help="stop any loop that reaches this many iterations")
+    cmd.add_argument("--max-iterations", type=_limit(int), default=DEFAULT_MAX_ITERATIONS,
+                     metavar="N", help="the iterations one run may make in all its loops "
+                     f"(default {DEFAULT_MAX_ITERATIONS:.0e}; 'none': no limit)")
+    cmd.add_argument("--time-limit", type=_limit(float), default=DEFAULT_TIME_LIMIT,
+                     metavar="SECONDS", help="the seconds one run may take (default "
+                     f"{DEFAULT_TIME_LIMIT:g}; 'none': no limit)")
+    cmd.add_argument("--memory-limit", type=_limit(int), default=None, metavar="BYTES",
+                     help="the bytes any one output buffer of a loop may take (default: none)")
+
+
+def _limit(kind):
+    """An argparse type: a number of `kind`, or 'none' for None (no limit)."""
+    def parse(text: str):
+        if text.strip().lower() == "none":
+            return None
+        try:
+            return kind(text)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {what} or 'none', got {text!r}") from None
+
+    parse.__name__ = kind.__name__
+    return parse
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,7 @@ __all__ = [
     "LoopCarryError",
     "LoopLimitError",
     "ModelError",
+    "ResourceLimitError",
     "UnsupportedOpError",
 ]
 
@@ -32,7 +33,13 @@ class UnsupportedOpError(ModelError, NotImplementedError):
 
 
 class LoopLimitError(CyloopError, RuntimeError):
-    """A loop reached `max_iterations` without finishing."""
+    """A run reached `max_iterations` (its loops' iterations in all) or `time_limit` before it
+    finished: names the loop, the iteration it reached and the limit."""
+
+
+class ResourceLimitError(CyloopError, MemoryError):
+    """An allocation would pass `memory_limit`, or the system refused one: names the node, the
+    shape and the limit. Raised before the planner allocates."""
 
 
 class ExecutionError(CyloopError, RuntimeError):

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .errors import CyloopError, LoopLimitError, ModelError
+from .errors import ModelError
 
 __all__ = [
     "LOOP_DOMAIN",
@@ -326,7 +326,7 @@ class LoopSpec:
         return declared if declared is not None and declared.kind in "iu" \
             else np.dtype(np.int64)
 
-    def resolve(self, args, max_iterations: int | None, label: str) -> LoopRun:
+    def resolve(self, args, label: str, limits=None) -> LoopRun:
         """How one run of this loop goes, from the loop node's operands `args`.
 
         The one reading of the spec both drivers share: the trip count (a negative one is zero,
@@ -334,6 +334,8 @@ class LoopSpec:
         is true), every sliced input's part count (they must agree where they set the trip
         count; otherwise, as in Loop-5, running past the fewest parts is an error), and where the
         run must stop with an error. Raises `ModelError` naming `label` for bad operands.
+        `limits` (the run's `RunLimits`, or None): a loop that will run more iterations than the
+        run has left (its `budget`) is refused before its first, with `limits.refuse`'s error.
         """
         trip = self.trip_count
         if isinstance(trip, OuterInput):
@@ -367,13 +369,18 @@ class LoopSpec:
                 trip = n_slices if trip is None else min(trip, n_slices)
             else:
                 slice_limit = min(counts)
-        limits = [n for n in (max_iterations, slice_limit) if n is not None]
-        stop_at = min(limits) if limits else None
-        exact = trip if self.cond_result is None else None
+        stop_at = slice_limit
+        budget = None if limits is None else limits.budget
+        # Without a condition result, a loop that starts runs `trip` iterations unless an error
+        # stops it; it will meet the budget's end first if the slices do not run out before.
+        exact = trip if self.cond_result is None and go else None
+        if (exact is not None and budget is not None and exact > budget
+                and (stop_at is None or stop_at > budget)):
+            raise limits.refuse(label, exact)
         if exact is not None and stop_at is not None and exact > stop_at:
             exact = None
-        bound = min([n for n in (trip, stop_at) if n is not None], default=None)
-        return LoopRun(trip, go, slicings, stop_at, exact, bound, max_iterations)
+        bound = min([n for n in (trip, stop_at, budget) if n is not None], default=None)
+        return LoopRun(trip, go, slicings, stop_at, exact, bound)
 
     def zero_iteration_value(self, index: int, carried: dict[int, object], label: str):
         """Last-value output #index of a loop that ran no iteration: the initial value of the
@@ -429,9 +436,10 @@ class LoopRun:
     """One run of a loop, read from its operands by `LoopSpec.resolve`.
 
     The loop runs while its condition holds and fewer than `trip_count` iterations have run
-    (None: unbounded); iteration `stop_at` (max_iterations, or a Loop-5 input's last part) must
-    not run: `stop_error` is what it raises. `exact` is the number of iterations when nothing can
-    stop the loop early, `bound` the most it can run (both None when unknown).
+    (None: unbounded); iteration `stop_at` (past a Loop-5 input's last part) must not run:
+    `stop_error` is what it raises. `exact` is the number of iterations when nothing can stop
+    the loop early, `bound` the most it can run (with what the run's limits leave; both None
+    when unknown).
     """
 
     trip_count: int | None
@@ -440,13 +448,8 @@ class LoopRun:
     stop_at: int | None
     exact: int | None
     bound: int | None
-    max_iterations: int | None
 
-    def stop_error(self, i: int, label: str) -> CyloopError:
-        if self.max_iterations is not None and i >= self.max_iterations:
-            return LoopLimitError(f"{label}: reached max_iterations={self.max_iterations} without "
-                                  "finishing; raise max_iterations, or check the loop's trip "
-                                  "count and condition")
+    def stop_error(self, i: int, label: str) -> ModelError:
         short = next(s for s in self.slicings.values() if s.count <= i)
         return ModelError(f"{label}: iteration {i} runs past the last slice of sliced input "
                           f"{short.desc.param!r} ({short.count} parts)")

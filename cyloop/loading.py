@@ -13,15 +13,19 @@ __all__ = ["load"]
 
 
 def load(source, *, weights=None, driver: str | None = None,
-         max_iterations: int | None = DEFAULT_MAX_ITERATIONS, progress=None,
-         hoist: bool = True, tune: bool = True) -> Model:
+         max_iterations: int | None = DEFAULT_MAX_ITERATIONS, time_limit: float | None = None,
+         memory_limit: int | None = None, progress=None, hoist: bool = True,
+         tune: bool = True) -> Model:
     """Load and compile a model: an ONNX file, its bytes or an ``onnx.ModelProto``; or an
     OpenVINO IR ``.xml`` (weights from the ``.bin`` beside it, or `weights`).
 
-    ``driver``, ``max_iterations``, ``progress``, ``hoist`` and ``tune`` are passed to `Model`.
+    ``driver``, the limits (``max_iterations``: iterations of one run's loops in all, default
+    10^8; ``time_limit``: seconds a run may take; ``memory_limit``: bytes of one buffer the
+    planner allocates; None: no limit), ``progress``, ``hoist`` and ``tune`` are passed to `Model`,
+    whose docstring says what each does.
     """
-    options = {"driver": driver, "max_iterations": max_iterations, "progress": progress,
-               "hoist": hoist, "tune": tune}
+    options = {"driver": driver, "max_iterations": max_iterations, "time_limit": time_limit,
+               "memory_limit": memory_limit, "progress": progress, "hoist": hoist, "tune": tune}
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if not os.path.exists(path):

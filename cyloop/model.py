@@ -4,22 +4,36 @@ from __future__ import annotations
 
 import numpy as np
 
+from .engine._core import RunLimits
 from .engine.compile import compile_graph, program
 from .engine.plan import Plan, describe
-from .engine.settings import DEFAULT_MAX_ITERATIONS, Settings
+from .engine.settings import DEFAULT_MAX_ITERATIONS, Settings, time_limit_of
 from .errors import InputError
 from .ir import Graph
 from .sequence import TensorSequence
 
 __all__ = ["Model"]
 
+_MODELS = object()  # Model.run's time_limit when not given: the model's own
+
 
 class Model:
     """A graph compiled once and run many times.
 
     ``driver``: ``"cython"`` (default) or ``"python"`` (the reference driver; the default when
-    ``CYLOOP_PURE_PYTHON=1``). ``max_iterations``: any loop reaching it raises `LoopLimitError`
-    (None: no limit). ``progress``: ``progress(label, done, total, finished)`` is called every
+    ``CYLOOP_PURE_PYTHON=1``).
+    Limits, each None for none: ``max_iterations`` (default 10^8), the iterations one run may make
+    in all its loops, nested ones included: the iteration that would pass it raises
+    `LoopLimitError`, and a loop whose trip count would pass what is left is refused before its
+    first iteration. ``time_limit`` (default None; `run` may give its own), the seconds one run
+    may take: a loop that finds it passed raises `LoopLimitError` naming the loop, the iteration
+    and the limit (loops read the clock every few milliseconds of work, so it is exact to about
+    that, or to one iteration of a slow body). ``memory_limit`` (default None), the bytes any one
+    buffer the planner allocates may take: a concatenated output grows up to it, and the
+    allocation that would pass it raises `ResourceLimitError` naming the loop, the shape and the
+    limit before it is made (one whose trip count is known, as soon as its size is). A kernel
+    that runs out of memory raises `ResourceLimitError` too.
+    ``progress``: ``progress(label, done, total, finished)`` is called every
     1,024 iterations (``engine.settings.PROGRESS_EVERY``) of each loop and when it ends (total is
     None when unknown).
     ``hoist``: the Cython driver runs body work that depends only on sliced inputs, the iteration
@@ -32,10 +46,12 @@ class Model:
     """
 
     def __init__(self, graph: Graph, *, driver: str | None = None,
-                 max_iterations: int | None = DEFAULT_MAX_ITERATIONS, progress=None,
-                 hoist: bool = True, tune: bool = True):
+                 max_iterations: int | None = DEFAULT_MAX_ITERATIONS,
+                 time_limit: float | None = None, memory_limit: int | None = None,
+                 progress=None, hoist: bool = True, tune: bool = True):
         self.graph = graph
-        self.settings = Settings.make(driver, max_iterations, progress, hoist, tune)
+        self.settings = Settings.make(driver, max_iterations, progress, hoist, tune, time_limit,
+                                      memory_limit)
         self._compiled = compile_graph(graph, self.settings)
         self._program = program(self._compiled, self.settings)
         self._output_index = {v.name: k for k, v in enumerate(graph.outputs)}
@@ -52,20 +68,25 @@ class Model:
     def output_names(self) -> list[str]:
         return [v.name for v in self.graph.outputs]
 
-    def run(self, feeds: dict, output_names: list[str] | None = None) -> dict[str, np.ndarray]:
-        """Run on `feeds` (input name -> array); returns output name -> array.
+    def run(self, feeds: dict, output_names: list[str] | None = None, *,
+            time_limit=_MODELS) -> dict[str, np.ndarray]:
+        """Run on `feeds` (input name -> array); returns output name -> array. `time_limit`:
+        seconds this run may take (None: no limit; by default the model's).
 
         Feeds are checked against the declared inputs (`InputError`) and never written to. Every
         returned array is the caller's own: writeable, sharing memory with no feed, no constant of
         the model and no other returned array.
         """
+        settings = self.settings
+        time_limit = settings.time_limit if time_limit is _MODELS else time_limit_of(time_limit)
         args = self._check_feeds(feeds)
         if output_names is not None:
             unknown = [name for name in output_names if name not in self._output_index]
             if unknown:
                 raise InputError(f"unknown output names {unknown}; the model's outputs are "
                                  f"{self.output_names}")
-        values = self._program.run(args)
+        limits = RunLimits(settings.max_iterations, time_limit, settings.memory_limit)
+        values = self._program.run(args, limits)
         names = self.output_names if output_names is None else list(output_names)
         results: dict = {}
         handed: list[np.ndarray] = [a for a in args if isinstance(a, np.ndarray)]
@@ -102,6 +123,11 @@ class Model:
         if not isinstance(feeds, dict):
             raise InputError(f"feeds must be a dict of input name -> array, not "
                              f"{type(feeds).__name__}")
+        named = [key for key in feeds if not isinstance(key, str)]
+        if named:
+            raise InputError(f"feeds are keyed by input name (a str), not {named[0]!r} "
+                             f"({type(named[0]).__name__}); the model's inputs are "
+                             f"{self.input_names}")
         unknown = sorted(set(feeds) - set(self.input_names) - set(self._defaults))
         if unknown:
             raise InputError(f"unknown inputs {unknown}; the model's inputs are "

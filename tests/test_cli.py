@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 import pytest
+from onnx import save as onnx_save
 
 from cyloop.cli import EXAMPLES
 
@@ -146,3 +147,40 @@ def test_long_loops_show_a_progress_bar_on_a_terminal_only(tmp_path):
     assert "counter" in screen and "/400000" in screen and "it/s" in screen
     code, out, err = cyloop(*args)  # not a terminal: nothing extra
     assert code == 0 and "it/s" not in out + err and err == ""
+
+
+def test_a_loop_that_never_ends_is_stopped_by_the_time_limit(tmp_path):
+    """The CLI always has a time limit (DEFAULT_TIME_LIMIT unless --time-limit says otherwise):
+    a model whose loop never ends is an error naming the loop, not a hung terminal."""
+    from tests.frontends.onnx_models import loop_model
+
+    endless = loop_model(m_given=False, cond_given=False, stop_at=None)
+    onnx_save(endless, tmp_path / "endless.onnx")
+    code, out, err = cyloop("run", tmp_path / "endless.onnx", "--random-inputs",
+                            "--max-iterations", "none", "--time-limit", "0.5")
+    assert code == 2, out + err
+    assert err.startswith("cyloop: error: node 'v_final' (Loop): stopped at iteration ")
+    assert "the run passed time_limit=0.5 s" in err
+    code, out, err = cyloop("run", tmp_path / "endless.onnx", "--random-inputs",
+                            "--max-iterations", "1000")
+    assert code == 2 and "iteration 1000 would pass max_iterations=1000" in err
+
+
+@pytest.mark.parametrize("option,value", [("--time-limit", "soon"),
+                                          ("--max-iterations", "1.5"),
+                                          ("--memory-limit", "lots")])
+def test_bad_limits_are_usage_errors(option, value):
+    code, _out, err = cyloop("run", EXAMPLES[1], option, value)
+    assert code == 2
+    assert f"argument {option}: expected " in err and f"or 'none', got '{value}'" in err
+
+
+def test_limits_default_to_finite_values_and_none_lifts_them():
+    from cyloop.cli import DEFAULT_TIME_LIMIT
+
+    code, out, err = cyloop("run", "--help")
+    assert code == 0, err
+    assert f"(default {DEFAULT_TIME_LIMIT:g}; 'none': no limit)" in " ".join(out.split())
+    code, out, err = cyloop("run", EXAMPLES[1], "--random-inputs", "--time-limit", "none",
+                            "--max-iterations", "none", "--memory-limit", "none")
+    assert code == 0, err

@@ -10,6 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import cyloop
+from cyloop.engine import _core
 from cyloop.ir import (
     CarriedInput,
     ConcatOutput,
@@ -41,17 +42,17 @@ def _spec(n_sliced=1, **fields):
     return LoopSpec(_body(), inputs, [LastOutput("acc_next"), ConcatOutput("y")], **fields)
 
 
-def _expected(trip, cond, lengths, max_iterations, negative_unbounded, slices_set):
+def _expected(trip, cond, lengths, negative_unbounded, slices_set):
     """DESIGN's rules, independently: (trip count, first condition, stop_at)."""
     if trip is not None and trip < 0:
         trip = None if negative_unbounded else 0
     go = True if cond is None else bool(cond)
-    stop_at = max_iterations
+    stop_at = None
     if lengths:
         if slices_set:
             trip = min(lengths) if trip is None else min(trip, min(lengths))
         else:
-            stop_at = min(lengths) if stop_at is None else min(stop_at, min(lengths))
+            stop_at = min(lengths)
     return trip, go, stop_at
 
 
@@ -72,14 +73,26 @@ def test_resolve_follows_the_rules(trip, cond, length, max_iterations, negative_
     xs = [np.zeros(length, np.float32)] if sliced else []
     args = [np.float32(0), *xs, None if trip is None else np.array(trip, np.int64),
             None if cond is None else np.array(cond)]
-    run = spec.resolve(args, max_iterations, LABEL)
-    trip_count, go, stop_at = _expected(trip, cond, [length] if sliced else [], max_iterations,
+    trip_count, go, stop_at = _expected(trip, cond, [length] if sliced else [],
                                         negative_unbounded, slices_set)
+    limits = _core.RunLimits(max_iterations)
+    # The body has no condition result: a loop that starts runs trip_count iterations unless
+    # an error stops it; if that is the budget's end, it is refused before it starts.
+    certain = trip_count if go else None
+    if (certain is not None and max_iterations is not None and certain > max_iterations
+            and (stop_at is None or stop_at > max_iterations)):
+        with pytest.raises(cyloop.LoopLimitError, match=f"its {certain} iterations would pass "
+                           f"max_iterations={max_iterations} "):
+            spec.resolve(args, LABEL, limits)
+        return
+    run = spec.resolve(args, LABEL, limits)
     assert (run.trip_count, run.go, run.stop_at) == (trip_count, go, stop_at)
-    # With no condition result the run is exactly the trip count, unless a stop comes first.
-    if trip_count is not None and (stop_at is None or trip_count <= stop_at):
-        assert run.exact == trip_count
-    assert run.bound == min([n for n in (trip_count, stop_at) if n is not None], default=None)
+    if certain is not None and (stop_at is None or certain <= stop_at):
+        assert run.exact == certain
+    else:
+        assert run.exact is None
+    assert run.bound == min([n for n in (trip_count, stop_at, max_iterations) if n is not None],
+                            default=None)
 
 
 def test_a_condition_result_makes_the_count_unknown():
@@ -89,7 +102,7 @@ def test_a_condition_result_makes_the_count_unknown():
                 body.node("Less", "acc", body.const(np.float32(3)), outputs=["more"]))
     spec = LoopSpec(body.build(), [CarriedInput(0, "acc", "acc_next")], [LastOutput("acc_next")],
                     trip_count=10, cond_result="more")
-    run = spec.resolve([np.float32(0)], None, LABEL)
+    run = spec.resolve([np.float32(0)], LABEL)
     assert (run.trip_count, run.exact, run.bound) == (10, None, 10)
 
 
@@ -100,31 +113,34 @@ def test_a_condition_result_makes_the_count_unknown():
 def test_bad_trip_counts_name_the_loop(trip, error):
     spec = _spec(n_sliced=0, trip_count=OuterInput(1))
     with pytest.raises(cyloop.ModelError, match=re.escape(LABEL) + ": the " + error):
-        spec.resolve([np.float32(0), trip], None, LABEL)
+        spec.resolve([np.float32(0), trip], LABEL)
 
 
 def test_a_condition_of_many_values_is_refused():
     spec = _spec(n_sliced=0, initial_cond=OuterInput(1))
     with pytest.raises(cyloop.ModelError, match=r"condition must be one boolean, got shape \(3,\)"):
-        spec.resolve([np.float32(0), np.ones(3, bool)], None, LABEL)
+        spec.resolve([np.float32(0), np.ones(3, bool)], LABEL)
 
 
 def test_sliced_inputs_that_set_the_count_must_agree():
     spec = _spec(n_sliced=2)
     with pytest.raises(cyloop.ModelError, match=r"disagree .*'x': 4, 'x1': 5"):
-        spec.resolve([np.float32(0), np.zeros(4), np.zeros(5)], None, LABEL)
+        spec.resolve([np.float32(0), np.zeros(4), np.zeros(5)], LABEL)
 
 
 def test_stopping_past_the_fewest_parts_or_the_limit_says_which():
     spec = _spec(n_sliced=2, trip_count=OuterInput(3), slices_set_trip_count=False)
     args = [np.float32(0), np.zeros(4), np.zeros(6), np.array(10)]
-    run = spec.resolve(args, None, LABEL)
+    run = spec.resolve(args, LABEL)
     assert run.stop_at == 4
     error = run.stop_error(4, LABEL)
     assert isinstance(error, cyloop.ModelError) and "past the last slice of sliced input 'x' " \
         "(4 parts)" in str(error)
-    limited = spec.resolve(args, 3, LABEL).stop_error(3, LABEL)
-    assert isinstance(limited, cyloop.LoopLimitError) and "max_iterations=3" in str(limited)
+    # The slices run out at iteration 4, before a budget of 5 does: that is the error it meets.
+    assert spec.resolve(args, LABEL, _core.RunLimits(5)).stop_at == 4
+    with pytest.raises(cyloop.LoopLimitError, match="its 10 iterations would pass "
+                       r"max_iterations=3 \(0 already run\)"):
+        spec.resolve(args, LABEL, _core.RunLimits(3))
 
 
 @pytest.mark.parametrize("stride,part", [(1, 1), (-1, 1), (2, 2), (-3, 1)])
@@ -134,7 +150,7 @@ def test_the_part_count_is_slice_count_and_both_drivers_run_it(stride, part):
     count, _ = slice_count(len(x), *((0, -1) if stride > 0 else (-1, 0)), stride, part)
     spec = LoopSpec(_body(), [CarriedInput(0, "acc", "acc_next"), SlicedInput(1, "x", **spec_args)],
                     [LastOutput("acc_next"), ConcatOutput("y", new_axis=False)])
-    assert spec.resolve([np.float32(0), x], None, LABEL).trip_count == count
+    assert spec.resolve([np.float32(0), x], LABEL).trip_count == count
     g = GraphBuilder()
     g.input("acc0", np.float32, ())
     g.input("X", np.float32, (11,))

@@ -25,7 +25,9 @@ def rnn():
      r"input 'h0': expected rank 2 \(shape \[4, 32\]\), got rank 1"),
     (lambda f: f.update(h0=np.zeros((4, 31), np.float32)),
      r"input 'h0': expected size 32 on axis 1 .* got 31"),
-], ids=["missing", "unknown", "dtype", "rank", "fixed-dim"])
+    (lambda f: f.update({None: np.zeros(1), b"x": np.zeros(1)}),
+     r"feeds are keyed by input name \(a str\), not None \(NoneType\)"),
+], ids=["missing", "unknown", "dtype", "rank", "fixed-dim", "not-a-name"])
 def test_bad_feeds_raise_input_error(rnn, change, error):
     model, feeds = rnn
     change(feeds)

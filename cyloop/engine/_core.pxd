@@ -8,6 +8,20 @@ cdef enum:
     MAX_DIMS = 64  # dims of a view the driver builds (numpy's own limit)
 
 
+cdef class RunLimits:
+    cdef readonly object max_iterations  # iterations of every loop of a run together, or None
+    cdef readonly object time_limit  # seconds, or None
+    cdef readonly object memory_limit  # bytes of one planner allocation, or None
+    cdef readonly long long left  # iterations the run may still make
+    cdef long long check_at  # a checkpoint is due when `left` drops below this
+    cdef long long stride  # iterations between clock reads (adapted to the loops' pace)
+    cdef double started, checked, deadline
+
+    cdef int tick(self, str label, Py_ssize_t i) except -1
+    cdef int _checkpoint(self, str label, Py_ssize_t i) except -1
+    cdef void _schedule(self)
+
+
 cdef class Program:
     cdef readonly object compiled
     cdef list fns
@@ -103,7 +117,8 @@ cdef class LoopDriver:
     cdef list hoist_slots
     cdef list hoist_bound
 
-    cdef _Run _start(self, list args)
+    cdef tuple _loop(self, list args, RunLimits limits)
+    cdef _Run _start(self, list args, RunLimits limits)
     cdef int _next_chunk(self, _Run r, Py_ssize_t i) except -1
     cdef void _reset_slots(self, list slots)
     cdef tuple _finish(self, _Run r, Py_ssize_t n)

@@ -31,6 +31,11 @@ Design: the planner's invariants, each with the code that keeps it.
 7. The planner writes only into buffers it allocated in this call. Feeds, invariants and slices
    are read-only views; per-call state (pools, output buffers) is never reused by the next call, so
    arrays handed back earlier are never overwritten.
+8. Limits are per run, not per loop: every loop of a run counts each iteration on the run's
+   `RunLimits` before running it (a decrement; the clock is read every few milliseconds of work),
+   and no output buffer is allocated past its memory limit (`_Concat.allocate`, `ensure`). A
+   thread's run finds its limits in a thread-local (`current_limits`), so runs of one Model in
+   several threads each have their own.
 """
 
 cimport numpy as cnp
@@ -38,18 +43,20 @@ from cpython.exc cimport PyErr_CheckSignals
 from cpython.list cimport PyList_GET_ITEM
 from cpython.ref cimport Py_INCREF, PyObject
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from libc.math cimport INFINITY
 from libc.string cimport memcmp
 
 from cyloop.engine._aligned_alloc cimport cyl_aligned_alloc, cyl_aligned_free
 from cyloop.engine._strided_copy cimport cyl_strided_copy
 
 import operator
+import threading
 from sys import byteorder, getswitchinterval
 from time import monotonic
 
 import numpy as np
 
-from ..errors import CyloopError, ExecutionError, ModelError
+from ..errors import CyloopError, ExecutionError, LoopLimitError, ModelError, ResourceLimitError
 from ..ir import CarriedInput, ConcatOutput, SlicedInput, read_only, truth
 from .destinations import LoopFacts, PoolDestination, RowDestination
 from .settings import COUNTERS, GROWTH_CAP_BYTES, PROGRESS_EVERY
@@ -91,7 +98,131 @@ cdef int _let_other_threads_run() except -1:
             pass
     return 0
 
-__all__ = ["Program", "LoopDriver", "strided_copy", "aligned_empty"]
+__all__ = ["LoopDriver", "Program", "RunLimits", "aligned_empty", "current_limits", "running",
+           "strided_copy"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Run limits
+
+# What `left` starts at when a run may make any number of iterations (never reached).
+cdef long long _UNLIMITED = 1LL << 62
+# Clock reads come every _CHECK_SOON to _CHECK_LATE seconds of work, at most every _MAX_STRIDE
+# iterations.
+cdef double _CHECK_SOON = 1e-3
+cdef double _CHECK_LATE = 1e-2
+cdef long long _MAX_STRIDE = 1 << 16
+
+cdef object _this_thread = threading.local()
+cdef str _ITERATIONS_HINT = (
+    ", the iterations one run may make in all its loops, nested ones included; raise "
+    "max_iterations (None: no limit), or check the loop's trip count and condition")
+
+
+def current_limits():
+    """The `RunLimits` of the run this thread is in, or None outside a run."""
+    return getattr(_this_thread, "limits", None)
+
+
+cdef class running:
+    """``with running(limits):`` the loops this thread runs share `limits` (None: no change)."""
+    cdef object limits, previous
+
+    def __init__(self, limits):
+        self.limits = limits
+
+    def __enter__(self):
+        self.previous = getattr(_this_thread, "limits", None)
+        if self.limits is not None:
+            _this_thread.limits = self.limits
+        return self.limits
+
+    def __exit__(self, *exc):
+        _this_thread.limits = self.previous
+        return False
+
+
+cdef class RunLimits:
+    """What one run may spend, shared by every loop it runs, nested ones included: iterations in
+    all (`max_iterations`), wall-clock seconds (`time_limit`) and the bytes of any one buffer the
+    planner allocates (`memory_limit`); None is no limit.
+
+    A loop counts each iteration before it runs it (`tick`: a decrement and a comparison). When
+    `left` drops below `check_at` — past the last iteration allowed, or `stride` iterations after
+    the last clock read — `_checkpoint` raises or reads the clock. `stride` doubles while reads
+    come under _CHECK_SOON apart and halves past _CHECK_LATE, so the clock is read every few
+    milliseconds of work however much an iteration costs, never every iteration."""
+
+    def __init__(self, max_iterations=None, time_limit=None, memory_limit=None):
+        self.max_iterations = max_iterations
+        self.time_limit = time_limit
+        self.memory_limit = memory_limit
+        self.left = _UNLIMITED if max_iterations is None else max_iterations
+        self.started = self.checked = monotonic()
+        self.deadline = INFINITY if time_limit is None else self.started + time_limit
+        self.stride = 1
+        self._schedule()
+
+    @property
+    def budget(self):
+        """Iterations the run may still make (None: no limit)."""
+        return None if self.max_iterations is None else self.left
+
+    def step(self, str label, Py_ssize_t i):
+        """`tick`, for the reference driver."""
+        self.tick(label, i)
+
+    def refuse(self, str label, Py_ssize_t n):
+        """The error for loop `label`, whose n iterations would pass what the run has left."""
+        return LoopLimitError(f"{label}: its {n} iterations would pass max_iterations="
+                              f"{self.max_iterations} ({self.max_iterations - self.left} already "
+                              f"run){_ITERATIONS_HINT}")
+
+    def too_large(self, str what, shape, dtype):
+        """The error for a buffer of `shape` and `dtype` (`what` names it) past memory_limit."""
+        nbytes = int(np.prod(shape, dtype=np.float64)) * np.dtype(dtype).itemsize
+        return ResourceLimitError(f"{what} would take {nbytes} bytes (shape {list(shape)}, "
+                                  f"{np.dtype(dtype)}), past memory_limit={self.memory_limit}; "
+                                  "raise memory_limit (None: no limit)")
+
+    cdef inline int tick(self, str label, Py_ssize_t i) except -1:
+        """Count iteration i of loop `label`, about to run."""
+        self.left -= 1
+        if self.left < self.check_at:
+            self._checkpoint(label, i)
+        return 0
+
+    cdef int _checkpoint(self, str label, Py_ssize_t i) except -1:
+        cdef double now, elapsed
+        if self.left < 0:
+            self.left = 0
+            raise LoopLimitError(f"{label}: iteration {i} would pass max_iterations="
+                                 f"{self.max_iterations}{_ITERATIONS_HINT}")
+        if self.time_limit is not None:
+            now = monotonic()
+            if now >= self.deadline:
+                raise LoopLimitError(f"{label}: stopped at iteration {i}: the run passed "
+                                     f"time_limit={self.time_limit} s ({now - self.started:.3g} "
+                                     "s); raise time_limit (None: no limit), or check the "
+                                     "loop's trip count and condition")
+            elapsed = now - self.checked
+            self.checked = now
+            if elapsed < _CHECK_SOON and self.stride < _MAX_STRIDE:
+                self.stride *= 2
+            elif elapsed > _CHECK_LATE and self.stride > 1:
+                self.stride //= 2
+        self._schedule()
+        return 0
+
+    cdef void _schedule(self):
+        self.check_at = 0
+        if self.time_limit is not None and self.left > self.stride:
+            self.check_at = self.left - self.stride
+
+
+cdef RunLimits _limits_of(settings):
+    """Limits for a loop run on its own (outside `Program.run`), from its model's settings."""
+    return RunLimits(settings.max_iterations, settings.time_limit, settings.memory_limit)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,8 +473,9 @@ cdef class Program:
         """Mark `step` as writing into a destination the driver supplies (see the Design note)."""
         self.planned[step] = 1
 
-    def run(self, args):
-        """Run on `args` (the program's inputs in order); returns the outputs as a list."""
+    def run(self, args, limits=None):
+        """Run on `args` (the program's inputs in order); returns the outputs as a list. `limits`:
+        the `RunLimits` its loops share (None: those of the run it is part of)."""
         cdef list slots = list(self.template)
         cdef Py_ssize_t k
         if len(args) != self.input_slots.shape[0]:
@@ -351,7 +483,11 @@ cdef class Program:
                             f"inputs, got {len(args)}")
         for k in range(self.input_slots.shape[0]):
             slots[self.input_slots[k]] = args[k]
-        self.execute(slots, None)
+        if limits is None:
+            self.execute(slots, None)
+        else:
+            with running(limits):
+                self.execute(slots, None)
         return [slots[self.output_slots[k]] for k in range(self.output_slots.shape[0])]
 
     cdef object _scalar_call(self, Py_ssize_t s, list slots):
@@ -418,6 +554,8 @@ cdef class Program:
                 result = fn(*args)
         except CyloopError:
             raise
+        except MemoryError as e:
+            raise ResourceLimitError(f"{self.labels[s]} failed: {e}") from e
         except Exception as e:
             raise ExecutionError(f"{self.labels[s]} failed: {type(e).__name__}: {e}") from e
         if self.planned[s] and dest is None:
@@ -560,6 +698,8 @@ cdef class _Concat:
     cdef cnp.npy_intp strides[MAX_DIMS]
     cdef Py_ssize_t slot_bytes
     cdef Py_ssize_t hoisted  # index of the hoisted value this output emits, else -1
+    cdef RunLimits limits
+    cdef Py_ssize_t max_rows  # the most slots memory_limit allows, -1: no limit
 
     cdef Py_ssize_t position(self, Py_ssize_t i):
         return self.cap - 1 - i if self.reverse else i
@@ -573,7 +713,8 @@ cdef class _Concat:
 
     cdef int allocate(self, _Counters tally, object first, Py_ssize_t n_exact,
                       Py_ssize_t bound) except -1:
-        """Size the buffer from the first result: n_exact slots if known, else min(bound, cap)."""
+        """Size the buffer from the first result: n_exact slots if known, else min(bound, cap);
+        never more than `limits.memory_limit` bytes (an exact size past it is refused now)."""
         cdef cnp.ndarray value = np.asarray(first)
         cdef int rank = value.ndim, axis = self.desc.axis
         cdef Py_ssize_t row_bytes, rows
@@ -596,25 +737,43 @@ cdef class _Concat:
         self.dtype = value.dtype
         self.bound = bound
         row_bytes = max(value.nbytes, 1)
+        self.max_rows = -1
+        if self.limits.memory_limit is not None:
+            self.max_rows = self.limits.memory_limit // row_bytes
         if n_exact >= 0:
             rows = n_exact
+            if 0 <= self.max_rows < rows:
+                raise self._too_large(rows)
         else:
             rows = max(1, _GROWTH_CAP_BYTES // row_bytes)
             if bound >= 0 and bound < rows:
                 rows = bound
+            if 0 <= self.max_rows < rows:
+                if self.max_rows == 0:
+                    raise self._too_large(1)
+                rows = self.max_rows
         self._resize(tally, rows, 0)
         return 0
 
-    cdef int _resize(self, _Counters tally, Py_ssize_t rows, Py_ssize_t filled) except -1:
-        """(Re)allocate for `rows` slots, keeping the `filled` ones already written."""
+    cdef object _too_large(self, Py_ssize_t rows):
+        return self.limits.too_large(f"{self.label}: concatenated output #{self.index}",
+                                     self._shape(rows), self.dtype)
+
+    cdef tuple _shape(self, Py_ssize_t rows):
+        """The buffer's shape with `rows` slots."""
         cdef list shape = list(self.part_shape)
-        cdef cnp.ndarray old = self.buffer
-        cdef Py_ssize_t old_cap = self.cap, k, j = 0
         if self.new_axis:
             shape.insert(self.axis, rows)
         else:
             shape[self.axis] = rows * self.part
-        self.buffer = _aligned_empty(tuple(shape), self.dtype)
+        return tuple(shape)
+
+    cdef int _resize(self, _Counters tally, Py_ssize_t rows, Py_ssize_t filled) except -1:
+        """(Re)allocate for `rows` slots, keeping the `filled` ones already written."""
+        cdef tuple shape = self._shape(rows)
+        cdef cnp.ndarray old = self.buffer
+        cdef Py_ssize_t old_cap = self.cap, k, j = 0
+        self.buffer = _aligned_empty(shape, self.dtype)
         self.cap = rows
         tally.allocations += 1
         tally.bytes_allocated += self.buffer.nbytes
@@ -647,13 +806,17 @@ cdef class _Concat:
         return arr[tuple(index)]
 
     cdef int ensure(self, _Counters tally, Py_ssize_t i, Py_ssize_t filled=-1) except -1:
-        """Make room for slot i (geometric growth, never past the bound), keeping the `filled`
-        slots already written (by default, all before i)."""
+        """Make room for slot i (geometric growth, never past the bound nor memory_limit),
+        keeping the `filled` slots already written (by default, all before i)."""
         cdef Py_ssize_t rows
         if self.buffer is not None and i >= self.cap:
+            if 0 <= self.max_rows <= i:
+                raise self._too_large(self.max_rows + 1)
             rows = max(2 * self.cap, i + 1)
             if self.bound >= 0 and rows > self.bound:
                 rows = self.bound
+            if 0 <= self.max_rows < rows:
+                rows = self.max_rows
             self._resize(tally, rows, i if filled < 0 else filled)
         return 0
 
@@ -874,8 +1037,17 @@ cdef class LoopDriver:
                          hoist.sizing if hoist is not None else None)
 
     def __call__(self, *args):
+        """Run the loop; it shares the limits of the run it is part of (`current_limits`), or,
+        called on its own, has its own, from its settings."""
+        limits = current_limits()
+        if limits is not None:
+            return self._loop(list(args), limits)
+        with running(_limits_of(self.settings)) as limits:
+            return self._loop(list(args), limits)
+
+    cdef tuple _loop(self, list args, RunLimits limits):
         cdef str label = self.label
-        cdef _Run r = self._start(list(args))
+        cdef _Run r = self._start(args, limits)
         cdef Py_ssize_t i = 0, k, n_carried = len(self.carried)
         cdef Py_ssize_t n_last = self.last_index.shape[0], n_fixed = len(r.fixed)
         cdef bint go = r.run.go, has_cond_result = self.cond_result_slot >= 0
@@ -893,6 +1065,7 @@ cdef class LoopDriver:
         while go and (r.n_max < 0 or i < r.n_max):
             if i == r.stop_at:
                 raise r.run.stop_error(i, label)
+            limits.tick(label, i)
             # Bind the body inputs.
             if self.iter_slot >= 0:
                 iteration = cnp.PyArray_ZEROS(0, NULL, self.iter_type, 0)
@@ -955,7 +1128,7 @@ cdef class LoopDriver:
             self.hoist.finish(i)
         return self._finish(r, i)
 
-    cdef _Run _start(self, list args):
+    cdef _Run _start(self, list args, RunLimits limits):
         """Read the operands (`LoopSpec.resolve`) and set up this call's views, outputs and
         pools; nothing is allocated for outputs before the first result shows their shape."""
         cdef _Run r = _Run()
@@ -965,7 +1138,7 @@ cdef class LoopDriver:
         spec = self.spec
         self.tally.runs += 1
         self.tally.last_preallocated_bytes = 0
-        r.run = run = spec.resolve(args, self.settings.max_iterations, self.label)
+        r.run = run = spec.resolve(args, self.label, limits)
         r.n_max = -1 if run.trip_count is None else run.trip_count
         r.stop_at = -1 if run.stop_at is None else run.stop_at
         r.exact = -1 if run.exact is None else run.exact
@@ -991,6 +1164,7 @@ cdef class LoopDriver:
             cc.result_slot = self.body.compiled.slot(out.result)
             cc.desc = out
             cc.label = self.label
+            cc.limits = limits
             cc.declared = spec.declared_output(j)
             cc.reverse = out.reverse
             cc.new_axis = out.new_axis
@@ -1032,7 +1206,7 @@ cdef class LoopDriver:
         if r.hoist_limit >= 0 and i >= r.hoist_limit:
             raise hoist.past_end(i, r.args, self.n_captures)
         rows = hoist.next_rows(i, r.row_bytes)
-        for limit in (r.n_max, r.hoist_limit, r.stop_at):
+        for limit in (r.bound, r.hoist_limit):
             if limit >= 0 and rows > limit - i:
                 rows = limit - i
         # Free the old chunk first, so that its memory is reused rather than the heap grown

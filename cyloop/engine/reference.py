@@ -9,8 +9,9 @@ tested against, so it stays short and obvious.
 
 import numpy as np
 
-from ..errors import CyloopError, ExecutionError
+from ..errors import CyloopError, ExecutionError, ResourceLimitError
 from ..ir import CarriedInput, ConcatOutput, InvariantInput, read_only, truth
+from ._core import RunLimits, current_limits, running
 from .destinations import LoopFacts
 from .settings import COUNTERS, PROGRESS_EVERY
 
@@ -23,7 +24,13 @@ class Program:
     def __init__(self, compiled):
         self.compiled = compiled
 
-    def run(self, args):
+    def run(self, args, limits=None):
+        """Run on `args`; `limits`: the `RunLimits` its loops share (None: those of the run it is
+        part of)."""
+        with running(limits):
+            return self._run(args)
+
+    def _run(self, args):
         compiled = self.compiled
         if len(args) != len(compiled.input_slots):
             raise TypeError(f"program {compiled.name!r} takes {len(compiled.input_slots)} "
@@ -39,6 +46,8 @@ class Program:
                 result = step.fn(*inputs)
             except CyloopError:
                 raise
+            except MemoryError as e:
+                raise ResourceLimitError(f"{step.label} failed: {e}") from e
             except Exception as e:
                 raise ExecutionError(f"{step.label} failed: {type(e).__name__}: {e}") from e
             results = tuple(result) if step.multi else (result,)
@@ -82,9 +91,18 @@ class LoopDriver:
                          self.counters(), nested=[loop.facts() for loop in self.loops])
 
     def __call__(self, *args):
+        limits = current_limits()
+        if limits is not None:
+            return self._loop(args, limits)
+        settings = self.settings
+        with running(RunLimits(settings.max_iterations, settings.time_limit,
+                               settings.memory_limit)) as limits:
+            return self._loop(args, limits)
+
+    def _loop(self, args, limits):
         spec, label, counters, settings = self.spec, self.label, self._counters, self.settings
         counters["runs"] += 1
-        run = spec.resolve(args, settings.max_iterations, label)
+        run = spec.resolve(args, label, limits)
         captures = [read_only(v) for v in args[len(args) - self.n_captures:]]
         values = {k: args[inp.outer] for k, inp in enumerate(spec.inputs)
                   if isinstance(inp, CarriedInput)}
@@ -97,6 +115,7 @@ class LoopDriver:
         while go and (run.trip_count is None or i < run.trip_count):
             if i == run.stop_at:
                 raise run.stop_error(i, label)
+            limits.step(label, i)
             feed = {}
             if spec.iteration_param:
                 feed[spec.iteration_param] = np.array(i, dtype=self.iteration_dtype)
@@ -120,6 +139,7 @@ class LoopDriver:
                 value = results[out.result]
                 if j in emitted:
                     self._check_same(emitted[j], np.asarray(value), j, out, i)
+                    self._check_size(limits, run, np.asarray(value), j, out, i)
                     emitted[j].append(np.asarray(value))
                 else:
                     last[j] = value
@@ -140,6 +160,22 @@ class LoopDriver:
             raise out.changed(self.label, j, i, "shape", parts[0].shape, value.shape)
         if parts and value.dtype != parts[0].dtype:
             raise out.changed(self.label, j, i, "dtype", parts[0].dtype, value.dtype)
+
+    def _check_size(self, limits, run, value, j, out, i):
+        """Output #j, with `value` its row of iteration i, within `limits.memory_limit` (as the
+        Cython driver's buffer: all the rows at once when their number is known)."""
+        rows = run.exact if run.exact is not None else i + 1
+        if limits.memory_limit is None or rows * max(value.nbytes, 1) <= limits.memory_limit:
+            return
+        if run.exact is None:
+            rows = limits.memory_limit // max(value.nbytes, 1) + 1
+        shape = list(value.shape)
+        if out.new_axis:
+            shape.insert(out.axis + value.ndim + 1 if out.axis < 0 else out.axis, rows)
+        else:
+            shape[out.axis] *= rows
+        raise limits.too_large(f"{self.label}: concatenated output #{j}", tuple(shape),
+                               value.dtype)
 
     def _finish(self, j, out, emitted, last, values, n):
         if isinstance(out, ConcatOutput):

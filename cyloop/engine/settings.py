@@ -5,13 +5,21 @@ Both drivers, the compiler, the hoisting pass and the plan read them from here.
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from dataclasses import dataclass
 
-__all__ = ["CHUNK_BUDGETS", "COUNTERS", "DEFAULT_MAX_ITERATIONS", "FIRST_CHUNK_ROWS",
-           "GROWTH_CAP_BYTES", "MAX_CHUNK_ROWS", "MIN_CHUNK_ROWS", "PROGRESS_EVERY", "Settings"]
+import numpy as np
 
-# A loop that reaches this many iterations raises LoopLimitError (None in Settings: no limit).
+from ..errors import InputError
+
+__all__ = ["CHUNK_BUDGETS", "COUNTERS", "DEFAULT_MAX_ITERATIONS", "FIRST_CHUNK_ROWS",
+           "GROWTH_CAP_BYTES", "MAX_CHUNK_ROWS", "MIN_CHUNK_ROWS", "PROGRESS_EVERY", "Settings",
+           "count_limit", "time_limit_of"]
+
+# The iterations one run may make in all its loops before LoopLimitError (None in Settings: no
+# limit).
 DEFAULT_MAX_ITERATIONS = 100_000_000
 # A progress callback hears from a loop every this many iterations, and once when it ends; the
 # Cython driver also lets other Python threads run this often (it holds the GIL otherwise).
@@ -54,8 +62,13 @@ COUNTERS = (
 class Settings:
     """Choices fixed when a model is compiled.
 
-    ``driver``: "cython" or "python" (the reference driver). ``max_iterations``: any loop that
-    reaches it raises `LoopLimitError` (None: no limit). ``progress``: called as
+    ``driver``: "cython" or "python" (the reference driver). ``max_iterations``: the iterations
+    one run may make in all its loops, nested ones included; the one that would pass it raises
+    `LoopLimitError`, and a loop whose trip count would is refused before its first (None: no
+    limit). ``time_limit``: seconds a run may take; a loop that finds it passed raises
+    `LoopLimitError` (None: no limit; `Model.run` may give its own). ``memory_limit``: bytes any
+    one buffer the planner allocates may take (a concatenated output grows to it, then raises
+    `ResourceLimitError`, before allocating; None: no limit). ``progress``: called as
     ``progress(label, done, total_or_None, finished)`` every `PROGRESS_EVERY` iterations of a loop
     and once when it ends. ``hoist``: the Cython driver runs body work that does not depend on
     the loop's state before the loop, a chunk of iterations at a time (engine/hoist.py).
@@ -68,16 +81,45 @@ class Settings:
     progress: object = None
     hoist: bool = True
     tune: bool = True
+    time_limit: float | None = None
+    memory_limit: int | None = None
 
     @classmethod
     def make(cls, driver: str | None = None, max_iterations: int | None = DEFAULT_MAX_ITERATIONS,
-             progress=None, hoist: bool = True, tune: bool = True) -> Settings:
-        """Checked settings; ``driver=None`` reads ``CYLOOP_PURE_PYTHON`` (set: "python")."""
+             progress=None, hoist: bool = True, tune: bool = True, time_limit=None,
+             memory_limit=None) -> Settings:
+        """Checked settings (`InputError` for a bad one); ``driver=None`` reads
+        ``CYLOOP_PURE_PYTHON`` (set: "python")."""
         if driver is None:
             driver = "python" if os.environ.get("CYLOOP_PURE_PYTHON", "") not in ("", "0") \
                 else "cython"
         if driver not in ("cython", "python"):
-            raise ValueError(f"driver must be 'cython' or 'python', not {driver!r}")
-        if max_iterations is not None and max_iterations < 0:
-            raise ValueError(f"max_iterations must be None or >= 0, not {max_iterations}")
-        return cls(driver, max_iterations, progress, bool(hoist), bool(tune))
+            raise InputError(f"driver must be 'cython' or 'python', not {driver!r}")
+        return cls(driver, count_limit(max_iterations, "max_iterations", 0), progress,
+                   bool(hoist), bool(tune), time_limit_of(time_limit),
+                   count_limit(memory_limit, "memory_limit", 1))
+
+
+def count_limit(value, name: str, least: int) -> int | None:
+    """`value` checked as a limit counted in whole units: None, or an integer >= `least`."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise InputError(f"{name} must be None or an integer, not {type(value).__name__} "
+                         f"{value!r}")
+    if value < least:
+        raise InputError(f"{name} must be None or >= {least}, not {value}")
+    return int(value)
+
+
+def time_limit_of(value) -> float | None:
+    """`value` checked as a time limit: None (or infinity: no limit), or seconds > 0."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise InputError(f"time_limit must be None or a number of seconds, not "
+                         f"{type(value).__name__} {value!r}")
+    seconds = float(value)
+    if not seconds > 0:  # (nan included)
+        raise InputError(f"time_limit must be None or > 0 seconds, not {value}")
+    return None if math.isinf(seconds) else seconds

@@ -82,7 +82,8 @@ def test_max_iterations_stops_an_endless_loop():
     graph, feeds = _counting_loop(10**12)
     for driver in ("cython", "python"):
         model = cyloop.Model(graph, driver=driver, max_iterations=50)
-        with pytest.raises(cyloop.LoopLimitError, match="reached max_iterations=50"):
+        with pytest.raises(cyloop.LoopLimitError, match="'ys': iteration 50 would pass "
+                           "max_iterations=50"):
             model.run(feeds)
 
 
