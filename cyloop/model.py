@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+
 import numpy as np
 
+from .batching import join_outputs, run_chunks, split_feeds
 from .engine._core import RunLimits
 from .engine.compile import compile_graph, program
 from .engine.plan import Plan, describe
@@ -183,6 +187,36 @@ class Model:
                     bound.setdefault(want, (got, declared.name))
         return value
 
+    def run_batched(self, feeds: dict, batch_axis=0, *, chunk_size: int, output_axis=None,
+                    executor=None, output_names: list[str] | None = None,
+                    time_limit=_MODELS) -> dict[str, np.ndarray]:
+        """`run` on `feeds` split into chunks of `chunk_size` along a batch axis, the chunks run
+        on `executor` and their outputs joined back in order.
+
+        ``batch_axis``: the axis every feed is split along (an int), or a dict of input name ->
+        axis; an input the dict does not name, or names with None, goes whole into every chunk.
+        ``output_axis``: the axis every output is joined along (default: `batch_axis` if an int,
+        else 0), or a dict naming every output (None: an output that does not depend on the
+        batch, taken from the first chunk). ``executor``: None runs the chunks here, one after
+        another; a `concurrent.futures.Executor` runs them on its workers (a process pool gets
+        the model pickled with each chunk, so make chunks large); a `dask.distributed.Client`
+        gets the model once per worker (`Client.scatter`). For a model that treats batch elements
+        independently, the result is one run's over the whole batch: exactly where its kernels
+        are elementwise, to rounding where a matrix product's blocking depends on the rows.
+        """
+        time_limit = self.settings.time_limit if time_limit is _MODELS \
+            else time_limit_of(time_limit)
+        chunks = split_feeds(feeds, batch_axis, chunk_size)
+        if output_axis is None:
+            output_axis = 0 if isinstance(batch_axis, Mapping) else batch_axis
+        results = run_chunks(self, chunks, executor, output_names, time_limit)
+        return join_outputs(results, output_axis)
+
+    def __reduce__(self):
+        """A Model pickles as its graph and settings, and compiles again when unpickled (its
+        measured choices are measured afresh, on the machine that unpickles it)."""
+        return _compiled, (self.graph, dataclasses.asdict(self.settings))
+
     def plan(self) -> Plan:
         """The memory plan of every loop, with what the last runs measured."""
         return Plan([describe(loop.facts()) for loop in self._compiled.loops])
@@ -207,6 +241,11 @@ class Model:
                 walk(loop.loops)
 
         walk(self._compiled.loops)
+
+
+def _compiled(graph: Graph, settings: dict) -> Model:
+    """An unpickled Model (see `Model.__reduce__`)."""
+    return Model(graph, **settings)
 
 
 # Element kinds in the order a scalar may widen into: bool only to bool, integers to integers and
