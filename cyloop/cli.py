@@ -60,16 +60,21 @@ def _random_value(declared, rng):
     return value
 
 
-def _feeds(model, args) -> dict:
+def _feeds(model, args, generate=False) -> dict:
+    """The -i inputs, and the missing ones generated from their declarations if `generate` or
+    --random-inputs (said on stdout), else an InputError naming them."""
     feeds = _parse_inputs(args.input)
     missing = [name for name in model.input_names if name not in feeds]
-    if missing and not args.random_inputs:
+    if missing and not (generate or args.random_inputs):
         raise InputError(f"missing inputs {missing}: give them with -i NAME=FILE.npy, or pass "
                          "--random-inputs")
     rng = np.random.default_rng(args.seed)
     declared = {v.name: v for v in model.graph.inputs}
     for name in missing:
         feeds[name] = _random_value(declared[name], rng)
+    if missing:
+        print(f"  inputs generated from their declared shapes (seed {args.seed}; symbolic dims "
+              f"{SYMBOLIC_SIZE}): {', '.join(missing)}")
     return feeds
 
 
@@ -87,13 +92,24 @@ def _describe(name: str, value, count: int = 5) -> str:
 
 
 def _save(path: str, outputs: dict) -> None:
+    """`outputs` in an .npz archive at exactly `path` (np.savez given a name would add .npz)."""
     arrays = {}
     for name, value in outputs.items():
         if isinstance(value, list):
             arrays.update({f"{name}_{k}": item for k, item in enumerate(value)})
         elif value is not None:
             arrays[name] = value
-    np.savez(path, **arrays)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def _output_path(path: str, model_path: str, several: bool) -> str:
+    """Where -o puts a model's outputs: `path`, or with several models `path` with the model's
+    name before its suffix (out.npz -> out.lstm_ti.npz), so that none overwrites another."""
+    if not several:
+        return path
+    stem, suffix = os.path.splitext(path)
+    return f"{stem}.{os.path.splitext(os.path.basename(model_path))[0]}{suffix or '.npz'}"
 
 
 class _ProgressBars:
@@ -128,8 +144,9 @@ def _progress():
 def _load(path, args):
     from .loading import load
 
-    return load(path, driver=args.driver, max_iterations=args.max_iterations,
-                time_limit=args.time_limit, memory_limit=args.memory_limit, progress=_progress())
+    return load(path, driver=getattr(args, "driver", None), max_iterations=args.max_iterations,
+                time_limit=getattr(args, "time_limit", None),
+                memory_limit=getattr(args, "memory_limit", None), progress=_progress())
 
 
 # -- subcommands ----------------------------------------------------------------------------------
@@ -155,14 +172,15 @@ def _cmd_run(args) -> int:
             print("  " + _describe(name, value))
         print(f"  time: {elapsed * 1e3:.3f} ms")
         if args.output:
-            _save(args.output, outputs)
-            print(f"  outputs saved to {args.output}")
+            path = _output_path(args.output, path, len(models) > 1)
+            _save(path, outputs)
+            print(f"  outputs saved to {path}")
     return 0
 
 
 def _cmd_plan(args) -> int:
     model = _load(args.model, args)
-    feeds = _feeds(model, args)
+    feeds = _feeds(model, args, generate=True)
     tracemalloc.start()
     try:
         model.run(feeds)
@@ -269,7 +287,7 @@ def _agree(a, b) -> bool:
 def _cmd_bench(args) -> int:
     model = _load(args.model, args)
     feeds = _feeds(model, args)
-    wanted = [name.strip() for name in args.vs.split(",") if name.strip()] if args.vs else []
+    wanted = args.vs
     runners = {"cyloop": model.run}
     runners.update(_peers(args.model, wanted, model))
     reference = model.run(feeds)
@@ -302,24 +320,53 @@ def _cmd_bench(args) -> int:
 
 # -- entry point ----------------------------------------------------------------------------------
 
-def _common(cmd, model_required=True):
+PEERS = ("onnxruntime", "openvino", "reference")
+
+
+def _common(cmd, model_required=True, runs=True):
+    """The options every subcommand takes; `runs`: the ones about running a model too."""
     if model_required:
         cmd.add_argument("model", help="an .onnx file or an OpenVINO IR .xml")
+    cmd.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                     help="show tracebacks on errors")
+    cmd.add_argument("--max-iterations", type=_limit(int), default=DEFAULT_MAX_ITERATIONS,
+                     metavar="N", help="the iterations one run may make in all its loops "
+                     f"(default {DEFAULT_MAX_ITERATIONS:.0e}; 'none': no limit)")
+    if not runs:
+        return
     cmd.add_argument("-i", "--input", action="append", metavar="NAME=FILE.npy",
                      help="an input from a .npy file (repeatable)")
     cmd.add_argument("--random-inputs", action="store_true",
                      help="generate the inputs not given with -i (seeded)")
-    cmd.add_argument("--seed", type=int, default=0, help="seed for --random-inputs")
+    cmd.add_argument("--seed", type=int, default=0, help="seed for generated inputs")
     cmd.add_argument("--driver", choices=["cython", "python"], default=None,
                      help="loop driver (default: cython, or python if CYLOOP_PURE_PYTHON=1)")
-    cmd.add_argument("--max-iterations", type=_limit(int), default=DEFAULT_MAX_ITERATIONS,
-                     metavar="N", help="the iterations one run may make in all its loops "
-                     f"(default {DEFAULT_MAX_ITERATIONS:.0e}; 'none': no limit)")
     cmd.add_argument("--time-limit", type=_limit(float), default=DEFAULT_TIME_LIMIT,
                      metavar="SECONDS", help="the seconds one run may take (default "
                      f"{DEFAULT_TIME_LIMIT:g}; 'none': no limit)")
     cmd.add_argument("--memory-limit", type=_limit(int), default=None, metavar="BYTES",
                      help="the bytes any one output buffer of a loop may take (default: none)")
+
+
+def _positive(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _peer_names(text: str) -> list[str]:
+    """An argparse type: comma-separated names from PEERS."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in PEERS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown peer {unknown[0]!r}; choose from "
+                                         f"{', '.join(PEERS)}")
+    return names
 
 
 def _limit(kind):
@@ -337,7 +384,7 @@ def _limit(kind):
     return parse
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cyloop", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"cyloop {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
@@ -345,24 +392,47 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run a model (default: the embedded examples)")
     run.add_argument("model", nargs="?", help="an .onnx file or an OpenVINO IR .xml")
     _common(run, model_required=False)
-    run.add_argument("-o", "--output", metavar="OUT.npz", help="save the outputs")
-    _common(sub.add_parser("plan", help="the memory plan of each loop, after one run"))
-    _common(sub.add_parser("info", help="inputs, outputs, op counts, loops, fallback ops"))
+    run.add_argument("-o", "--output", metavar="OUT.npz",
+                     help="save the outputs (several models: OUT.<model>.npz each)")
+    _common(sub.add_parser("plan", help="the memory plan of each loop, after one run (inputs "
+                                        "not given are generated)"))
+    _common(sub.add_parser("info", help="inputs, outputs, op counts, loops, fallback ops"),
+            runs=False)
     bench = sub.add_parser("bench", help="time cyloop against installed peers")
     _common(bench)
-    bench.add_argument("--vs", default="onnxruntime,openvino,reference",
-                       help="comma-separated peers: onnxruntime, openvino, reference")
-    bench.add_argument("--repeat", type=int, default=7, help="interleaved rounds")
-    args = parser.parse_args(argv)
+    bench.add_argument("--vs", type=_peer_names, default=list(PEERS), metavar="PEER,...",
+                       help=f"comma-separated peers from {', '.join(PEERS)} (default: all)")
+    bench.add_argument("--repeat", type=_positive, default=7, help="interleaved rounds")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     handlers = {"run": _cmd_run, "plan": _cmd_plan, "info": _cmd_info, "bench": _cmd_bench}
     try:
         return handlers[args.command](args)
     except (CyloopError, OSError, ImportError) as e:
         if args.debug:
             raise
+        if isinstance(e, BrokenPipeError):
+            return _closed_stdout()
         message = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"cyloop: error: {message}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("cyloop: interrupted", file=sys.stderr)
+        return 130
+
+
+def _closed_stdout() -> int:
+    """The reader of stdout went away (`cyloop run | head -1`): stop quietly, as a command that
+    dies of SIGPIPE does (status 128 + 13); stdout goes to /dev/null so that flushing it at exit
+    does not complain again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 141
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -184,3 +185,83 @@ def test_limits_default_to_finite_values_and_none_lifts_them():
     code, out, err = cyloop("run", EXAMPLES[1], "--random-inputs", "--time-limit", "none",
                             "--max-iterations", "none", "--memory-limit", "none")
     assert code == 0, err
+
+
+def test_output_is_saved_at_exactly_the_path_given(tmp_path):
+    code, out, err = cyloop("run", EXAMPLES[1], "--random-inputs", "-o", tmp_path / "out.txt")
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+    assert f"outputs saved to {tmp_path / 'out.txt'}" in out
+    assert "stacked" in np.load(tmp_path / "out.txt").files
+
+
+def test_several_models_save_to_one_file_each(tmp_path):
+    code, _out, err = cyloop("run", "-o", tmp_path / "out.npz")
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.loop_sequence.npz",
+                                                          "out.lstm_ti.npz"]
+    assert "all_h" in np.load(tmp_path / "out.lstm_ti.npz").files
+    assert "stacked" in np.load(tmp_path / "out.loop_sequence.npz").files
+
+
+@pytest.mark.parametrize("args,message", [
+    (("run", EXAMPLES[1], "--random-inputs", "--max-iterations", "-1"),
+     "max_iterations must be None or >= 0, not -1"),
+    (("bench", EXAMPLES[1], "--repeat", "0"), "argument --repeat: expected an integer >= 1"),
+    (("bench", EXAMPLES[1], "--vs", "onnxruntime,foo"),
+     "argument --vs: unknown peer 'foo'; choose from onnxruntime, openvino, reference"),
+    (("info", EXAMPLES[1], "--random-inputs"), "unrecognized arguments: --random-inputs"),
+], ids=["negative-limit", "repeat-0", "unknown-peer", "info-takes-no-run-flags"])
+def test_bad_options_are_one_line_errors(args, message):
+    code, _out, err = cyloop(*args)
+    assert code == 2, err
+    assert message in err and "Traceback" not in err
+
+
+def test_debug_works_after_the_subcommand_too(tmp_path):
+    code, _out, err = cyloop("run", tmp_path / "nowhere.onnx", "--debug")
+    assert code == 1 and "Traceback" in err and "ModelError" in err
+
+
+def test_python_dash_m_cyloop_is_the_command():
+    proc = subprocess.run([sys.executable, "-m", "cyloop", "--version"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith("cyloop "), proc.stderr
+
+
+def test_a_closed_pipe_ends_the_command_quietly():
+    proc = subprocess.Popen([sys.executable, "-m", "cyloop", "run"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.readline()  # as `cyloop run | head -1` reads one line and leaves
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert err == ""
+
+
+CTRL_C_SCRIPT = textwrap.dedent("""
+    import signal, sys, threading
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+    from cyloop.cli import main
+    threading.Timer(0.5, signal.raise_signal, (signal.SIGINT,)).start()
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
+    from tests.frontends.onnx_models import loop_model
+
+    onnx_save(loop_model(m_given=False, cond_given=False, stop_at=None), tmp_path / "e.onnx")
+    proc = subprocess.run([sys.executable, "-c", CTRL_C_SCRIPT, "run", tmp_path / "e.onnx",
+                           "--random-inputs", "--max-iterations", "none"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr == "cyloop: interrupted\n"
+
+
+def test_plan_generates_the_inputs_it_is_not_given():
+    code, out, err = cyloop("plan", EXAMPLES[0])
+    assert code == 0, err
+    assert "inputs generated from their declared shapes (seed 0; symbolic dims 4): X, H0, C0" \
+        in out
+    assert "concatenated" in out
