@@ -1,13 +1,37 @@
 """Build the Cython core (`cyloop.engine._core`); everything else is plain Python.
 
 `CYLOOP_DEBUG_CYTHON=1` turns bounds checks, wraparound and division checks back on.
+The sdist holds the tests, the headers, the benchmarks and the CI script as well as the package
+(its tests run from the unpacked sdist after `pip install -e ".[test]"`), never generated C.
 """
 
 import os
+from pathlib import Path
 
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.sdist import sdist
+
+SDIST_TREES = ("include", "tests", "asv_benchmarks/benchmarks", ".ci")
+SDIST_FILES = ("asv_benchmarks/asv.conf.json", "asv_benchmarks/compare.py")
+GENERATED = ("cyloop/engine/_core.c", "cyloop/engine/_core.html")
+
+
+class SDist(sdist):
+    """The default sdist plus SDIST_TREES and SDIST_FILES, less GENERATED and bytecode."""
+
+    def add_defaults(self):
+        super().add_defaults()
+        for tree in SDIST_TREES:
+            self.filelist.extend(str(path) for path in sorted(Path(tree).rglob("*"))
+                                 if path.is_file() and "__pycache__" not in path.parts)
+        self.filelist.extend(SDIST_FILES)
+
+    def prune_file_list(self):
+        super().prune_file_list()
+        for name in GENERATED:
+            self.filelist.exclude_pattern(name)
 
 DEBUG = os.environ.get("CYLOOP_DEBUG_CYTHON", "") not in ("", "0")
 
@@ -30,4 +54,5 @@ extensions = [
     )
 ]
 
-setup(ext_modules=cythonize(extensions, compiler_directives=COMPILER_DIRECTIVES))
+setup(ext_modules=cythonize(extensions, compiler_directives=COMPILER_DIRECTIVES),
+      cmdclass={"sdist": SDist})

@@ -5,6 +5,18 @@ Graphs built with `GraphBuilder` (or lowered from a model format by a frontend) 
 back edges over in place and writes scan outputs straight into their final position.
 """
 
+import os as _os
+
+try:  # the compiled core first, so that a missing build says what to do
+    from .engine import _core  # noqa: F401
+except ImportError as _error:
+    raise ImportError(
+        f"cyloop's compiled core (cyloop.engine._core, a Cython extension) cannot be imported "
+        f"from {_os.path.dirname(_os.path.abspath(__file__))} ({_error}). In a source checkout "
+        "(an unpacked sdist, a git clone), build it in place with `pip install -e .`; if cyloop "
+        "is installed elsewhere, run Python from another directory, so that this checkout does "
+        "not shadow it.") from _error
+
 from .errors import (
     CyloopError,
     ExecutionError,
