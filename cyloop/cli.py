@@ -284,13 +284,39 @@ def _agree(a, b) -> bool:
                        atol=1e-4)
 
 
+def _peak_rss_kib(run) -> int | None:
+    """The resident memory `run()` adds at its peak (KiB), from Linux's high-water mark reset
+    through /proc/self/clear_refs; None where that is not available."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        before = _status_kib("VmRSS")
+        run()
+        return max(_status_kib("VmHWM") - before, 0)
+    except OSError:
+        return None
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"no {field} in /proc/self/status")
+
+
+def _iterations(model) -> int:
+    """Iterations of the last run's outermost loops (0: the model has no loop)."""
+    return sum(loop.counters()["last_iterations"] for loop in model._compiled.loops)
+
+
 def _cmd_bench(args) -> int:
     model = _load(args.model, args)
     feeds = _feeds(model, args)
-    wanted = args.vs
     runners = {"cyloop": model.run}
-    runners.update(_peers(args.model, wanted, model))
+    runners.update(_peers(args.model, args.vs, model))
     reference = model.run(feeds)
+    iterations = _iterations(model)
     for name, runner in list(runners.items())[1:]:
         try:
             got = runner(feeds)
@@ -303,6 +329,7 @@ def _cmd_bench(args) -> int:
         status = "agree" if len(same) == len(reference) else \
             f"DISAGREE on {sorted(set(reference) - set(same))}"
         print(f"  {name}: outputs {status}")
+    peaks = {name: _peak_rss_kib(lambda r=runner: r(feeds)) for name, runner in runners.items()}
     times = {name: [] for name in runners}
     for _ in range(args.repeat):  # interleaved, so drift hits every runner alike
         for name, runner in runners.items():
@@ -310,12 +337,53 @@ def _cmd_bench(args) -> int:
             runner(feeds)
             times[name].append(time.perf_counter() - start)
     base = statistics.median(times["cyloop"])
-    print(f"{'runner':<14}{'median ms':>12}{'min ms':>12}{'ratio':>10}")
+    per = "us/iter" if iterations else "us/run"
+    print(f"{'runner':<14}{'median ms':>12}{'min ms':>12}{per:>10}{'ratio':>8}{'peak MiB':>10}")
+    rows = []
     for name, samples in times.items():
         median = statistics.median(samples)
-        print(f"{name:<14}{median * 1e3:>12.3f}{min(samples) * 1e3:>12.3f}"
-              f"{median / base:>10.2f}")
+        us = median * 1e6 / max(iterations, 1)
+        peak = peaks[name]
+        rows.append((name, us, None if peak is None else peak / 1024))
+        print(f"{name:<14}{median * 1e3:>12.3f}{min(samples) * 1e3:>12.3f}{us:>10.2f}"
+              f"{median / base:>8.2f}{'n/a' if peak is None else f'{peak / 1024:.2f}':>10}")
+    print(f"({iterations} iterations of the outermost loops a run; peak: the resident memory "
+          "one run adds, first run after the warm-up)" if iterations else
+          "(the model has no loop: times are per run)")
+    if args.plot:
+        _plot(args.plot, os.path.basename(args.model), per, rows)
+        print(f"plot saved to {args.plot}")
     return 0
+
+
+def _plot(path: str, title: str, per: str, rows: list) -> None:
+    """Bars of time per iteration and peak memory, one per runner (matplotlib: the `cli`
+    extra)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise ImportError("--plot needs matplotlib: pip install 'cyloop[cli]'") from e
+    names = [name for name, _, _ in rows]
+    memory = [(name, peak) for name, _, peak in rows if peak is not None]
+    fig, axes = plt.subplots(1, 2 if memory else 1, figsize=(10 if memory else 5.5, 0.6 *
+                                                                len(rows) + 1.6), squeeze=False)
+    colors = ["tab:blue" if name == "cyloop" else "tab:gray" for name in names]
+    axes[0][0].barh(names, [us for _, us, _ in rows], color=colors)
+    axes[0][0].set_xlabel(per.replace("us", "µs"))
+    if memory:
+        axes[0][1].barh([n for n, _ in memory], [p for _, p in memory],
+                        color=[c for c, row in zip(colors, rows) if row[2] is not None])
+        axes[0][1].set_xlabel("peak MiB a run adds")
+    for ax in axes[0]:
+        ax.invert_yaxis()
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(f"cyloop bench: {title}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 # -- entry point ----------------------------------------------------------------------------------
@@ -403,6 +471,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--vs", type=_peer_names, default=list(PEERS), metavar="PEER,...",
                        help=f"comma-separated peers from {', '.join(PEERS)} (default: all)")
     bench.add_argument("--repeat", type=_positive, default=7, help="interleaved rounds")
+    bench.add_argument("--plot", metavar="FILE.png",
+                       help="save a bar chart of time per iteration and peak memory per runner "
+                            "(needs matplotlib: the cli extra)")
     return parser
 
 

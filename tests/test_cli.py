@@ -265,3 +265,13 @@ def test_plan_generates_the_inputs_it_is_not_given():
     assert "inputs generated from their declared shapes (seed 0; symbolic dims 4): X, H0, C0" \
         in out
     assert "concatenated" in out
+
+
+def test_bench_plots_time_per_iteration_and_peak_memory(tmp_path):
+    code, out, err = cyloop("bench", EXAMPLES[1], "--random-inputs", "--vs", "onnxruntime",
+                            "--repeat", "2", "--plot", tmp_path / "bench.png")
+    assert code == 0, err
+    assert "us/iter" in out and "peak MiB" in out
+    assert f"plot saved to {tmp_path / 'bench.png'}" in out
+    image = (tmp_path / "bench.png").read_bytes()
+    assert image.startswith(b"\x89PNG\r\n\x1a\n") and len(image) > 5000
