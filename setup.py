@@ -19,19 +19,18 @@ GENERATED = ("cyloop/engine/_core.c", "cyloop/engine/_core.html")
 
 
 class SDist(sdist):
-    """The default sdist plus SDIST_TREES and SDIST_FILES, less GENERATED and bytecode."""
+    """The default sdist plus SDIST_TREES and SDIST_FILES, less GENERATED and bytecode (setuptools
+    lists the files in egg_info; they are added to that list here, before the archive is made)."""
 
-    def add_defaults(self):
-        super().add_defaults()
+    def make_distribution(self):
+        files = set(self.filelist.files) - set(GENERATED)
         for tree in SDIST_TREES:
-            self.filelist.extend(str(path) for path in sorted(Path(tree).rglob("*"))
-                                 if path.is_file() and "__pycache__" not in path.parts)
-        self.filelist.extend(SDIST_FILES)
-
-    def prune_file_list(self):
-        super().prune_file_list()
-        for name in GENERATED:
-            self.filelist.exclude_pattern(name)
+            files.update(str(path) for path in Path(tree).rglob("*")
+                         if path.is_file() and "__pycache__" not in path.parts
+                         and path.suffix not in (".pyc", ".so"))
+        files.update(SDIST_FILES)
+        self.filelist.files = sorted(files)
+        super().make_distribution()
 
 DEBUG = os.environ.get("CYLOOP_DEBUG_CYTHON", "") not in ("", "0")
 

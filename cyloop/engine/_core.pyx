@@ -537,7 +537,7 @@ cdef class Program:
             if dests is not None:
                 dest = dests[self.out_idx[self.out_off[s]]]
             if dest is not None and (stored is None or n_sig < 0
-                                     or len(stored) != n_sig * sizeof(cnp.npy_intp)
+                                     or len(stored) != n_sig * <Py_ssize_t>sizeof(cnp.npy_intp)
                                      or memcmp(<char *>stored, sig,
                                                n_sig * sizeof(cnp.npy_intp)) != 0):
                 dest = None
