@@ -30,6 +30,10 @@ def load(source, *, weights=None, driver: str | None = None,
         path = os.fspath(source)
         if not os.path.exists(path):
             raise ModelError(f"{path}: no such file")
+        if os.path.isdir(path):
+            raise ModelError(f"{path}: a directory, not a model file")
+        if os.path.getsize(path) == 0:
+            raise ModelError(f"{path}: the file is empty, not a model")
         if path.endswith(".xml"):
             return Model(openvino.read_graph(path, weights=weights), **options)
     return Model(onnx.read_graph(source), **options)

@@ -275,3 +275,19 @@ def test_bench_plots_time_per_iteration_and_peak_memory(tmp_path):
     assert f"plot saved to {tmp_path / 'bench.png'}" in out
     image = (tmp_path / "bench.png").read_bytes()
     assert image.startswith(b"\x89PNG\r\n\x1a\n") and len(image) > 5000
+
+
+def _written(path, data):
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda d: _written(d / "empty.onnx", b""), "empty.onnx: the file is empty, not a model"),
+    (lambda d: d, ": a directory, not a model file"),
+    (lambda d: _written(d / "notes.onnx", b"some notes\n" * 5), "notes.onnx: not an ONNX model"),
+], ids=["empty", "directory", "text"])
+def test_what_is_not_a_model_says_so(tmp_path, make, message):
+    code, _out, err = cyloop("run", make(tmp_path), "--random-inputs")
+    assert code == 2, err
+    assert message in err and err.count("\n") == 1

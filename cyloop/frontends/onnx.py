@@ -92,13 +92,21 @@ def _model_proto(source):
         return source
     from google.protobuf.message import DecodeError
 
+    where = "the ONNX bytes" if isinstance(source, (bytes, bytearray, memoryview)) \
+        else os.fspath(source)
     try:
         if isinstance(source, (bytes, bytearray, memoryview)):
-            return onnx.load_from_string(bytes(source))
-        return onnx.load(os.fspath(source))
+            model = onnx.load_from_string(bytes(source))
+        else:
+            model = onnx.load(where)
     except (DecodeError, RuntimeError, ValueError) as e:
-        raise ModelError(f"cannot read the ONNX model: corrupt or truncated protobuf ({e})") \
+        raise ModelError(f"{where}: not an ONNX model (corrupt or truncated protobuf: {e})") \
             from e
+    except (OSError, onnx.checker.ValidationError) as e:  # its external data, say
+        raise ModelError(f"cannot read the ONNX model: {type(e).__name__}: {e}") from e
+    if not model.HasField("graph"):  # what an empty file or stray bytes parse as
+        raise ModelError(f"{where}: not an ONNX model (it holds no graph)")
+    return model
 
 
 def _to_graph(model) -> Graph:
