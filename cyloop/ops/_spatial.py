@@ -1,5 +1,6 @@
 """Window operators over the spatial axes of [N, C, D1, D2, ...] tensors, for both op families:
-convolution, max pooling (with the argmax's flat indices) and average pooling.
+convolution, max pooling (with the argmax's flat indices) and average pooling, and the transposed
+convolution, which scatters through the same windows.
 
 All of them look at windows: along each spatial axis, output position j reads input positions
 ``j * stride - pad_begin + t * dilation`` for t < kernel. The windows are a strided view of the
@@ -16,7 +17,7 @@ import math
 import numpy as np
 
 __all__ = ["AUTO_PADS", "ROUNDINGS", "Geometry", "argmax_indices", "average_pool", "convolve",
-           "max_pool"]
+           "max_pool", "transposed_convolve"]
 
 AUTO_PADS = ("explicit", "same_upper", "same_lower", "valid")
 # floor, ceil, and ceil_torch: ceil, but no window may start past the input and its begin padding
@@ -168,3 +169,43 @@ def convolve(x, w, geometry, groups=1):
         y[:, g * rows:(g + 1) * rows] = np.moveaxis(
             product.reshape((n,) + tuple(out) + (rows,)), -1, 1)
     return y
+
+
+def transposed_convolve(x, w, strides, dilations, begin, lengths, groups=1):
+    """The transposed convolution (a convolution's gradient with respect to its input): input
+    position i scatters X[n, c, i] W[c, m, t] to output position i * stride + t * dilation, per
+    group; the result is then read from `begin` on, `lengths` positions per spatial axis (zeros
+    past what the scatter reaches). `x` [N, C, *spatial], `w` [C, M/groups, *kernel].
+
+    One GEMM per group gives every (input position, kernel tap) product; each tap then adds its
+    products to a strided slice of the output, so the Python loop runs over the kernel's taps."""
+    rank = x.ndim - 2
+    n, channels, spatial = x.shape[0], x.shape[1], x.shape[2:]
+    kernel = w.shape[2:]
+    per_group = channels // groups if groups else 0
+    if w.ndim != x.ndim or per_group * groups != channels or w.shape[0] != channels:
+        raise ValueError(f"a transposed convolution with {groups} group(s): input channels "
+                         f"{channels} and weight shape {list(w.shape)} do not match")
+    if not len(strides) == len(dilations) == len(begin) == len(lengths) == rank:
+        raise ValueError(f"strides {strides}, dilations {dilations}, pads and output lengths "
+                         f"must have one value per spatial axis ({rank})")
+    if any(b < 0 for b in begin) or any(length < 0 for length in lengths):
+        raise ValueError(f"a transposed convolution's pads and output lengths must not be "
+                         f"negative, got {list(begin)} and {list(lengths)}")
+    rows = w.shape[1]
+    reach = [(size - 1) * stride + (k - 1) * dilation + 1 if size and k else 0
+             for size, k, stride, dilation in zip(spatial, kernel, strides, dilations)]
+    full = [max(r, b + length) for r, b, length in zip(reach, begin, lengths)]
+    y = np.zeros((n, groups * rows) + tuple(full), np.result_type(x.dtype, w.dtype))
+    for g in range(groups):
+        part = x[:, g * per_group:(g + 1) * per_group]
+        products = np.tensordot(part, w[g * per_group:(g + 1) * per_group],
+                                axes=([1], [0]))  # [N, *spatial, M/G, *kernel]
+        products = np.moveaxis(products, 1 + rank, 1)  # [N, M/G, *spatial, *kernel]
+        for tap in np.ndindex(*kernel):
+            region = tuple(slice(t * d, t * d + (size - 1) * s + 1, s)
+                           for t, d, size, s in zip(tap, dilations, spatial, strides))
+            y[(slice(None), slice(g * rows, (g + 1) * rows)) + region] += \
+                products[(Ellipsis,) + tap]
+    window = tuple(slice(b, b + length) for b, length in zip(begin, lengths))
+    return np.ascontiguousarray(y[(slice(None), slice(None)) + window])

@@ -34,10 +34,7 @@ from .openvino_convert_cases import node_cases
 # OpenVINO layer types (and the opset versions convert_model writes) cyloop has no kernel for,
 # with how many node cases each one stops (onnx 1.23, OpenVINO 2026.4).
 MISSING_LAYERS = {
-    "ScaledDotProductAttention-13": 57, "Interpolate-11": 34, "FakeQuantize-1": 19,
-    "GridSample-9": 14, "NonMaxSuppression-9": 10, "ConvolutionBackpropData-1": 9,
-    "Unique-10": 7, "DFT-7": 4, "ROIAlign-9": 3, "FakeConvert-13": 2,
-    "GroupConvolutionBackpropData-1": 2, "IDFT-7": 2, "IRDFT-9": 2, "RDFT-9": 2,
+    "DFT-7": 4, "ROIAlign-9": 3, "FakeConvert-13": 2, "IDFT-7": 2, "IRDFT-9": 2, "RDFT-9": 2,
     "RandomUniform-8": 2,
 }
 
@@ -59,6 +56,14 @@ KNOWN_FAILURES = {
     r"|local_window_(ext_cache_rank(2_mask|3_head_mask|4_batch_mask)|gqa_rank4_mask))$":
         "the IR's decomposition of Attention with a causal mask over a past KV cache, or with a "
         "local window, is not ONNX's Attention (OpenVINO's own answer is cyloop's, to 2e-7)",
+    r"^test_attention_(3d_)?local_window(_rank1_boolean_mask|_with_past)?$"
+    r"|^test_attention_bidirectional_window$":
+        "the IR's ScaledDotProductAttention attends past ONNX's left/right window: the converter "
+        "drops left_window_size and right_window_size (OpenVINO's own answer is cyloop's)",
+    r"^test_attention_(4d_causal|4d_attn_mask_causal|3d_causal)_bf16$":
+        "the expected bf16 output is up to one bf16 ulp (2^-8) from the attention computed in "
+        "float32 and rounded once, past the case's rtol of 1e-3 (OpenVINO's own answer misses "
+        "it as often, by the same ulp)",
     r"^test_attention_4d_(causal_)?padded_kv_bf16$":
         "the IR computes the attention in bf16 op by op, each result rounded to bf16; the "
         "expected output is up to 3 bf16 ulps away, past the case's rtol of 1e-3 (OpenVINO's "
@@ -70,15 +75,32 @@ KNOWN_FAILURES = {
     r"^test_spacetodepth_crd_mode_example$":
         "the IR's SpaceToDepth says mode=blocks_first: the converter drops ONNX's mode=CRD "
         "(OpenVINO's own answer is cyloop's)",
-    r"^test_dynamicquantizelinear$":
+    r"^test_dynamicquantizelinear(_expanded)?$":
         "the IR quantizes x * 255 / (max - min), ONNX x / ((max - min) / 255): one value rounds "
         "to the other side of a half (OpenVINO's own answer is cyloop's)",
+    r"^test_quantizelinear_uint16$":
+        "the IR's FakeQuantize counts its 65536 levels from input_low = -zero_point * scale, so "
+        "3 / 2 lands on 32768.5 and rounds half to even to 32768 where ONNX rounds 1.5 to 2 "
+        "(32769) (OpenVINO's own answer is cyloop's)",
+    r"^test_resize_downsample_scales_(linear|cubic)_align_corners$":
+        "the IR's Interpolate divides by the rounded output length less 1 for align_corners, "
+        "ONNX by scale * length less 1, unrounded (OpenVINO's own answer is cyloop's)",
+    r"^test_resize_(up|down)sample_scales_cubic_A_n0p5_exclude_outside$":
+        "the IR's Interpolate has no exclude_outside: the converter drops it (OpenVINO's own "
+        "answer is cyloop's)",
+    r"^test_resize_downsample_(scales|sizes)_(linear|cubic)_antialias$":
+        "the IR's Interpolate says mode=linear_onnx or cubic with antialias=true, which those "
+        "modes ignore (OpenVINO's own answer is cyloop's)",
+    r"^test_resize_(up|down)sample_sizes_nearest_not_(larger|smaller)$":
+        "the IR's Interpolate resizes to the sizes as given: the converter drops "
+        "keep_aspect_ratio_policy (OpenVINO's own answer has cyloop's shape and values)",
     # The IR is right by OpenVINO's spec and OpenVINO's plugin departs from it:
     r"^test_div_int32_trunc$":
         "the IR's Divide says m_pythondiv=true (floor), ONNX truncates; cyloop follows the IR's "
         "spec, OpenVINO's CPU plugin truncates whatever the attribute says",
     # cyloop's IR reader: OpenVINO packs 4-bit types two a byte; cyloop does not read them yet.
-    r"^test_cast(like)?_FLOAT(16)?_to_(FLOAT4E2M1|INT4|UINT4)(_expanded)?$":
+    r"^(test_cast(like)?_FLOAT(16)?_to_(FLOAT4E2M1|INT4|UINT4)(_expanded)?"
+    r"|test_quantizelinear_u?int4)$":
         "a 4-bit element type (i4 / u4 / f4e2m1) in the IR",
 }
 

@@ -1,32 +1,20 @@
 """Resize (opsets 10-19) and Upsample: nearest, (n-)linear and (n-)cubic interpolation, separable
-by axis.
+by axis, on the resampling maths OpenVINO's Interpolate uses too (ops/_resample.py).
 
-Every mode is a weighted sum of input positions along each resized axis in turn: output position
-y maps to a source coordinate x (the coordinate transformation), and the input position p gets
-the weight K((p - x) * s) of the mode's kernel K, s being 1 or, with antialias when shrinking, the
-scale (a wider, lower kernel). Positions past the edges take the edge's value; exclude_outside
-gives them no weight instead. Nearest is a gather (exact in every dtype).
+With antialias, shrinking widens the kernel by the scale; exclude_outside gives positions past the
+edges no weight (the others renormalized) instead of the edge's value.
 """
 
 import math
 
 import numpy as np
 
+from .. import _resample
 from ..registry import kernel
 
-
-def _linear_kernel(t):
-    return np.maximum(0.0, 1.0 - np.abs(t))
-
-
-def _cubic_kernel(a):
-    def cubic(t):
-        t = np.abs(t)
-        near = ((a + 2) * t - (a + 3)) * t * t + 1
-        far = ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
-        return np.where(t <= 1, near, np.where(t < 2, far, 0.0))
-
-    return cubic
+_TRANSFORMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "asymmetric",
+               "align_corners", "tf_crop_and_resize")
+_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
 class _Mode:
@@ -43,69 +31,30 @@ class _Mode:
         self.exclude_outside = bool(attrs.get("exclude_outside", 0))
         self.extrapolation = float(attrs.get("extrapolation_value", 0.0))
         if self.mode == "linear":
-            self.kernel, self.radius = _linear_kernel, 1
+            self.kernel, self.radius = _resample.linear_kernel, 1
         elif self.mode == "cubic":
-            self.kernel, self.radius = _cubic_kernel(float(attrs.get("cubic_coeff_a", -0.75))), 2
+            a = float(attrs.get("cubic_coeff_a", -0.75))
+            self.kernel, self.radius = _resample.cubic_kernel(a), 2
         elif self.mode != "nearest":
             raise ValueError(f"mode must be nearest, linear or cubic, got {self.mode!r}")
-
-    def source(self, out, size, scale, roi):
-        """Each output position's coordinate in the input. Where the spec's formula has
-        length_resized, it is size * scale, not rounded (as the spec's own expected outputs)."""
-        y = np.arange(out, dtype=np.float64)
-        length = size * scale
-        transform = self.transform
-        if transform == "half_pixel":
-            return (y + 0.5) / scale - 0.5
-        if transform == "half_pixel_symmetric":
-            offset = size / 2 * (1 - out / (scale * size))
-            return offset + (y + 0.5) / scale - 0.5
-        if transform == "pytorch_half_pixel":
-            return (y + 0.5) / scale - 0.5 if length > 1 else np.zeros(out)
-        if transform == "asymmetric":
-            return y / scale
-        if transform == "align_corners":
-            return y * (size - 1) / (length - 1) if length != 1 else np.zeros(out)
-        if transform == "tf_crop_and_resize":
-            start, end = roi
-            if length != 1:
-                return start * (size - 1) + y * (end - start) * (size - 1) / (length - 1)
-            return np.full(out, (start + end) / 2 * (size - 1))
-        raise ValueError(f"unknown coordinate_transformation_mode {transform!r}")
-
-    def nearest_index(self, x):
-        floor = np.floor(x)
-        fraction = x - floor
-        if self.nearest == "round_prefer_floor":
-            return np.where(fraction <= 0.5, floor, floor + 1)
-        if self.nearest == "round_prefer_ceil":
-            return np.where(fraction < 0.5, floor, floor + 1)
-        if self.nearest == "floor":
-            return floor
-        if self.nearest == "ceil":
-            return np.ceil(x)
-        raise ValueError(f"unknown nearest_mode {self.nearest!r}")
+        if self.transform not in _TRANSFORMS:
+            raise ValueError(f"unknown coordinate_transformation_mode {self.transform!r}")
+        if self.nearest not in _NEAREST:
+            raise ValueError(f"unknown nearest_mode {self.nearest!r}")
 
     def resize_axis(self, data, axis, out, scale, roi):
         size = data.shape[axis]
-        x = self.source(out, size, scale, roi)
+        # Where the spec's formula has length_resized, it is size * scale, not rounded (as the
+        # spec's own expected outputs).
+        x = _resample.source_coordinates(self.transform, out, size, scale, size * scale, roi)
         if self.mode == "nearest":
-            index = np.clip(self.nearest_index(x), 0, size - 1).astype(np.intp)
-            result = np.take(data, index, axis=axis)
+            result = _resample.nearest_axis(data, axis, x, self.nearest)
         else:
-            shrink = min(scale, 1.0) if self.antialias else 1.0
-            first = math.floor(-self.radius / shrink) + 1
-            taps = np.floor(x)[:, None] + np.arange(first, 1 - first + 1)[None, :]
-            weights = self.kernel((taps - x[:, None]) * shrink)
-            if self.exclude_outside:
-                weights = np.where((taps < 0) | (taps > size - 1), 0.0, weights)
-            if self.antialias or self.exclude_outside:
-                total = weights.sum(axis=1, keepdims=True)
-                weights = weights / np.where(total == 0, 1.0, total)
-            index = np.clip(taps, 0, size - 1).astype(np.intp)
-            gathered = np.take(data, index, axis=axis)  # [..., out, taps, ...]
-            shape = (1,) * axis + weights.shape + (1,) * (data.ndim - axis - 1)
-            result = np.sum(gathered * weights.reshape(shape), axis=axis + 1)
+            result = _resample.weighted_axis(
+                data, axis, x, self.kernel, self.radius,
+                shrink=min(scale, 1.0) if self.antialias else 1.0,
+                exclude_outside=self.exclude_outside,
+                normalize=self.antialias or self.exclude_outside)
         if self.transform == "tf_crop_and_resize":
             outside = (x < 0) | (x > size - 1)
             if outside.any():

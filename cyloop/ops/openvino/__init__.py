@@ -3,7 +3,9 @@ behaviour appeared in. IR attributes arrive as strings; `_attrs.py` parses them.
 
 from . import (  # noqa: F401  (registration happens on import)
     cells,
+    detection,
     elementwise,
+    image,
     indexing,
     nn,
     normalization,

@@ -17,6 +17,23 @@ def as_dtype(attrs, key, default=None):
     return default if value is None else np.dtype(value)
 
 
+# The integer element types by their IR names, for an element-type attribute the frontend leaves
+# as the IR wrote it (it resolves only the ones it knows of, such as index_element_type).
+_INTEGER_TYPES = {"i32": np.int32, "i64": np.int64}
+
+
+def as_integer_type(attrs, key, default=np.int64):
+    """An integer element-type attribute (i32 or i64), resolved or as the IR spells it."""
+    value = attrs.get(key)
+    if value in (None, ""):
+        return np.dtype(default)
+    if isinstance(value, str):
+        if value.lower() not in _INTEGER_TYPES:
+            raise ValueError(f"{key} must be i32 or i64, got {value!r}")
+        return np.dtype(_INTEGER_TYPES[value.lower()])
+    return np.dtype(value)
+
+
 def as_int(attrs, key, default=None):
     value = attrs.get(key)
     return default if value in (None, "") else int(value)

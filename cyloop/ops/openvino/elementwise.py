@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _math
 from ..registry import ARITHMETIC_SCALARS, NUMBER_SCALARS, kernel
-from ._attrs import DOMAIN, as_bool, as_float, broadcast_batches, broadcasting
+from ._attrs import DOMAIN, as_bool, as_float, as_int, broadcast_batches, broadcasting
 
 
 def _floor_mod(a, b, out=None):
@@ -301,3 +301,32 @@ def prelu(attrs):
     """A 1-D slope as long as the channel axis (axis 1) applies per channel; any other slope
     broadcasts numpy's way."""
     return lambda x, slope: _math.prelu(x, slope, per_channel=True)
+
+
+@kernel("FakeQuantize", domain=DOMAIN, since=1)
+def fake_quantize(attrs):
+    """(X, input_low, input_high, output_low, output_high): X at or below min(input_low,
+    input_high) gives output_low, above their max output_high; in between it is quantized to
+    one of ``levels`` steps, rounded half to even, and mapped onto [output_low, output_high].
+    Computed in X's type, as OpenVINO's reference does; the limits broadcast to X under
+    ``auto_broadcast`` (numpy or pdpd; none: each the shape of X)."""
+    levels = as_int(attrs, "levels")
+    if levels is None or levels < 2:
+        raise ValueError(f"FakeQuantize needs levels >= 2, got {attrs.get('levels')!r}")
+    strict = str(attrs.get("auto_broadcast", "numpy")).lower() == "none"
+
+    def quantized(x, in_low, in_high, out_low, out_high):
+        limits = [np.asarray(v, dtype=x.dtype) for v in (in_low, in_high, out_low, out_high)]
+        if strict and any(v.shape != x.shape for v in limits):
+            raise ValueError(f"FakeQuantize with auto_broadcast='none' needs limits of X's "
+                             f"shape {list(x.shape)}, got {[list(v.shape) for v in limits]}")
+        in_low, in_high, out_low, out_high = limits
+        steps = x.dtype.type(levels - 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inner = np.rint((x - in_low) / (in_high - in_low) * steps) / steps \
+                * (out_high - out_low) + out_low
+        result = np.where(x <= np.minimum(in_low, in_high), out_low,
+                          np.where(x > np.maximum(in_low, in_high), out_high, inner))
+        return np.broadcast_to(result, x.shape).astype(x.dtype)
+
+    return quantized

@@ -1,12 +1,12 @@
 """Indexing and data movement layers of OpenVINO IR: gathers and scatters by index tensors,
-OneHot, Pad, Reverse, ReverseSequence, CumSum, Einsum, DepthToSpace, SpaceToDepth and Eye, on
-the maths ONNX's kernels use too (ops/_indexing.py, _reductions.py, _math.py)."""
+OneHot, Pad, Reverse, ReverseSequence, CumSum, Einsum, DepthToSpace, SpaceToDepth, Eye and
+Unique, on the maths ONNX's kernels use too (ops/_indexing.py, _reductions.py, _math.py)."""
 
 import numpy as np
 
 from .. import _indexing, _math, _reductions
 from ..registry import kernel
-from ._attrs import DOMAIN, as_bool, as_dtype, as_int
+from ._attrs import DOMAIN, as_bool, as_dtype, as_int, as_integer_type
 
 
 def _ints(values):
@@ -240,3 +240,33 @@ def eye(attrs):
         return np.array(np.broadcast_to(matrix, shape))
 
     return identity
+
+
+@kernel("Unique", domain=DOMAIN, since=10, multi=True)
+def unique(attrs, n_outputs):
+    """(data[, axis]) -> the unique elements (or, along axis, slices), the index of each one's
+    first occurrence, each input element's (slice's) index among them, and how often each
+    occurs. ``sorted``: ascending (slices lexicographically), else in order of first
+    occurrence. Without an axis the input is read flattened."""
+    ordered = as_bool(attrs, "sorted", True)
+    index_type = as_integer_type(attrs, "index_element_type")
+    count_type = as_integer_type(attrs, "count_element_type")
+
+    def found(x, axis=None):
+        axis = None if axis is None else _scalar_int(axis) % max(x.ndim, 1)
+        data = x.reshape(-1) if axis is None else x
+        values, first, inverse, counts = np.unique(
+            data, return_index=True, return_inverse=True, return_counts=True,
+            axis=None if axis is None else axis)
+        inverse = inverse.reshape(-1)
+        if not ordered:  # renumber in order of first occurrence
+            order = np.argsort(first, kind="stable")
+            values = np.take(values, order, axis=0 if axis is None else axis)
+            first, counts = first[order], counts[order]
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.size)
+            inverse = rank[inverse]
+        return (values, first.astype(index_type), inverse.astype(index_type),
+                counts.astype(count_type))[:n_outputs]
+
+    return found

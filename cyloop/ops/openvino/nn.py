@@ -123,3 +123,38 @@ def top_k(attrs, n_outputs):
         return (values, indices.astype(index_type))[:n_outputs]
 
     return top
+
+
+@kernel("ScaledDotProductAttention", domain=DOMAIN, since=13)
+def scaled_dot_product_attention(attrs):
+    """(query [N, ..., L, E], key [N, ..., S, E], value [N, ..., S, Ev][, attention_mask,
+    scale]) -> softmax(query key^T scale + bias) value, [N, ..., L, Ev]; the batch axes
+    broadcast. ``scale`` defaults to 1 / sqrt(E). The bias is -inf above the diagonal with
+    ``causal`` (the mask then ignored), else -inf where a boolean mask is false, or a float mask
+    itself. 16-bit types are computed in float32 and rounded once at the end."""
+    causal = as_bool(attrs, "causal")
+
+    def attend(query, key, value, mask=None, scale=None):
+        if min(query.ndim, key.ndim, value.ndim) < 3 or query.shape[-1] != key.shape[-1] \
+                or key.shape[-2] != value.shape[-2]:
+            raise ValueError(f"ScaledDotProductAttention needs query [N, ..., L, E], key "
+                             f"[N, ..., S, E] and value [N, ..., S, Ev], got "
+                             f"{list(query.shape)}, {list(key.shape)}, {list(value.shape)}")
+        wide = np.dtype(np.float32) if query.dtype.itemsize < 4 else query.dtype
+        q, k, v = (a.astype(wide, copy=False) for a in (query, key, value))
+        factor = 1 / np.sqrt(wide.type(query.shape[-1])) if scale is None else \
+            np.asarray(scale).astype(wide).reshape(-1)[0]
+        weights = np.matmul(q, np.swapaxes(k, -1, -2)) * factor
+        if causal:
+            rows, columns = weights.shape[-2:]
+            weights = weights + np.triu(np.full((rows, columns), -np.inf, wide), k=1)
+        elif mask is not None:
+            mask = np.asarray(mask)
+            if mask.dtype == np.bool_:
+                weights = np.where(mask, weights, wide.type(-np.inf))
+            else:
+                weights = weights + mask.astype(wide, copy=False)
+        result = np.matmul(_math.softmax(weights, -1), v)
+        return result.astype(query.dtype, copy=False)
+
+    return attend

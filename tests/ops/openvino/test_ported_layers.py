@@ -239,12 +239,12 @@ SPEC_ORACLES = {
 }
 
 
-def _oracle_main(out_dir):
+def _oracle_main(out_dir, cases=CASES):
     """In the child: build, save and run every case with OpenVINO."""
     import openvino as ov
 
     core = ov.Core()
-    for name, (build, feeds) in CASES.items():
+    for name, (build, feeds) in cases.items():
         params = [_v(1).parameter(list(x.shape), x.dtype, name=f"p{k}")
                   for k, x in enumerate(feeds)]
         model = ov.Model([build(params)], params, name)
@@ -255,23 +255,24 @@ def _oracle_main(out_dir):
         np.savez(os.path.join(out_dir, name, "expected.npz"), expected=result)
 
 
-@pytest.fixture(scope="module")
-def oracle(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ported_layers")
+def plugin_answers(tmp_path_factory, module: str):
+    """A directory of each case's IR and the plugin's answer, made by running `module` (whose
+    __main__ calls `_oracle_main`) in a child process."""
+    out = tmp_path_factory.mktemp(module.rsplit(".", 1)[-1])
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-    subprocess.run([sys.executable, "-m", "tests.ops.openvino.test_ported_layers", str(out)],
-                   check=True, env=env, timeout=600, cwd=root)
+    subprocess.run([sys.executable, "-m", module, str(out)], check=True, env=env, timeout=600,
+                   cwd=root)
     return out
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_layer_matches_the_cpu_plugin(name, oracle):
-    feeds = CASES[name][1]
+def check_layer(oracle, name, cases, spec_oracles, atol):
+    """cyloop's answer for case `name` against the plugin's, or the spec's where it departs."""
+    feeds = cases[name][1]
     model = cyloop.load(oracle / name / "model.xml")
     got = model.run({f"p{k}": x for k, x in enumerate(feeds)})[model.output_names[0]]
-    if name in SPEC_ORACLES:
-        expected = SPEC_ORACLES[name](*feeds)
+    if name in spec_oracles:
+        expected = spec_oracles[name](*feeds)
     else:
         expected = np.load(oracle / name / "expected.npz")["expected"]
     assert got.shape == expected.shape
@@ -279,7 +280,17 @@ def test_layer_matches_the_cpu_plugin(name, oracle):
     if got.dtype.kind in "biu":
         np.testing.assert_array_equal(got, expected)
     else:
-        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=atol)
+
+
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory):
+    return plugin_answers(tmp_path_factory, "tests.ops.openvino.test_ported_layers")
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_layer_matches_the_cpu_plugin(name, oracle):
+    check_layer(oracle, name, CASES, SPEC_ORACLES, atol=1e-6)
 
 
 if __name__ == "__main__":
