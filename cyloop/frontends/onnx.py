@@ -103,7 +103,8 @@ def _model_proto(source):
         raise ModelError(f"{where}: not an ONNX model (corrupt or truncated protobuf: {e})") \
             from e
     except (OSError, onnx.checker.ValidationError) as e:  # its external data, say
-        raise ModelError(f"cannot read the ONNX model: {type(e).__name__}: {e}") from e
+        raise ModelError(f"{where}: cannot read the ONNX model ({type(e).__name__}: {e})") \
+            from e
     if not model.HasField("graph"):  # what an empty file or stray bytes parse as
         raise ModelError(f"{where}: not an ONNX model (it holds no graph)")
     return model
@@ -177,7 +178,8 @@ class _Converter:
         ModelError saying what was declared and what the data holds."""
         try:
             return self.onnx.numpy_helper.to_array(tensor)
-        except (ValueError, KeyError, TypeError, IndexError) as error:
+        except Exception as error:  # noqa: BLE001 - onnx raises many types (ValidationError for
+            # external data outside the model's directory, OSError for missing files, ...)
             names = self.onnx.TensorProto.DataType
             declared = (names.Name(tensor.data_type) if tensor.data_type in names.values()
                         else f"unknown element type {tensor.data_type}")
@@ -291,6 +293,8 @@ class _Converter:
         if domain == "" and proto.op_type in ("If", "SequenceMap"):
             return node
         version = self.opsets.get(domain, self.opsets[""])
+        if domain == "":
+            self._check_schema(node, proto, version)
         try:
             ops.lookup(domain, proto.op_type, version)
             return node
@@ -304,9 +308,44 @@ class _Converter:
                     {"node": proto, "opsets": dict(self.opsets), "version": version},
                     FALLBACK_DOMAIN, proto.name)
 
+    def _check_schema(self, node, proto, version):
+        """The node's input and output counts, and its attributes' types, against its schema at
+        `version`; its required attributes present. (An extra input would reach a ufunc kernel
+        as its `out` argument and be written to; an attribute of another type would reach a
+        kernel, or the hoisting pass, that cannot read it.)"""
+        try:
+            schema = self.onnx.defs.get_schema(node.op_type, version, "")
+        except Exception:  # noqa: BLE001 - no schema: the kernel look-up says what is missing
+            return
+        names = self.onnx.AttributeProto.AttributeType
+        given = {attr.name: attr for attr in proto.attribute}
+        for name, declared in schema.attributes.items():
+            attr = given.get(name)
+            if attr is None:
+                if declared.required:
+                    raise ModelError(f"{node.label}: {node.op_type}-{schema.since_version} "
+                                     f"needs attribute {name!r}")
+            elif attr.type != int(declared.type):
+                shown = names.Name(attr.type) if attr.type in names.values() else attr.type
+                raise ModelError(f"{node.label}: attribute {name!r} of {node.op_type}-"
+                                 f"{schema.since_version} must be {declared.type.name}, not "
+                                 f"{shown}")
+        for what, count, low, high in (
+                ("inputs", len(node.inputs), schema.min_input, schema.max_input),
+                ("outputs", len(node.outputs), schema.min_output, schema.max_output)):
+            if low <= count <= high:
+                continue
+            wanted = (f"{low}" if low == high else f"at least {low}" if high >= 2**31 - 1
+                      else f"{low} to {high}")
+            raise ModelError(f"{node.label}: {node.op_type}-{schema.since_version} takes "
+                             f"{wanted} {what}, got {count}")
+
     @staticmethod
     def _element_type(node, key):
         number = node.attrs[key]
+        if not isinstance(number, int) or isinstance(number, bool):
+            raise ModelError(f"{node.label}: {node.op_type} attribute {key!r} must be an int "
+                             f"(an ONNX element type), not {type(number).__name__} {number!r}")
         if number not in ELEMENT_TYPES:
             raise UnsupportedOpError(f"{node.label}: {node.op_type} with {key}={number}: cyloop "
                                      "has no numpy equivalent of that ONNX element type")
@@ -385,7 +424,7 @@ class _Converter:
         body = self._body(node)
         if (min_version or self.opsets[""]) < 9:
             return self.scan8(node)
-        n_scan_in = node.attrs.get("num_scan_inputs")
+        n_scan_in = _int_attribute(node, "num_scan_inputs")
         if n_scan_in is None or not 0 < n_scan_in <= len(node.inputs):
             raise ModelError(f"{node.label}: num_scan_inputs is {n_scan_in}, but the node has "
                              f"{len(node.inputs)} inputs")
@@ -401,7 +440,12 @@ class _Converter:
                              "outputs")
 
         def per_input(key, count):
-            values = list(node.attrs.get(key) or [0] * count)
+            values = node.attrs.get(key)
+            if values is None:
+                return [0] * count
+            if not isinstance(values, list) or not all(_is_int(v) for v in values):
+                raise ModelError(f"{node.label}: {key} must be a list of ints, not "
+                                 f"{type(values).__name__} {_shown(values)}")
             if len(values) != count:
                 raise ModelError(f"{node.label}: {key} has {len(values)} entries for {count} "
                                  "inputs/outputs")
@@ -430,7 +474,7 @@ class _Converter:
         batch element, on the first sequence_lens[b] steps, and zero-pads the scan outputs."""
         body = self._body(node)
         inner_inputs = node.inputs[1:]
-        n_scan_in = node.attrs.get("num_scan_inputs")
+        n_scan_in = _int_attribute(node, "num_scan_inputs")
         if n_scan_in is None or not 0 < n_scan_in <= len(inner_inputs):
             raise ModelError(f"{node.label}: num_scan_inputs is {n_scan_in}, but the node has "
                              f"{len(inner_inputs)} state and scan inputs")
@@ -442,6 +486,24 @@ class _Converter:
         return Node("BatchedScan", node.inputs, node.outputs,
                     {"spec": inner.attrs["spec"], "num_states": n_states}, LOOP_DOMAIN,
                     node.name or node.outputs[0])
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _int_attribute(node, key):
+    """Attribute `key` of `node`, an int or None (absent); another type is a ModelError."""
+    value = node.attrs.get(key)
+    if value is not None and not _is_int(value):
+        raise ModelError(f"{node.label}: {key} must be an int, not {type(value).__name__} "
+                         f"{_shown(value)}")
+    return value
 
 
 def _instantiate(onnx, function, proto, schema) -> list | None:

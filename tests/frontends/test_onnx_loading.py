@@ -340,3 +340,116 @@ def test_python_lists_are_tensors_unless_the_input_is_a_sequence():
     np.testing.assert_array_equal(m.run({"x": [1.0, -2.0]})["y"], [1, 0])
     with pytest.raises(cyloop.InputError, match="expected rank 1"):
         m.run({"x": [[1.0, 2.0]]})
+
+
+# Found by the fuzzer (tests/fuzz): each was an exception other than a CyloopError, or a feed
+# written to.
+
+def test_an_extra_input_is_a_model_error_not_a_write_into_the_feed(rng):
+    onnx_model = scan_model((4, 3), 0, False, 0, False)
+    add = next(node for node in onnx_model.graph.node[0].attribute[0].g.node
+               if node.output[0] == "y")
+    add.input.append("s_in")  # Add(s_out, s_out, s_in): a ufunc's third argument is its out
+    feeds = {"s0": rng.standard_normal(3).astype(np.float32),
+             "x": rng.standard_normal((4, 3)).astype(np.float32)}
+    before = feeds["s0"].copy()
+    for driver in ("cython", "python"):
+        with pytest.raises(cyloop.ModelError, match=r"Add node producing 'y': Add-14 takes 2 "
+                                                    r"inputs, got 3"):
+            cyloop.load(onnx_model, driver=driver).run(feeds)
+    np.testing.assert_array_equal(feeds["s0"], before)
+
+
+def _loop_gather_model():
+    body = helper.make_graph(
+        [helper.make_node("Gather", ["X", "i"], ["x_t"], name="pick", axis=0),
+         helper.make_node("Add", ["v_in", "x_t"], ["v_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []),
+         tensor("v_in", np.float32, [3])],
+        [tensor("cond_out", np.bool_, []), tensor("v_out", np.float32, [3])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "v0"], ["v_last"], body=body)], "g",
+        [tensor("M", np.int64, []), tensor("v0", np.float32, [3]),
+         tensor("X", np.float32, [4, 3])], [tensor("v_last", np.float32, [3])])
+    return model(graph, 13)
+
+
+@pytest.mark.parametrize("hoist", [True, False])
+def test_an_attribute_of_the_wrong_type_names_the_node_and_attribute(hoist):
+    onnx_model = _loop_gather_model()
+    axis = onnx_model.graph.node[0].attribute[0].g.node[0].attribute[0]
+    axis.type = TensorProto.INT64  # 7: INTS, the value kept (the hoisting pass read it)
+    with pytest.raises(cyloop.ModelError, match=r"node 'pick' \(Gather\): attribute 'axis' of "
+                                                r"Gather-13 must be INT, not INTS"):
+        cyloop.load(onnx_model, hoist=hoist)
+
+
+def test_a_required_attribute_missing_names_the_node():
+    node = helper.make_node("Einsum", ["x"], ["y"], name="no_equation")
+    graph = helper.make_graph([node], "g", [tensor("x", np.float32, [2])],
+                              [tensor("y", np.float32, None)])
+    with pytest.raises(cyloop.ModelError, match="no_equation.*Einsum-12 needs attribute "
+                                                "'equation'"):
+        cyloop.load(model(graph, 13))
+
+
+def test_a_fallback_kernel_onnx_reference_cannot_build_is_a_model_error():
+    node = helper.make_node("LinearClassifier", ["x"], ["label", "scores"], name="linear",
+                            domain="ai.onnx.ml")  # without its required coefficients
+    graph = helper.make_graph([node], "g", [tensor("x", np.float32, [1, 2])],
+                              [helper.make_empty_tensor_value_info("label"),
+                               helper.make_empty_tensor_value_info("scores")])
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                         helper.make_opsetid("ai.onnx.ml", 1)])
+    with warnings.catch_warnings(), pytest.raises(
+            cyloop.ModelError, match="LinearClassifier node 'linear': onnx.reference cannot build "
+                                     "its kernel: RuntimeError: .*coefficients"):
+        warnings.simplefilter("ignore")
+        cyloop.load(onnx_model)
+
+
+@pytest.mark.parametrize("value", [helper.make_tensor("t", TensorProto.INT64, [1], [0]),
+                                   helper.make_graph([], "empty", [], [])],
+                         ids=["tensor", "graph"])
+def test_scan_axes_that_are_not_a_list_of_ints(value):
+    onnx_model = scan_model((4, 3), 0, False, 0, False)
+    scan = onnx_model.graph.node[0]
+    axes = next(a for a in scan.attribute if a.name == "scan_input_axes")
+    axes.CopyFrom(helper.make_attribute("scan_input_axes", value))
+    with pytest.raises(cyloop.ModelError, match="scan_input_axes must be a list of ints, not "):
+        cyloop.load(onnx_model)
+
+
+def test_num_scan_inputs_that_is_not_an_int():
+    onnx_model = scan_model((4, 3), 0, False, 0, False)
+    attr = next(a for a in onnx_model.graph.node[0].attribute if a.name == "num_scan_inputs")
+    attr.CopyFrom(helper.make_attribute("num_scan_inputs", [1]))
+    with pytest.raises(cyloop.ModelError, match=r"num_scan_inputs must be an int, not list \[1\]"):
+        cyloop.load(onnx_model)
+
+
+def test_an_element_type_attribute_that_is_not_an_int():
+    node = helper.make_node("SequenceEmpty", [], ["s"], name="empty", dtype=[1])
+    graph = helper.make_graph([node], "g", [], [helper.make_tensor_sequence_value_info(
+        "s", TensorProto.FLOAT, None)])
+    with pytest.raises(cyloop.ModelError, match=r"empty.*'dtype' must be an int .*list \[1\]"):
+        cyloop.load(model(graph, 13))
+
+
+@pytest.mark.parametrize("location", ["/etc/hostname", "../outside.bin", "missing.bin"])
+def test_external_data_outside_the_model_or_missing_is_a_model_error(location, tmp_path):
+    t = helper.make_tensor("W", TensorProto.FLOAT, [2], [1.0, 2.0])
+    t.ClearField("float_data")
+    t.data_location = TensorProto.EXTERNAL
+    entry = t.external_data.add()
+    entry.key, entry.value = "location", location
+    graph = helper.make_graph([helper.make_node("Identity", ["W"], ["y"])], "g", [],
+                              [tensor("y", np.float32, None)], [t])
+    onnx_model = model(graph, 13)
+    with pytest.raises(cyloop.ModelError, match="initializer 'W'"):
+        cyloop.load(onnx_model)  # from the proto: read relative to nothing
+    path = tmp_path / "m.onnx"
+    path.write_bytes(onnx_model.SerializeToString())
+    with pytest.raises(cyloop.ModelError, match="cannot read the ONNX model|initializer 'W'"):
+        cyloop.load(path)  # from a file: onnx.load reads the external data

@@ -3,6 +3,7 @@ frontend could expand): onnx.reference's kernel, built once per node (the ONNX f
 such nodes to this op and lists them in a warning). The reference has kernels for the default
 domain, ai.onnx.ml and the preview domains."""
 
+from ...errors import ModelError
 from ...sequence import TensorSequence
 from ..registry import kernel
 
@@ -40,7 +41,12 @@ def onnx_reference(attrs, n_outputs):
     op_class = reference_op_class(proto.domain, proto.op_type, attrs["version"])
     run_params = {"log": lambda *args: None, "opsets": attrs["opsets"], "verbose": 0,
                   "new_ops": None, "existing_functions": {}, "evaluator_cls": ReferenceEvaluator}
-    op = op_class(proto, run_params)
+    try:
+        op = op_class(proto, run_params)
+    except Exception as e:  # onnx.reference raises several types for bad nodes
+        name = proto.name or (proto.output[0] if proto.output else "?")
+        raise ModelError(f"{proto.op_type} node {name!r}: onnx.reference cannot build its "
+                         f"kernel: {type(e).__name__}: {e}") from e
 
     def run(*inputs):
         outputs = op.run(*(_to_reference(x) for x in inputs))
