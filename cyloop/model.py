@@ -93,16 +93,17 @@ class Model:
         values = self._program.run(args, limits)
         names = self.output_names if output_names is None else list(output_names)
         results: dict = {}
-        handed: list[np.ndarray] = [a for a in args if isinstance(a, np.ndarray)]
+        handed = _Handed()
         for arg in args:
-            if isinstance(arg, TensorSequence):
-                handed.extend(arg)
+            for item in arg if isinstance(arg, TensorSequence) else [arg]:
+                if isinstance(item, np.ndarray):
+                    handed.add(item)
 
         def own(value):
             value = np.asarray(value)
-            if not value.flags.writeable or any(np.may_share_memory(value, h) for h in handed):
+            if not value.flags.writeable or handed.overlaps(value):
                 value = value.copy()
-            handed.append(value)
+            handed.add(value)
             return value
 
         def nbytes(name):
@@ -241,6 +242,31 @@ class Model:
                 walk(loop.loops)
 
         walk(self._compiled.loops)
+
+
+class _Handed:
+    """Arrays a run has handed out (or was fed), grouped by the memory they view, so that a
+    new output is checked for overlap only against those of its own buffer: a run returning a
+    sequence of 10^4 arrays checks them in linear time, not quadratic."""
+
+    def __init__(self):
+        self._by_memory: dict[int, list[np.ndarray]] = {}
+
+    @staticmethod
+    def _memory(array: np.ndarray) -> int:
+        """The identity of the object owning `array`'s memory: the end of its chain of bases
+        (through the non-array objects `as_strided` and buffers put in it)."""
+        owner = array
+        while getattr(owner, "base", None) is not None:
+            owner = owner.base
+        return id(owner)
+
+    def add(self, array: np.ndarray) -> None:
+        self._by_memory.setdefault(self._memory(array), []).append(array)
+
+    def overlaps(self, array: np.ndarray) -> bool:
+        return any(np.may_share_memory(array, other)
+                   for other in self._by_memory.get(self._memory(array), ()))
 
 
 def _compiled(graph: Graph, settings: dict) -> Model:

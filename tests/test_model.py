@@ -214,3 +214,32 @@ def test_feeds_of_another_kind_are_input_errors_naming_the_input(dtype, value, e
     with pytest.raises(cyloop.InputError, match=re.escape(error)):
         _identity_model(dtype).run({"a": value})
 
+
+
+def test_an_elementwise_node_with_an_input_too_many_is_a_model_error():
+    """A ufunc kernel would take a third input as its destination and write into it (a feed,
+    on the reference driver; found by the fuzzer)."""
+    g = GraphBuilder()
+    a, b, c = (g.input(name, np.float32, (2,)) for name in "abc")
+    g.output(g.node("Add", a, b, c, outputs=["y"]))
+    for driver in ("cython", "python"):
+        with pytest.raises(cyloop.ModelError, match="node producing 'y'.*: Add takes 2 inputs, "
+                           "got 3"):
+            cyloop.Model(g.build(), driver=driver)
+
+
+def test_outputs_are_checked_for_overlap_through_any_chain_of_bases():
+    """Handed-out arrays are grouped by the object owning their memory (so that a run returning
+    10^4 arrays checks them in linear time); views through as_strided or of one buffer still
+    count as overlapping."""
+    from cyloop.model import _Handed
+
+    x = np.arange(10.0)
+    handed = _Handed()
+    handed.add(x)
+    assert handed.overlaps(np.lib.stride_tricks.sliding_window_view(x, 3))
+    assert handed.overlaps(x[::2]) and handed.overlaps(x.reshape(2, 5).T)
+    assert not handed.overlaps(np.arange(3.0)) and not handed.overlaps(x[:5].copy())
+    raw = bytes(80)
+    handed.add(np.frombuffer(raw))
+    assert handed.overlaps(np.frombuffer(raw)[2:])

@@ -151,14 +151,25 @@ def _as_gather(node: Node, iteration_param, statics):
             or node.inputs[1] != iteration_param):
         return None
     if node.domain in ("", "ai.onnx") and len(node.inputs) == 2:
-        return GatherSource(node.inputs[0], int(node.attrs.get("axis", 0)), node.label)
+        axis = _integer(node.attrs.get("axis", 0))
+        return None if axis is None else GatherSource(node.inputs[0], axis, node.label)
     if node.domain == OPENVINO_DOMAIN and len(node.inputs) == 3 \
-            and int(node.attrs.get("batch_dims", 0) or 0) == 0:
+            and _integer(node.attrs.get("batch_dims", 0) or 0) == 0:
         axis = statics.get(node.inputs[2])
-        if isinstance(axis, ConstStatic) and np.size(axis.value) == 1:
+        if isinstance(axis, ConstStatic) and np.size(axis.value) == 1 \
+                and np.asarray(axis.value).dtype.kind in "iu":
             return GatherSource(node.inputs[0], int(np.asarray(axis.value).reshape(())),
                                 node.label)
     return None
+
+
+def _integer(value) -> int | None:
+    """An integer attribute, or None for anything else (the node then stays in the body, where
+    its kernel reports the bad attribute)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _batchable(node: Node, batched, statics, opsets):

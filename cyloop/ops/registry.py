@@ -175,9 +175,12 @@ def build(node: Node, opsets: dict[str, int], attrs: dict | None = None) -> Kern
         fn = definition.build(node.attrs if attrs is None else attrs, len(node.outputs))
     except (KeyError, ValueError, TypeError) as e:
         raise ModelError(f"{node.label}: bad attributes for {node.op_type}: {e}") from e
+    if isinstance(fn, np.ufunc) and len(node.inputs) != fn.nin:
+        # (a ufunc would take an input past its arity as its destination)
+        raise ModelError(f"{node.label}: {node.op_type} takes {fn.nin} inputs, got "
+                         f"{len(node.inputs)}")
     out = definition.out and len(node.outputs) == 1
-    positional = (out and isinstance(fn, np.ufunc) and fn.nout == 1
-                  and fn.nin == len(node.inputs))
+    positional = out and isinstance(fn, np.ufunc) and fn.nout == 1
     return Kernel(fn, definition, definition.multi, out, positional)
 
 

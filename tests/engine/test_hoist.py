@@ -620,3 +620,15 @@ def test_untuned_models_keep_the_default_chunk_size(rng):
     model.run(_rnn_feeds(rng, 100))
     sizing = _hoist_of(model).sizing
     assert sizing.fixed == next(iter(_chunks.CHUNK_BUDGETS)) and not sizing.trials
+
+
+def test_a_gather_with_a_bad_axis_is_not_hoisted_and_its_kernel_says_why():
+    """Hoisting reads Gather's axis before any kernel is built: a bad one leaves the node in
+    the body, where building its kernel reports it (found by the fuzzer: it was a ValueError)."""
+    graph = cyloop.load(_onnx_gather_loop(0, 17)).graph
+    body = graph.nodes[0].attrs["spec"].body
+    gather = next(node for node in body.nodes if node.op_type == "Gather")
+    gather.attrs["axis"] = "abc"
+    for driver in ("cython", "python"):
+        with pytest.raises(cyloop.ModelError, match="bad attributes for Gather"):
+            cyloop.Model(graph, driver=driver)
