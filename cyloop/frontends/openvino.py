@@ -8,12 +8,20 @@ current `internal_layer_id` / `purpose=` one and the older `internal_operation_i
 Inputs are keyed by their Parameter layer's name, outputs by the first tensor name on the port
 feeding each Result (else the Result layer's name). Body Parameters and Results are ordered as
 the document orders them: a layer id is an identifier, not an index.
+
+The XML is streamed (`_Reader.read`): each layer is converted as its element ends and then
+dropped, and each Const reads just its own bytes of the .bin, so reading a large IR peaks near
+the size of the Graph it makes, not at several times the size of the file.
 """
 
 from __future__ import annotations
 
+import gc
+import io
 import os
+import sys
 import xml.etree.ElementTree as ET
+from typing import NamedTuple
 from xml.parsers import expat
 
 import numpy as np
@@ -56,7 +64,7 @@ if ml_dtypes is not None:
                           "f8e5m2": ml_dtypes.float8_e5m2, "f8e8m0": ml_dtypes.float8_e8m0fnu})
 
 # Layer attributes that name an element type: the kernels get them as numpy dtypes.
-_TYPE_ATTRIBUTES = ("destination_type", "output_type", "index_element_type")
+_TYPE_ATTRIBUTES = ("destination_type", "output_type", "index_element_type", "count_element_type")
 
 
 def _refuse_dtd(*_args):
@@ -64,40 +72,102 @@ def _refuse_dtd(*_args):
                      "can exhaust memory)")
 
 
-def _parse_xml(data: bytes, path: str) -> ET.Element:
-    """Parse with every DTD and entity declaration refused before any is expanded."""
+# The IR is read in chunks of this many bytes: a large IR is never held whole, as bytes or as a
+# tree (see `_Reader.read`).
+_CHUNK = 1 << 16
+
+
+def _parse_events(file, path: str):
+    """The ("start" | "end", element) events of the XML in `file`, read a chunk at a time.
+
+    Every chunk goes through an expat guard that refuses any DTD or entity declaration before the
+    tree builder sees the chunk, so no entity is ever expanded."""
     guard = expat.ParserCreate()
     guard.StartDoctypeDeclHandler = _refuse_dtd
     guard.EntityDeclHandler = _refuse_dtd
+    parser = ET.XMLPullParser(("start", "end"))
     try:
-        guard.Parse(data, True)
-        return ET.fromstring(data)
+        while chunk := file.read(_CHUNK):
+            guard.Parse(chunk, False)
+            parser.feed(chunk)
+            yield from parser.read_events()
+        guard.Parse(b"", True)
+        parser.close()
+        yield from parser.read_events()
     except (expat.ExpatError, ET.ParseError) as e:
         raise ModelError(f"{path}: not a well-formed IR XML file ({e})") from e
 
 
+class _Weights:
+    """The .bin, read one Const at a time into that Const's own array (never whole, never
+    mapped): a constant is a copy of its bytes, so it does not change if the file does later."""
+
+    def __init__(self, path, required: bool):
+        """`path`: the .bin's path, or its bytes (then `path` is named "the weights bytes")."""
+        if isinstance(path, (bytes, bytearray, memoryview)):
+            self.path, self.file = "the weights bytes", io.BytesIO(path)
+            self.size = len(self.file.getbuffer())
+            return
+        self.path, self.size, self.file = path, 0, None
+        if not os.path.exists(path):
+            if required:
+                raise ModelError(f"{path}: the weights file does not exist")
+            return
+        try:
+            self.file = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
+            self.size = os.fstat(self.file.fileno()).st_size
+        except OSError as e:
+            self.close()
+            raise ModelError(f"{path}: cannot read the weights ({e.strerror})") from e
+
+    def read_into(self, array: np.ndarray, offset: int) -> bool:
+        """Fill the C-contiguous `array` from the bytes at `offset`; False if the file ends
+        first (it was checked long enough, but may have shrunk since)."""
+        view = memoryview(array.reshape(-1).view(np.uint8))
+        done = 0
+        self.file.seek(offset)
+        while done < len(view):
+            count = self.file.readinto(view[done:])
+            if not count:
+                return False
+            done += count
+        return True
+
+    def close(self):
+        if self.file is not None:
+            self.file.close()
+
+
 def read_graph(xml_path, *, weights=None) -> Graph:
-    """An OpenVINO IR as a cyloop `Graph`: `xml_path` and its weights (`weights`: a path; by
-    default the .bin beside the .xml)."""
-    xml_path = os.fspath(xml_path)
+    """An OpenVINO IR as a cyloop `Graph`: `xml_path` (or the XML's bytes) and its weights
+    (`weights`: a path or the bytes; by default the .bin beside the .xml)."""
+    xml_bytes = isinstance(xml_path, (bytes, bytearray, memoryview))
+    if xml_bytes:
+        source, xml_path = io.BytesIO(xml_path), "the IR bytes"
+    else:
+        xml_path = os.fspath(xml_path)
+    if isinstance(weights, (bytes, bytearray, memoryview)):
+        bin_path = weights
+    elif weights is not None:
+        bin_path = os.fspath(weights)
+    else:
+        bin_path = "(no weights given)" if xml_bytes else os.path.splitext(xml_path)[0] + ".bin"
+    blob = _Weights(bin_path, required=weights is not None)
+    bin_path = blob.path
+    # Reading makes millions of short-lived objects while the graph grows, and no reference
+    # cycles: the cyclic collector would walk the growing graph again and again for nothing
+    # (two thirds of the reading time of a large IR), so it pauses until the graph is read.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        with open(xml_path, "rb") as f:
-            data = f.read()
+        with source if xml_bytes else open(xml_path, "rb") as xml_file:
+            return _Reader(blob, bin_path).read(_parse_events(xml_file, xml_path), xml_path)
     except OSError as e:
         raise ModelError(f"{xml_path}: cannot read the IR ({e.strerror})") from e
-    root = _parse_xml(data, xml_path)
-    if root.tag != "net":
-        raise ModelError(f"{xml_path}: the root element is <{root.tag}>, not an IR <net>")
-    bin_path = os.fspath(weights) if weights is not None else os.path.splitext(xml_path)[0] + ".bin"
-    blob = b""
-    if os.path.exists(bin_path):
-        with open(bin_path, "rb") as f:
-            blob = f.read()
-    elif weights is not None:
-        raise ModelError(f"{bin_path}: the weights file does not exist")
-    reader = _Reader(blob, bin_path)
-    graph, _ = reader.graph(root, prefix="", top=True, name=root.get("name", "ir"))
-    return graph
+    finally:
+        blob.close()
+        if collecting:
+            gc.enable()
 
 
 def _int(element, key, where, default=None):
@@ -137,114 +207,210 @@ def _shape(text):
     return tuple(dims)
 
 
-class _Reader:
-    def __init__(self, blob: bytes, bin_path: str):
-        self.blob = blob
-        self.bin_path = bin_path
-        self.depth = 0  # graphs being read around the next one (its nesting level)
+class _Body(NamedTuple):
+    """A body read from the IR, with what its layer's port map needs to know of it."""
 
-    # -- one graph (the net or a body) ---------------------------------------------------------
+    graph: Graph
+    params: dict  # Parameter layer id -> its value name, in document order
+    results: dict  # Result layer id -> the value it reads, in document order
 
-    def graph(self, element, prefix: str, top: bool, name: str):
-        """(the Graph, {(layer id, port id or "result"): value name}) for a net or a body; bodies
-        nested deeper than MAX_NESTING are a ModelError."""
-        if self.depth > MAX_NESTING:
-            raise ModelError(f"{name}: bodies nested more than {MAX_NESTING} deep; cyloop reads "
-                             "at most that")
-        self.depth += 1
-        try:
-            return self._graph(element, prefix, top, name)
-        finally:
-            self.depth -= 1
 
-    def _graph(self, element, prefix: str, top: bool, name: str):
-        layers_el = element.find("layers")
-        if layers_el is None:
-            layers_el = element.find("operations")  # the older Loop-5 dialect
-        if layers_el is None:
-            raise ModelError(f"{name}: no <layers> section")
-        layers = list(layers_el)
-        by_id = {}
-        for layer in layers:
-            lid = layer.get("id")
-            if lid is None or lid in by_id:
-                raise ModelError(f"{name}: a layer has a missing or repeated id ({lid!r})")
-            by_id[lid] = layer
-        sources = {}  # (to layer, to port) -> (from layer, from port)
-        edges_el = element.find("edges")
-        for edge in ([] if edges_el is None else list(edges_el)):
-            src = (edge.get("from-layer", edge.get("from-operation")), edge.get("from-port"))
-            dst = (edge.get("to-layer", edge.get("to-operation")), edge.get("to-port"))
-            for layer_id, _ in (src, dst):
-                if layer_id not in by_id:
-                    raise ModelError(f"{name}: an edge names layer {layer_id}, which does not "
-                                     "exist")
-            sources[dst] = src
+class _Unread(NamedTuple):
+    """An input whose edge names a port that no earlier layer produces."""
 
-        inputs, outputs, nodes, initializers = [], [], [], {}
-        value_names: dict[tuple[str, str], str] = {}
+    layer: str
+    port: str
 
-        def internal(lid, port):
-            return f"{prefix}#{lid}:{port}"
 
-        def read(layer, port_el):
-            key = (layer.get("id"), port_el.get("id"))
-            if key not in sources:
-                raise ModelError(f"layer {layer.get('id')} ({layer.get('name')!r}, "
-                                 f"{layer.get('type')}): input port {key[1]} is not connected")
-            src = sources[key]
-            if src not in value_names:
-                raise ModelError(f"layer {layer.get('id')} ({layer.get('name')!r}): its input "
-                                 f"comes from layer {src[0]} port {src[1]}, which produces "
-                                 "nothing (or comes later in the document)")
-            return value_names[src]
+_UNCONNECTED = object()  # an input no edge has reached (yet); an output no port has
+_READ_LAST = ("TensorIterator", "Loop", "If")  # their readers need their input values
 
-        def out_ports(layer):
-            section = layer.find("output")
-            return [] if section is None else list(section)
 
-        def in_ports(layer):
-            section = layer.find("input")
-            return [] if section is None else list(section)
+class _Layer:
+    """What the rest of its graph needs of a layer once read: its place in the document, the
+    values on its output ports, and the values on its input ports, filled in as the edges arrive
+    (they follow the layers). One small record a layer: a large graph holds very many."""
 
-        public_outputs: list[tuple[str, str]] = []
-        for layer in layers:
-            lid, kind = layer.get("id"), layer.get("type")
-            data = layer.find("data")
-            attrs = dict(data.attrib) if data is not None else {}
-            if kind == "Parameter":
-                dtype = ELEMENT_TYPES.get(attrs.get("element_type", "f32"))
-                # A body Parameter keeps its layer name (scoped), for readable plans.
-                value = layer.get("name") if top else f"{prefix}{layer.get('name') or lid}"
-                if not top and value in {v.name for v in inputs}:
-                    value = internal(lid, "0")
-                for port in out_ports(layer) or [ET.Element("port", id="0")]:
-                    value_names[(lid, port.get("id"))] = value
-                inputs.append(Value(value, dtype, _shape(attrs.get("shape"))))
-            elif kind == "Const":
-                value = self.const(layer, attrs)
-                for port in out_ports(layer):
-                    initializers[internal(lid, port.get("id"))] = value
-                    value_names[(lid, port.get("id"))] = internal(lid, port.get("id"))
-            elif kind == "Result":
-                (port,) = in_ports(layer)[:1] or [None]
-                if port is None:
-                    raise ModelError(f"Result layer {lid} ({layer.get('name')!r}) has no input")
-                source = read(layer, port)
-                if top:
-                    src_layer, src_port = sources[(lid, port.get("id"))]
-                    public_outputs.append((source, self.tensor_name(by_id[src_layer], src_port)
-                                           or layer.get("name")))
-                else:
-                    outputs.append(Value(source, *_port_type(port)))
-                value_names[(lid, "result")] = source
+    __slots__ = ("in_ports", "inputs", "node", "out_ports", "outputs", "position")
+
+    def __init__(self, position, out_ports, outputs, in_ports=(), inputs=None, node=None):
+        self.position = position  # the layer's place in the document
+        self.out_ports, self.outputs = out_ports, outputs  # port ids; the value on each
+        # Port ids; the value each reads (a Result: the (layer, port) it reads), or None
+        self.in_ports, self.inputs = in_ports, inputs
+        self.node = node  # the Node read; for a layer read when the graph ends, its element
+
+    def output(self, port):
+        """The value on output `port` (the last port of that id), or _UNCONNECTED."""
+        for k in range(len(self.out_ports) - 1, -1, -1):
+            if self.out_ports[k] == port:
+                return self.outputs[k]
+        return _UNCONNECTED
+
+    def describe(self, lid):
+        """The layer's (name, type), for errors."""
+        if isinstance(self.node, Node):
+            return self.node.name[len(lid) + 1:], self.node.op_type
+        return self.node.get("name"), self.node.get("type")
+
+
+class _GraphReading:
+    """One graph, the net or a body, read as the parser streams it (see `_Reader.read`).
+
+    A layer is read when its element ends, and the element is dropped. The edges come after the
+    layers, so a node's input values are filled in as they arrive and checked when the graph
+    ends; Results, and TensorIterator, Loop and If layers (whose readers need their input values),
+    are kept until then: they are few, and small once their bodies are read."""
+
+    def __init__(self, reader, prefix: str, top: bool, name: str):
+        self.reader, self.prefix, self.top, self.name = reader, prefix, top, name
+        self.inputs, self.nodes, self.initializers = [], [], {}
+        self.input_names = set()
+        self.layers = {}  # layer id -> _Layer
+        self.last = []  # (index in nodes or None for a Result, layer id, what reading needs)
+        self.params = {}  # Parameter layer id -> its value name
+        self.port_names = {}  # (layer id, port id) -> the port's tensor names (the net only)
+        self.has_layers = self.has_edges = self.layers_done = False
+        self.early_edges = []  # edges met before the <layers> section ended
+
+    def internal(self, lid, port):
+        return f"{self.prefix}#{lid}:{port}"
+
+    def layer(self, layer, bodies):
+        """Read one layer element (its bodies, if any, already read into `bodies`)."""
+        lid, kind = layer.get("id"), layer.get("type")
+        if lid is None or lid in self.layers:
+            raise ModelError(f"{self.name}: a layer has a missing or repeated id ({lid!r})")
+        position = len(self.layers)
+        data = layer.find("data")
+        attrs = {} if data is None else data.attrib
+        section = layer.find("output")
+        out_ports = () if section is None else self.reader.shared(
+            tuple(port.get("id") for port in section))
+        if self.top and section is not None:
+            for port in section:
+                if port.get("names"):
+                    self.port_names.setdefault((lid, port.get("id")), port.get("names"))
+        if kind == "Parameter":
+            dtype = ELEMENT_TYPES.get(attrs.get("element_type", "f32"))
+            # A body Parameter keeps its layer name (scoped), for readable plans.
+            value = layer.get("name") if self.top else f"{self.prefix}{layer.get('name') or lid}"
+            if not self.top and value in self.input_names:
+                value = self.internal(lid, "0")
+            out_ports = out_ports or ("0",)
+            self.layers[lid] = _Layer(position, out_ports, (value,) * len(out_ports))
+            self.inputs.append(Value(value, dtype, _shape(attrs.get("shape"))))
+            self.input_names.add(value)
+            self.params[lid] = value
+            return
+        if kind == "Const":
+            value = self.reader.const(layer, attrs)
+            outputs = tuple(self.internal(lid, port) for port in out_ports)
+            for name in outputs:
+                self.initializers[name] = value
+            self.layers[lid] = _Layer(position, out_ports, outputs)
+            return
+        section = layer.find("input")
+        in_ports = [] if section is None else list(section)
+        if kind == "Result":
+            if not in_ports:
+                raise ModelError(f"Result layer {lid} ({layer.get('name')!r}) has no input")
+            self.layers[lid] = _Layer(position, (), None, (in_ports[0].get("id"),),
+                                      [_UNCONNECTED], layer)
+            self.last.append((None, lid, in_ports[0]))
+            return
+        # Shared objects for what many layers repeat: op types, port lists, attribute values.
+        kind = sys.intern(kind) if kind is not None else kind
+        ports = self.reader.shared(tuple(port.get("id") for port in in_ports))
+        inputs = [_UNCONNECTED] * len(ports)
+        outputs = [self.internal(lid, port) for port in out_ports]
+        if kind in _READ_LAST:
+            self.layers[lid] = _Layer(position, out_ports, outputs, ports, inputs, layer)
+            self.last.append((len(self.nodes), lid, (layer, kind, dict(attrs), outputs, bodies)))
+            self.nodes.append(None)
+            return
+        attrs = {key: sys.intern(value) for key, value in attrs.items()}
+        node = self.reader.node(layer, kind, attrs, inputs, outputs)
+        self.nodes.append(node)
+        self.layers[lid] = _Layer(position, out_ports, node.outputs, ports,
+                                  node.inputs if ports else None, node)
+
+    def edge(self, edge):
+        src = (edge.get("from-layer", edge.get("from-operation")), edge.get("from-port"))
+        dst = (edge.get("to-layer", edge.get("to-operation")), edge.get("to-port"))
+        if self.layers_done:
+            self.connect(src, dst)
+        else:
+            self.early_edges.append((src, dst))
+
+    def end_layers(self):
+        self.layers_done = True
+        for src, dst in self.early_edges:
+            self.connect(src, dst)
+        self.early_edges = []
+
+    def connect(self, src, dst):
+        """Fill the input `dst` (layer, port) reads with the value `src` names."""
+        for layer_id in (src[0], dst[0]):
+            if layer_id not in self.layers:
+                raise ModelError(f"{self.name}: an edge names layer {layer_id}, which does not "
+                                 "exist")
+        entry = self.layers[dst[0]]
+        if entry.inputs is None:  # a layer without inputs
+            return
+        # (a Result keeps where its value comes from: the net's output takes the port's name)
+        value = src if entry.outputs is None else self.value(src, entry.position)
+        for k, port in enumerate(entry.in_ports):
+            if port == dst[1]:
+                entry.inputs[k] = value
+
+    def value(self, src, position):
+        """The value on output `src` = (layer, port) for the layer at `position`: an `_Unread`
+        unless an earlier layer produces it (an error when the graph ends, unless a later edge
+        to the same input replaces it)."""
+        source = self.layers[src[0]]
+        value = source.output(src[1])
+        if value is _UNCONNECTED or source.position >= position:
+            return _Unread(*src)
+        return value
+
+    def finish(self) -> _Body:
+        if not self.has_layers:
+            raise ModelError(f"{self.name}: no <layers> section")
+        self.end_layers()
+        for lid, entry in self.layers.items():
+            if entry.inputs is None:
+                continue
+            for port, value in zip(entry.in_ports, entry.inputs):
+                if value is _UNCONNECTED:
+                    name, kind = entry.describe(lid)
+                    raise ModelError(f"layer {lid} ({name!r}, {kind}): input port {port} is not "
+                                     "connected")
+                if entry.outputs is None:  # a Result
+                    value = self.value(value, entry.position)
+                if type(value) is _Unread:
+                    name, _ = entry.describe(lid)
+                    raise ModelError(f"layer {lid} ({name!r}): its input comes from layer "
+                                     f"{value.layer} port {value.port}, which produces nothing "
+                                     "(or comes later in the document)")
+        outputs, public_outputs, results = [], [], {}
+        for index, lid, kept in self.last:
+            entry = self.layers[lid]
+            if index is not None:
+                layer, kind, attrs, node_outputs, bodies = kept
+                self.nodes[index] = self.reader.node(layer, kind, attrs, entry.inputs,
+                                                     node_outputs, bodies)
+                continue
+            src = entry.inputs[0]
+            source = results[lid] = self.value(src, entry.position)
+            if self.top:
+                names = self.port_names.get(src)
+                public = names.split(",")[0].strip() if names else None
+                public_outputs.append((source, public or entry.node.get("name")))
             else:
-                node_inputs = [read(layer, port) for port in in_ports(layer)]
-                node_outputs = [internal(lid, port.get("id")) for port in out_ports(layer)]
-                for port, value in zip(out_ports(layer), node_outputs):
-                    value_names[(lid, port.get("id"))] = value
-                nodes.append(self.node(layer, kind, attrs, node_inputs, node_outputs, prefix))
-        if top:
+                outputs.append(Value(source, *_port_type(kept)))
+        nodes, inputs = self.nodes, self.inputs
+        if self.top:
             taken = {v.name for v in inputs}
             for source, public in public_outputs:
                 if public in taken:
@@ -255,16 +421,103 @@ class _Reader:
                                       version=1))
                     taken.add(public)
                 outputs.append(Value(public))
-        graph = Graph(nodes, inputs, outputs, initializers, {DOMAIN: 1, LOOP_DOMAIN: 1}, name)
-        return graph, value_names
+        graph = Graph(nodes, inputs, outputs, self.initializers, {DOMAIN: 1, LOOP_DOMAIN: 1},
+                      self.name)
+        return _Body(graph, self.params, results)
 
-    @staticmethod
-    def tensor_name(layer, port_id):
-        section = layer.find("output")
-        for port in ([] if section is None else list(section)):
-            if port.get("id") == port_id and port.get("names"):
-                return port.get("names").split(",")[0].strip()
-        return None
+
+# What an open element is to `_Reader.read`.
+_GRAPH, _LAYERS, _LAYER, _EDGES, _EDGE = "graph", "layers", "layer", "edges", "edge"
+_INERT = (None, None, None)  # anything else: kept in the tree until its layer is read
+
+
+def _is_body(kind, tag: str) -> bool:
+    """Whether element `tag` of a layer of type `kind` is a body (read as a graph)."""
+    if kind in ("TensorIterator", "Loop"):
+        return tag == "body"
+    return kind == "If" and tag in ("then_body", "else_body")
+
+
+class _Reader:
+    def __init__(self, blob: _Weights, bin_path: str):
+        self.blob = blob
+        self.bin_path = bin_path
+        self._shared = {}  # one object for each repeated tuple of port ids
+
+    def shared(self, ports: tuple) -> tuple:
+        return self._shared.setdefault(ports, ports)
+
+    def read(self, events, path: str) -> Graph:
+        """The Graph of the IR whose parse events (see `_parse_events`) are `events`.
+
+        The document is never held whole: a layer is read when its element ends, and the element
+        removed from the tree (an edge likewise), so the tree holds about one layer per open
+        graph. A body is read the same way, as a graph of its own, and handed to its layer."""
+        stack = []  # per open element: (role, element, its graph reading or its layer's bodies)
+        graphs = []  # the graphs being read, the net first
+        net = None
+        for event, element in events:
+            if event == "start":
+                if not stack:
+                    if element.tag != "net":
+                        raise ModelError(f"{path}: the root element is <{element.tag}>, not an "
+                                         "IR <net>")
+                    graphs.append(_GraphReading(self, "", True, element.get("name", "ir")))
+                    stack.append((_GRAPH, element, graphs[-1]))
+                    continue
+                role, parent, owner = stack[-1]
+                tag = element.tag
+                if role is _LAYERS:
+                    stack.append((_LAYER, element, {}))
+                elif role is _EDGES:
+                    stack.append((_EDGE, element, owner))
+                elif role is _GRAPH and tag in ("layers", "operations") and not owner.has_layers:
+                    owner.has_layers = True  # ("operations": the older Loop-5 dialect)
+                    stack.append((_LAYERS, element, owner))
+                elif role is _GRAPH and tag == "edges" and not owner.has_edges:
+                    owner.has_edges = True
+                    stack.append((_EDGES, element, owner))
+                elif role is _LAYER and tag not in owner and _is_body(parent.get("type"), tag):
+                    graphs.append(self.body_reading(parent, tag, graphs))
+                    stack.append((_GRAPH, element, graphs[-1]))
+                else:
+                    stack.append(_INERT)
+                continue
+            role, _, owner = stack.pop()
+            if role is None:
+                continue
+            if role is _LAYER:
+                graphs[-1].layer(element, owner)
+                stack[-1][1].remove(element)
+            elif role is _EDGE:
+                owner.edge(element)
+                stack[-1][1].remove(element)
+            elif role is _LAYERS:
+                owner.end_layers()
+            elif role is _GRAPH:
+                body = graphs.pop().finish()
+                if stack:
+                    stack[-1][2][element.tag] = body
+                    stack[-1][1].remove(element)
+                else:
+                    net = body.graph
+        return net
+
+    def body_reading(self, layer, tag: str, graphs: list) -> _GraphReading:
+        """The reading of body `tag` of `layer`; bodies nested deeper than MAX_NESTING are a
+        ModelError."""
+        lid, kind = layer.get("id"), layer.get("type")
+        label = f"layer {lid} ({layer.get('name', '')!r}, {kind})"
+        outer = graphs[-1]
+        if tag == "body":
+            prefix, name = f"{outer.prefix}{lid}/", f"{label} body"
+        else:
+            key = tag.removesuffix("_body")
+            prefix, name = f"{outer.prefix}{lid}/{key}/", f"{label} {key} body"
+        if len(graphs) > MAX_NESTING:
+            raise ModelError(f"{name}: bodies nested more than {MAX_NESTING} deep; cyloop reads "
+                             "at most that")
+        return _GraphReading(self, prefix, False, name)
 
     def const(self, layer, attrs):
         label = f"Const layer {layer.get('id')} ({layer.get('name')!r})"
@@ -279,23 +532,30 @@ class _Reader:
         shape = _shape(attrs.get("shape", "")) or ()
         if any(d is None for d in shape):
             raise ModelError(f"{label}: a Const needs a static shape, got {attrs.get('shape')!r}")
-        if offset < 0 or size < 0 or offset + size > len(self.blob):
-            raise ModelError(f"{label}: bytes [{offset}, {offset + size}) run past the end of "
-                             f"{self.bin_path} ({len(self.blob)} bytes); the .bin is missing, "
-                             "truncated or not this IR's")
+        past_end = ModelError(f"{label}: bytes [{offset}, {offset + size}) run past the end of "
+                              f"{self.bin_path} ({self.blob.size} bytes); the .bin is missing, "
+                              "truncated or not this IR's")
+        if size > 0 and self.blob.file is None:
+            raise ModelError(f"{label}: its weights are in {self.bin_path}, which does not "
+                             "exist (give the .bin with weights=)")
+        if offset < 0 or size < 0 or offset + size > self.blob.size:
+            raise past_end
         dtype = np.dtype(ELEMENT_TYPES[kind])
         count = int(np.prod(shape)) if shape else 1
         # (OpenVINO writes an empty constant with a size of 1; no byte of it is read)
         if count * dtype.itemsize != size and not (count == 0 and size <= dtype.itemsize):
             raise ModelError(f"{label}: shape {list(shape)} of {kind} needs "
                              f"{count * dtype.itemsize} bytes, the layer says {size}")
-        value = np.frombuffer(self.blob, dtype, count, offset).reshape(shape).copy()
+        value = np.empty(shape, dtype)
+        if count and not self.blob.read_into(value, offset):
+            raise past_end
         value.flags.writeable = False
         return value
 
     # -- layers ----------------------------------------------------------------------------------
 
-    def node(self, layer, kind, attrs, node_inputs, node_outputs, prefix) -> Node:
+    def node(self, layer, kind, attrs, node_inputs, node_outputs, bodies=None) -> Node:
+        """The Node of a layer; `bodies`: its bodies, read (see `_Reader.read`)."""
         lid, lname = layer.get("id"), layer.get("name", "")
         label = f"layer {lid} ({lname!r}, {kind})"
         version_text = layer.get("version", "opset1")
@@ -304,9 +564,9 @@ class _Reader:
         except ValueError:
             raise ModelError(f"{label}: unknown version {version_text!r}") from None
         if kind in ("TensorIterator", "Loop"):
-            return self.loop(layer, kind, node_inputs, node_outputs, prefix, label)
+            return self.loop(layer, kind, node_inputs, node_outputs, label, bodies)
         if kind == "If":
-            return self.if_(layer, node_inputs, node_outputs, prefix, label)
+            return self.if_(layer, node_inputs, node_outputs, label, bodies)
         try:
             ops.lookup(DOMAIN, kind, version)
         except ModelError as e:
@@ -320,7 +580,7 @@ class _Reader:
         return Node(kind, node_inputs, node_outputs, attrs, DOMAIN, f"{lid}:{lname}",
                     version=version)
 
-    def if_(self, layer, node_inputs, node_outputs, prefix, label) -> Node:
+    def if_(self, layer, node_inputs, node_outputs, label, bodies) -> Node:
         """If-8, lowered as ONNX's If: a branch reads the layer's inputs its port map names (its
         Parameters become Identities of those outer values, which the branch captures) and
         yields the Results mapped to the layer's output ports, in port order."""
@@ -329,20 +589,17 @@ class _Reader:
         in_ports, out_ports = _port_ids(layer, "input"), _port_ids(layer, "output")
         branches = {}
         for key in ("then", "else"):
-            body_el, port_map = layer.find(f"{key}_body"), layer.find(f"{key}_port_map")
-            if body_el is None or port_map is None:
+            read, port_map = bodies.get(f"{key}_body"), layer.find(f"{key}_port_map")
+            if read is None or port_map is None:
                 raise ModelError(f"{label}: no <{key}_body> or <{key}_port_map>")
-            scope = f"{prefix}{layer.get('id')}/{key}/"
-            body, values = self.graph(body_el, scope, top=False, name=f"{label} {key} body")
-            parameters = {v.name for v in body.inputs}
+            body, params, results = read
             nodes = []
             for entry in port_map.findall("input"):
                 port, internal_id = entry.get("external_port_id"), entry.get("internal_layer_id")
                 if port not in in_ports or in_ports.index(port) == 0:
                     raise ModelError(f"{label}: {key}_port_map maps input port {port}, which is "
                                      "not one of the layer's data inputs")
-                param = next((value for (lid, _), value in values.items()
-                              if lid == internal_id and value in parameters), None)
+                param = params.get(internal_id)
                 if param is None:
                     raise ModelError(f"{label}: {key}_port_map names body layer {internal_id}, "
                                      "which is not a body Parameter")
@@ -353,8 +610,7 @@ class _Reader:
             if unmapped:
                 raise ModelError(f"{label}: {key}_body Parameters {unmapped} have no port_map "
                                  "entry")
-            by_port = {entry.get("external_port_id"): values.get((entry.get("internal_layer_id"),
-                                                                  "result"))
+            by_port = {entry.get("external_port_id"): results.get(entry.get("internal_layer_id"))
                        for entry in port_map.findall("output")}
             missing = [port for port in out_ports if by_port.get(port) is None]
             if missing:
@@ -367,23 +623,12 @@ class _Reader:
         return Node("If", node_inputs[:1], node_outputs, branches, "",
                     f"{layer.get('id')}:{layer.get('name', '')}")
 
-    def loop(self, layer, kind, node_inputs, node_outputs, prefix, label) -> Node:
-        body_el = layer.find("body")
-        if body_el is None:
+    def loop(self, layer, kind, node_inputs, node_outputs, label, bodies) -> Node:
+        if "body" not in bodies:
             raise ModelError(f"{label}: no <body>")
-        body, body_values = self.graph(body_el, f"{prefix}{layer.get('id')}/", top=False,
-                                       name=f"{label} body")
-        params = {}  # body Parameter layer id -> its value name
-        results = {}  # body Result layer id -> the value it reads
-        layers_el = body_el.find("layers")
-        if layers_el is None:
-            layers_el = body_el.find("operations")
-        for body_layer in layers_el:
-            if body_layer.get("type") == "Parameter":
-                params[body_layer.get("id")] = body_values[(body_layer.get("id"),
-                                                            _first_port(body_layer))]
-            elif body_layer.get("type") == "Result":
-                results[body_layer.get("id")] = body_values[(body_layer.get("id"), "result")]
+        # params: body Parameter layer id -> its value name; results: body Result layer id ->
+        # the value it reads
+        body, params, results = bodies["body"]
         in_ports, out_ports = _port_ids(layer, "input"), _port_ids(layer, "output")
         back = {}
         back_el = layer.find("back_edges")
@@ -562,9 +807,3 @@ def _port_ids(layer, section: str) -> list:
     """The ids of a layer's input or output ports, in order."""
     ports = layer.find(section)
     return [] if ports is None else [port.get("id") for port in ports]
-
-
-def _first_port(layer):
-    section = layer.find("output")
-    ports = [] if section is None else list(section)
-    return ports[0].get("id") if ports else "0"

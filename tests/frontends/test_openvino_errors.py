@@ -35,19 +35,40 @@ def _edit(path, old, new, count=1):
     path.write_text(text.replace(old, new, count))
 
 
-def test_entity_declarations_are_refused(ti_path):
+@pytest.mark.parametrize("before", ["", f"<!--{'x' * 200_000}-->"],
+                         ids=["at-the-start", "past-the-first-chunks-read"])
+def test_entity_declarations_are_refused(ti_path, before):
     text = ti_path.read_text()
     bomb = ('<!DOCTYPE net [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
             '<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;"><!ENTITY d "&c;&c;&c;&c;&c;&c;&c;&c;">]>')
-    ti_path.write_text(text.replace("<net ", bomb + '<net note="&d;" ', 1))
+    ti_path.write_text(text.replace("<net ", before + bomb + '<net note="&d;" ', 1))
     with pytest.raises(cyloop.ModelError, match="refuses them"):
         cyloop.load(ti_path)
 
 
-def test_missing_weights_name_the_const_layer(ti_path):
+def test_missing_weights_name_the_const_layer_and_the_file(ti_path):
     ti_path.with_suffix(".bin").unlink()
-    with pytest.raises(cyloop.ModelError, match=r"Const layer \d+ .*run past the end"):
+    with pytest.raises(cyloop.ModelError, match=r"Const layer \d+ .*: its weights are in .*"
+                       r"\.bin, which does not exist \(give the \.bin with weights=\)"):
         cyloop.load(ti_path)
+
+
+def test_an_ir_and_its_weights_load_from_bytes(ti_path, tmp_path):
+    """IR XML given as bytes is read as an IR (not as ONNX), its weights as a path or bytes."""
+    xml, blob = ti_path.read_bytes(), ti_path.with_suffix(".bin").read_bytes()
+    from_file = cyloop.load(ti_path)
+    feeds = {v.name: np.ones([d if isinstance(d, int) else 2 for d in v.shape], v.dtype)
+             for v in from_file.graph.inputs if v.name in from_file.input_names}
+    expected = from_file.run(feeds)
+    for weights in (blob, ti_path.with_suffix(".bin")):
+        got = cyloop.load(xml, weights=weights).run(feeds)
+        for name in expected:
+            np.testing.assert_array_equal(got[name], expected[name])
+    with pytest.raises(cyloop.ModelError, match="its weights are in \\(no weights given\\)"):
+        cyloop.load(xml)
+    with pytest.raises(cyloop.ModelError, match=r"run past the end of the weights bytes "
+                       r"\(3 bytes\)"):
+        cyloop.load(xml, weights=b"abc")
 
 
 def test_truncated_weights_name_the_const_layer(ti_path):
