@@ -17,7 +17,8 @@ def load(source, *, weights=None, driver: str | None = None,
          memory_limit: int | None = None, progress=None, hoist: bool = True,
          tune: bool = True) -> Model:
     """Load and compile a model: an ONNX file, its bytes or an ``onnx.ModelProto``; or an
-    OpenVINO IR ``.xml`` (weights from the ``.bin`` beside it, or `weights`).
+    OpenVINO IR ``.xml`` or its bytes (weights from the ``.bin`` beside it, or `weights`: a path
+    or the bytes).
 
     ``driver``, the limits (``max_iterations``: iterations of one run's loops in all, default
     10^8; ``time_limit``: seconds a run may take; ``memory_limit``: bytes of one buffer the
@@ -36,4 +37,13 @@ def load(source, *, weights=None, driver: str | None = None,
             raise ModelError(f"{path}: the file is empty, not a model")
         if path.endswith(".xml"):
             return Model(openvino.read_graph(path, weights=weights), **options)
+    elif isinstance(source, (bytes, bytearray, memoryview)) and _is_xml(source):
+        return Model(openvino.read_graph(source, weights=weights), **options)
     return Model(onnx.read_graph(source), **options)
+
+
+def _is_xml(data) -> bool:
+    """Whether model bytes are XML (an IR) rather than an ONNX protobuf, which never starts with
+    '<' (its first byte is a field tag: 0x08 for ir_version, 0x12, 0x1a, ...)."""
+    head = bytes(data[:64]).lstrip(b"\xef\xbb\xbf \t\r\n")
+    return head.startswith(b"<")

@@ -243,3 +243,16 @@ def test_outputs_are_checked_for_overlap_through_any_chain_of_bases():
     raw = bytes(80)
     handed.add(np.frombuffer(raw))
     assert handed.overlaps(np.frombuffer(raw)[2:])
+
+
+def test_a_node_with_no_outputs_is_a_model_error():
+    """(The runner reads each step's first output slot; an IR Result retyped by the fuzzer
+    crashed the Cython runner.)"""
+    g = GraphBuilder()
+    a = g.input("a", np.float32, (2,))
+    g.node("ShapeOf", a, outputs=[], domain="org.openvinotoolkit")
+    g.output(g.node("Neg", a, outputs=["y"]))
+    for driver in ("cython", "python"):
+        with pytest.raises(cyloop.ModelError, match="ShapeOf node producing '\\?': a node with "
+                           "no outputs"):
+            cyloop.Model(g.build(), driver=driver)

@@ -14,6 +14,7 @@ the liveness analysis see them like any other input.
 
 from __future__ import annotations
 
+import gc
 import threading
 from dataclasses import dataclass, field
 
@@ -42,7 +43,7 @@ def program(compiled: CompiledProgram, settings: Settings):
     return _driver(settings).Program(compiled)
 
 
-@dataclass
+@dataclass(slots=True)
 class CompiledStep:
     """One node of the schedule: its kernel and traits, and the slots it reads, writes, frees."""
 
@@ -75,6 +76,17 @@ class CompiledProgram:
         return self.names[name]
 
 
+def _constant(value) -> np.ndarray:
+    """An initializer as the model's own read-only array: as it is when it already is one (a
+    read-only array owning its memory, as the frontends make them: no second copy of the
+    weights), else a read-only copy (a caller's array may change after compiling)."""
+    if isinstance(value, np.ndarray) and value.flags.owndata and not value.flags.writeable:
+        return value
+    constant = np.array(value, copy=True)
+    constant.flags.writeable = False
+    return constant
+
+
 def compile_graph(graph: Graph, settings: Settings, captures: list[str] = (),
                   opsets: dict[str, int] | None = None) -> CompiledProgram:
     """Schedule `graph`. `captures` are outer-scope names the graph reads; they become inputs after
@@ -85,10 +97,18 @@ def compile_graph(graph: Graph, settings: Settings, captures: list[str] = (),
         raise ModelError(f"graph {graph.name!r}: subgraphs nested more than {MAX_NESTING} deep; "
                          "cyloop runs at most that")
     _nesting.depth = depth + 1
+    # Compiling makes many small objects and few reference cycles: the cyclic collector would
+    # walk the growing schedule again and again (half the compile time of a large IR), so it
+    # pauses until the outermost graph is compiled.
+    pause = depth == 0 and gc.isenabled()
+    if pause:
+        gc.disable()
     try:
         return _compile_graph(graph, settings, captures, opsets)
     finally:
         _nesting.depth = depth
+        if pause:
+            gc.enable()
 
 
 _nesting = threading.local()  # this thread's depth of compile_graph calls
@@ -114,9 +134,7 @@ def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> Compil
     for name, value in graph.initializers.items():
         if name in slots:  # an input with a default: the feed wins, as in ONNX
             continue
-        constant = np.array(value, copy=True)  # the model's own, never handed out writeable
-        constant.flags.writeable = False
-        constants[slot_of(name)] = constant
+        constants[slot_of(name)] = _constant(value)
     defined = set(slots)
 
     steps: list[CompiledStep] = []
@@ -127,6 +145,8 @@ def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> Compil
             if name and name not in defined:
                 raise ModelError(f"graph {graph.name!r}, {node.label}: input {name!r} is not "
                                  "defined by any earlier node, input or initializer")
+        if not node.outputs:  # (the runner gives every step at least one output slot)
+            raise ModelError(f"graph {graph.name!r}, {node.label}: a node with no outputs")
         if _is_identity(node, opsets):
             # No step: the output is another name for the input's value (so, for instance, a
             # carried value emitted through an Identity is still stored once).
