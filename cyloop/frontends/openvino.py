@@ -54,14 +54,20 @@ ELEMENT_TYPES = {
     "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32,
     "u64": np.uint64, "boolean": np.bool_,
 }
-try:  # bfloat16 and the 8-bit floats, when ml_dtypes is installed (the onnx extra brings it);
-    # the 4-bit types OpenVINO packs two a byte are not read.
+# The types numpy lacks, by their ml_dtypes names: bfloat16, the 8-bit floats and the 4-bit types
+# OpenVINO packs two a byte in the .bin (`_unpack_nibbles`), read when ml_dtypes is installed (the
+# onnx extra brings it).
+_ML_DTYPES = {"bf16": "bfloat16", "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
+              "f8e8m0": "float8_e8m0fnu", "i4": "int4", "u4": "uint4",
+              "f4e2m1": "float4_e2m1fn"}
+_PACKED_4BIT = frozenset(["i4", "u4", "f4e2m1"])
+try:
     import ml_dtypes
 except ImportError:  # pragma: no cover
     ml_dtypes = None
 if ml_dtypes is not None:
-    ELEMENT_TYPES.update({"bf16": ml_dtypes.bfloat16, "f8e4m3": ml_dtypes.float8_e4m3fn,
-                          "f8e5m2": ml_dtypes.float8_e5m2, "f8e8m0": ml_dtypes.float8_e8m0fnu})
+    ELEMENT_TYPES.update({name: getattr(ml_dtypes, type_name)
+                          for name, type_name in _ML_DTYPES.items()})
 
 # Layer attributes that name an element type: the kernels get them as numpy dtypes.
 _TYPE_ATTRIBUTES = ("destination_type", "output_type", "index_element_type", "count_element_type")
@@ -183,14 +189,32 @@ def _int(element, key, where, default=None):
                          "integer") from None
 
 
+def _unknown_type(name, where) -> ModelError:
+    """The error for an element type cyloop cannot read (the ml_dtypes ones without ml_dtypes)."""
+    if name in _ML_DTYPES:
+        return UnsupportedOpError(f"{where}: element type {name!r} needs the ml_dtypes package "
+                                  f"(numpy has no {_ML_DTYPES[name]}): pip install ml_dtypes")
+    return ModelError(f"{where}: element type {name!r} is not supported (supported: "
+                      f"{', '.join(ELEMENT_TYPES)})")
+
+
 def _element_type(name, where):
     """An IR element type name as a numpy dtype; "" (left to the layer's default) as None."""
     if name == "":
         return None
     if name not in ELEMENT_TYPES:
-        raise ModelError(f"{where}: element type {name!r} is not supported (supported: "
-                         f"{', '.join(ELEMENT_TYPES)})")
+        raise _unknown_type(name, where)
     return np.dtype(ELEMENT_TYPES[name])
+
+
+def _unpack_nibbles(packed: np.ndarray, count: int, dtype: np.dtype) -> np.ndarray:
+    """`count` 4-bit values packed two a byte, the first in the low nibble (OpenVINO's layout of
+    i4, u4 and f4e2m1 in the .bin), as an array of `dtype`, one value a byte: ml_dtypes keeps a
+    4-bit value in the low nibble of its byte, so each nibble is the value's bits."""
+    nibbles = np.empty(2 * packed.size, np.uint8)
+    np.bitwise_and(packed, 0x0F, out=nibbles[0::2])
+    np.right_shift(packed, 4, out=nibbles[1::2])
+    return nibbles[:count].view(dtype)
 
 
 def _shape(text):
@@ -523,8 +547,7 @@ class _Reader:
         label = f"Const layer {layer.get('id')} ({layer.get('name')!r})"
         kind = attrs.get("element_type")
         if kind not in ELEMENT_TYPES:
-            raise ModelError(f"{label}: element type {kind!r} is not supported (supported: "
-                             f"{', '.join(ELEMENT_TYPES)})")
+            raise _unknown_type(kind, label)
         try:
             offset, size = int(attrs["offset"]), int(attrs["size"])
         except (KeyError, ValueError) as e:
@@ -542,13 +565,21 @@ class _Reader:
             raise past_end
         dtype = np.dtype(ELEMENT_TYPES[kind])
         count = int(np.prod(shape)) if shape else 1
+        packed = kind in _PACKED_4BIT  # two values a byte, the last byte's high nibble unused
+        needed = (count + 1) // 2 if packed else count * dtype.itemsize
         # (OpenVINO writes an empty constant with a size of 1; no byte of it is read)
-        if count * dtype.itemsize != size and not (count == 0 and size <= dtype.itemsize):
-            raise ModelError(f"{label}: shape {list(shape)} of {kind} needs "
-                             f"{count * dtype.itemsize} bytes, the layer says {size}")
-        value = np.empty(shape, dtype)
-        if count and not self.blob.read_into(value, offset):
-            raise past_end
+        if needed != size and not (count == 0 and size <= dtype.itemsize):
+            raise ModelError(f"{label}: shape {list(shape)} of {kind} needs {needed} bytes, the "
+                             f"layer says {size}")
+        if packed:
+            raw = np.empty(needed, np.uint8)
+            if needed and not self.blob.read_into(raw, offset):
+                raise past_end
+            value = _unpack_nibbles(raw, count, dtype).reshape(shape)
+        else:
+            value = np.empty(shape, dtype)
+            if count and not self.blob.read_into(value, offset):
+                raise past_end
         value.flags.writeable = False
         return value
 

@@ -22,6 +22,9 @@ A kernel declares its traits where it is registered, and the engine reads them f
   ``X W^T + B`` can be hoisted, the rest running as the named recurrence op.
 - ``identity=True``: it returns its one input unchanged, so the compiler runs no step for it and
   its output is another name for its input's value.
+- ``stateful=True``: its calls depend on the calls before (a random stream moving on), so each
+  node has a kernel of its own. Any other kernel is a pure function of its attributes and
+  inputs, which lets nodes with one attributes dict share one (engine/compile.py).
 """
 
 from __future__ import annotations
@@ -89,6 +92,7 @@ class KernelDef:
     scalar: tuple[Callable, frozenset] | None = None
     cell: tuple[str, int, int] | None = None
     identity: bool = False
+    stateful: bool = False
 
     def build(self, attrs: dict[str, Any], n_outputs: int = 1) -> Callable:
         """Bind `attrs`; a ``multi`` factory also learns how many outputs the node has."""
@@ -119,7 +123,7 @@ _TABLE: dict[tuple[str, str], list[KernelDef]] = {}
 
 def kernel(op_type: str, domain: str = "", since: int = 1, out: bool = False, multi: bool = False,
            batch: str | None = None, batch_if=None, scalar=None, cell=None,
-           identity: bool = False):
+           identity: bool = False, stateful: bool = False):
     """Register the decorated factory for `op_type` in `domain` from opset `since` on, with the
     traits in the module docstring."""
     if batch is not None and batch not in BATCH_FORMS:
@@ -131,7 +135,7 @@ def kernel(op_type: str, domain: str = "", since: int = 1, out: bool = False, mu
             raise RuntimeError(f"kernel {domain or 'ai.onnx'}::{op_type} since {since} is "
                                "registered twice")
         bisect.insort(entries, KernelDef(op_type, domain, since, factory, out, multi, batch,
-                                         batch_if, scalar, cell, identity),
+                                         batch_if, scalar, cell, identity, stateful),
                       key=lambda entry: entry.since)
         return factory
 

@@ -2,7 +2,7 @@
 converted to IR by `openvino.convert_model` and run by cyloop against the case's expected outputs
 with the case's tolerances.
 
-Each case ends one of four ways, and only these:
+Each case ends one of five ways, and only these:
 - it passes;
 - OpenVINO cannot convert it: xfail, the reason OpenVINO's own error (listed in the run's
   summary, not hidden);
@@ -10,7 +10,10 @@ Each case ends one of four ways, and only these:
   has no kernel for yet: xfail naming the layer (`test_missing_layers_are_still_missing` keeps the
   list from going stale);
 - it is in KNOWN_FAILURES, each with its reason: a strict xfail (a fixed case fails the run until
-  it is taken off the list).
+  it is taken off the list);
+- its outputs are random numbers no generator can reproduce (RANDOM_OUTPUTS, each with its
+  reason): it runs and its outputs' shapes and dtypes are checked, then it xfails, its values
+  not compared.
 """
 
 import json
@@ -33,10 +36,7 @@ from .openvino_convert_cases import node_cases
 
 # OpenVINO layer types (and the opset versions convert_model writes) cyloop has no kernel for,
 # with how many node cases each one stops (onnx 1.23, OpenVINO 2026.4).
-MISSING_LAYERS = {
-    "DFT-7": 4, "ROIAlign-9": 3, "FakeConvert-13": 2, "IDFT-7": 2, "IRDFT-9": 2, "RDFT-9": 2,
-    "RandomUniform-8": 2,
-}
+MISSING_LAYERS = {}
 
 # Cases that convert, need no missing layer, and still fail (case-name patterns), each with why.
 KNOWN_FAILURES = {
@@ -94,14 +94,29 @@ KNOWN_FAILURES = {
     r"^test_resize_(up|down)sample_sizes_nearest_not_(larger|smaller)$":
         "the IR's Interpolate resizes to the sizes as given: the converter drops "
         "keep_aspect_ratio_policy (OpenVINO's own answer has cyloop's shape and values)",
+    r"^test_dft_axis$":
+        "the IR's DFT transforms axis 1 whatever the axis input says (2 here): the converter "
+        "drops the input (OpenVINO's own answer is cyloop's)",
+    r"^test_dft_(rfft|irfft)(_opset19)?$":
+        "the IR's RDFT takes the real signal's trailing axis of 1 as one more signal axis "
+        "([1, 6, 10, 1, 2] for ONNX's [1, 6, 10, 2]) and its IRDFT returns no such axis "
+        "([1, 10, 10] for [1, 10, 10, 1]); the values are ONNX's (OpenVINO's own answer has "
+        "cyloop's shapes)",
+    r"^test_roialign_mode_max$":
+        "ONNX's RoiAlign max mode takes the largest of each sample's four weighted corners "
+        "(w * v, not the interpolated value); the IR's ROIAlign mode=max, by OpenVINO's spec, "
+        "the largest interpolated sample (OpenVINO's own answer is cyloop's, to 5e-7)",
     # The IR is right by OpenVINO's spec and OpenVINO's plugin departs from it:
     r"^test_div_int32_trunc$":
         "the IR's Divide says m_pythondiv=true (floor), ONNX truncates; cyloop follows the IR's "
         "spec, OpenVINO's CPU plugin truncates whatever the attribute says",
-    # cyloop's IR reader: OpenVINO packs 4-bit types two a byte; cyloop does not read them yet.
-    r"^(test_cast(like)?_FLOAT(16)?_to_(FLOAT4E2M1|INT4|UINT4)(_expanded)?"
-    r"|test_quantizelinear_u?int4)$":
-        "a 4-bit element type (i4 / u4 / f4e2m1) in the IR",
+}
+
+# Cases whose expected outputs are random draws (case-name patterns), each with why.
+RANDOM_OUTPUTS = {
+    r"^test_bernoulli_(double|seed)_expanded$":
+        "the IR's RandomUniform has both seeds 0, which asks for new numbers each time (cyloop "
+        "and OpenVINO each draw a seed); the expected values are numpy's draws",
 }
 
 _STRUCTURAL = {"Parameter", "Const", "Result", "TensorIterator", "Loop", "If"}
@@ -175,6 +190,7 @@ def test_node_case_through_openvino_ir(name, converted, request):
     known = [reason for pattern, reason in KNOWN_FAILURES.items() if re.search(pattern, name)]
     if known:  # run it all the same: a fixed case fails the run until it comes off the list
         request.applymarker(pytest.mark.xfail(reason=known[0], strict=True))
+    random = [reason for pattern, reason in RANDOM_OUTPUTS.items() if re.search(pattern, name)]
     case = _CASES[name]
     model = cyloop.load(xml_path)
     for inputs, expected in case.data_sets:
@@ -184,11 +200,15 @@ def test_node_case_through_openvino_ir(name, converted, request):
         for value, want in zip(got, expected):
             assert value.shape == want.shape
             assert value.dtype == want.dtype
+            if random:
+                continue
             if want.dtype.kind in "biuO":
                 np.testing.assert_array_equal(value, want)
             else:
                 np.testing.assert_allclose(value.astype(np.float64), want.astype(np.float64),
                                            rtol=case.rtol, atol=case.atol)
+    if random:
+        pytest.xfail(f"random outputs, their shapes and dtypes checked: {random[0]}")
 
 
 def test_missing_layers_are_still_missing():

@@ -5,11 +5,13 @@ from . import (  # noqa: F401  (registration happens on import)
     cells,
     detection,
     elementwise,
+    generation,
     image,
     indexing,
     nn,
     normalization,
     sequences,
+    signals,
     spatial,
     tensor,
 )

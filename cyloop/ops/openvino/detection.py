@@ -1,4 +1,4 @@
-"""Object detection layers of OpenVINO IR: NonMaxSuppression-9.
+"""Object detection layers of OpenVINO IR: NonMaxSuppression-9 and ROIAlign-3/9.
 
 NonMaxSuppression follows OpenVINO's reference implementation step by step (a priority queue per
 class, scores rescored lazily against the boxes selected since a candidate was last seen), in
@@ -10,7 +10,7 @@ import heapq
 import numpy as np
 
 from ..registry import kernel
-from ._attrs import DOMAIN, as_bool, as_choice, as_dtype
+from ._attrs import DOMAIN, as_bool, as_choice, as_dtype, as_float, as_int
 
 _F32 = np.float32
 
@@ -123,3 +123,116 @@ def non_max_suppression(attrs, n_outputs):
         return (indices, chosen, valid)[:n_outputs]
 
     return suppress
+
+
+# ROIAlign-9's aligned_mode: (added to a box coordinate before the spatial scale, after it).
+# A bound on sampling_ratio 0's points a side of a bin (a box far larger than its feature map
+# would otherwise ask for any number of them).
+_MAX_ADAPTIVE_SAMPLES = 1 << 16
+_ALIGNED_OFFSETS = {"asymmetric": (0.0, 0.0), "half_pixel_for_nn": (0.0, -0.5),
+                    "half_pixel": (0.5, -0.5)}
+
+
+def _bilinear_taps(positions, size):
+    """(low index, high index, low weight, high weight, inside) of bilinear sampling at
+    `positions` along an axis of `size`: a position below -1 or past `size` is outside (it
+    weighs nothing), one in [-1, 0] reads position 0, one at or past size - 1 the last."""
+    inside = (positions >= -1) & (positions <= size)  # (False for NaN)
+    clamped = np.where(inside, np.clip(positions, 0, size - 1), 0)
+    low = clamped.astype(np.intp)
+    high = np.where(low >= size - 1, low, low + 1)
+    fraction = clamped - low.astype(clamped.dtype)
+    return low, high, 1 - fraction, fraction, inside
+
+
+def _interpolate_axis(data, axis, positions):
+    """`data` read bilinearly at `positions` along `axis` (outside positions give 0)."""
+    low, high, w_low, w_high, inside = _bilinear_taps(positions, data.shape[axis])
+    shape = (-1,) + (1,) * (data.ndim - axis - 1)
+    w_low = np.where(inside, w_low, 0).reshape(shape)
+    w_high = np.where(inside, w_high, 0).reshape(shape)
+    return np.take(data, low, axis=axis) * w_low + np.take(data, high, axis=axis) * w_high
+
+
+def _align_box(features, box, pooled, sampling_ratio, average):
+    """One box's [C, pooled_h, pooled_w] of `features` [C, H, W]: `box` (x1, y1, width,
+    height) in feature coordinates is divided into pooled_h x pooled_w bins, each sampled at a
+    grid of points (``sampling_ratio`` a side, or ceil(bin size) when 0) at the centres of its
+    cells; each point is read bilinearly (0 outside [-1, size]), and a bin is the mean of its
+    points or, with max, the largest of them and 0."""
+    x1, y1, width, height = box
+    grids = []
+    for start, extent, bins in ((y1, height, pooled[0]), (x1, width, pooled[1])):
+        step = extent / extent.dtype.type(bins)
+        if not sampling_ratio and not (np.isfinite(step) and step <= _MAX_ADAPTIVE_SAMPLES):
+            raise ValueError(f"ROIAlign with sampling_ratio 0 samples a bin {step} wide or "
+                             f"high at ceil({step}) points a side; cyloop takes at most "
+                             f"{_MAX_ADAPTIVE_SAMPLES}")
+        count = sampling_ratio or int(np.ceil(step))
+        if count <= 0:  # an empty box with an adaptive grid: no sample point, and so 0
+            return np.zeros((features.shape[0],) + tuple(pooled), features.dtype)
+        spacing = step / extent.dtype.type(count)
+        cells = np.arange(bins, dtype=extent.dtype)[:, None] * step \
+            + spacing * (np.arange(count, dtype=extent.dtype) + extent.dtype.type(0.5))[None, :]
+        grids.append((start + cells, count))
+    (rows, count_y), (columns, count_x) = grids
+    # Bilinear reading is separable: the rows first ([C, bins_h * count_y, W]), then columns.
+    sampled = _interpolate_axis(features, 1, rows.reshape(-1))
+    sampled = _interpolate_axis(sampled, 2, columns.reshape(-1))
+    sampled = sampled.reshape(features.shape[0], pooled[0], count_y, pooled[1], count_x)
+    if average:
+        return sampled.mean(axis=(2, 4))
+    return np.maximum(sampled.max(axis=(2, 4)), 0)
+
+
+def _roi_align(attrs, aligned_mode):
+    pooled = (as_int(attrs, "pooled_h"), as_int(attrs, "pooled_w"))
+    if any(p is None or p < 1 for p in pooled):
+        raise ValueError(f"ROIAlign needs positive pooled_h and pooled_w, got {pooled}")
+    sampling_ratio = as_int(attrs, "sampling_ratio", 0)
+    if sampling_ratio < 0:
+        raise ValueError(f"ROIAlign sampling_ratio must not be negative, got {sampling_ratio}")
+    spatial_scale = as_float(attrs, "spatial_scale", 1.0)
+    average = as_choice(attrs, "mode", ("avg", "max")) == "avg"
+    before, after = _ALIGNED_OFFSETS[aligned_mode]
+
+    def align(features, rois, batch_indices):
+        if features.ndim != 4 or rois.ndim != 2 or rois.shape[-1] != 4 \
+                or np.shape(batch_indices) != rois.shape[:1]:
+            raise ValueError(f"ROIAlign needs feature maps [N, C, H, W], rois [R, 4] and batch "
+                             f"indices [R], got {list(features.shape)}, {list(rois.shape)} and "
+                             f"{list(np.shape(batch_indices))}")
+        batches = np.asarray(batch_indices).astype(np.int64)
+        if batches.size and (batches.min() < 0 or batches.max() >= features.shape[0]):
+            raise ValueError(f"ROIAlign batch indices must be in [0, {features.shape[0]}), got "
+                             f"{batches.tolist()}")
+        # Coordinates in the maps' precision (float16 and bfloat16 in float32), as OpenVINO.
+        work = np.dtype(np.float64) if features.dtype == np.float64 else np.dtype(np.float32)
+        boxes = (rois.astype(work) + work.type(before)) * work.type(spatial_scale) \
+            + work.type(after)
+        sizes = boxes[:, 2:] - boxes[:, :2]  # (width, height)
+        if aligned_mode == "asymmetric":  # a malformed box is a box of 1 x 1
+            sizes = np.maximum(sizes, work.type(1))
+        maps = features.astype(work, copy=False)
+        out = np.empty((rois.shape[0], features.shape[1]) + pooled, features.dtype)
+        for k, batch in enumerate(batches):
+            box = (boxes[k, 0], boxes[k, 1], sizes[k, 0], sizes[k, 1])
+            out[k] = _align_box(maps[batch], box, pooled, sampling_ratio, average)
+        return out
+
+    return align
+
+
+@kernel("ROIAlign", domain=DOMAIN, since=3)
+def roi_align_3(attrs):
+    """(feature maps [N, C, H, W], rois [R, 4] of (x1, y1, x2, y2), batch indices [R]) ->
+    [R, C, pooled_h, pooled_w] (`_align_box`): the box corners times ``spatial_scale``, its
+    width and height at least 1."""
+    return _roi_align(attrs, "asymmetric")
+
+
+@kernel("ROIAlign", domain=DOMAIN, since=9)
+def roi_align_9(attrs):
+    """ROIAlign-3 with ``aligned_mode``: asymmetric (ROIAlign-3's), half_pixel_for_nn (corners
+    scaled, less a half, any size) or half_pixel (corners plus a half, scaled, less a half)."""
+    return _roi_align(attrs, as_choice(attrs, "aligned_mode", tuple(_ALIGNED_OFFSETS)))

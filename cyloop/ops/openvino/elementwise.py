@@ -330,3 +330,58 @@ def fake_quantize(attrs):
         return np.broadcast_to(result, x.shape).astype(x.dtype)
 
     return quantized
+
+
+# FakeConvert's emulated types: the ml_dtypes type and its largest finite value.
+_FAKE_TYPES = {"f8e4m3": ("float8_e4m3fn", 448.0), "f8e5m2": ("float8_e5m2", 57344.0)}
+
+
+def _fake_type(attrs):
+    """FakeConvert's destination_type (the IR's name, or the dtype the frontend resolved it to)
+    as (the 8-bit type, its largest value as float16)."""
+    value = attrs.get("destination_type")
+    names = {"float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}
+    name = value if isinstance(value, str) else names.get(np.dtype(value).name, str(value))
+    if name not in _FAKE_TYPES:
+        raise ValueError(f"FakeConvert destination_type must be f8e4m3 or f8e5m2, got {value!r}")
+    try:
+        import ml_dtypes
+    except ImportError as e:
+        raise ValueError("FakeConvert needs the ml_dtypes package for its 8-bit float types: "
+                         "pip install ml_dtypes") from e
+    type_name, largest = _FAKE_TYPES[name]
+    return np.dtype(getattr(ml_dtypes, type_name)), np.float16(largest)
+
+
+def _emulate_float8(x, f8, largest):
+    """float `x` through the 8-bit type `f8` and back, as OpenVINO's CPU plugin rounds it: to
+    float16 first (nearest even; a float32 past float16's range becomes infinite), then to `f8`
+    (nearest even), every magnitude past `largest`, infinities included, saturating to it. NaN
+    stays NaN (the plugin's own answer for NaN is -largest, an artifact of its clamp; OpenVINO's
+    reference implementation flushes e4m3 magnitudes below 2^-9 to zero, which the plugin does
+    not). Returned as float16."""
+    half = np.asarray(x).astype(np.float16)
+    clamped = np.clip(half, -largest, largest)  # (NaN passes through np.clip)
+    return clamped.astype(f8).astype(np.float16)
+
+
+@kernel("FakeConvert", domain=DOMAIN, since=13)
+def fake_convert(attrs):
+    """(data, scale[, shift]) -> (emulate(data * scale - shift) + shift) / scale in data's type
+    (float16, bfloat16 or float32): the value data takes through ``destination_type`` (f8e4m3 or
+    f8e5m2) and back, rounded as `_emulate_float8`; scale and shift broadcast numpy's way."""
+    f8, largest = _fake_type(attrs)
+
+    def fake(x, scale, shift=None):
+        if x.dtype.kind != "f" and x.dtype.name != "bfloat16":
+            raise ValueError(f"FakeConvert needs floating-point data, got {x.dtype}")
+        scale = np.asarray(scale).astype(x.dtype, copy=False)
+        shift = np.zeros((), x.dtype) if shift is None else \
+            np.asarray(shift).astype(x.dtype, copy=False)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            scaled = (x * scale - shift).astype(x.dtype, copy=False)
+            rounded = _emulate_float8(scaled, f8, largest).astype(x.dtype)
+            result = ((rounded + shift) / scale).astype(x.dtype, copy=False)
+        return np.broadcast_to(result, x.shape).copy() if result.shape != x.shape else result
+
+    return fake
