@@ -1,6 +1,7 @@
 """The `cyloop` command, through subprocess as a user runs it."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -265,6 +266,32 @@ def test_plan_generates_the_inputs_it_is_not_given():
     assert "inputs generated from their declared shapes (seed 0; symbolic dims 4): X, H0, C0" \
         in out
     assert "concatenated" in out
+
+
+def test_plan_of_an_ir_names_values_as_the_model_does():
+    """Body values by their tensor and layer names, not the reader's `3/#8:6` (issue 15)."""
+    code, out, err = cyloop("plan", EXAMPLES[0])
+    assert code == 0, err
+    assert re.search(r"input +xt +sliced", out), out
+    assert re.search(r"input +h +carried +back edge from 'Result_13'", out), out
+    assert re.search(r"output +#2 Result_14 +last", out), out
+    assert not re.search(r"#\d+:\d|\b\d+/", out), out
+
+
+def test_info_of_an_ir_shows_the_outputs_its_results_declare(tmp_path):
+    code, out, err = cyloop("info", EXAMPLES[0])
+    assert code == 0, err
+    assert "  all_h: float32 [2, 16, 16]\n  last_h: float32 [2, 16]\n" in out
+    import openvino as ov
+    import openvino.opset8 as ops
+
+    p = ops.parameter(ov.PartialShape([-1, 3]), np.float32, name="P")
+    relu = ops.relu(p)
+    relu.output(0).set_names({"y"})
+    ov.save_model(ov.Model([relu], [p], "dynamic"), str(tmp_path / "dyn.xml"))
+    code, out, err = cyloop("info", tmp_path / "dyn.xml")
+    assert code == 0, err
+    assert "outputs:\n  y: float32 [?, 3]\n" in out
 
 
 def test_bench_plots_time_per_iteration_and_peak_memory(tmp_path):

@@ -6,8 +6,11 @@ current `internal_layer_id` / `purpose=` one and the older `internal_operation_i
 ``openvino`` domain at the layer's own opset version.
 
 Inputs are keyed by their Parameter layer's name, outputs by the first tensor name on the port
-feeding each Result (else the Result layer's name). Body Parameters and Results are ordered as
-the document orders them: a layer id is an identifier, not an index.
+feeding each Result (else the Result layer's name), typed as that Result's port declares. Every
+other value goes by its port's first tensor name, else its layer's name (``name:port id`` for a
+layer of several outputs), unique across the net and its bodies (`_Reader.name`): plans and errors
+show the names a user of the model knows. Body Parameters and Results are ordered as the document
+orders them: a layer id is an identifier, not an index.
 
 The XML is streamed (`_Reader.read`): each layer is converted as its element ends and then
 dropped, and each Const reads just its own bytes of the .bin, so reading a large IR peaks near
@@ -19,6 +22,7 @@ from __future__ import annotations
 import gc
 import io
 import os
+import re
 import sys
 import xml.etree.ElementTree as ET
 from typing import NamedTuple
@@ -286,19 +290,57 @@ class _GraphReading:
     ends; Results, and TensorIterator, Loop and If layers (whose readers need their input values),
     are kept until then: they are few, and small once their bodies are read."""
 
-    def __init__(self, reader, prefix: str, top: bool, name: str):
-        self.reader, self.prefix, self.top, self.name = reader, prefix, top, name
+    def __init__(self, reader, top: bool, name: str):
+        self.reader, self.top, self.name = reader, top, name
+        self.scope = reader.new_scope()
         self.inputs, self.nodes, self.initializers = [], [], {}
         self.input_names = set()
         self.layers = {}  # layer id -> _Layer
         self.last = []  # (index in nodes or None for a Result, layer id, what reading needs)
         self.params = {}  # Parameter layer id -> its value name
-        self.port_names = {}  # (layer id, port id) -> the port's tensor names (the net only)
+        self.port_names = {}  # (layer id, port id) -> the port's first tensor name (the net only)
         self.has_layers = self.has_edges = self.layers_done = False
         self.early_edges = []  # edges met before the <layers> section ended
 
-    def internal(self, lid, port):
-        return f"{self.prefix}#{lid}:{port}"
+    def port_values(self, layer, lid, section) -> list:
+        """The value names of a layer's output ports (see `_Reader.name`): each port's first
+        tensor name, else the layer's name (with ":<port id>" when it has several ports)."""
+        if section is None:
+            return []
+        own = layer.get("name") or f"#{lid}"
+        several = len(section) > 1
+        values = []
+        for port in section:
+            port_id = port.get("id")
+            tensor = _first_name(port.get("names"))
+            if self.top and tensor is not None:
+                self.port_names[(lid, port_id)] = tensor
+            values.append(self.reader.name(self.scope, tensor,
+                                           f"{own}:{port_id}" if several else own))
+        return values
+
+    def claim_input_name(self, value, lid):
+        """Give the net's Parameter `lid` its own name, `value` (the name its feed goes by): a
+        value an earlier layer of the net took that name for is renamed (the net's edges are
+        not connected yet, so only its layer names it); one of an earlier body keeps it (that
+        body is closed: no value of the net is in it)."""
+        if value in self.input_names:
+            first = next(other for other, name in self.params.items() if name == value)
+            raise ModelError(f"{self.name}: Parameter layers {first} and {lid} are both named "
+                             f"{value!r}; inputs need distinct names")
+        reader = self.reader
+        if reader.taken.get(value) == self.scope:
+            fresh = reader.name(self.scope, None, value)
+            for entry in self.layers.values():
+                if entry.outputs is not None and value in entry.outputs:
+                    renamed = [fresh if name == value else name for name in entry.outputs]
+                    if isinstance(entry.outputs, list):  # shared with its node: edit in place
+                        entry.outputs[:] = renamed
+                    else:  # a Const's
+                        entry.outputs = tuple(renamed)
+                        if value in self.initializers:
+                            self.initializers[fresh] = self.initializers.pop(value)
+        reader.taken[value] = self.scope
 
     def layer(self, layer, bodies):
         """Read one layer element (its bodies, if any, already read into `bodies`)."""
@@ -311,16 +353,21 @@ class _GraphReading:
         section = layer.find("output")
         out_ports = () if section is None else self.reader.shared(
             tuple(port.get("id") for port in section))
-        if self.top and section is not None:
-            for port in section:
-                if port.get("names"):
-                    self.port_names.setdefault((lid, port.get("id")), port.get("names"))
         if kind == "Parameter":
             dtype = ELEMENT_TYPES.get(attrs.get("element_type", "f32"))
-            # A body Parameter keeps its layer name (scoped), for readable plans.
-            value = layer.get("name") if self.top else f"{self.prefix}{layer.get('name') or lid}"
-            if not self.top and value in self.input_names:
-                value = self.internal(lid, "0")
+            # The net's Parameter is named by its layer name: its feed's key. A body's keeps its
+            # layer name too when no other value has it, else takes its tensor name.
+            value = layer.get("name")
+            if self.top:
+                self.claim_input_name(value, lid)
+                for port in () if section is None else section:  # (for a Result reading it)
+                    tensor = _first_name(port.get("names"))
+                    if tensor is not None:
+                        self.port_names[(lid, port.get("id"))] = tensor
+            else:
+                first = None if section is None or not len(section) else section[0]
+                tensor = None if first is None else _first_name(first.get("names"))
+                value = self.reader.name(self.scope, value or f"#{lid}", tensor)
             out_ports = out_ports or ("0",)
             self.layers[lid] = _Layer(position, out_ports, (value,) * len(out_ports))
             self.inputs.append(Value(value, dtype, _shape(attrs.get("shape"))))
@@ -329,13 +376,13 @@ class _GraphReading:
             return
         if kind == "Const":
             value = self.reader.const(layer, attrs)
-            outputs = tuple(self.internal(lid, port) for port in out_ports)
+            outputs = tuple(self.port_values(layer, lid, section))
             for name in outputs:
                 self.initializers[name] = value
             self.layers[lid] = _Layer(position, out_ports, outputs)
             return
-        section = layer.find("input")
-        in_ports = [] if section is None else list(section)
+        in_section = layer.find("input")
+        in_ports = [] if in_section is None else list(in_section)
         if kind == "Result":
             if not in_ports:
                 raise ModelError(f"Result layer {lid} ({layer.get('name')!r}) has no input")
@@ -347,7 +394,7 @@ class _GraphReading:
         kind = sys.intern(kind) if kind is not None else kind
         ports = self.reader.shared(tuple(port.get("id") for port in in_ports))
         inputs = [_UNCONNECTED] * len(ports)
-        outputs = [self.internal(lid, port) for port in out_ports]
+        outputs = self.port_values(layer, lid, section)
         if kind in _READ_LAST:
             self.layers[lid] = _Layer(position, out_ports, outputs, ports, inputs, layer)
             self.last.append((len(self.nodes), lid, (layer, kind, dict(attrs), outputs, bodies)))
@@ -427,27 +474,40 @@ class _GraphReading:
                 continue
             src = entry.inputs[0]
             source = results[lid] = self.value(src, entry.position)
+            # The output is typed as the Result's input port declares (the graph's outputs are
+            # not checked against it when it runs: as ONNX's, they document the model).
+            declared = _port_type(kept)
             if self.top:
-                names = self.port_names.get(src)
-                public = names.split(",")[0].strip() if names else None
-                public_outputs.append((source, public or entry.node.get("name")))
+                public_outputs.append((lid, source, declared, (
+                    self.port_names.get(src), entry.node.get("name"))))
             else:
-                outputs.append(Value(source, *_port_type(kept)))
-        nodes, inputs = self.nodes, self.inputs
-        if self.top:
-            taken = {v.name for v in inputs}
-            for source, public in public_outputs:
-                if public in taken:
-                    if source != public:
-                        raise ModelError(f"output name {public!r} is also an input's name")
-                else:
-                    nodes.append(Node("Identity", [source], [public], {}, DOMAIN, public,
-                                      version=1))
-                    taken.add(public)
-                outputs.append(Value(public))
-        graph = Graph(nodes, inputs, outputs, self.initializers, {DOMAIN: 1, LOOP_DOMAIN: 1},
-                      self.name)
+                outputs.append(Value(source, *declared))
+        graph = Graph(self.nodes, self.inputs, outputs, self.initializers,
+                      {DOMAIN: 1, LOOP_DOMAIN: 1}, self.name)
+        for lid, source, declared, candidates in public_outputs:
+            self.add_output(graph, lid, source, declared, candidates)
         return _Body(graph, self.params, results)
+
+    def add_output(self, graph: Graph, lid, source: str, declared, candidates):
+        """Make `source` an output of the net, named by Result `lid`'s `candidates`: the first
+        tensor name of the port it reads, else its layer's name; the first that no other output
+        has (two Results may read one port)."""
+        named = {v.name for v in graph.outputs}
+        public = next((name for name in candidates if name and name not in named), None)
+        if public is None:
+            raise ModelError(f"Result layer {lid}: its output names {list(candidates)} are "
+                             "other outputs' names")
+        if public != source:
+            if public in self.input_names:
+                raise ModelError(f"output name {public!r} is also an input's name")
+            if self.reader.taken.get(public) == self.scope:
+                # Another value of the net took the name first (see `_Reader.name`): it yields
+                # it to the output, whose name is the model's interface.
+                _rename_outer(graph, public, self.reader.name(self.scope, None, public))
+            self.reader.taken[public] = self.scope
+            graph.nodes.append(Node("Identity", [source], [public], {}, DOMAIN, public,
+                                    version=1))
+        graph.outputs.append(Value(public, *declared))
 
 
 # What an open element is to `_Reader.read`.
@@ -467,9 +527,50 @@ class _Reader:
         self.blob = blob
         self.bin_path = bin_path
         self._shared = {}  # one object for each repeated tuple of port ids
+        self.taken = {}  # value name -> the scope (graph reading) that has it; see `name`
+        self._suffixes = {}  # name -> the last n of "name~n" given
+        self._scopes = 0
 
     def shared(self, ports: tuple) -> tuple:
         return self._shared.setdefault(ports, ports)
+
+    def new_scope(self) -> int:
+        self._scopes += 1
+        return self._scopes
+
+    def name(self, scope: int, *candidates) -> str:
+        """A name for a new value of graph `scope`: the first of `candidates` (the model's own
+        names: a tensor name, a layer name) that no value has yet, else the last one with "~2",
+        "~3", ... appended.
+
+        Names are unique across the net and all its bodies, each taken in document order: so a
+        body never hides a value its graph captures (an If branch reads the values its port map
+        names from the graph around it). The one exception, a net's Parameter, always has its
+        layer name (`_GraphReading.claim_input_name`), and so has a net output its tensor name.
+        """
+        taken = self.taken
+        for candidate in candidates:
+            if candidate and candidate not in taken:
+                taken[candidate] = scope
+                return candidate
+        base = candidates[-1]
+        n = self._suffixes.get(base, 1)
+        while True:
+            n += 1
+            candidate = f"{base}~{n}"
+            if candidate not in taken:
+                self._suffixes[base] = n
+                taken[candidate] = scope
+                return candidate
+
+    def shared_attrs(self, attrs: dict) -> dict:
+        """One dict for every layer with these attributes (a large IR repeats a few sets; see
+        `Node`: nodes never change their attrs)."""
+        try:
+            key = ("attrs", *attrs.items())
+            return self._shared.setdefault(key, attrs)
+        except TypeError:  # an unhashable value
+            return attrs
 
     def read(self, events, path: str) -> Graph:
         """The Graph of the IR whose parse events (see `_parse_events`) are `events`.
@@ -486,7 +587,7 @@ class _Reader:
                     if element.tag != "net":
                         raise ModelError(f"{path}: the root element is <{element.tag}>, not an "
                                          "IR <net>")
-                    graphs.append(_GraphReading(self, "", True, element.get("name", "ir")))
+                    graphs.append(_GraphReading(self, True, element.get("name", "ir")))
                     stack.append((_GRAPH, element, graphs[-1]))
                     continue
                 role, parent, owner = stack[-1]
@@ -532,16 +633,11 @@ class _Reader:
         ModelError."""
         lid, kind = layer.get("id"), layer.get("type")
         label = f"layer {lid} ({layer.get('name', '')!r}, {kind})"
-        outer = graphs[-1]
-        if tag == "body":
-            prefix, name = f"{outer.prefix}{lid}/", f"{label} body"
-        else:
-            key = tag.removesuffix("_body")
-            prefix, name = f"{outer.prefix}{lid}/{key}/", f"{label} {key} body"
+        name = f"{label} body" if tag == "body" else f"{label} {tag.removesuffix('_body')} body"
         if len(graphs) > MAX_NESTING:
             raise ModelError(f"{name}: bodies nested more than {MAX_NESTING} deep; cyloop reads "
                              "at most that")
-        return _GraphReading(self, prefix, False, name)
+        return _GraphReading(self, False, name)
 
     def const(self, layer, attrs):
         label = f"Const layer {layer.get('id')} ({layer.get('name')!r})"
@@ -608,8 +704,8 @@ class _Reader:
         if kind == "LSTMCell" and len(node_inputs) > 6:
             raise UnsupportedOpError(f"{label}: LSTMCell-{version} with peepholes (input P) is "
                                      "not supported")
-        return Node(kind, node_inputs, node_outputs, attrs, DOMAIN, f"{lid}:{lname}",
-                    version=version)
+        return Node(kind, node_inputs, node_outputs, self.shared_attrs(attrs), DOMAIN,
+                    f"{lid}:{lname}", version=version)
 
     def if_(self, layer, node_inputs, node_outputs, label, bodies) -> Node:
         """If-8, lowered as ONNX's If: a branch reads the layer's inputs its port map names (its
@@ -826,12 +922,50 @@ _PRECISIONS = {"FP16": np.float16, "FP32": np.float32, "FP64": np.float64, "I8":
 
 
 def _port_type(port):
-    """(dtype, shape) a port declares; dims of -1 or ranges are unknown (None)."""
+    """(dtype, shape) a port declares; dims of -1 or ranges are unknown (None). A port without
+    dims declares no shape: OpenVINO writes a scalar and a tensor of dynamic rank alike."""
     dims = []
     for dim in port.findall("dim"):
         text = (dim.text or "").strip()
         dims.append(int(text) if text.isdigit() else None)
-    return _PRECISIONS.get(port.get("precision", "").upper()), tuple(dims)
+    return _PRECISIONS.get(port.get("precision", "").upper()), tuple(dims) if dims else None
+
+
+def _first_name(names):
+    """The first of a port's tensor names, or None. The ``names`` attribute lists them
+    comma-separated, a comma inside a name escaped as ``\\,``; OpenVINO writes them sorted, so
+    the first is the one its ``get_any_name()`` gives."""
+    if not names:
+        return None
+    if "\\" in names:
+        first = _TENSOR_NAME.match(names)
+        first = "" if first is None else first.group().replace("\\,", ",")
+    else:
+        first = names.split(",", 1)[0]
+    return first.strip() or None
+
+
+_TENSOR_NAME = re.compile(r"(?:[^\\,]|\\.)+")
+
+
+def _rename_outer(graph: Graph, old: str, new: str) -> None:
+    """Rename value `old` of the net `graph` to `new`, where the net and its If branches (which
+    capture the net's values by name) name it. Loop bodies read no outer value by name, and no
+    body has a value of that name (see `_Reader.name`)."""
+    graphs = [graph]
+    while graphs:
+        current = graphs.pop()
+        for value in current.outputs:
+            if value.name == old:
+                value.name = new
+        if old in current.initializers:
+            current.initializers[new] = current.initializers.pop(old)
+        for node in current.nodes:
+            for names in (node.inputs, node.outputs):
+                for k, name in enumerate(names):
+                    if name == old:
+                        names[k] = new
+            graphs.extend(sub for sub in node.attrs.values() if isinstance(sub, Graph))
 
 
 def _port_ids(layer, section: str) -> list:

@@ -12,7 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-DATA = Path(__file__).resolve().parents[2] / "cyloop" / "data"
+import cyloop
+
+# The installed package's examples: the tests also run against an installed cyloop, from a
+# directory without the source tree (an sdist's tests).
+DATA = Path(cyloop.__file__).resolve().parent / "data"
 
 
 class Seed:
