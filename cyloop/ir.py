@@ -66,7 +66,7 @@ MAX_NESTING = 100
 OPENVINO_DOMAIN = "openvino"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Value:
     """A named, optionally typed graph input or output. Shape entries: int, str (symbolic) or None.
 
@@ -86,11 +86,12 @@ class Value:
             self.shape = tuple(self.shape)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Node:
     """One operation. An empty input name means the optional input is omitted. `version` is the
     op's version where the format states it per node (OpenVINO's ``opsetN``); otherwise the
-    graph's opset for the node's domain applies."""
+    graph's opset for the node's domain applies. A frontend may hand nodes with equal
+    attributes one shared `attrs` dict (a large IR repeats a few): read it, never change it."""
 
     op_type: str
     inputs: list[str]

@@ -25,27 +25,28 @@ cdef class RunLimits:
 cdef class Program:
     cdef readonly object compiled
     cdef list fns
-    cdef list labels
     cdef list template
     cdef list sigs
     cdef list scalar_ops
     cdef Py_ssize_t n_steps
     cdef Py_ssize_t n_slots
-    cdef Py_ssize_t[::1] in_off
-    cdef Py_ssize_t[::1] in_idx
-    cdef Py_ssize_t[::1] out_off
-    cdef Py_ssize_t[::1] out_idx
-    cdef Py_ssize_t[::1] kill_off
-    cdef Py_ssize_t[::1] kill_idx
-    cdef Py_ssize_t[::1] multi
-    cdef Py_ssize_t[::1] positional_out
-    cdef Py_ssize_t[::1] planned
+    # Per step (a large graph has hundreds of thousands): 32-bit slot tables, 8-bit flags.
+    cdef int[::1] in_off
+    cdef int[::1] in_idx
+    cdef int[::1] out_off
+    cdef int[::1] out_idx
+    cdef int[::1] kill_off
+    cdef int[::1] kill_idx
+    cdef signed char[::1] multi
+    cdef signed char[::1] positional_out
+    cdef signed char[::1] planned
     cdef Py_ssize_t[::1] scalar_calls
-    cdef Py_ssize_t[::1] wrapping
+    cdef signed char[::1] wrapping
     cdef Py_ssize_t[::1] generation
     cdef Py_ssize_t[::1] input_slots
     cdef Py_ssize_t[::1] output_slots
 
+    cdef str _label(self, Py_ssize_t s)
     cdef object _scalar_call(self, Py_ssize_t s, list slots)
     cdef object _kernel_call(self, Py_ssize_t s, list slots, list dests)
     cdef int execute(self, list slots, list dests) except -1

@@ -49,6 +49,7 @@ from libc.string cimport memcmp
 from cyloop.engine._aligned_alloc cimport cyl_aligned_alloc, cyl_aligned_free
 from cyloop.engine._strided_copy cimport cyl_strided_copy
 
+import itertools
 import operator
 import threading
 from sys import byteorder, getswitchinterval
@@ -422,24 +423,28 @@ cdef class Program:
         self.n_steps = len(steps)
         self.n_slots = len(compiled.slot_names)
         self.fns = [step.fn for step in steps]
-        self.labels = [step.label for step in steps]
         self.template = [None] * self.n_slots
         for slot, value in compiled.constants.items():
             self.template[slot] = value
         self.sigs = [None] * self.n_steps
 
-        def flatten(lists):
-            offsets = np.zeros(len(lists) + 1, dtype=np.intp)
-            offsets[1:] = np.cumsum([len(x) for x in lists])
-            flat = np.array([v for x in lists for v in x], dtype=np.intp)
+        if self.n_slots >= 2**31:
+            raise ModelError(f"program {compiled.name!r}: {self.n_slots} values, past 2^31")
+
+        def flatten(field):  # a tuple field of every step, as offsets and one flat array
+            offsets = np.zeros(self.n_steps + 1, dtype=np.intc)
+            offsets[1:] = np.cumsum(np.fromiter((len(getattr(s, field)) for s in steps),
+                                                dtype=np.intc, count=self.n_steps))
+            flat = np.fromiter(itertools.chain.from_iterable(getattr(s, field) for s in steps),
+                               dtype=np.intc, count=offsets[-1])
             return offsets, flat
 
-        self.in_off, self.in_idx = flatten([s.inputs for s in steps])
-        self.out_off, self.out_idx = flatten([s.outputs for s in steps])
-        self.kill_off, self.kill_idx = flatten([s.kills for s in steps])
-        self.multi = np.array([s.multi for s in steps] + [0], dtype=np.intp)
+        self.in_off, self.in_idx = flatten("inputs")
+        self.out_off, self.out_idx = flatten("outputs")
+        self.kill_off, self.kill_idx = flatten("kills")
+        self.multi = np.array([s.multi for s in steps] + [0], dtype=np.int8)
         # A ufunc takes its destination as one more positional argument: no keyword dict per call.
-        self.positional_out = np.array([s.positional_out for s in steps] + [0], dtype=np.intp)
+        self.positional_out = np.array([s.positional_out for s in steps] + [0], dtype=np.int8)
         # Per step: (operator, scalar types) when it may take the scalar path, else None.
         self.scalar_ops = [s.scalar if len(s.inputs) == 2 and min(s.inputs) >= 0
                            and not s.multi else None for s in steps]
@@ -448,18 +453,20 @@ cdef class Program:
         # comparison); -2: the kernel (integer arithmetic where `_wrapping` cannot read bytes).
         self.wrapping = np.array([-1 if op is None or op[0] not in _WRAPPING_OPS else
                                   _WRAPPING_OPS[op[0]] if _LITTLE_ENDIAN else -2
-                                  for op in self.scalar_ops] + [-1], dtype=np.intp)
+                                  for op in self.scalar_ops] + [-1], dtype=np.int8)
         # A 0-d constant only scalar-path steps read is kept as a numpy scalar (a ufunc takes it
         # all the same), so the scalar path does not convert it on every call.
-        readers = {}
+        scalar_only = {slot: None for slot, value in compiled.constants.items()
+                       if isinstance(value, np.ndarray) and value.ndim == 0
+                       and slot not in compiled.output_slots}  # slot -> all readers scalar
         for step, op in zip(steps, self.scalar_ops):
             for slot in step.inputs:
-                readers.setdefault(slot, []).append(op is not None)
-        for slot, value in compiled.constants.items():
-            if (isinstance(value, np.ndarray) and value.ndim == 0 and readers.get(slot)
-                    and all(readers[slot]) and slot not in compiled.output_slots):
-                self.template[slot] = _scalar_of(value)
-        self.planned = np.zeros(self.n_steps + 1, dtype=np.intp)
+                if slot in scalar_only:
+                    scalar_only[slot] = op is not None and scalar_only[slot] is not False
+        for slot, only in scalar_only.items():
+            if only:
+                self.template[slot] = _scalar_of(compiled.constants[slot])
+        self.planned = np.zeros(self.n_steps + 1, dtype=np.int8)
         self.generation = np.zeros(self.n_steps + 1, dtype=np.intp)
         self.input_slots = np.array(compiled.input_slots, dtype=np.intp)
         self.output_slots = np.array(compiled.output_slots, dtype=np.intp)
@@ -490,6 +497,10 @@ cdef class Program:
                 self.execute(slots, None)
         return [slots[self.output_slots[k]] for k in range(self.output_slots.shape[0])]
 
+    cdef str _label(self, Py_ssize_t s):
+        """How errors name step s (made when one is raised)."""
+        return self.compiled.steps[s].label
+
     cdef object _scalar_call(self, Py_ssize_t s, list slots):
         """Step s on two scalars (or 0-d arrays) of one type: its operator, no destination; None
         when the inputs are not such. A planned step's signature and generation are left as they
@@ -510,7 +521,7 @@ cdef class Program:
             else:
                 return None
         except Exception as e:
-            raise ExecutionError(f"{self.labels[s]} failed: {type(e).__name__}: {e}") from e
+            raise ExecutionError(f"{self._label(s)} failed: {type(e).__name__}: {e}") from e
         self.scalar_calls[s] += 1
         return result
 
@@ -555,9 +566,9 @@ cdef class Program:
         except CyloopError:
             raise
         except MemoryError as e:
-            raise ResourceLimitError(f"{self.labels[s]} failed: {e}") from e
+            raise ResourceLimitError(f"{self._label(s)} failed: {e}") from e
         except Exception as e:
-            raise ExecutionError(f"{self.labels[s]} failed: {type(e).__name__}: {e}") from e
+            raise ExecutionError(f"{self._label(s)} failed: {type(e).__name__}: {e}") from e
         if self.planned[s] and dest is None:
             # Remember the input signature this result's shape follows from.
             if n_sig < 0:
@@ -584,7 +595,7 @@ cdef class Program:
             if self.multi[s]:
                 result = tuple(result)
                 if len(result) != b - a:
-                    raise ExecutionError(f"{self.labels[s]} returned {len(result)} values for "
+                    raise ExecutionError(f"{self._label(s)} returned {len(result)} values for "
                                          f"{b - a} outputs")
                 for k in range(a, b):
                     slot = self.out_idx[k]

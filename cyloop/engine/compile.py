@@ -55,8 +55,16 @@ class CompiledStep:
     out: bool  # takes out= (one output; its shape follows from its inputs' shapes and dtypes)
     positional_out: bool  # ... as one more positional argument
     scalar: tuple | None  # (operator, scalar types): see ops/registry.py
-    label: str
-    op_type: str
+    node: Node  # what errors and plans name (a label string per step would cost as much as
+    #             the rest of the step on a large model: it is made when asked for)
+
+    @property
+    def label(self) -> str:
+        return self.node.label
+
+    @property
+    def op_type(self) -> str:
+        return self.node.op_type
 
 
 @dataclass
@@ -70,7 +78,10 @@ class CompiledProgram:
     output_slots: tuple[int, ...]
     steps: list[CompiledStep]
     loops: list = field(default_factory=list)
-    names: dict[str, int] = field(default_factory=dict)  # every name, aliases included
+    # The slots of the graph's inputs (captures included) and outputs, by name: what loop
+    # drivers and plans look up (every slot's name is in `slot_names`; a map of all the names
+    # would cost as much as the schedule on a large model).
+    names: dict[str, int] = field(default_factory=dict)
 
     def slot(self, name: str) -> int:
         return self.names[name]
@@ -139,6 +150,7 @@ def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> Compil
 
     steps: list[CompiledStep] = []
     loops = []
+    kernels: dict[tuple, ops.Kernel] = {}  # see _shared_kernel
     for node in graph.nodes:
         extra = _node_captures(node)
         for name in list(node.inputs) + extra:
@@ -153,7 +165,7 @@ def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> Compil
             slots[node.outputs[0]] = slot_of(node.inputs[0])
             defined.add(node.outputs[0])
             continue
-        kernel = _build_kernel(node, extra, settings, opsets)
+        kernel = _build_kernel(node, extra, settings, opsets, kernels)
         if hasattr(kernel.fn, "facts"):
             loops.append(kernel.fn)
         elif hasattr(kernel.fn, "loops"):  # If / SequenceMap: the loops inside their subgraphs
@@ -163,8 +175,7 @@ def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> Compil
         defined.update(name for name in node.outputs if name)
         steps.append(CompiledStep(kernel.fn, inputs, outputs, (), kernel.multi, kernel.out,
                                   kernel.positional_out, kernel.definition.scalar
-                                  if kernel.definition is not None else None, node.label,
-                                  node.op_type))
+                                  if kernel.definition is not None else None, node))
 
     for out in graph.outputs:
         if out.name not in defined:
@@ -173,24 +184,27 @@ def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> Compil
     output_slots = tuple(slots[out.name] for out in graph.outputs)
 
     # Liveness: a slot dies after its last reader, unless it is a constant or a graph output.
-    keep = set(constants) | set(output_slots)
-    last_reader: dict[int, int] = {}
+    # (Lists by slot and by step, not dicts: a large graph has hundreds of thousands of each.)
+    kept = set(output_slots)
+    last_reader = [-1] * len(slot_names)
     for index, step in enumerate(steps):
         for slot in step.inputs:
             if slot >= 0:
                 last_reader[slot] = index
         for slot in step.outputs:  # a value never read dies where it is made
-            if slot >= 0:
-                last_reader.setdefault(slot, index)
-    kills: dict[int, list[int]] = {}
-    for slot, index in last_reader.items():
-        if slot not in keep:
-            kills.setdefault(index, []).append(slot)
-    for index, step in enumerate(steps):
-        step.kills = tuple(sorted(kills.get(index, ())))
+            if slot >= 0 and last_reader[slot] < 0:
+                last_reader[slot] = index
+    kills = [()] * len(steps)
+    for slot, index in enumerate(last_reader):  # (in slot order: each step's kills sorted)
+        if index >= 0 and slot not in constants and slot not in kept:
+            kills[index] += (slot,)
+    for step, killed in zip(steps, kills):
+        step.kills = killed
 
+    names = {name: slots[name] for name in input_names}
+    names.update((out.name, slots[out.name]) for out in graph.outputs)
     return CompiledProgram(graph.name, slot_names, constants, input_slots, output_slots, steps,
-                           loops, dict(slots))
+                           loops, names)
 
 
 def _is_identity(node: Node, opsets: dict[str, int]) -> bool:
@@ -219,8 +233,9 @@ def _runner(fn) -> ops.Kernel:
 
 
 def _build_kernel(node: Node, captures: list[str], settings: Settings,
-                  opsets: dict[str, int]) -> ops.Kernel:
-    """The kernel of one node; loop nodes get a driver around a compiled body."""
+                  opsets: dict[str, int], kernels: dict | None = None) -> ops.Kernel:
+    """The kernel of one node; loop nodes get a driver around a compiled body. `kernels`: the
+    graph's shareable kernels (see `_op_kernel`)."""
     if node.domain == LOOP_DOMAIN and node.op_type == "BatchedScan":
         inner = Node("Loop", node.inputs[1:], node.outputs, {"spec": node.attrs["spec"]},
                      LOOP_DOMAIN, node.name)
@@ -252,8 +267,32 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings,
                                         plan_destinations(spec, body), hoist))
     if node.domain in ("", "ai.onnx") and node.op_type in ("If", "SequenceMap"):
         return _runner(_build_control(node, captures, settings, opsets))
-    kernel = ops.build(node, opsets)
-    _untuned(kernel.fn, settings)
+    return _op_kernel(node, opsets, settings, kernels)
+
+
+# A kernel holding state of its own node: measured choices, loop drivers, control-flow runners.
+_NODE_STATE = ("measured", "sizing", "facts", "loops")
+
+
+def _op_kernel(node: Node, opsets: dict[str, int], settings: Settings,
+               kernels: dict | None) -> ops.Kernel:
+    """The kernel of a plain op node; the one built for an earlier node of the same op, arity
+    and attributes dict when there is one in `kernels` (this graph's, by that key).
+
+    Kernels are pure functions of their attributes, so nodes that share one `attrs` dict (an IR
+    reader shares equal ones; see `Node`) share one kernel, unless it keeps state of its own
+    node (a measured choice; a ``stateful`` one's random stream): a large IR of repeated layers
+    keeps one kernel per distinct layer, not one per layer. (The ONNX reader gives each node
+    its own dict: nothing is shared.)"""
+    key = (node.domain, node.op_type, node.version, id(node.attrs), len(node.inputs),
+           len(node.outputs))
+    kernel = kernels.get(key) if kernels is not None else None
+    if kernel is None:
+        kernel = ops.build(node, opsets)
+        _untuned(kernel.fn, settings)
+        if (kernels is not None and not kernel.definition.stateful
+                and not any(hasattr(kernel.fn, name) for name in _NODE_STATE)):
+            kernels[key] = kernel
     return kernel
 
 

@@ -6,8 +6,10 @@ import pytest
 import cyloop
 from cyloop.engine.compile import compile_graph
 from cyloop.engine.settings import Settings
-from cyloop.ir import MAX_NESTING, CarriedInput, GraphBuilder, LastOutput
+from cyloop.ir import MAX_NESTING, OPENVINO_DOMAIN, CarriedInput, GraphBuilder, LastOutput
 from cyloop.ops.registry import kernel
+
+from ..frontends import openvino_large
 
 DOMAIN = "test.compile"
 
@@ -72,3 +74,67 @@ def test_subgraphs_nested_past_the_limit_are_a_model_error_not_a_recursion_error
         with pytest.raises(cyloop.ModelError, match=f"subgraphs nested more than {MAX_NESTING} "
                                                     "deep"):
             cyloop.Model(_nested_loops(depth), driver=driver)
+
+
+def test_an_irs_repeated_layers_share_one_kernel(tmp_path):
+    """The IR reader hands equal layers one attrs dict, and the compiler builds their kernel
+    once: a large IR keeps one kernel per distinct layer (here three Clamps), and runs as
+    before (the numpy re-implementation is the oracle)."""
+    blocks = 6
+    model = cyloop.load(openvino_large.write(tmp_path / "chain.xml", blocks))
+    clamps = [step.fn for step in model._compiled.steps if step.op_type == "Clamp"]
+    assert len(clamps) == 3 and all(fn is clamps[0] for fn in clamps)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((openvino_large.STEPS, openvino_large.WIDTH)).astype(np.float32)
+    h0 = rng.standard_normal((1, openvino_large.WIDTH)).astype(np.float32)
+    got = model.run({"X": x, "H0": h0})
+    for name, value in openvino_large.expected(blocks, x, h0).items():
+        np.testing.assert_array_equal(got[name], value)
+
+
+def test_kernels_are_shared_by_attrs_identity_and_never_when_they_measure():
+    """Sharing keys on the attrs dict itself (the ONNX reader gives each node its own: nothing
+    is shared), and a kernel with a measured choice of its own (MatMul's GEMM orientation)
+    is built per node even when the attrs are shared."""
+    rng = np.random.default_rng(1)
+    g = GraphBuilder(opsets={OPENVINO_DOMAIN: 1})
+    h = g.input("x", np.float32, (4, 8))
+    for _ in range(2):
+        h = g.node("MatMul", h, g.const(rng.standard_normal((8, 8)).astype(np.float32)),
+                   domain=OPENVINO_DOMAIN)
+    for _ in range(3):
+        h = g.node("Clamp", h, domain=OPENVINO_DOMAIN)
+    g.output(h)
+    graph = g.build()
+    matmul_attrs = {"transpose_a": "false", "transpose_b": "false"}
+    clamp_attrs = {"min": "-1", "max": "1"}
+    for node in graph.nodes:
+        node.attrs = matmul_attrs if node.op_type == "MatMul" else clamp_attrs
+    graph.nodes[-1].attrs = dict(clamp_attrs)  # equal, not the same dict
+    fns = [step.fn for step in compile_graph(graph, Settings()).steps]
+    assert fns[0] is not fns[1] and hasattr(fns[0], "measured")
+    assert fns[2] is fns[3] and fns[4] is not fns[2]
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    for driver in ("cython", "python"):
+        got = cyloop.Model(graph, driver=driver).run({"x": x})[graph.outputs[0].name]
+        w1, w2 = (graph.initializers[node.inputs[1]] for node in graph.nodes[:2])
+        np.testing.assert_allclose(got, np.clip(x @ w1 @ w2, -1, 1), rtol=1e-5, atol=1e-5)
+
+
+def test_stateful_kernels_are_never_shared():
+    """Two RandomUniform layers with one attrs dict each keep their own stream (OpenVINO's
+    numbers per layer): shared, the second would draw the numbers after the first's."""
+    attrs = {"output_type": np.dtype(np.float32), "global_seed": "7", "op_seed": "11"}
+    g = GraphBuilder(opsets={OPENVINO_DOMAIN: 8})
+    shape, low, high = (g.const(np.array([2, 3], np.int64)), g.const(np.float32(0)),
+                        g.const(np.float32(1)))
+    for name in ("a", "b"):
+        g.output(g.node("RandomUniform", shape, low, high, domain=OPENVINO_DOMAIN,
+                        outputs=[name]))
+    graph = g.build()
+    for node in graph.nodes:
+        node.attrs = attrs
+    compiled = compile_graph(graph, Settings())
+    assert compiled.steps[0].fn is not compiled.steps[1].fn
+    got = cyloop.Model(graph).run({})
+    np.testing.assert_array_equal(got["a"], got["b"])
