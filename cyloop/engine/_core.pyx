@@ -436,7 +436,7 @@ cdef class Program:
             offsets[1:] = np.cumsum(np.fromiter((len(getattr(s, field)) for s in steps),
                                                 dtype=np.intc, count=self.n_steps))
             flat = np.fromiter(itertools.chain.from_iterable(getattr(s, field) for s in steps),
-                               dtype=np.intc, count=offsets[-1])
+                               dtype=np.intc, count=offsets[self.n_steps])
             return offsets, flat
 
         self.in_off, self.in_idx = flatten("inputs")
