@@ -23,7 +23,7 @@ import numpy as np
 
 from ._measured import Measured
 
-__all__ = ["Prepared", "weight_product"]
+__all__ = ["Prepared", "PreparedPair", "weight_product"]
 
 
 class Prepared:
@@ -42,6 +42,24 @@ class Prepared:
         derived = self._make(w)
         if derived is not w and not w.flags.writeable:
             self._last = (weakref.ref(w), derived)
+        return derived
+
+
+class PreparedPair:
+    """``make(w, b)`` of two arrays, remembered for the last pair of read-only ones (as
+    `Prepared`: held weakly, derived once while the same two come back)."""
+
+    def __init__(self, make: Callable[[np.ndarray, np.ndarray], np.ndarray]):
+        self._make = make
+        self._last: tuple = (None, None, None)  # (weakref to w, weakref to b, make(w, b))
+
+    def __call__(self, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+        w_ref, b_ref, derived = self._last
+        if w_ref is not None and w_ref() is w and b_ref() is b:
+            return derived
+        derived = self._make(w, b)
+        if not (w.flags.writeable or b.flags.writeable):
+            self._last = (weakref.ref(w), weakref.ref(b), derived)
         return derived
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from ...ir import LOOP_DOMAIN
 from .. import _math
-from .._gemm import Prepared, weight_product
+from .._gemm import Prepared, PreparedPair, weight_product
 from .._measured import Measured
 from ..registry import kernel
 from ._attrs import DOMAIN, as_bool, as_float
@@ -74,6 +74,7 @@ class _Layout(NamedTuple):
 BATCH_MAJOR = _Layout("batch-major gates", False)
 GATE_MAJOR = _Layout("gate-major gates", True)
 _LAYOUTS = (BATCH_MAJOR, GATE_MAJOR)  # the first is the default (tune=False)
+BLOCKED = "blocked gates"  # an LSTM's third candidate: [..., 4, B, H] (see lstm_step)
 
 
 @functools.lru_cache(maxsize=64)
@@ -120,21 +121,36 @@ def _lstm_arranged(halved: bool) -> Callable:
 def cell_projection(attrs):
     """``X W^T + B[:rows of W]`` batch-major: X [..., B, I] gives [..., B, G], one GEMM for all
     leading dims. `attrs` are the cell's, with ``recurrence`` naming the recurrence op the
-    projection feeds: an LSTM's gates come out arranged, as its recurrence expects."""
+    projection feeds: an LSTM's gates come out arranged, as its recurrence expects.
+
+    The bias joins the GEMM as the weight of a column of ones, ``[X 1] [W B]^T``: X is copied
+    into the wider rows (a chunk of a sliced input is strided and would be copied anyway), and
+    no pass adds B afterwards."""
     arrange = (_lstm_arranged(_halves_sigmoids(attrs))
-               if attrs.get("recurrence") == "LSTMCellRecurrence" else None)
-    weights, biases = (Prepared(arrange), Prepared(arrange)) if arrange else (None, None)
+               if attrs.get("recurrence") == "LSTMCellRecurrence" else (lambda rows: rows))
+
+    def with_bias(w, b):
+        b = b[:w.shape[0]]  # a GRU's linear_before_reset bias has a fourth block
+        joined = np.concatenate([arrange(w), arrange(b)[:, None]], axis=1)
+        joined.flags.writeable = False
+        return joined
+
+    weights = PreparedPair(with_bias)
     product = weight_product(transposed=True)
 
     def project(x, w, b):
         if np.ndim(x) < 2:
             raise ValueError(f"a cell's input X must be [batch, input_size], got shape "
                              f"{np.shape(x)}")
-        if arrange is not None:
-            w, b = weights(w), biases(b)
-        rows = np.reshape(x, (-1, x.shape[-1]))
-        gates = product(rows, w)  # [leading * B, G], a fresh buffer
-        gates += b[:w.shape[0]]  # a GRU's linear_before_reset bias has a fourth block
+        if not (x.dtype == w.dtype == b.dtype and x.dtype.kind == "f"):
+            gates = product(np.reshape(x, (-1, x.shape[-1])), arrange(w))
+            gates += arrange(b[:w.shape[0]])
+            return gates.reshape(x.shape[:-1] + (w.shape[0],))
+        joined = weights(w, b)
+        rows = np.empty(x.shape[:-1] + (x.shape[-1] + 1,), x.dtype)
+        rows[..., :-1] = x
+        rows[..., -1] = 1
+        gates = product(rows.reshape(-1, rows.shape[-1]), joined)  # a fresh [leading * B, G]
         return gates.reshape(x.shape[:-1] + (w.shape[0],))
 
     project.measured = product.measured
@@ -143,11 +159,36 @@ def cell_projection(attrs):
 
 def lstm_step(attrs) -> Measured:
     """The LSTM step after the input projection, from arranged gates: xw [..., B, 4H] (rows
-    f, i, o, c), h and c [..., B, H], r [4H, H] as the model has it."""
+    f, i, o, c), h and c [..., B, H], r [4H, H] as the model has it. Three candidate layouts of
+    its gates: batch-major, gate-major, and *blocked*, [..., 4, B, H], where one batched GEMM
+    writes each gate's [B, H] block contiguous (no strided passes, at the cost of reading the
+    projection's row strided once)."""
     f, g, h_act = _activations(attrs, ["sigmoid", "tanh", "tanh"])
     halved = _halves_sigmoids(attrs)
     clip = as_float(attrs, "clip", 0.0)
     arrange = _lstm_arranged(halved)
+
+    def activate(gates, sigmoids, candidate):
+        """The gate activations, in place on the gate buffer (`sigmoids` and `candidate` are
+        views of it), unless the whole buffer's affine is left to the caller."""
+        if not halved:
+            _clip(gates, clip)
+            f(sigmoids, out=sigmoids)
+            g(candidate, out=candidate)
+            return
+        if clip:
+            _clip(sigmoids, clip / 2)
+            _clip(candidate, clip)
+        np.tanh(gates, out=gates)
+
+    def update(forget, inp, out, candidate, c, dtype):
+        """(h', c') from the activated gates' blocks (`inp` is overwritten)."""
+        c_new = np.multiply(forget, c)
+        inp *= candidate
+        c_new += inp
+        h_new = h_act(c_new)
+        h_new *= out
+        return h_new.astype(dtype, copy=False), c_new.astype(dtype, copy=False)
 
     def step_in(layout):
         gate_major = layout.gate_major
@@ -171,36 +212,49 @@ def lstm_step(attrs) -> Measured:
             gates += xw
             sigmoids = gates[_span(gate_major, 0, 3 * hidden)]
             candidate = gates[cand]
-            if not halved:
-                _clip(gates, clip)
-                f(sigmoids, out=sigmoids)
-                g(candidate, out=candidate)
-            else:
-                if clip:
-                    _clip(sigmoids, clip / 2)
-                    _clip(candidate, clip)
-                np.tanh(gates, out=gates)
-                if whole_buffer:
-                    gates *= scale
-                    gates += offset
-                else:
-                    half = gates.dtype.type(0.5)
-                    sigmoids *= half
-                    sigmoids += half
-            c_new = np.multiply(gates[forget], c)
-            inp = gates[inp]
-            inp *= candidate
-            c_new += inp
-            h_new = h_act(c_new)
-            h_new *= gates[out]
-            h_new, c_new = h_new.astype(h.dtype, copy=False), c_new.astype(h.dtype, copy=False)
+            activate(gates, sigmoids, candidate)
+            if halved and whole_buffer:
+                gates *= scale
+                gates += offset
+            elif halved:
+                half = gates.dtype.type(0.5)
+                sigmoids *= half
+                sigmoids += half
+            h_new, c_new = update(gates[forget], gates[inp], gates[out], candidate, c, h.dtype)
             if gate_major:
                 return h_new.swapaxes(-1, -2), c_new.swapaxes(-1, -2)
             return h_new, c_new
 
         return step
 
-    return _measured({layout.name: step_in(layout) for layout in _LAYOUTS})
+    def blocked():
+        # R_k^T of each arranged gate block k, [4, H, H]: h [B, H] @ it is [4, B, H].
+        weights = Prepared(lambda r: np.ascontiguousarray(
+            arrange(r).reshape(4, r.shape[0] // 4, r.shape[-1]).swapaxes(-1, -2)))
+
+        def step(xw, h, c, r):
+            shape = h.shape
+            hidden = shape[-1]
+            if len(shape) != 2:  # leading dims join the batch: each row's step is its own
+                h, c, xw = h.reshape(-1, hidden), c.reshape(-1, hidden), xw.reshape(-1, 4 * hidden)
+            gates = np.matmul(h, weights(r))  # a fresh buffer
+            gates += xw.reshape(h.shape[0], 4, hidden).transpose(1, 0, 2)
+            sigmoids, candidate = gates[:3], gates[3]
+            activate(gates, sigmoids, candidate)
+            if halved:
+                half = gates.dtype.type(0.5)
+                sigmoids *= half
+                sigmoids += half
+            h_new, c_new = update(gates[0], gates[1], gates[2], candidate, c, h.dtype)
+            if len(shape) != 2:
+                return h_new.reshape(shape), c_new.reshape(shape)
+            return h_new, c_new
+
+        return step
+
+    steps = {layout.name: step_in(layout) for layout in _LAYOUTS}
+    steps[BLOCKED] = blocked()
+    return _measured(steps)
 
 
 def gru_step(attrs) -> Measured:
