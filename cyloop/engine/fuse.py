@@ -35,20 +35,24 @@ from collections import defaultdict
 
 import numpy as np
 
-from ..ir import LOOP_DOMAIN, OPENVINO_DOMAIN, Graph, LoopSpec, Node
+from ..ir import LOOP_DOMAIN, OPENVINO_DOMAIN, CarriedInput, Graph, LoopSpec, Node
 
 __all__ = ["fuse_loop"]
 
 # The ops of the pattern in each format's spelling.
-_ONNX = {"Sigmoid": "Sigmoid", "Tanh": "Tanh", "Mul": "Mul", "Add": "Add", "Sub": "Sub"}
+_ONNX = {"Sigmoid": "Sigmoid", "Tanh": "Tanh", "Mul": "Mul", "Add": "Add", "Sub": "Sub",
+         "MatMul": "MatMul"}
 _OPENVINO = {"Sigmoid": "Sigmoid", "Tanh": "Tanh", "Mul": "Multiply", "Add": "Add",
-             "Sub": "Subtract"}
+             "Sub": "Subtract", "MatMul": "MatMul"}
 _SPELLINGS = {"": _ONNX, "ai.onnx": _ONNX, OPENVINO_DOMAIN: _OPENVINO}
 
 
 def fuse_loop(spec: LoopSpec) -> LoopSpec:
     """`spec` with every recognised pattern in its body fused (the same spec if none is)."""
     body = _fuse(spec.body, "Split", _match_lstm_gates)
+    carried = {inp.param for inp in spec.inputs if isinstance(inp, CarriedInput)}
+    body = _fuse(body, "LSTMGates",
+                 lambda gates, graph, uses: _match_lstm_step(gates, graph, uses, carried))
     body = _fuse(body, "Tanh", _match_gru_gates)
     return spec if body is spec.body else dataclasses.replace(spec, body=body)
 
@@ -154,6 +158,96 @@ def _match_lstm_gates(split: Node, graph: Graph, uses: _Uses):
                   "fused_from": ", ".join(node.label for node in replaced)},
                  LOOP_DOMAIN, version=1)
     return fused, replaced, add  # h' is made after c', and c' is read before h' is
+
+
+def _sum_tree(graph: Graph, uses: _Uses, name: str, reader: Node, leaves: list, nodes: list):
+    """The Add tree making `name` (read only by `reader`), as nested pairs of leaf indices into
+    `leaves` (which it fills, in operand order); its Add nodes go to `nodes`."""
+    add = _producer(graph, name)
+    if _is(add, "Add") and len(add.inputs) == 2 and uses.only_reader(name) is reader \
+            and name not in uses.results:
+        nodes.append(add)
+        return [_sum_tree(graph, uses, operand, add, leaves, nodes) for operand in add.inputs]
+    leaves.append(name)
+    return len(leaves) - 1
+
+
+def _recurrent_product(graph: Graph, uses: _Uses, name: str, reader: Node, carried: set[str]):
+    """(the MatMul, its weight is [4H, H]) if `name` is ``h @ r`` of a carried `h` (ONNX's
+    MatMul, or OpenVINO's without transpose_a), read only by `reader`, else None."""
+    matmul = _producer(graph, name)
+    if not _is(matmul, "MatMul") or len(matmul.inputs) != 2 \
+            or matmul.inputs[0] not in carried or uses.only_reader(name) is not reader:
+        return None
+    if matmul.domain == OPENVINO_DOMAIN:
+        flag = {k: str(matmul.attrs.get(k, "false")).lower() for k in ("transpose_a",
+                                                                       "transpose_b")}
+        if flag["transpose_a"] not in ("false", "0") or flag["transpose_b"] not in \
+                ("false", "0", "true", "1"):
+            return None
+        return matmul, flag["transpose_b"] in ("true", "1")
+    return matmul, False
+
+
+def _match_lstm_step(gates: Node, graph: Graph, uses: _Uses, carried: set[str]):
+    """(fused node, the nodes it replaces, the last of them) for the sum of a carried state's
+    product ``h @ R`` and other addends that feeds fused LSTM gates, or None."""
+    if gates.domain != LOOP_DOMAIN:
+        return None
+    leaves, adds = [], []
+    _sum_tree(graph, uses, gates.inputs[0], gates, leaves, adds)
+    if not adds:
+        return None
+    found = [(k, _recurrent_product(graph, uses, leaf, next(a for a in adds
+                                                            if leaf in a.inputs), carried))
+             for k, leaf in enumerate(leaves)]
+    products = [(k, p) for k, p in found if p is not None]
+    if len(products) != 1:
+        return None
+    (at, (matmul, r_rows)), = products
+    others = [leaf for k, leaf in enumerate(leaves) if k != at]
+    # The other addends are summed first, by Add nodes of the model's own spelling that need
+    # nothing from the state (a hoisted x W and a bias become one hoisted row): the sum is the
+    # same to rounding, in another order.
+    add = adds[0]
+    made, taken = [], _names(graph)
+    addend = others[0]
+    for k, other in enumerate(others[1:], 1):
+        name = _fresh(f"{gates.outputs[0]}/addends{k}", taken)
+        made.append(Node(add.op_type, [addend, other], [name], dict(add.attrs), add.domain,
+                         name, version=add.version))
+        addend = name
+    replaced = [matmul, *adds, gates]
+    fused = Node("LSTMStep", [matmul.inputs[0], matmul.inputs[1], gates.inputs[1], addend],
+                 list(gates.outputs),
+                 {"axis": gates.attrs["axis"], "blocks": gates.attrs["blocks"],
+                  "r_rows": r_rows,
+                  "fused_from": ", ".join([matmul.label, *(a.label for a in adds),
+                                           gates.attrs["fused_from"]])},
+                 LOOP_DOMAIN, version=1)
+    return [*made, fused], replaced, gates
+
+
+def _names(graph: Graph) -> set[str]:
+    """Every value name `graph` and its nested graphs use."""
+    names = {v.name for v in graph.inputs} | {v.name for v in graph.outputs}
+    names |= set(graph.initializers)
+    for node in graph.nodes:
+        names.update(node.inputs)
+        names.update(node.outputs)
+        for sub in node.subgraphs():
+            names |= _names(sub)
+    return names
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    """`name`, or `name~k` for the first k that makes it unused; it is added to `taken`."""
+    candidate, k = name, 1
+    while candidate in taken:
+        k += 1
+        candidate = f"{name}~{k}"
+    taken.add(candidate)
+    return candidate
 
 
 def _split_part(graph: Graph, uses: _Uses, name: str | None, reader: Node):
@@ -299,8 +393,9 @@ def _producer(graph: Graph, name: str | None) -> Node | None:
 
 def _fuse(graph: Graph, anchor: str, match) -> Graph:
     """`graph` with every pattern `match` finds (from each node of type `anchor`) fused. The
-    fused node takes the place of the replaced node `match` names as its last: every input of
-    the pattern is made before that, and every reader of what it hands out comes after."""
+    fused node (or nodes, in order) takes the place of the replaced node `match` names as its
+    last: every input of the pattern is made before that, and every reader of what it hands
+    out comes after."""
     nodes = list(graph.nodes)
     fused_any = False
     for start in [node for node in graph.nodes if node.op_type == anchor]:
@@ -311,8 +406,9 @@ def _fuse(graph: Graph, anchor: str, match) -> Graph:
         if found is None:
             continue
         fused, replaced, last = found
+        fused = fused if isinstance(fused, list) else [fused]
         gone = {id(node) for node in replaced}
-        nodes = [fused if node is last else node for node in nodes
-                 if node is last or id(node) not in gone]
+        nodes = [made for node in nodes if node is last or id(node) not in gone
+                 for made in (fused if node is last else [node])]
         fused_any = True
     return dataclasses.replace(graph, nodes=nodes) if fused_any else graph

@@ -6,6 +6,8 @@ import numpy as np
 
 from ..ir import LOOP_DOMAIN
 from . import _math
+from ._gemm import Prepared
+from ._measured import Measured
 from .registry import kernel
 
 
@@ -68,6 +70,90 @@ def lstm_gates(attrs, n_outputs):
         return h_new, c_new
 
     return gates
+
+
+def _gate_affine(state_shape, dtype, g_at):
+    """(scale, offset) over blocked gates [4, B, H] of a [B, H] state, read-only: 1/2, 1/2 on the
+    sigmoid blocks, 1, 0 on block `g_at` (see `_math.lstm_gate_affine`), as whole arrays (a
+    broadcast operand costs a ufunc call two to three times a contiguous one)."""
+    scale, offset = _math.lstm_gate_affine(4, 2, dtype, g_at)
+    shape = (4, *state_shape)
+    scale, offset = np.broadcast_to(scale, shape).copy(), np.broadcast_to(offset, shape).copy()
+    scale.flags.writeable = offset.flags.writeable = False
+    return scale, offset
+
+
+@kernel("LSTMStep", domain=LOOP_DOMAIN, since=1, multi=True)
+def lstm_step(attrs, n_outputs):
+    """``(h, r, c, x) -> (h', c')``: the gates' pre-activations are ``x + h @ r`` (``h @ r^T``
+    if ``r_rows``), then `lstm_gates` with the same ``axis`` and ``blocks``. A measured choice
+    (DESIGN, "Measured choices") between the ops as written (``h @ r`` batch-major, the sum,
+    the gate arithmetic) and *blocked gates*: one batched GEMM writes each gate's [B, H] block
+    contiguous, [4, B, H], and every pass after it is contiguous. The blocked form needs a 2-D
+    state [B, H], r [H, 4H] (or [4H, H]), c [B, H], the gates on the last axis and x of
+    [B, 4H], [1, 4H] or [4H], all of one float type; other shapes run as written."""
+    axis = int(attrs["axis"])
+    f_at, i_at, g_at, o_at = (int(k) for k in attrs["blocks"])
+    r_rows = bool(attrs.get("r_rows"))
+    gate_arithmetic = lstm_gates(attrs, 2)
+
+    def as_written(h, r, c, x):
+        return gate_arithmetic(np.add(x, np.matmul(h, np.swapaxes(r, -1, -2) if r_rows else r)),
+                               c)
+
+    def block_weights(r):
+        """r's four column blocks, [4, H, H], each the right operand of h @ (its block)."""
+        if r_rows:
+            blocked = r.reshape(4, r.shape[0] // 4, r.shape[1]).swapaxes(1, 2)
+        else:
+            blocked = r.reshape(r.shape[0], 4, r.shape[1] // 4).swapaxes(0, 1)
+        return np.ascontiguousarray(blocked)
+
+    weights = Prepared(block_weights)
+    affines = {}
+
+    def fits(h, r, c, x) -> bool:
+        if h.ndim != 2 or r.ndim != 2 or axis not in (1, -1) or c.shape != h.shape \
+                or h.dtype.kind != "f" or not h.dtype == r.dtype == c.dtype == x.dtype:
+            return False
+        batch, hidden = h.shape
+        gates = 4 * hidden
+        return r.shape == ((gates, hidden) if r_rows else (hidden, gates)) \
+            and x.shape in ((batch, gates), (gates,), (1, gates))
+
+    def blocked(h, r, c, x):
+        if not fits(h, r, c, x):
+            return as_written(h, r, c, x)
+        hidden = h.shape[1]
+        affine = affines.get((h.shape, h.dtype))
+        if affine is None:
+            affine = affines[h.shape, h.dtype] = _gate_affine(h.shape, h.dtype, g_at)
+            if len(affines) > 16:  # not one entry per shape of an ever-changing series
+                affines.pop(next(iter(affines)))
+        scale, offset = affine
+        gates = np.matmul(h, weights(r))  # a fresh [4, B, H]
+        gates += x.reshape(-1, 4, hidden).swapaxes(0, 1)
+        gates *= scale
+        np.tanh(gates, out=gates)
+        gates *= scale
+        gates += offset
+        c_new = np.multiply(gates[f_at], c)
+        inp = gates[i_at]
+        inp *= gates[g_at]
+        c_new += inp
+        h_new = np.tanh(c_new)
+        h_new *= gates[o_at]
+        return h_new, c_new
+
+    step = Measured({"batch-major gates": as_written, "blocked gates": blocked},
+                    key=lambda h, r, c, x: (h.shape, r.shape, h.dtype.char),
+                    label=lambda key: f"state {list(key[0])} {np.dtype(key[2]).name}")
+
+    def run(h, r, c, x):
+        return step(h, r, c, x)[:n_outputs]
+
+    run.measured = step
+    return run
 
 
 @kernel("GRUGates", domain=LOOP_DOMAIN, since=1)

@@ -90,14 +90,28 @@ def _feeds(rng, state, gates, steps=7, batch=3, features=5, biases=("B",), state
     return feeds
 
 
+def _measured_steps(model):
+    return [step.fn.measured for loop in model._compiled.loops for step in loop.facts().body.steps
+            if getattr(step.fn, "measured", None) is not None]
+
+
 def _check(onnx_model, feeds, fused_expected):
+    """Both drivers agree, with each candidate of each measured choice in the body forced in
+    turn; whether the cell was fused (h @ R, the sums and the gate arithmetic: one LSTMStep)."""
     fast = cyloop.load(onnx_model, driver="cython")
     reference = cyloop.load(onnx_model, driver="python")
     got, want = fast.run(feeds), reference.run(feeds)
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
+    for measured in _measured_steps(fast):
+        for candidate in measured.candidates:
+            measured.fix(candidate)
+            forced = fast.run(feeds)
+            for name in want:
+                np.testing.assert_allclose(forced[name], want[name], rtol=2e-5, atol=2e-6,
+                                           err_msg=f"{name} ({candidate})")
     plan = str(fast.plan())
-    assert ("fused: LSTMGates node producing 'h_out' runs " in plan) == fused_expected, plan
+    assert ("fused: LSTMStep node producing 'h_out' runs " in plan) == fused_expected, plan
     assert "fused:" not in str(reference.plan())  # the reference driver runs the body as written
     return got
 
@@ -155,11 +169,14 @@ def _through_openvino_ir(tmp_path, onnx_model, feeds) -> str:
 def test_the_ir_openvino_converts_from_the_onnx_spelling_is_fused_and_hoisted(tmp_path, rng):
     onnx_model, state, gates = _lstm_loop("iofg")
     plan = _through_openvino_ir(tmp_path, onnx_model, _feeds(rng, state, gates))
-    assert re.search(r"fused: LSTMGates node producing '[^']+' runs node '\d+:\w+' \(Split\), ",
+    assert re.search(r"fused: LSTMStep node producing '[^']+' runs node '\d+:hr' \(MatMul\), "
+                     r"node '\d+:pre' \(Add\), node '\d+:s' \(Add\), node '\d+:\w+' \(Split\), ",
                      plan)
-    # OpenVINO's Gather(X, i, axis) by the iteration number is hoisted as ONNX's is.
+    # OpenVINO's Gather(X, i, axis) by the iteration number is hoisted as ONNX's is, and so is
+    # the sum of x W and the bias the fusion makes.
     assert re.search(r"hoisted \(run before the loop on chunks of rows\): node '\d+:x_t' "
-                     r"\(Gather\), node '\d+:xw' \(MatMul\)", plan)
+                     r"\(Gather\), node '\d+:xw' \(MatMul\), node 'h_out/addends1' \(Add\)",
+                     plan)
 
 
 def _sigmoid(x):
@@ -191,6 +208,38 @@ def test_the_kernel_against_the_cell_equations(blocks, rank, axis_pick, hidden, 
     np.testing.assert_allclose(c_new, want_c, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(h_new, _sigmoid(o) * np.tanh(want_c), rtol=1e-5, atol=1e-6)
     assert h_new.dtype == c_new.dtype == np.float32
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.permutations(range(4)), st.booleans(), st.sampled_from(["BG", "G", "1G", "B1"]),
+       st.integers(1, 3), st.integers(1, 4), st.integers(0, 2**32 - 1))
+def test_the_step_kernel_against_the_cell_equations(blocks, r_rows, x_form, rank, hidden,
+                                                    seed):
+    """LSTMStep, each candidate, on R as [H, 4H] or [4H, H], x of [B, 4H], [4H], [1, 4H] or
+    [B, 1] (broadcast), states of any rank (the blocked form takes rank 2 and runs the others
+    as written), against the cell equations in float64."""
+    rng = np.random.default_rng(seed)
+    batch = 3
+    state_shape = [2, batch, hidden][-rank:] if rank > 1 else [hidden]
+    gates = 4 * hidden
+    x_shape = {"BG": [batch, gates], "G": [gates], "1G": [1, gates], "B1": [batch, 1]}[x_form]
+    h, c = (rng.standard_normal(state_shape).astype(np.float32) for _ in range(2))
+    r = (rng.standard_normal((gates, hidden) if r_rows else (hidden, gates)) * 0.5)
+    r = r.astype(np.float32)
+    r.flags.writeable = False
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    pre = x.astype(np.float64) + h.astype(np.float64) @ (r.T if r_rows else r)
+    parts = np.split(pre, 4, axis=-1)
+    f, i, g, o = (parts[k] for k in blocks)
+    want_c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+    want_h = _sigmoid(o) * np.tanh(want_c)
+    kernel = fused.lstm_step({"axis": -1, "blocks": list(blocks), "r_rows": r_rows}, 2)
+    for name in kernel.measured.candidates:
+        kernel.measured.fix(name)
+        h_new, c_new = kernel(h, r, c, x)
+        np.testing.assert_allclose(c_new, want_c, rtol=1e-5, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(h_new, want_h, rtol=1e-5, atol=1e-5, err_msg=name)
+        assert h_new.dtype == c_new.dtype == np.float32
 
 
 def _gru_loop(x_order="zrn", r_order="zrn", blend="keras", swapped=False, one="initializer",
@@ -340,3 +389,53 @@ def test_the_gru_kernel_against_the_cell_equations(x_blocks, r_blocks, rank, axi
     want = (1 - z) * h + z * n if z_scales_n else (1 - z) * n + z * h
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert got.dtype == np.float32 and got.shape == h.shape
+
+
+def test_an_openvino_body_with_r_transposed_is_fused(tmp_path, rng):
+    """A TensorIterator whose body spells the cell with OpenVINO ops, h R^T as MatMul with
+    transpose_b (R stored [4H, H]), the gates f, g, i, o: fused into one LSTMStep and agreeing
+    with the reference driver under each candidate."""
+    import openvino as ov
+    import openvino.opset8 as ops
+
+    from ..frontends.openvino_models import save
+
+    steps, batch, features, hidden, f = 5, 3, 4, 6, np.float32
+    x = ops.parameter([batch, steps, features], f, name="X")
+    h0, c0 = (ops.parameter([batch, hidden], f, name=n) for n in ("H0", "C0"))
+    xt = ops.parameter([batch, 1, features], f, name="xt")
+    h, c = (ops.parameter([batch, hidden], f, name=n) for n in ("h", "c"))
+    w = ops.constant((rng.standard_normal((features, 4 * hidden)) * 0.5).astype(f))
+    r = ops.constant((rng.standard_normal((4 * hidden, hidden)) * 0.5).astype(f))
+    b = ops.constant(rng.standard_normal(4 * hidden).astype(f))
+    x_t = ops.squeeze(xt, ops.constant(np.array([1], np.int64)))
+    pre = ops.add(ops.add(ops.matmul(x_t, w, False, False), ops.matmul(h, r, False, True)), b)
+    g_f, g_g, g_i, g_o = ops.split(pre, ops.constant(np.array(1, np.int64)), 4).outputs()
+    c_new = ops.add(ops.multiply(ops.sigmoid(g_f), c),
+                    ops.multiply(ops.sigmoid(g_i), ops.tanh(g_g)))
+    h_new = ops.multiply(ops.sigmoid(g_o), ops.tanh(c_new))
+    res_h, res_c = ops.result(h_new), ops.result(c_new)
+    res_y = ops.result(ops.unsqueeze(h_new, ops.constant(np.array([1], np.int64))))
+    ti = ops.tensor_iterator()
+    ti.set_body(ov.Model([res_h, res_c, res_y], [xt, h, c], "body"))
+    ti.set_sliced_input(xt, x.output(0), 0, 1, 1, -1, 1)
+    ti.set_merged_input(h, h0.output(0), res_h.output(0))
+    ti.set_merged_input(c, c0.output(0), res_c.output(0))
+    outputs = [ti.get_concatenated_slices(res_y.output(0), 0, 1, 1, -1, 1),
+               ti.get_iter_value(res_c.output(0), -1)]
+    path = save(ov.Model(outputs, [x, h0, c0], "cell"), tmp_path / "cell.xml")
+    feeds = {"X": rng.standard_normal((batch, steps, features)).astype(f),
+             "H0": rng.standard_normal((batch, hidden)).astype(f),
+             "C0": rng.standard_normal((batch, hidden)).astype(f)}
+    fast, reference = cyloop.load(path, driver="cython"), cyloop.load(path, driver="python")
+    want = reference.run(feeds)
+    for candidate in [None, "batch-major gates", "blocked gates"]:
+        (measured,) = [m for m in _measured_steps(fast) if "blocked gates" in m.candidates]
+        if candidate is not None:
+            measured.fix(candidate)
+        got = fast.run(feeds)
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6,
+                                       err_msg=f"{name} ({candidate})")
+    assert re.search(r"fused: LSTMStep node producing '[^']+' runs node '\d+:\w+' \(MatMul\)",
+                     str(fast.plan()))

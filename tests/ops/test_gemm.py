@@ -12,7 +12,7 @@ import cyloop
 from cyloop.ops._gemm import Prepared, weight_product
 from cyloop.ops._measured import MAX_ROUNDS_FACTOR
 
-from ..frontends.onnx_models import lstm_loop_model
+from ..frontends.onnx_models import model, tensor
 
 
 def _read_only(a):
@@ -81,6 +81,30 @@ def test_prepared_is_made_once_per_read_only_weight_and_holds_it_weakly(rng):
     assert ref() is None  # the kernel does not keep a caller's array alive
 
 
+def _rnn_loop_model():
+    """An ONNX Loop over h = tanh(x_t W + h R + B) (no cell the fusion pass takes whole, so
+    h @ R stays a MatMul node of the body)."""
+    from onnx import helper
+
+    node = helper.make_node
+    body = helper.make_graph(
+        [node("Gather", ["X", "i"], ["x_t"], axis=0), node("MatMul", ["x_t", "W"], ["xw"]),
+         node("MatMul", ["h_in", "R"], ["hr"]), node("Add", ["xw", "hr"], ["s"]),
+         node("Add", ["s", "B"], ["pre"]), node("Tanh", ["pre"], ["h_out"]),
+         node("Identity", ["h_out"], ["y"]), node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []),
+                 tensor("h_in", np.float32, None)],
+        [tensor("cond_out", np.bool_, []), tensor("h_out", np.float32, None),
+         tensor("y", np.float32, None)])
+    graph = helper.make_graph(
+        [node("Loop", ["T", "", "h0"], ["h_last", "hs"], body=body)], "rnn",
+        [tensor("T", np.int64, []), tensor("X", np.float32, None),
+         tensor("W", np.float32, None), tensor("R", np.float32, None),
+         tensor("B", np.float32, None), tensor("h0", np.float32, None)],
+        [tensor("h_last", np.float32, None), tensor("hs", np.float32, None)])
+    return model(graph, 13)
+
+
 @pytest.mark.parametrize("candidate", ["rows", "columns"])
 def test_loop_body_and_hoisted_matmuls_run_either_orientation_like_the_reference(candidate, rng):
     """h @ R in an ONNX Loop body and the hoisted x_t @ W: the choices show in the plan; each
@@ -88,13 +112,12 @@ def test_loop_body_and_hoisted_matmuls_run_either_orientation_like_the_reference
     hidden, steps, batch, features = 8, 6, 3, 5
     feeds = {"T": np.array(steps, np.int64),
              "X": rng.standard_normal((steps, batch, features)).astype(np.float32),
-             "W": rng.standard_normal((features, 4 * hidden)).astype(np.float32),
-             "R": rng.standard_normal((hidden, 4 * hidden)).astype(np.float32),
-             "B": rng.standard_normal(4 * hidden).astype(np.float32),
-             "h0": rng.standard_normal((batch, hidden)).astype(np.float32),
-             "c0": rng.standard_normal((batch, hidden)).astype(np.float32)}
-    fast = cyloop.load(lstm_loop_model(hidden), driver="cython")
-    reference = cyloop.load(lstm_loop_model(hidden), driver="python", tune=False)
+             "W": rng.standard_normal((features, hidden)).astype(np.float32),
+             "R": rng.standard_normal((hidden, hidden)).astype(np.float32),
+             "B": rng.standard_normal(hidden).astype(np.float32),
+             "h0": rng.standard_normal((batch, hidden)).astype(np.float32)}
+    fast = cyloop.load(_rnn_loop_model(), driver="cython")
+    reference = cyloop.load(_rnn_loop_model(), driver="python", tune=False)
     (loop,) = fast._compiled.loops
     facts = loop.facts()
     kernels = [step.fn for step in facts.body.steps] + [fn for _, fn in facts.hoisted_kernels]
