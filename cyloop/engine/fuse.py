@@ -6,23 +6,29 @@ and puts one node of the engine's domain in its place, whose kernel (ops/fused.p
 longer passes. The values the pattern hands out keep their names; every value only the pattern
 read disappears with it. Results agree with the unfused body to rounding.
 
-Two patterns so far, as ONNX models write them (and as an OpenVINO IR converted from them does).
+The patterns, as ONNX models write them (and as an OpenVINO IR converted from them does).
 The LSTM cell's gate arithmetic, from the pre-activations ``pre`` and the cell state ``c``:
 
     f, i, g, o = Split(pre, 4 equal parts, axis)        (in any order)
     c' = Add(Mul(Sigmoid(f), c), Mul(Sigmoid(i), Tanh(g)))
     h' = Mul(Sigmoid(o), Tanh(c'))                      (operands of Mul and Add in any order)
 
-which becomes ``LSTMGates(pre, c) -> (h', c')``. The GRU cell's, with the reset gate applied
-after the recurrent product (PyTorch's and Keras' GRU, ONNX's linear_before_reset), from the
-input and recurrent pre-activations ``x`` and ``r`` and the state ``h``:
+which becomes ``LSTMGates(pre, c) -> (h', c')``; and when ``pre`` is an Add tree of a carried
+state's product ``h @ R`` (MatMul; OpenVINO's may take R transposed) and other addends (x W, a
+bias), the product and the sum join it too: ``LSTMStep(h, R, c, x) -> (h', c')``, where x is the
+sum of the other addends, made by Add nodes of the model's spelling placed before it (they need
+nothing from the state, so a hoisted x W and a bias become one hoisted row).
+
+The GRU cell's, with the reset gate applied after the recurrent product (PyTorch's and Keras'
+GRU, ONNX's linear_before_reset), from the input and recurrent pre-activations ``x`` and ``r``
+and the state ``h``:
 
     xz, xr, xn = Split(x, 3 equal parts, axis)          (in any order; r's split likewise)
     z = Sigmoid(Add(xz, rz))    g = Sigmoid(Add(xr, rr))    n = Tanh(Add(xn, Mul(g, rn)))
     h' = Add(Mul(Sub(1, z), p), Mul(z, q))  or  Add(p, Mul(z, Sub(q, p)))    ({p, q} = {n, h})
 
-which becomes ``GRUGates(x, r, h) -> h'``. The matrix products that make the pre-activations are
-left to their own kernels (measured orientation, the input ones hoisted).
+which becomes ``GRUGates(x, r, h) -> h'``. The GRU's matrix products are left to their own
+kernels (measured orientation, the input ones hoisted).
 
 Only the Cython driver fuses; the reference driver runs bodies as written, and the tests compare
 the two.
