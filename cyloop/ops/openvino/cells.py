@@ -136,6 +136,8 @@ def cell_projection(attrs):
         return joined
 
     weights = PreparedPair(with_bias)
+    # Operands of mixed or narrow types add the bias after the GEMM, from weights arranged once.
+    arranged_w, arranged_b = Prepared(arrange), Prepared(arrange)
     product = weight_product(transposed=True)
 
     def project(x, w, b):
@@ -143,8 +145,8 @@ def cell_projection(attrs):
             raise ValueError(f"a cell's input X must be [batch, input_size], got shape "
                              f"{np.shape(x)}")
         if not (x.dtype == w.dtype == b.dtype and x.dtype.kind == "f"):
-            gates = product(np.reshape(x, (-1, x.shape[-1])), arrange(w))
-            gates += arrange(b[:w.shape[0]])
+            gates = product(np.reshape(x, (-1, x.shape[-1])), arranged_w(w))
+            gates += arranged_b(b)[:w.shape[0]]
             return gates.reshape(x.shape[:-1] + (w.shape[0],))
         joined = weights(w, b)
         rows = np.empty(x.shape[:-1] + (x.shape[-1] + 1,), x.dtype)
