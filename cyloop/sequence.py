@@ -23,15 +23,20 @@ class TensorSequence:
     # How many times an element list was copied, summed over all sequences (for tests).
     list_copies = 0
 
-    def __init__(self, items=(), dtype=None, _shared=None, _length=None):
-        if _shared is not None:
-            self._items, self._length = _shared, _length
-        else:
-            self._items = [np.asarray(x) for x in items]
-            self._length = len(self._items)
+    def __init__(self, items=(), dtype=None):
+        self._items = [np.asarray(x) for x in items]
+        self._length = len(self._items)
         self.dtype = None if dtype is None else np.dtype(dtype)
         if self.dtype is None and self._length:
             self.dtype = self._items[0].dtype
+
+    @classmethod
+    def _view(cls, items: list, length: int, dtype) -> TensorSequence:
+        """The first `length` elements of the shared list `items` (`dtype` already a np.dtype
+        or None): no checks, as an append in a loop body builds one per iteration."""
+        view = object.__new__(cls)
+        view._items, view._length, view.dtype = items, length, dtype
+        return view
 
     def __len__(self) -> int:
         return self._length
@@ -53,27 +58,34 @@ class TensorSequence:
         TensorSequence.list_copies += 1
         return self._items[: self._length]
 
+    def _dtype_with(self, value):
+        return value.dtype if self.dtype is None else self.dtype
+
+    def appended(self, value) -> TensorSequence:
+        """A new sequence with `value` appended (SequenceInsert without a position)."""
+        if type(value) is not np.ndarray:
+            value = np.asarray(value)
+        items = self._items
+        if len(items) != self._length:  # an older view: appending goes to a copy of the list
+            items = self._copied()
+        items.append(value)  # the newest view extends the shared list in place
+        return TensorSequence._view(items, self._length + 1, self._dtype_with(value))
+
     def inserted(self, value, position: int | None = None) -> TensorSequence:
         """A new sequence with `value` inserted at `position` (default: at the end)."""
-        value = np.asarray(value)
         if position is None or position == self._length:
-            if len(self._items) == self._length:  # the newest view: extend in place
-                self._items.append(value)
-                return TensorSequence(dtype=self.dtype or value.dtype, _shared=self._items,
-                                      _length=self._length + 1)
-            items = self._copied()
-            items.append(value)
-        else:
-            items = self._copied()
-            items.insert(position, value)
-        return TensorSequence(dtype=self.dtype or value.dtype, _shared=items, _length=len(items))
+            return self.appended(value)
+        value = np.asarray(value)
+        items = self._copied()
+        items.insert(position, value)
+        return TensorSequence._view(items, len(items), self._dtype_with(value))
 
     def erased(self, position: int | None = None) -> TensorSequence:
         """A new sequence without the element at `position` (default: the last)."""
         if self._length == 0:
             raise IndexError("cannot erase from an empty sequence")
         if position is None or position in (-1, self._length - 1):
-            return TensorSequence(dtype=self.dtype, _shared=self._items, _length=self._length - 1)
+            return TensorSequence._view(self._items, self._length - 1, self.dtype)
         items = self._copied()
         del items[position]
-        return TensorSequence(dtype=self.dtype, _shared=items, _length=len(items))
+        return TensorSequence._view(items, len(items), self.dtype)

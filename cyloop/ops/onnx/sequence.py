@@ -31,6 +31,8 @@ def sequence_construct(attrs):
 @kernel("SequenceInsert", since=11)
 def sequence_insert(attrs):
     def insert(sequence, tensor, position=None):
+        if position is None:
+            return sequence.appended(tensor)
         return sequence.inserted(tensor, _position(position, len(sequence), inserting=True))
 
     return insert
