@@ -221,6 +221,9 @@ class ConcatOutput:
     axis: int = 0
     reverse: bool = False
     new_axis: bool = True
+    # Set where the output stands for a sequence the body appended `result` to and that was
+    # stacked after the loop (engine/stacking.py): that sequence's description, for the plan.
+    sequence: str | None = None
 
     def empty(self, declared: Value | None) -> np.ndarray:
         """The output of zero iterations: `declared`'s dims with 0 slots (unknown dims count 0)."""

@@ -29,6 +29,7 @@ from .destinations import plan_destinations
 from .fuse import fuse_loop
 from .hoist import hoist_loop
 from .settings import Settings
+from .stacking import stack_appended_sequences
 
 __all__ = ["CompiledProgram", "CompiledStep", "compile_graph", "program"]
 
@@ -126,6 +127,8 @@ _nesting = threading.local()  # this thread's depth of compile_graph calls
 
 
 def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> CompiledProgram:
+    if settings.driver == "cython":  # (the reference driver runs every graph as written)
+        graph = stack_appended_sequences(graph)
     opsets = dict(opsets or {})
     opsets.update(graph.opsets)
     slots: dict[str, int] = {}  # name -> slot; an Identity's output names its input's slot

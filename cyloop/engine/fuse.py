@@ -43,7 +43,7 @@ import numpy as np
 
 from ..ir import LOOP_DOMAIN, OPENVINO_DOMAIN, CarriedInput, Graph, LoopSpec, Node
 
-__all__ = ["fuse_loop"]
+__all__ = ["Uses", "fuse_loop"]
 
 # The ops of the pattern in each format's spelling.
 _ONNX = {"Sigmoid": "Sigmoid", "Tanh": "Tanh", "Mul": "Mul", "Add": "Add", "Sub": "Sub",
@@ -63,7 +63,7 @@ def fuse_loop(spec: LoopSpec) -> LoopSpec:
     return spec if body is spec.body else dataclasses.replace(spec, body=body)
 
 
-class _Uses:
+class Uses:
     """Who reads each value of a graph, and which values leave it."""
 
     def __init__(self, graph: Graph):
@@ -114,7 +114,7 @@ def _other(node: Node, name: str) -> str | None:
     return b if a == name else a
 
 
-def _match_lstm_gates(split: Node, graph: Graph, uses: _Uses):
+def _match_lstm_gates(split: Node, graph: Graph, uses: Uses):
     """(fused node, the nodes it replaces, the last of them) for the LSTM gate arithmetic fed by
     `split`, or None."""
     axis = _split_axis(split, graph, 4)
@@ -166,7 +166,7 @@ def _match_lstm_gates(split: Node, graph: Graph, uses: _Uses):
     return fused, replaced, add  # h' is made after c', and c' is read before h' is
 
 
-def _sum_tree(graph: Graph, uses: _Uses, name: str, reader: Node, leaves: list, nodes: list):
+def _sum_tree(graph: Graph, uses: Uses, name: str, reader: Node, leaves: list, nodes: list):
     """The Add tree making `name` (read only by `reader`), as nested pairs of leaf indices into
     `leaves` (which it fills, in operand order); its Add nodes go to `nodes`."""
     add = _producer(graph, name)
@@ -178,7 +178,7 @@ def _sum_tree(graph: Graph, uses: _Uses, name: str, reader: Node, leaves: list, 
     return len(leaves) - 1
 
 
-def _recurrent_product(graph: Graph, uses: _Uses, name: str, reader: Node, carried: set[str]):
+def _recurrent_product(graph: Graph, uses: Uses, name: str, reader: Node, carried: set[str]):
     """(the MatMul, its weight is [4H, H]) if `name` is ``h @ r`` of a carried `h` (ONNX's
     MatMul, or OpenVINO's without transpose_a), read only by `reader`, else None."""
     matmul = _producer(graph, name)
@@ -195,7 +195,7 @@ def _recurrent_product(graph: Graph, uses: _Uses, name: str, reader: Node, carri
     return matmul, False
 
 
-def _match_lstm_step(gates: Node, graph: Graph, uses: _Uses, carried: set[str]):
+def _match_lstm_step(gates: Node, graph: Graph, uses: Uses, carried: set[str]):
     """(fused node, the nodes it replaces, the last of them) for the sum of a carried state's
     product ``h @ R`` and other addends that feeds fused LSTM gates, or None."""
     if gates.domain != LOOP_DOMAIN:
@@ -256,7 +256,7 @@ def _fresh(name: str, taken: set[str]) -> str:
     return candidate
 
 
-def _split_part(graph: Graph, uses: _Uses, name: str | None, reader: Node):
+def _split_part(graph: Graph, uses: Uses, name: str | None, reader: Node):
     """(the Split, the part's index) if `name` is a part of a Split into 3 equal parts that only
     `reader` reads, else None."""
     split = _producer(graph, name)
@@ -278,7 +278,7 @@ def _is_one(graph: Graph, name: str | None) -> bool:
     return value.size == 1 and value.ndim <= 1 and value.dtype.kind == "f" and value.item() == 1
 
 
-def _sum_of_parts(graph: Graph, uses: _Uses, name: str | None, reader: Node):
+def _sum_of_parts(graph: Graph, uses: Uses, name: str | None, reader: Node):
     """(the Add, its part of x's split, its part of r's split as (split, index) pairs, in operand
     order) if `name` is an Add of two split parts read only by it and itself only by `reader`."""
     add = _producer(graph, name)
@@ -288,7 +288,7 @@ def _sum_of_parts(graph: Graph, uses: _Uses, name: str | None, reader: Node):
     return None if None in parts else (add, *parts)
 
 
-def _match_gru_gates(tanh: Node, graph: Graph, uses: _Uses):
+def _match_gru_gates(tanh: Node, graph: Graph, uses: Uses):
     """(fused node, the nodes it replaces, the last of them) for the GRU gate arithmetic whose
     candidate activation is `tanh`, or None."""
     add_n = _producer(graph, tanh.inputs[0])
@@ -349,7 +349,7 @@ def _match_gru_rest(graph, uses, tanh, add_n, mul_r, reset, x_part, r_part):
     return fused, replaced, final
 
 
-def _match_blend(graph: Graph, uses: _Uses, z: str, n: str):
+def _match_blend(graph: Graph, uses: Uses, z: str, n: str):
     """(the final Add, the blend's nodes, what z scales ("n" or "h"), h) for
     ``Add(Mul(Sub(1, z), p), Mul(z, q))`` or ``Add(p, Mul(z, Sub(q, p)))`` with {p, q} = {n, h}
     (operands of Add and Mul in any order), or None."""
@@ -408,7 +408,7 @@ def _fuse(graph: Graph, anchor: str, match) -> Graph:
         if not any(node is start for node in nodes):
             continue  # replaced by an earlier match
         current = dataclasses.replace(graph, nodes=nodes)
-        found = match(start, current, _Uses(current))
+        found = match(start, current, Uses(current))
         if found is None:
             continue
         fused, replaced, last = found

@@ -27,7 +27,8 @@ class LoopPlan:
     scalar: list[str] = field(default_factory=list)  # steps that took their scalar path
     # Measured choices (ops/_measured.py): (step label, the choice and each candidate's time).
     choices: list[tuple[str, str]] = field(default_factory=list)
-    fused: list[str] = field(default_factory=list)  # patterns run as one kernel (engine/fuse.py)
+    # Patterns rewritten: run as one kernel (engine/fuse.py), a sequence as an output (stacking.py)
+    fused: list[str] = field(default_factory=list)
 
     @property
     def preallocated_bytes(self) -> int:
@@ -180,5 +181,7 @@ def describe(facts: LoopFacts) -> LoopPlan:
         choices.append(("hoisting chunk size", facts.chunk_sizing.describe()))
     fused = [f"{node.label} runs {node.attrs['fused_from']}" for node in spec.body.nodes
              if "fused_from" in node.attrs]
+    fused += [f"output #{j} is the sequence {out.sequence}" for j, out in enumerate(spec.outputs)
+              if isinstance(out, ConcatOutput) and out.sequence]
     return LoopPlan(facts.label, facts.driver, trip, inputs, outputs, aliasing, facts.counters,
                     nested, hoisted_nodes, scalar, choices, fused)

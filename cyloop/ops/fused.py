@@ -1,6 +1,6 @@
-"""Kernels of the nodes the engine's fusion pass (engine/fuse.py) puts in place of a pattern of
-ordinary ops: each computes what the nodes it replaces computed, to rounding, in fewer numpy
-passes."""
+"""Kernels of the nodes the engine's rewriting passes (engine/fuse.py, engine/stacking.py) put in
+place of a pattern of ordinary ops: each computes what the nodes it replaces computed, to
+rounding, in fewer numpy passes."""
 
 import numpy as np
 
@@ -242,3 +242,16 @@ def _keeps_shape(total, other) -> bool:
     shapes, without np.broadcast_shapes' few microseconds)."""
     shape = np.shape(other)
     return shape == total.shape or np.broadcast_shapes(total.shape, shape) == total.shape
+
+
+@kernel("StackedSequence", domain=LOOP_DOMAIN, since=1)
+def stacked_sequence(attrs):
+    """``rows -> rows``: a loop's concatenated output that engine/stacking.py made of the items
+    appended to a sequence, handed on in place of their ConcatFromSequence (new axis 0). As
+    np.stack of an empty sequence is, zero rows are an error."""
+    def stacked(rows):
+        if rows.shape[0] == 0:
+            raise ValueError("need at least one array to stack (the loop appended none)")
+        return rows
+
+    return stacked
