@@ -72,6 +72,7 @@ def workloads():
         "W5": (lambda: common.w5_while_onnx(), 5000),
         "W5-ir": (lambda: common.converted_ir(DIRECTORY, "w5", common.w5_while_onnx), 5000),
         "W6": (lambda: _w6(), 2000),
+        "W6-seq": (lambda: _w6(kept=True), 2000),
     }
 
 
@@ -80,14 +81,15 @@ def _w4_ti():
     return path, feeds, None  # no numpy loop: checked against OpenVINO's fused cell instead
 
 
-def _w6():
-    model = common.sequence_insert_model()
+def _w6(kept=False):
+    """W6; `kept`: W6-seq, which returns the sequence too."""
+    model = common.sequence_insert_kept_model() if kept else common.sequence_insert_model()
     feeds = {"N": np.array(2000, np.int64),
              "row": np.random.default_rng(6).standard_normal(64).astype(np.float32)}
 
     def numpy_loop(fd):
         rows = [fd["row"] + np.float32(i) for i in range(int(fd["N"]))]
-        return [np.stack(rows)]
+        return [np.stack(rows), rows] if kept else [np.stack(rows)]
 
     return model, feeds, numpy_loop
 

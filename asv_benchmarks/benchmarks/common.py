@@ -604,3 +604,15 @@ def w1_counter_int64_onnx(iterations=10_000):
         return [acc]
 
     return model(graph), feeds, numpy_loop
+
+
+def sequence_insert_kept_model():
+    """W6-seq: W6 with the grown sequence returned beside its stack, so that the sequence must
+    be made. (Stacked alone, cyloop's Cython driver runs W6 as a loop with a concatenated output,
+    engine/stacking.py; this keeps the sequence's own cost in view.) Returns the ModelProto."""
+    from onnx import TensorProto, helper
+
+    onnx_model = sequence_insert_model()
+    onnx_model.graph.output.append(
+        helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, None))
+    return onnx_model
