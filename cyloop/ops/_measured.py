@@ -59,17 +59,26 @@ class Measured:
     strided memory; copies cost a copy but leave them contiguous). A period that spans a gap
     between runs is an outlier the median absorbs.
 
+    ``streak``: each candidate runs that many calls in a row, and only the last of them is
+    timed. For a recurrent step whose outputs are its own next inputs (a state in the
+    candidate's layout): a timed call then reads what the same candidate wrote, as every call
+    will once it is chosen, not what the previous candidate left (a gate-major step hands on
+    transposed views, which a batch-major one reads strided).
+
     A caller that times something other than a call (say, a hoisted chunk and the iterations it
     feeds) uses `pick` and `report` directly; `unit` names what the samples measure."""
 
     def __init__(self, candidates: dict[str, Callable], rounds: int = 5,
                  key: Callable[..., Hashable] | None = None,
                  label: Callable[[Hashable], str] = str, max_keys: int = 16,
-                 timing: str = "call", unit: str = "us"):
+                 timing: str = "call", unit: str = "us", streak: int = 1):
         if timing not in ("call", "period"):
             raise ValueError(f"timing must be 'call' or 'period', not {timing!r}")
+        if streak < 1:
+            raise ValueError(f"streak must be at least 1, not {streak}")
         self.candidates = dict(candidates)
         self.rounds = rounds
+        self.streak = streak
         self.max_keys = max_keys
         self.unit = unit
         self.trials: dict[Hashable, Trial] = {}
@@ -110,7 +119,8 @@ class Measured:
 
     def pick(self, key: Hashable = None) -> tuple[str, Trial | None]:
         """The candidate to run now on `key`, and the trial its time goes to (None when nothing
-        is to be timed: fixed, chosen already, or a key past `max_keys`)."""
+        is to be timed: fixed, chosen already, a key past `max_keys`, or a call of a streak but
+        its last)."""
         if self.fixed is not None:
             return self.fixed, None
         chosen = self._chosen.get(key)
@@ -123,9 +133,10 @@ class Measured:
                 trial = self.trials[key] = Trial(key, names, self.rounds)
             if trial is None or trial.choice is not None:
                 return (names[0] if trial is None else trial.choice), None
-            name = names[trial.turn % len(names)]
-            trial.turn += 1
-        return name, trial
+            turn, trial.turn = trial.turn, trial.turn + 1
+        name = names[turn // self.streak % len(names)]
+        # Within a streak only the last call is timed.
+        return name, (trial if turn % self.streak == self.streak - 1 else None)
 
     def report(self, trial: Trial, name: str, seconds: float) -> None:
         """One timing of candidate `name` on `trial` (as `pick` gave them); the choice is made

@@ -145,7 +145,7 @@ def lstm_step(attrs, n_outputs):
         h_new *= gates[o_at]
         return h_new, c_new
 
-    step = Measured({"batch-major gates": as_written, "blocked gates": blocked},
+    step = Measured({"batch-major gates": as_written, "blocked gates": blocked}, streak=2,
                     key=lambda h, r, c, x: (h.shape, r.shape, h.dtype.char),
                     label=lambda key: f"state {list(key[0])} {np.dtype(key[2]).name}")
 

@@ -35,6 +35,40 @@ def test_each_candidate_warms_up_then_runs_its_rounds_and_the_fastest_is_kept():
     assert measured.describe().startswith("fast, the fastest here (slow ")
 
 
+@pytest.mark.parametrize("streak, kept", [(1, "steady"), (2, "own-layout")])
+def test_a_streak_times_calls_that_read_what_the_same_candidate_wrote(streak, kept):
+    """A recurrent step's candidates hand their state on in their own layout: "own-layout" is
+    free on a state it wrote and slow on another's, "steady" always costs a little. Taking
+    turns call by call, own-layout only ever reads the other's state and looks slow; in
+    streaks of two its timed call reads its own, as every call will once it is kept."""
+    calls = []
+
+    def own_layout(state):
+        calls.append("own-layout")
+        time.sleep(0 if state == "own-layout" else 0.004)
+        return "own-layout"
+
+    def steady(state):
+        calls.append("steady")
+        time.sleep(0.001)
+        return "steady"
+
+    measured = Measured({"own-layout": own_layout, "steady": steady}, rounds=3, streak=streak)
+    state = "start"
+    for _ in range(40):
+        state = measured(state)
+    (trial,) = measured.trials.values()
+    assert trial.choice == kept
+    turns = ["own-layout"] * streak + ["steady"] * streak
+    assert calls[:4 * streak] == turns * 2
+    assert all(len(samples) == trial.needed for samples in trial.samples.values())
+
+
+def test_a_streak_must_be_positive():
+    with pytest.raises(ValueError, match="streak must be at least 1"):
+        Measured(_candidates([]), streak=0)
+
+
 def test_fix_uses_one_candidate_without_timing():
     calls = []
     measured = Measured(_candidates(calls))

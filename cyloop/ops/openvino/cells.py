@@ -93,7 +93,9 @@ def _state_shape(xw, h, *rest):
 
 
 def _measured(steps: dict[str, Callable]) -> Measured:
-    return Measured(steps, key=_state_shape,
+    # In streaks of two: a timed step reads the state its own layout left (a gate-major step
+    # hands on transposed views).
+    return Measured(steps, key=_state_shape, streak=2,
                     label=lambda key: f"state {list(key[0])} {np.dtype(key[1]).name}")
 
 
