@@ -136,8 +136,9 @@ def test_the_planner_keeps_the_fastest_and_tune_false_the_default(tmp_path, rng)
              "H0": np.zeros((3, 7), np.float32), "C0": np.zeros((3, 7), np.float32)}
     tuned = cyloop.load(path, driver="cython")
     (measured,) = _measured_steps(tuned)
-    # Enough steps for every candidate's warm-up call and its most rounds (close medians).
-    calls = len(measured.candidates) * (1 + MAX_ROUNDS_FACTOR * measured.rounds)
+    # Enough steps for every candidate's warm-up call and its most rounds (close medians), in
+    # streaks.
+    calls = len(measured.candidates) * (1 + MAX_ROUNDS_FACTOR * measured.rounds) * measured.streak
     for _ in range(-(-calls // 40)):
         tuned.run(feeds)
     (trial,) = measured.trials.values()  # one state shape
