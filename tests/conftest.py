@@ -21,6 +21,19 @@ def run_both(graph, feeds, **kwargs):
     return results[cyloop.Model(graph).settings.driver]
 
 
+def run_three_ways(onnx_model, feeds):
+    """`onnx_model` run by the Cython driver, the reference driver and onnxruntime: (the two
+    drivers' models, their results, onnxruntime's), results by output name."""
+    import onnxruntime as ort
+
+    fast = cyloop.load(onnx_model, driver="cython")
+    reference = cyloop.load(onnx_model, driver="python")
+    session = ort.InferenceSession(onnx_model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    peer = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    return fast, reference, fast.run(feeds), reference.run(feeds), peer
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

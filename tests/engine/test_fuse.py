@@ -14,6 +14,7 @@ from onnx import helper
 import cyloop
 from cyloop.ops import fused
 
+from ..conftest import run_three_ways
 from ..frontends.onnx_models import model, tensor
 
 _ROLES = "fiog"  # forget, input, output gates and the candidate g
@@ -303,14 +304,7 @@ def _gru_feeds(rng, state, gates, **sizes):
 
 
 def _check_gru(onnx_model, feeds, fused_expected):
-    import onnxruntime as ort
-
-    fast = cyloop.load(onnx_model, driver="cython")
-    reference = cyloop.load(onnx_model, driver="python")
-    got, want = fast.run(feeds), reference.run(feeds)
-    session = ort.InferenceSession(onnx_model.SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
-    peer = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    fast, reference, got, want, peer = run_three_ways(onnx_model, feeds)
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
         np.testing.assert_allclose(got[name], peer[name], rtol=2e-5, atol=2e-6, err_msg=name)

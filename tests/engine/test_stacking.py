@@ -9,6 +9,7 @@ from onnx import TensorProto, helper
 
 import cyloop
 
+from ..conftest import run_three_ways
 from ..frontends.onnx_models import model, tensor
 
 node = helper.make_node
@@ -106,14 +107,7 @@ def _feeds(trips, rows=6):
 def _check(onnx_model, feeds, rewritten: bool) -> dict:
     """Both drivers (and onnxruntime) agree exactly; whether the Cython driver's plan shows the
     sequence rewritten. Returns the Cython driver's results."""
-    import onnxruntime as ort
-
-    fast = cyloop.load(onnx_model, driver="cython")
-    reference = cyloop.load(onnx_model, driver="python")
-    got, want = fast.run(feeds), reference.run(feeds)
-    session = ort.InferenceSession(onnx_model.SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
-    peer = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    fast, reference, got, want, peer = run_three_ways(onnx_model, feeds)
     assert got.keys() == want.keys()
     for name in want:
         for other in (want[name], peer[name]):
