@@ -152,6 +152,28 @@ class Graph:
                 free[out.name] = None
         return list(free)
 
+    def names(self) -> set[str]:
+        """Every value name this graph and the graphs nested in it use (outer-scope reads
+        included): what a pass that adds a value must not name it."""
+        names = {v.name for v in self.inputs} | {v.name for v in self.outputs}
+        names |= set(self.initializers)
+        for node in self.nodes:
+            names.update(node.inputs)
+            names.update(node.outputs)
+            for sub in node.subgraphs():
+                names |= sub.names()
+        return names
+
+
+def fresh_name(name: str, taken: set[str]) -> str:
+    """`name`, or `name~k` for the first k that makes it unused; it is added to `taken`."""
+    candidate, k = name, 1
+    while candidate in taken:
+        k += 1
+        candidate = f"{name}~{k}"
+    taken.add(candidate)
+    return candidate
+
 
 class OuterInput(NamedTuple):
     """A loop operand read from the loop node's input at `index` (trip count, initial condition)."""

@@ -41,7 +41,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from ..ir import LOOP_DOMAIN, OPENVINO_DOMAIN, CarriedInput, Graph, LoopSpec, Node
+from ..ir import LOOP_DOMAIN, OPENVINO_DOMAIN, CarriedInput, Graph, LoopSpec, Node, fresh_name
 
 __all__ = ["Uses", "fuse_loop"]
 
@@ -216,10 +216,10 @@ def _match_lstm_step(gates: Node, graph: Graph, uses: Uses, carried: set[str]):
     # nothing from the state (a hoisted x W and a bias become one hoisted row): the sum is the
     # same to rounding, in another order.
     add = adds[0]
-    made, taken = [], _names(graph)
+    made, taken = [], graph.names()
     addend = others[0]
     for k, other in enumerate(others[1:], 1):
-        name = _fresh(f"{gates.outputs[0]}/addends{k}", taken)
+        name = fresh_name(f"{gates.outputs[0]}/addends{k}", taken)
         made.append(Node(add.op_type, [addend, other], [name], dict(add.attrs), add.domain,
                          name, version=add.version))
         addend = name
@@ -232,28 +232,6 @@ def _match_lstm_step(gates: Node, graph: Graph, uses: Uses, carried: set[str]):
                                            gates.attrs["fused_from"]])},
                  LOOP_DOMAIN, version=1)
     return [*made, fused], replaced, gates
-
-
-def _names(graph: Graph) -> set[str]:
-    """Every value name `graph` and its nested graphs use."""
-    names = {v.name for v in graph.inputs} | {v.name for v in graph.outputs}
-    names |= set(graph.initializers)
-    for node in graph.nodes:
-        names.update(node.inputs)
-        names.update(node.outputs)
-        for sub in node.subgraphs():
-            names |= _names(sub)
-    return names
-
-
-def _fresh(name: str, taken: set[str]) -> str:
-    """`name`, or `name~k` for the first k that makes it unused; it is added to `taken`."""
-    candidate, k = name, 1
-    while candidate in taken:
-        k += 1
-        candidate = f"{name}~{k}"
-    taken.add(candidate)
-    return candidate
 
 
 def _split_part(graph: Graph, uses: Uses, name: str | None, reader: Node):

@@ -43,6 +43,7 @@ from ..ir import (
     Node,
     SlicedInput,
     Value,
+    fresh_name,
 )
 from . import chunks
 from .chunks import (
@@ -83,6 +84,7 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
         sources[spec.iteration_param] = IterationSource()
 
     batched = set(sources)
+    taken = body.names() | set(captures)  # names a value the pass adds must not take
     steps: list[HoistStep] = []
     kept: list[Node] = []
     hoisted_any = False
@@ -93,7 +95,7 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
             batched.add(node.outputs[0])
             hoisted_any = True
             continue
-        plan = _batchable(node, batched, statics, opsets)
+        plan = _batchable(node, batched, statics, opsets, taken)
         if plan is None:
             kept.append(node)
             continue
@@ -107,7 +109,7 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
     packed = {}
     for inp in spec.inputs:
         if isinstance(inp, SlicedInput) and any(inp.param in node.inputs for node in kept):
-            packed[inp.param] = f"{inp.param}/packed"
+            packed[inp.param] = fresh_name(f"{inp.param}/packed", taken)
     for param, name in packed.items():
         steps.append(HoistStep(chunks.pack, [param], [name], f"packing sliced input {param!r}"))
         batched.add(name)
@@ -172,11 +174,12 @@ def _integer(value) -> int | None:
         return None
 
 
-def _batchable(node: Node, batched, statics, opsets):
+def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
     """(hoisted step, nodes left in the body) computing `node` from batched rows, or None.
 
-    A recurrent cell whose input is batched is split: its input projection is hoisted and a
-    recurrence node stays in the body."""
+    A recurrent cell whose input is batched is split: its input projection is hoisted (as a
+    value named by nothing in `taken`, which the name joins) and a recurrence node stays in the
+    body."""
     if node.subgraphs():
         return None
     try:
@@ -184,7 +187,7 @@ def _batchable(node: Node, batched, statics, opsets):
     except UnsupportedOpError:
         return None  # compiling the body says so, naming the node
     if definition.batch == "cell":
-        return _split_cell(node, definition, batched, statics, opsets)
+        return _split_cell(node, definition, batched, statics, opsets, taken)
     names = [name for name in node.inputs if name]
     if not names or any(n not in batched and n not in statics for n in names):
         return None
@@ -211,14 +214,14 @@ def _batchable(node: Node, batched, statics, opsets):
     return HoistStep(call, list(node.inputs), list(node.outputs), node.label, own, mask), []
 
 
-def _split_cell(node: Node, definition, batched, statics, opsets):
+def _split_cell(node: Node, definition, batched, statics, opsets, taken: set[str]):
     """A cell whose input X is batched and W, B static: hoist ``X W^T + B`` (CellProjection);
     the recurrence op the kernel names stays in the body."""
     recurrence, w_at, b_at = definition.cell
     if len(node.inputs) <= b_at or node.inputs[0] not in batched \
             or node.inputs[w_at] not in statics or node.inputs[b_at] not in statics:
         return None
-    projected = f"{node.outputs[0] or node.label}/x_projection"
+    projected = fresh_name(f"{node.outputs[0] or node.label}/x_projection", taken)
     # The projection gets the cell's attributes and the recurrence it feeds: it lays out the
     # gates as that recurrence expects.
     projection = Node("CellProjection", [node.inputs[0], node.inputs[w_at], node.inputs[b_at]],

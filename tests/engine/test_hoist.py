@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 import cyloop
 from cyloop.engine import chunks as _chunks
 from cyloop.ir import (
+    OPENVINO_DOMAIN,
     CarriedInput,
     ConcatOutput,
     GraphBuilder,
@@ -540,6 +541,41 @@ def test_errors_of_hoisted_nodes_are_the_body_errors(case):
         assert isinstance(outcome, str)
 
 
+def test_a_model_that_ran_still_raises_the_body_error_on_new_shapes():
+    """A hoisted step's probe (its own kernel on the first row) runs once per input signature:
+    after runs that passed, feeds of another shape or, for a small operand, other values are
+    probed again and fail as the body fails. Each bad feed here makes an Unsqueeze's axis
+    out of range for a row, but not for the chunk, which has one axis more: only the probe
+    can tell."""
+    body = GraphBuilder("b")
+    y = body.node("MatMul", body.input("x_t", np.float32), body.input("w", np.float32))
+    body.output(body.node("Unsqueeze", y, body.input("axes", np.int64), outputs=["y"]))
+    g = GraphBuilder("g")  # shapes not declared: the feeds may change them
+    g.loop(body.build(), inputs=[(g.input("x", np.float32), SlicedInput(0, "x_t")),
+                                 (g.input("W", np.float32), InvariantInput(0, "w")),
+                                 (g.input("AXES", np.int64), InvariantInput(0, "axes"))],
+           outputs=[ConcatOutput("y")], output_names=["ys"])
+    g.output("ys")
+    graph = g.build()
+    good = {"x": np.ones((5, 4), np.float32), "W": np.ones((2, 4, 70), np.float32),
+            "AXES": np.array([-3])}
+    models = [cyloop.Model(graph, driver=driver) for driver in ("cython", "python")]
+    lower_rank = dict(good, W=np.ones((4, 70), np.float32))  # too large to count by value
+    other_axis = dict(good, AXES=np.array([-4]))
+    for feeds in (good, good, lower_rank, good, other_axis, good):
+        outcomes = []
+        for model in models:
+            try:
+                outcomes.append(model.run(feeds)["ys"])
+            except cyloop.CyloopError as e:
+                outcomes.append(f"{type(e).__name__}: {e}")
+        if feeds is good:
+            np.testing.assert_array_equal(outcomes[0], outcomes[1])
+        else:
+            assert isinstance(outcomes[0], str) and isinstance(outcomes[1], str)
+            assert outcomes[0] == outcomes[1]
+
+
 def test_a_narrow_iteration_number_overflows_where_the_body_would():
     body = GraphBuilder("b")
     i = body.input("i", np.uint8, ())
@@ -632,3 +668,47 @@ def test_a_gather_with_a_bad_axis_is_not_hoisted_and_its_kernel_says_why():
     for driver in ("cython", "python"):
         with pytest.raises(cyloop.ModelError, match="bad attributes for Gather"):
             cyloop.Model(graph, driver=driver)
+
+
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+def test_values_the_pass_adds_take_names_the_body_does_not_use(rng, chunk_rows):
+    """Hoisting names a packed sliced part '<part>/packed' and a cell's input projection
+    '<output>/x_projection'. Where the body already has a value of that name (here invariant
+    inputs it reads), the pass picks another: the body still reads its own values."""
+    body = GraphBuilder("clash_body", opsets={OPENVINO_DOMAIN: 5})
+    x_t, h, acc = body.input("x_t", np.float32), body.input("h", np.float32), \
+        body.input("acc", np.float32)
+    packed_twin, projection_twin = body.input("x_t/packed"), body.input("h_next/x_projection")
+    w, r, b = body.input("w"), body.input("r"), body.input("b")
+    body.node("RNNCell", x_t, h, w, r, b, outputs=["h_next"], domain=OPENVINO_DOMAIN,
+              hidden_size=4)
+    total = body.node("Add", body.node("Add", acc, x_t), packed_twin)
+    body.output(body.node("Add", body.node("Mul", total, projection_twin), acc,
+                          outputs=["acc_next"]))
+    body.output("h_next")
+    g = GraphBuilder("clash", opsets={OPENVINO_DOMAIN: 5})
+    names = ["x", "h0", "acc0", "P", "Q", "W", "R", "B"]
+    x, h0, acc0, p, q, w_, r_, b_ = (g.input(name, np.float32) for name in names)
+    g.loop(body.build(), inputs=[(x, SlicedInput(0, "x_t", axis=1)),
+                                 (h0, CarriedInput(0, "h", "h_next")),
+                                 (acc0, CarriedInput(0, "acc", "acc_next")),
+                                 (p, InvariantInput(0, "x_t/packed")),
+                                 (q, InvariantInput(0, "h_next/x_projection")),
+                                 (w_, InvariantInput(0, "w")), (r_, InvariantInput(0, "r")),
+                                 (b_, InvariantInput(0, "b"))],
+           outputs=[LastOutput("acc_next"), ConcatOutput("h_next")],
+           output_names=["total", "hs"])
+    g.output("total", "hs")
+    feeds = {"x": rng.standard_normal((2, 9, 4)).astype(np.float32),
+             "h0": rng.standard_normal((2, 4)).astype(np.float32),
+             "acc0": np.zeros((2, 4), np.float32),
+             "P": rng.standard_normal((2, 4)).astype(np.float32),
+             "Q": rng.standard_normal((2, 4)).astype(np.float32),
+             "W": rng.standard_normal((4, 4)).astype(np.float32),
+             "R": rng.standard_normal((4, 4)).astype(np.float32),
+             "B": rng.standard_normal(4).astype(np.float32)}
+    model, got, expected = _run(g.build(), feeds, chunk_rows)
+    for name in ("total", "hs"):
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-5)
+    plan = str(model.plan())
+    assert "CellProjection" in plan and "packing sliced input 'x_t'" in plan
