@@ -60,7 +60,7 @@ class Measured:
     between runs is an outlier the median absorbs.
 
     ``streak``: each candidate runs that many calls in a row, and only the last of them is
-    timed. For a recurrent step whose outputs are its own next inputs (a state in the
+    timed (with ``timing="call"`` only). For a recurrent step whose outputs are its own next inputs (a state in the
     candidate's layout): a timed call then reads what the same candidate wrote, as every call
     will once it is chosen, not what the previous candidate left (a gate-major step hands on
     transposed views, which a batch-major one reads strided).
@@ -76,6 +76,11 @@ class Measured:
             raise ValueError(f"timing must be 'call' or 'period', not {timing!r}")
         if streak < 1:
             raise ValueError(f"streak must be at least 1, not {streak}")
+        if streak > 1 and timing == "period":
+            # A period runs from one call to the next: the period a streak's last call begins
+            # would end in the next candidate's first call, and time both.
+            raise ValueError("a streak needs timing='call': a timed period would run into the "
+                             "next candidate's streak")
         self.candidates = dict(candidates)
         self.rounds = rounds
         self.streak = streak

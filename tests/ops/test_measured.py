@@ -64,9 +64,12 @@ def test_a_streak_times_calls_that_read_what_the_same_candidate_wrote(streak, ke
     assert all(len(samples) == trial.needed for samples in trial.samples.values())
 
 
-def test_a_streak_must_be_positive():
+def test_a_streak_must_be_positive_and_timed_by_call():
     with pytest.raises(ValueError, match="streak must be at least 1"):
         Measured(_candidates([]), streak=0)
+    with pytest.raises(ValueError, match="a streak needs timing='call'"):
+        Measured(_candidates([]), streak=2, timing="period")
+    Measured(_candidates([]), streak=1, timing="period")  # no streak: periods are fine
 
 
 def test_fix_uses_one_candidate_without_timing():
