@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .engine.settings import DEFAULT_MAX_ITERATIONS
+from .engine.settings import DEFAULT_MAX_ITERATIONS, count_limit
 from .errors import CyloopError, InputError, LoopCarryError, LoopLimitError
 
 __all__ = ["fori_loop", "scan", "while_loop"]
@@ -247,13 +247,12 @@ def _integer(value, what: str) -> int:
 
 
 def _limit(max_iterations, loop: str) -> int:
-    """`max_iterations` checked; -1 for None (no limit: a step count never equals it)."""
+    """`max_iterations` checked as Model's is (a 0-d integer array accepted too); -1 for None
+    (no limit: a step count never equals it)."""
     if max_iterations is None:
         return -1
-    limit = _integer(max_iterations, f"{loop}: max_iterations")
-    if limit < 0:
-        raise InputError(f"{loop}: max_iterations must be None or >= 0, got {limit}")
-    return limit
+    return count_limit(_integer(max_iterations, f"{loop}: max_iterations"),
+                       f"{loop}: max_iterations", 0)
 
 
 def _steps_allowed(steps: int, max_iterations: int | None, loop: str) -> None:
