@@ -34,6 +34,13 @@ def run_three_ways(onnx_model, feeds):
     return fast, reference, fast.run(feeds), reference.run(feeds), peer
 
 
+def measured_steps(model):
+    """The measured choices (`Measured`) of the kernels in `model`'s loop bodies, in body order:
+    tests force each candidate in turn with ``fix``."""
+    return [step.fn.measured for loop in model._compiled.loops for step in loop.facts().body.steps
+            if getattr(step.fn, "measured", None) is not None]
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

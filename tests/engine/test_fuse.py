@@ -14,7 +14,7 @@ from onnx import helper
 import cyloop
 from cyloop.ops import fused
 
-from ..conftest import run_three_ways
+from ..conftest import measured_steps, run_three_ways
 from ..frontends.onnx_models import model, tensor
 
 _ROLES = "fiog"  # forget, input, output gates and the candidate g
@@ -91,11 +91,6 @@ def _feeds(rng, state, gates, steps=7, batch=3, features=5, biases=("B",), state
     return feeds
 
 
-def _measured_steps(model):
-    return [step.fn.measured for loop in model._compiled.loops for step in loop.facts().body.steps
-            if getattr(step.fn, "measured", None) is not None]
-
-
 def _check(onnx_model, feeds, fused_expected):
     """Both drivers agree, with each candidate of each measured choice in the body forced in
     turn; whether the cell was fused (h @ R, the sums and the gate arithmetic: one LSTMStep)."""
@@ -104,7 +99,7 @@ def _check(onnx_model, feeds, fused_expected):
     got, want = fast.run(feeds), reference.run(feeds)
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
-    for measured in _measured_steps(fast):
+    for measured in measured_steps(fast):
         for candidate in measured.candidates:
             measured.fix(candidate)
             forced = fast.run(feeds)
@@ -424,7 +419,7 @@ def test_an_openvino_body_with_r_transposed_is_fused(tmp_path, rng):
     fast, reference = cyloop.load(path, driver="cython"), cyloop.load(path, driver="python")
     want = reference.run(feeds)
     for candidate in [None, "batch-major gates", "blocked gates"]:
-        (measured,) = [m for m in _measured_steps(fast) if "blocked gates" in m.candidates]
+        (measured,) = [m for m in measured_steps(fast) if "blocked gates" in m.candidates]
         if candidate is not None:
             measured.fix(candidate)
         got = fast.run(feeds)

@@ -11,6 +11,7 @@ import cyloop
 from cyloop.ops._measured import MAX_ROUNDS_FACTOR
 from cyloop.peers import openvino_compiled
 
+from ...conftest import measured_steps
 from ...frontends.openvino_models import cell_ti_model, save
 
 
@@ -81,11 +82,6 @@ def test_cell_tensor_iterator(cell, attrs, tmp_path, rng):
     np.testing.assert_allclose(plugin[1], hs, rtol=1e-3, atol=1e-4)
 
 
-def _measured_steps(model):
-    return [step.fn.measured for loop in model._compiled.loops for step in loop.facts().body.steps
-            if getattr(step.fn, "measured", None) is not None]
-
-
 _MEASURED_CASES = {
     "lstm": ("lstm", {}),
     "lstm-clip": ("lstm", {"clip": 0.7}),
@@ -112,7 +108,7 @@ def test_every_measured_formulation_matches_the_oracle(case, driver, tmp_path, r
     expected = _numpy_cells(cell, feeds["X"], feeds["H0"], feeds.get("C0"), weights["W"],
                             weights["R"], weights["B"], **attrs)
     model = cyloop.load(path, driver=driver)
-    (measured,) = _measured_steps(model)
+    (measured,) = measured_steps(model)
     layouts = {"batch-major gates", "gate-major gates"}
     if cell == "lstm":
         layouts.add("blocked gates")
@@ -135,7 +131,7 @@ def test_the_planner_keeps_the_fastest_and_tune_false_the_default(tmp_path, rng)
     feeds = {"X": rng.standard_normal((3, 40, 5)).astype(np.float32),
              "H0": np.zeros((3, 7), np.float32), "C0": np.zeros((3, 7), np.float32)}
     tuned = cyloop.load(path, driver="cython")
-    (measured,) = _measured_steps(tuned)
+    (measured,) = measured_steps(tuned)
     # Enough steps for every candidate's warm-up call and its most rounds (close medians), in
     # streaks.
     calls = len(measured.candidates) * (1 + MAX_ROUNDS_FACTOR * measured.rounds) * measured.streak
@@ -155,7 +151,7 @@ def test_the_planner_keeps_the_fastest_and_tune_false_the_default(tmp_path, rng)
     plan = str(fixed.plan())
     assert "batch-major gates (fixed, not measured)" in plan
     assert "rows (fixed, not measured)" in plan
-    (default,) = _measured_steps(fixed)
+    (default,) = measured_steps(fixed)
     assert default.fixed == next(iter(default.candidates)) and not default.trials
 
 
