@@ -254,7 +254,36 @@ def lstm_step(attrs) -> Measured:
                 return h_new.reshape(shape), c_new.reshape(shape)
             return h_new, c_new
 
-        return step
+        if not halved or clip:
+            return step
+        halves = {}  # dtype -> its 0.5 (a numpy scalar: a Python float costs a conversion a call)
+
+        def plain_step(xw, h, c, r):
+            """`step` with the default activations and no clip on a [B, H] state, xw [B, 4H]
+            and r of its type: the same passes, without the Python around them (about 2.5 us
+            of a W4-ti step, Intel Xeon KVM)."""
+            dtype = h.dtype
+            if h.ndim != 2 or dtype.kind != "f" or not xw.dtype == c.dtype == r.dtype == dtype:
+                return step(xw, h, c, r)
+            batch, hidden = h.shape
+            gates = np.matmul(h, weights(r))
+            gates += xw.reshape(batch, 4, hidden).transpose(1, 0, 2)
+            np.tanh(gates, out=gates)
+            half = halves.get(dtype)
+            if half is None:
+                half = halves[dtype] = dtype.type(0.5)
+            sigmoids = gates[:3]
+            sigmoids *= half
+            sigmoids += half
+            c_new = np.multiply(gates[0], c)
+            inp = gates[1]
+            inp *= gates[3]
+            c_new += inp
+            h_new = np.tanh(c_new)
+            h_new *= gates[2]
+            return h_new, c_new
+
+        return plain_step
 
     steps = {layout.name: step_in(layout) for layout in _LAYOUTS}
     steps[BLOCKED] = blocked()
