@@ -22,6 +22,12 @@ __all__ = ["Measured", "Trial"]
 # neighbour, a page fault): each candidate runs `rounds` more, up to this factor times `rounds`.
 CLOSE = 0.1
 MAX_ROUNDS_FACTOR = 3
+# A candidate whose fastest sample is this many times the slowest of the best one's, after
+# EARLY_ROUNDS timed calls each, drops out of the trial then: a clearly slower candidate (a GEMM
+# orientation at 2.5x, say) does not keep its turns for all the rounds. Trials run in a model's
+# first runs, so every turn it keeps costs the user.
+CLEAR = 1.3
+EARLY_ROUNDS = 2
 
 
 class Trial:
@@ -32,6 +38,7 @@ class Trial:
         self.key = key
         self.samples: dict[str, list[float]] = {name: [] for name in names}
         self.needed = rounds  # timed calls each candidate needs before the choice
+        self.active = list(names)  # the candidates still taking turns
         self.choice: str | None = None
         self.turn = 0
         self.warm: set[str] = set()
@@ -48,7 +55,9 @@ class Measured:
     """Call one of `candidates` (name -> callable, the first the default) per call. On each key
     (``key(*args)``, say the operands' shapes; one key if None) the candidates run in turn, each
     once to warm up and `rounds` times more (up to three times as many while the two best medians
-    are within 10%), then the one with the lowest median time is kept for that key. `label(key)`
+    are within 10%), then the one with the lowest median time is kept for that key. A candidate
+    clearly slower after two timed calls each (its fastest sample over 1.3 times the slowest of
+    the best one's) stops taking turns then, and the last one left is kept. `label(key)`
     names a key in the plan. Past `max_keys` keys (shapes that keep changing, say a growing
     operand), new keys take the default without timing: no trial is kept per shape of an
     unbounded series.
@@ -60,10 +69,10 @@ class Measured:
     between runs is an outlier the median absorbs.
 
     ``streak``: each candidate runs that many calls in a row, and only the last of them is
-    timed (with ``timing="call"`` only). For a recurrent step whose outputs are its own next inputs (a state in the
-    candidate's layout): a timed call then reads what the same candidate wrote, as every call
-    will once it is chosen, not what the previous candidate left (a gate-major step hands on
-    transposed views, which a batch-major one reads strided).
+    timed (with ``timing="call"`` only). For a recurrent step whose outputs are its own next
+    inputs (a state in the candidate's layout): a timed call then reads what the same candidate
+    wrote, as every call will once it is chosen, not what the previous candidate left (a
+    gate-major step hands on transposed views, which a batch-major one reads strided).
 
     A caller that times something other than a call (say, a hoisted chunk and the iterations it
     feeds) uses `pick` and `report` directly; `unit` names what the samples measure."""
@@ -139,31 +148,44 @@ class Measured:
             if trial is None or trial.choice is not None:
                 return (names[0] if trial is None else trial.choice), None
             turn, trial.turn = trial.turn, trial.turn + 1
-        name = names[turn // self.streak % len(names)]
+        active = trial.active
+        name = active[turn // self.streak % len(active)]
         # Within a streak only the last call is timed.
         return name, (trial if turn % self.streak == self.streak - 1 else None)
 
     def report(self, trial: Trial, name: str, seconds: float) -> None:
         """One timing of candidate `name` on `trial` (as `pick` gave them); the choice is made
-        once every candidate has its rounds."""
+        once every candidate still in the trial has its rounds, or one is left."""
         with self._lock:
-            if trial.choice is not None:
+            if trial.choice is not None or name not in trial.active:
                 return
             if name in trial.warm:
                 trial.samples[name].append(seconds)
             else:  # a first call pays one-time costs (caches, page faults): not a sample
                 trial.warm.add(name)
-            if all(len(s) >= trial.needed for s in trial.samples.values()):
-                medians = sorted((statistics.median(s), n) for n, s in trial.samples.items())
+            samples = {n: trial.samples[n] for n in trial.active}
+            if all(len(s) >= EARLY_ROUNDS for s in samples.values()):
+                best = min(samples, key=lambda n: statistics.median(samples[n]))
+                ceiling = CLEAR * max(samples[best])
+                trial.active = [n for n in trial.active if n == best or min(samples[n]) <= ceiling]
+                if len(trial.active) == 1:
+                    self._choose(trial, best)
+                    return
+                samples = {n: trial.samples[n] for n in trial.active}
+            if all(len(s) >= trial.needed for s in samples.values()):
+                medians = sorted((statistics.median(s), n) for n, s in samples.items())
                 close = medians[1][0] < medians[0][0] * (1 + CLOSE)
                 if close and trial.needed < MAX_ROUNDS_FACTOR * self.rounds:
                     trial.needed += self.rounds  # too close to call on this many: more rounds
                 else:
-                    trial.choice = medians[0][1]
-                    key = trial.key
-                    self._chosen[key] = trial.choice
-                    self._chosen_fn[key] = self.candidates[trial.choice]
-                    self._pending.pop(key, None)
+                    self._choose(trial, medians[0][1])
+
+    def _choose(self, trial: Trial, name: str) -> None:
+        trial.choice = name
+        key = trial.key
+        self._chosen[key] = name
+        self._chosen_fn[key] = self.candidates[name]
+        self._pending.pop(key, None)
 
     def fix(self, name: str | None = None) -> None:
         """Use `name` (default: the first candidate) for every key from now on, without timing."""

@@ -21,9 +21,20 @@ def _candidates(calls):
     return {"slow": slow, "fast": fast}
 
 
-def test_each_candidate_warms_up_then_runs_its_rounds_and_the_fastest_is_kept():
+def test_each_candidate_warms_up_then_runs_its_rounds_and_the_fastest_is_kept(monkeypatch):
+    """Candidates within the early margin (here 1.25x) run all their rounds."""
+    clock, cost = [0.0], {"slow": 1.25, "fast": 1.0}
+    monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
     calls = []
-    measured = Measured(_candidates(calls), rounds=3)
+
+    def run(name):
+        def candidate(x):
+            calls.append(name)
+            clock[0] += cost[name]
+            return x + 1
+        return candidate
+
+    measured = Measured({"slow": run("slow"), "fast": run("fast")}, rounds=3)
     assert measured.describe() == "not run yet"
     assert measured(0) == 1 and measured.describe().startswith("still measuring (slow not timed")
     results = [1] + [measured(k) for k in range(1, 12)]
@@ -31,8 +42,36 @@ def test_each_candidate_warms_up_then_runs_its_rounds_and_the_fastest_is_kept():
     assert calls[:8] == ["slow", "fast"] * 4  # in turn: a warm-up and 3 timed rounds each
     (trial,) = measured.trials.values()
     assert trial.choice == "fast" and calls[8:] == ["fast"] * 4
-    assert all(len(samples) == 3 for samples in trial.samples.values())
+    assert trial.samples == {"slow": [1.25] * 3, "fast": [1.0] * 3}
     assert measured.describe().startswith("fast, the fastest here (slow ")
+
+
+def test_a_clearly_slower_candidate_drops_out_after_two_rounds(monkeypatch):
+    """Past the early margin (1.3x between the slow one's fastest sample and the best one's
+    slowest), a candidate stops taking turns after two timed calls; of three, the two close
+    ones go on to their rounds."""
+    clock = [0.0]
+    monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
+    calls = []
+
+    def run(name, cost):
+        def candidate(x):
+            calls.append(name)
+            clock[0] += cost
+            return x
+        return candidate
+
+    pair = Measured({"slow": run("slow", 2.5), "fast": run("fast", 1.0)}, rounds=5)
+    while not pair.trials or pair.trials[None].choice is None:
+        pair(0)
+    assert calls == ["slow", "fast"] * 3 and pair.trials[None].choice == "fast"
+    calls.clear()
+    trio = Measured({"a": run("a", 1.125), "b": run("b", 3.0), "c": run("c", 1.0)}, rounds=3)
+    while not trio.trials or trio.trials[None].choice is None:
+        trio(0)
+    assert calls[:9] == ["a", "b", "c"] * 3 and "b" not in calls[9:]
+    assert trio.trials[None].choice == "c"
+    assert trio.trials[None].samples == {"a": [1.125] * 3, "b": [3.0] * 2, "c": [1.0] * 3}
 
 
 @pytest.mark.parametrize("streak, kept", [(1, "steady"), (2, "own-layout")])
@@ -61,7 +100,8 @@ def test_a_streak_times_calls_that_read_what_the_same_candidate_wrote(streak, ke
     assert trial.choice == kept
     turns = ["own-layout"] * streak + ["steady"] * streak
     assert calls[:4 * streak] == turns * 2
-    assert all(len(samples) == trial.needed for samples in trial.samples.values())
+    # Clearly apart (0 or 1 ms against 4): decided after two timed calls each.
+    assert all(len(samples) == 2 for samples in trial.samples.values())
 
 
 def test_a_streak_must_be_positive_and_timed_by_call():
