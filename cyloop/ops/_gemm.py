@@ -1,17 +1,20 @@
-"""Products with a weight matrix, in the orientation this machine runs faster (DESIGN, "Measured
+"""Products with a weight matrix, in the formulation this machine runs fastest (DESIGN, "Measured
 choices").
 
 ``a @ w`` with a 2-D `a` (a batch of rows: a state, a chunk of inputs) and a 2-D `w` that is the
 same read-only matrix call after call (a body constant, a loop invariant) can be handed to BLAS
-two ways: as it is (``rows``: ``a @ w``, `w` C-contiguous) or transposed (``columns``:
+three ways: as it is (``rows``: ``a @ w``, `w` C-contiguous), transposed (``columns``:
 ``(w^T @ a^T)^T``, `w^T` C-contiguous, the result copied back to C order so that nothing
-downstream sees another layout). Which is faster depends on the CPU and on the shapes: measured
-on one x86-64 (OpenBLAS SkylakeX kernels), [16,256] @ [256,256] took 24.9 us as it is and 15.1 us
-transposed, while [8,128] @ [128,512] took 7.6 and 12.0. So each shape is timed (`Measured`).
+downstream sees another layout), or as two products over the halves of w's columns, each written
+straight into its half of the result (``halves``: BLAS blocks and threads a narrower product
+differently). Which is fastest depends on the CPU and on the shapes: measured on one x86-64
+(OpenBLAS SkylakeX kernels, 2 cores), [16,256] @ [256,256] took 23-27 us as it is, 18-19
+transposed and 13-17 in halves, while [8,128] @ [128,512] took 7.6-10 as it is and 12-16
+transposed. So each shape is timed (`Measured`).
 
-The contiguous copy a candidate needs (``w`` transposed, or a transposed view made contiguous) is
-made once per weight and kept while the same read-only array comes back; it is what the kernel
-keeps between calls, and only for the last weight it saw.
+The contiguous copy a candidate needs (``w`` transposed, its halves, or a transposed view made
+contiguous) is made once per weight and kept while the same read-only array comes back; it is
+what the kernel keeps between calls, and only for the last weight it saw.
 """
 
 from __future__ import annotations
@@ -91,16 +94,28 @@ def _narrow_product(a, b, out):
     return out
 
 
+def _halves(rows: np.ndarray) -> tuple:
+    """A [K, N] weight as the operands of `halves`: (its column halves stacked [2, K, N/2],
+    None, None) for an even N, else (None, the first N//2 + 1 columns, the rest), contiguous."""
+    k, n = rows.shape
+    if n % 2 == 0:
+        return np.ascontiguousarray(rows.reshape(k, 2, n // 2).swapaxes(0, 1)), None, None
+    split = n // 2 + 1
+    return None, np.ascontiguousarray(rows[:, :split]), np.ascontiguousarray(rows[:, split:])
+
+
 def weight_product(transposed: bool = False) -> Callable:
-    """``product(a, w, out=None)`` = ``a @ w`` (``a @ w^T`` if `transposed`), with the measured
-    orientation when both are 2-D of one dtype and `w` is read-only; plain ``np.matmul``
+    """``product(a, w, out=None)`` = ``a @ w`` (``a @ w^T`` if `transposed`), in the measured
+    formulation when both are 2-D of one dtype and `w` is read-only; plain ``np.matmul``
     otherwise. ``product.measured`` is the choice (the plan shows it, tune=False fixes it)."""
     if transposed:
         as_rows = Prepared(lambda w: np.ascontiguousarray(w.T))
         as_columns = Prepared(np.ascontiguousarray)
+        as_halves = Prepared(lambda w: _halves(w.T))
     else:
         as_rows = Prepared(np.ascontiguousarray)
         as_columns = Prepared(lambda w: np.ascontiguousarray(w.T))
+        as_halves = Prepared(_halves)
 
     def rows(a, w, out):
         return np.matmul(a, as_rows(w), out=out)
@@ -112,7 +127,23 @@ def weight_product(transposed: bool = False) -> Callable:
         np.copyto(out, product)
         return out
 
-    measured = Measured({"rows": rows, "columns": columns}, key=_shapes,
+    def halves(a, w, out):
+        stacked, left, right = as_halves(w)
+        m, n = a.shape[0], (w.shape[0] if transposed else w.shape[1])
+        # The halves are written in place: into `out` when a view of it can take them.
+        whole = out if out is not None and out.flags.c_contiguous else np.empty((m, n), a.dtype)
+        if stacked is not None:  # [2, K, N/2]: one batched call writes both halves
+            np.matmul(a, stacked, out=whole.reshape(m, 2, n // 2).swapaxes(0, 1))
+        else:
+            split = left.shape[1]
+            np.matmul(a, left, out=whole[:, :split])
+            np.matmul(a, right, out=whole[:, split:])
+        if out is None or whole is out:
+            return whole
+        np.copyto(out, whole)
+        return out
+
+    measured = Measured({"rows": rows, "columns": columns, "halves": halves}, key=_shapes,
                         label=_labeller(transposed))
 
     def product(a, w, out=None):

@@ -20,22 +20,32 @@ def _read_only(a):
     return a
 
 
+CANDIDATES = ["rows", "columns", "halves"]
+
+
 @pytest.mark.parametrize("transposed", [False, True])
-@pytest.mark.parametrize("candidate", ["rows", "columns"])
-@pytest.mark.parametrize("with_out", [False, True])
-def test_every_candidate_is_the_plain_product(transposed, candidate, with_out, rng):
+@pytest.mark.parametrize("candidate", CANDIDATES)
+@pytest.mark.parametrize("out_layout", [None, "C", "strided"])
+@pytest.mark.parametrize("n", [1, 7, 8])  # halves: uneven, as two products; even, as one
+def test_every_candidate_is_the_plain_product(transposed, candidate, out_layout, n, rng):
     a = rng.standard_normal((5, 6)).astype(np.float32)
-    w = _read_only(rng.standard_normal((7, 6) if transposed else (6, 7)).astype(np.float32))
+    w = _read_only(rng.standard_normal((n, 6) if transposed else (6, n)).astype(np.float32))
     expected = np.matmul(a, w.T if transposed else w)
     product = weight_product(transposed)
     product.measured.fix(candidate)
-    out = np.empty((5, 7), np.float32) if with_out else None
+    # `out` as the engine hands it: none, a fresh buffer, or a slot of a wider array.
+    out = {None: None, "C": np.empty((5, n), np.float32),
+           "strided": np.full((5, 2 * n), np.nan, np.float32)[:, ::2]}[out_layout]
     for _ in range(2):  # the second call reads the prepared weight
         got = product(a, w, out=out)
-        assert got.flags.c_contiguous and got.shape == (5, 7)
+        assert got.shape == (5, n)
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
-        if with_out:
+        if out is None:
+            assert got.flags.c_contiguous
+        else:
             assert got is out
+    if out_layout == "strided":
+        assert np.isnan(out.base[:, 1::2]).all()  # nothing written beside the slot
 
 
 def test_the_orientation_is_measured_per_shape_and_other_operands_take_np_matmul(rng):
@@ -48,7 +58,7 @@ def test_the_orientation_is_measured_per_shape_and_other_operands_take_np_matmul
             np.testing.assert_allclose(product(a, w), a @ w, rtol=1e-5, atol=1e-6)
     assert set(product.measured.trials) == {((3, 6), (6, 4), "f"), ((9, 6), (6, 4), "f"),
                                             ((64, 6), (6, 4), "f"), ((128, 6), (6, 4), "f")}
-    assert all(t.choice in ("rows", "columns") for t in product.measured.trials.values())
+    assert all(t.choice in CANDIDATES for t in product.measured.trials.values())
     described = product.measured.describe()
     assert "on [3,6] @ [6,4] float32: " in described and "on [33..64,6] @ [6,4]" in described
     # A writeable weight (it may change between calls), a batch of matrices, a vector, mixed
@@ -105,10 +115,10 @@ def _rnn_loop_model():
     return model(graph, 13)
 
 
-@pytest.mark.parametrize("candidate", ["rows", "columns"])
+@pytest.mark.parametrize("candidate", CANDIDATES)
 def test_loop_body_and_hoisted_matmuls_run_either_orientation_like_the_reference(candidate, rng):
     """h @ R in an ONNX Loop body and the hoisted x_t @ W: the choices show in the plan; each
-    orientation, forced, matches the pure-Python driver running the body as written."""
+    formulation, forced, matches the pure-Python driver running the body as written."""
     hidden, steps, batch, features = 8, 6, 3, 5
     feeds = {"T": np.array(steps, np.int64),
              "X": rng.standard_normal((steps, batch, features)).astype(np.float32),
