@@ -39,6 +39,8 @@ cdef class Program:
     cdef int[::1] kill_idx
     cdef signed char[::1] multi
     cdef signed char[::1] positional_out
+    cdef signed char[::1] keeps
+    cdef Py_ssize_t[::1] overwrites
     cdef signed char[::1] planned
     cdef Py_ssize_t[::1] scalar_calls
     cdef signed char[::1] wrapping
@@ -48,6 +50,7 @@ cdef class Program:
 
     cdef str _label(self, Py_ssize_t s)
     cdef object _scalar_call(self, Py_ssize_t s, list slots)
+    cdef object _spare_input(self, Py_ssize_t s, list slots)
     cdef object _kernel_call(self, Py_ssize_t s, list slots, list dests)
     cdef int execute(self, list slots, list dests) except -1
 

@@ -31,7 +31,13 @@ Design: the planner's invariants, each with the code that keeps it.
 7. The planner writes only into buffers it allocated in this call. Feeds, invariants and slices
    are read-only views; per-call state (pools, output buffers) is never reused by the next call, so
    arrays handed back earlier are never overwritten.
-8. Limits are per run, not per loop: every loop of a run counts each iteration on the run's
+8. Temporaries are written over: a ufunc step that is the last reader of an operand whose buffer
+   nothing else holds (the slot's is the only reference: no caller, view, pool, sequence or
+   kernel cache can see it), owns its writeable memory and has the result's shape and the type
+   every operand shares, of a kind the ufunc keeps, is given that buffer as its destination
+   (`Program._spare_input`). Feeds, constants, slices and rows are views or held elsewhere, so
+   they never qualify.
+9. Limits are per run, not per loop: every loop of a run counts each iteration on the run's
    `RunLimits` before running it (a decrement; the clock is read every few milliseconds of work),
    and no output buffer is allocated past its memory limit (`_Concat.allocate`, `ensure`). A
    thread's run finds its limits in a thread-local (`current_limits`), so runs of one Model in
@@ -40,6 +46,7 @@ Design: the planner's invariants, each with the code that keeps it.
 
 cimport numpy as cnp
 from cpython.exc cimport PyErr_CheckSignals
+from cpython.object cimport Py_TYPE
 from cpython.list cimport PyList_GET_ITEM
 from cpython.ref cimport Py_INCREF, PyObject
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
@@ -60,6 +67,7 @@ import numpy as np
 from ..errors import CyloopError, ExecutionError, LoopLimitError, ModelError, ResourceLimitError
 from ..ir import CarriedInput, ConcatOutput, SlicedInput, read_only, truth
 from .destinations import LoopFacts, PoolDestination, RowDestination
+from ..ops.registry import FLOATS, INTEGERS
 from .settings import COUNTERS, GROWTH_CAP_BYTES, PROGRESS_EVERY
 
 cnp.import_array()
@@ -379,6 +387,9 @@ cdef Py_ssize_t _signature(tuple args, Py_ssize_t count, cnp.npy_intp *sig) exce
 # Integer add, subtract and multiply are computed here instead (`_wrapping`): numpy's integer
 # scalar operators warn on overflow (an error under -W error), where the ufunc wraps silently.
 
+# The operand kinds a ufunc step keeps the type of (CompiledStep.keeps), as C constants.
+cdef int _KEEPS_FLOATS = FLOATS, _KEEPS_INTEGERS = INTEGERS
+
 cdef dict _WRAPPING_OPS = {operator.add: 0, operator.sub: 1, operator.mul: 2}
 cdef frozenset _INTEGERS = frozenset([np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
                                       np.uint32, np.uint64])
@@ -445,6 +456,8 @@ cdef class Program:
         self.multi = np.array([s.multi for s in steps] + [0], dtype=np.int8)
         # A ufunc takes its destination as one more positional argument: no keyword dict per call.
         self.positional_out = np.array([s.positional_out for s in steps] + [0], dtype=np.int8)
+        self.keeps = np.array([s.keeps for s in steps] + [0], dtype=np.int8)
+        self.overwrites = np.zeros(self.n_steps + 1, dtype=np.intp)
         # Per step: (operator, scalar types) when it may take the scalar path, else None.
         self.scalar_ops = [s.scalar if len(s.inputs) == 2 and min(s.inputs) >= 0
                            and not s.multi else None for s in steps]
@@ -475,6 +488,11 @@ cdef class Program:
         """The indices of the steps that have taken their scalar path (two 0-d operands of one
         type run as the scalar's operator) in some call so far."""
         return [s for s in range(self.n_steps) if self.scalar_calls[s]]
+
+    def overwriting_steps(self):
+        """The steps that have written their result over a dying operand (`_spare_input`) in some
+        call so far, with how many times."""
+        return {s: self.overwrites[s] for s in range(self.n_steps) if self.overwrites[s]}
 
     def plan_step(self, Py_ssize_t step):
         """Mark `step` as writing into a destination the driver supplies (see the Design note)."""
@@ -525,17 +543,73 @@ cdef class Program:
         self.scalar_calls[s] += 1
         return result
 
+    cdef object _spare_input(self, Py_ssize_t s, list slots):
+        """A buffer step s's ufunc may write its result into (invariant 8), or None: an operand
+        the step is the last reader of and only its slot holds, a plain array owning its
+        writeable, aligned, native-order memory, of the kind and the type every operand has
+        (array or numpy scalar: so the result has it too) and of the shape they broadcast to."""
+        cdef Py_ssize_t a = self.in_off[s], n = self.in_off[s + 1] - a, k, j, d, slot, other
+        cdef int nd, nd_other, kind = self.keeps[s]
+        cdef bint read
+        cdef cnp.ndarray arr, operand
+        cdef cnp.dtype descr
+        cdef object value
+        for k in range(self.kill_off[s], self.kill_off[s + 1]):
+            slot = self.kill_idx[k]
+            value = slots[slot]
+            # One reference from the slot, one from `value`: nothing else can read the buffer.
+            if type(value) is not np.ndarray or _refcount(<PyObject *>value) != 2:
+                continue
+            arr = <cnp.ndarray>value
+            if (cnp.PyArray_BASE(arr) != NULL
+                    or not cnp.PyArray_CHKFLAGS(arr, cnp.NPY_ARRAY_OWNDATA)
+                    or not cnp.PyArray_ISBEHAVED(arr)
+                    or not (kind & _KEEPS_FLOATS and cnp.PyArray_ISFLOAT(arr)
+                            or kind & _KEEPS_INTEGERS and cnp.PyArray_ISINTEGER(arr))):
+                continue
+            nd = cnp.PyArray_NDIM(arr)
+            descr = <cnp.dtype><PyObject *>cnp.PyArray_DESCR(arr)
+            read = False  # (a slot that dies here may be an output nothing reads)
+            for j in range(n):
+                other = self.in_idx[a + j]
+                if other < 0:
+                    return None
+                if other == slot:
+                    read = True
+                    continue
+                value = slots[other]
+                if Py_TYPE(value) == descr.typeobj:  # a numpy scalar of the type (a constant)
+                    continue
+                if type(value) is not np.ndarray:
+                    return None
+                operand = <cnp.ndarray>value
+                nd_other = cnp.PyArray_NDIM(operand)
+                if nd_other > nd or not cnp.PyArray_EquivTypes(
+                        <cnp.dtype><PyObject *>cnp.PyArray_DESCR(operand), descr):
+                    return None
+                for d in range(nd_other):
+                    if (operand.shape[d] != 1
+                            and operand.shape[d] != arr.shape[nd - nd_other + d]):
+                        return None
+            if read:
+                return arr
+        return None
+
     cdef object _kernel_call(self, Py_ssize_t s, list slots, list dests):
         """Step s's kernel, given its planned destination when its inputs match the call that
-        sized it."""
+        sized it, else a dying operand's buffer when one may take the result."""
         cdef Py_ssize_t k, slot, n_sig = -1
         cdef Py_ssize_t a = self.in_off[s], n = self.in_off[s + 1] - a
         cdef object fn = self.fns[s], value, result, dest = None
         cdef cnp.npy_intp sig[MAX_SIG]
         cdef bytes stored
+        # (Looked for before the arguments take references of their own.)
+        cdef object spare = (self._spare_input(s, slots) if self.keeps[s] and not self.planned[s]
+                             else None)
         # A ufunc given a destination takes it as one more positional argument: room for it is
         # made in the argument tuple up front (no second tuple per call).
-        cdef bint positional = self.planned[s] and dests is not None and self.positional_out[s]
+        cdef bint positional = ((self.planned[s] and dests is not None or spare is not None)
+                                and self.positional_out[s])
         cdef tuple args = PyTuple_New(n + positional)
         for k in range(n):
             slot = self.in_idx[a + k]
@@ -552,6 +626,9 @@ cdef class Program:
                                      or memcmp(<char *>stored, sig,
                                                n_sig * sizeof(cnp.npy_intp)) != 0):
                 dest = None
+        if spare is not None:
+            dest = spare
+            self.overwrites[s] += 1
         if positional:
             if dest is None:
                 args = args[:n]  # (the unfilled last item is NULL, which a tuple allows)
@@ -1045,7 +1122,8 @@ cdef class LoopDriver:
                          self.body.scalar_steps(), [loop.facts() for loop in self.loops],
                          [(step.shown or step.label, step.probe) for step in hoist.steps]
                          if hoist is not None else [],
-                         hoist.sizing if hoist is not None else None)
+                         hoist.sizing if hoist is not None else None,
+                         self.body.overwriting_steps())
 
     def __call__(self, *args):
         """Run the loop; it shares the limits of the run it is part of (`current_limits`), or,

@@ -17,6 +17,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..errors import CyloopError, ExecutionError
 from ..ir import SlicedInput, Slicing, read_only
 from ..ops._measured import Measured
+from ..ops.registry import FLOATS, INTEGERS, type_keeping
 from .settings import CHUNK_BUDGETS, FIRST_CHUNK_ROWS, MAX_CHUNK_ROWS, MIN_CHUNK_ROWS
 
 __all__ = ["CaptureStatic", "ConstStatic", "GatherSource", "Hoist", "HoistStep",
@@ -297,19 +298,12 @@ def _rows_along(data, axis: int, start: int, rows: int):
 # batched arg has the rows on a new leading axis; `reusable` are dying buffers the chunk made,
 # which may take the result.
 
-# Ufuncs whose result has its inputs' common type, so one of their inputs may take the result
-# when it is a buffer the chunk made and nothing reads afterwards.
-_IN_PLACE_UFUNCS = {np.add, np.subtract, np.multiply, np.true_divide, np.maximum, np.minimum,
-                    np.negative, np.absolute, np.tanh, np.exp, np.log, np.sqrt, np.floor,
-                    np.ceil, np.reciprocal}
-_TYPE_KEEPING = {np.add, np.subtract, np.multiply, np.maximum, np.minimum, np.negative,
-                 np.absolute}  # on integers too (the others make floats of them)
-
-
 def elementwise(fn, batched):
     """Rows of any operand: batched operands get their row axis aligned in front of the static
     ones' dims, then numpy broadcasting does the rest."""
-    in_place = isinstance(fn, np.ufunc) and fn in _IN_PLACE_UFUNCS
+    # A dying buffer the chunk made may take the result (`reusable`): of the result's shape and
+    # type, for a ufunc that keeps its operands' type (`registry.type_keeping`).
+    keeps = type_keeping(fn)
 
     def call(args, rows, reusable=()):
         ranks = [np.ndim(a) - 1 if b else np.ndim(a) for a, b in zip(args, batched)
@@ -320,12 +314,12 @@ def elementwise(fn, batched):
             if b and np.ndim(a) - 1 < rank:  # align the row axis in front of static operands
                 a = np.reshape(a, (rows,) + (1,) * (rank - np.ndim(a) + 1) + np.shape(a)[1:])
             aligned.append(a)
-        if in_place and reusable:
+        if keeps and reusable:
             shape = np.broadcast_shapes(*[np.shape(a) for a in aligned])
             dtype = np.result_type(*aligned)
+            kind = FLOATS if dtype.kind == "f" else INTEGERS if dtype.kind in "iu" else 0
             for buffer in reusable:
-                if (buffer.shape == shape and buffer.dtype == dtype
-                        and (dtype.kind == "f" or fn in _TYPE_KEEPING)):
+                if buffer.shape == shape and buffer.dtype == dtype and keeps & kind:
                     return (fn(*aligned, out=buffer),)
         return (fn(*aligned),)
 

@@ -58,6 +58,10 @@ class CompiledStep:
     scalar: tuple | None  # (operator, scalar types): see ops/registry.py
     node: Node  # what errors and plans name (a label string per step would cost as much as
     #             the rest of the step on a large model: it is made when asked for)
+    # A ufunc step that is the last reader of an input: the operand kinds on which that input's
+    # buffer may take the result (ops.type_keeping; 0: never). The Cython runner checks at each
+    # call that nothing else holds the buffer (`Program._spare_input`).
+    keeps: int = 0
 
     @property
     def label(self) -> str:
@@ -203,6 +207,8 @@ def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> Compil
             kills[index] += (slot,)
     for step, killed in zip(steps, kills):
         step.kills = killed
+        if step.out and set(killed) & set(step.inputs):
+            step.keeps = ops.type_keeping(step.fn)
 
     names = {name: slots[name] for name in input_names}
     names.update((out.name, slots[out.name]) for out in graph.outputs)

@@ -70,3 +70,5 @@ class LoopFacts:
     nested: list[LoopFacts] = field(default_factory=list)
     hoisted_kernels: list[tuple[str, object]] = field(default_factory=list)  # (shown, kernel)
     chunk_sizing: object = None  # the hoisted part's measured chunk size (chunks.Hoist.sizing)
+    # Steps that wrote their result over a dying operand, with how many times (Cython driver).
+    overwriting: dict[int, int] = field(default_factory=dict)

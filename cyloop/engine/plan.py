@@ -25,6 +25,7 @@ class LoopPlan:
     nested: list[LoopPlan] = field(default_factory=list)
     hoisted: list[str] = field(default_factory=list)  # nodes run before the loop, in chunks
     scalar: list[str] = field(default_factory=list)  # steps that took their scalar path
+    overwriting: list[str] = field(default_factory=list)  # steps written over a dying operand
     # Measured choices (ops/_measured.py): (step label, the choice and each candidate's time).
     choices: list[tuple[str, str]] = field(default_factory=list)
     # Patterns rewritten: run as one kernel (engine/fuse.py), a sequence as an output (stacking.py)
@@ -56,6 +57,9 @@ class LoopPlan:
         if self.scalar:
             out.append(f"{indent}  scalar path taken (two 0-d operands of one type: the "
                        f"scalar's operator, no destination): {', '.join(self.scalar)}")
+        if self.overwriting:
+            out.append(f"{indent}  written over a dying operand (no buffer allocated): "
+                       f"{', '.join(self.overwriting)}")
         for label, choice in self.choices:
             out.append(f"{indent}  measured choice: {label}: {choice}")
         c = self.counters
@@ -183,5 +187,7 @@ def describe(facts: LoopFacts) -> LoopPlan:
              if "fused_from" in node.attrs]
     fused += [f"output #{j} is the sequence {out.sequence}" for j, out in enumerate(spec.outputs)
               if isinstance(out, ConcatOutput) and out.sequence]
+    overwriting = [f"{body.steps[k].label} ({calls} calls)"
+                   for k, calls in facts.overwriting.items()]
     return LoopPlan(facts.label, facts.driver, trip, inputs, outputs, aliasing, facts.counters,
-                    nested, hoisted_nodes, scalar, choices, fused)
+                    nested, hoisted_nodes, scalar, overwriting, choices, fused)

@@ -13,7 +13,8 @@ from .registry import (
     lookup,
     node_version,
     registered,
+    type_keeping,
 )
 
 __all__ = ["Kernel", "KernelDef", "build", "definition_of", "kernel", "lookup", "node_version",
-           "registered"]
+           "registered", "type_keeping"]

@@ -120,6 +120,26 @@ class Kernel:
 
 _TABLE: dict[tuple[str, str], list[KernelDef]] = {}
 
+# Ufuncs whose result has the type of their operands when those share one float type: given a
+# buffer of that type and of the result's shape as `out=`, they compute what they would into a
+# fresh array, so a dead operand's buffer may take the result. On integers only those that keep
+# the type (the others make floats of them).
+_FLOAT_KEEPING = {np.add, np.subtract, np.multiply, np.true_divide, np.maximum, np.minimum,
+                  np.negative, np.absolute, np.tanh, np.exp, np.log, np.sqrt, np.floor, np.ceil,
+                  np.reciprocal}
+_INTEGER_KEEPING = {np.add, np.subtract, np.multiply, np.maximum, np.minimum, np.negative,
+                    np.absolute}
+FLOATS, INTEGERS = 1, 2  # the operand kinds `type_keeping` reports, as bits
+
+
+def type_keeping(fn) -> int:
+    """For which operand kinds (`FLOATS`, `INTEGERS`, or'ed) ufunc `fn`'s result has the type
+    its operands share, so that one of them may be written over with the result; 0 for anything
+    else."""
+    if not isinstance(fn, np.ufunc):
+        return 0
+    return (FLOATS if fn in _FLOAT_KEEPING else 0) | (INTEGERS if fn in _INTEGER_KEEPING else 0)
+
 
 def kernel(op_type: str, domain: str = "", since: int = 1, out: bool = False, multi: bool = False,
            batch: str | None = None, batch_if=None, scalar=None, cell=None,
@@ -184,7 +204,9 @@ def build(node: Node, opsets: dict[str, int], attrs: dict | None = None) -> Kern
         raise ModelError(f"{node.label}: {node.op_type} takes {fn.nin} inputs, got "
                          f"{len(node.inputs)}")
     out = definition.out and len(node.outputs) == 1
-    positional = out and isinstance(fn, np.ufunc) and fn.nout == 1
+    # (numpy 2.4 deprecates a positional destination for maximum and minimum: `out=` for them.)
+    positional = (out and isinstance(fn, np.ufunc) and fn.nout == 1
+                  and fn not in (np.maximum, np.minimum))
     return Kernel(fn, definition, definition.multi, out, positional)
 
 

@@ -217,3 +217,71 @@ def test_pool_buffer_held_by_a_carried_list_is_not_reused():
     g.output("history")
     out = run_both(g.build(), {"h0": np.zeros(2)})
     np.testing.assert_array_equal(out["history"], np.repeat(np.arange(1.0, 6.0)[:, None], 2, 1))
+
+
+@kernel("Kept", domain="test.cyloop")
+def _kept(attrs):
+    """Returns the one writeable array it keeps, every call (as a kernel's cache would)."""
+    kept = np.arange(3.0)
+    return lambda x: kept
+
+
+def _overwriting(model) -> dict[str, int]:
+    """Label -> calls, of the loop body's steps that wrote their result over a dying operand."""
+    (loop,) = model._compiled.loops
+    steps = loop.body.compiled.steps
+    return {steps[s].label: calls for s, calls in loop.body.overwriting_steps().items()}
+
+
+def test_a_dying_temporary_takes_a_ufunc_result_only_when_nothing_else_can_see_it(rng):
+    """The Cython runner writes a ufunc's result over an operand whose last reader it is when
+    only the operand's slot holds it (invariant 8): not over a feed's slice, a value a view or a
+    kernel still holds, a smaller operand it broadcasts, or an operand of another type."""
+    def body(b):
+        b.node("Mul", "x_t", "c", outputs=["a"])  # x_t: a read-only slice (c: read again)
+        b.node("Add", "a", b.const(1.0), outputs=["b"])  # a: a fresh temporary
+        b.node("Reshape", "b", b.const(np.array([3], np.int64)), outputs=["v"])  # views b
+        b.node("Mul", "b", b.const(3.0), outputs=["d"])  # b's last reader; v still sees it
+        b.node("Add", "v", "d", outputs=["e"])  # d: fresh; v: a view
+        b.node("Add", "e", "w", outputs=["wide"])  # e [3] broadcast to w's [2, 3]
+        b.node("Cast", "wide", outputs=["narrow"], to=np.float32)
+        b.node("Add", "narrow", "c", outputs=["mixed"])  # float32 + float64: float64
+        b.node("Cast", "mixed", outputs=["y"], to=np.float64)
+        b.node("Kept", "c", domain="test.cyloop", outputs=["k"])
+        b.node("Mul", "k", b.const(2.0), outputs=["twice"])  # k: held by the kernel too
+        b.output(b.node("Add", "c", "twice", outputs=["c_next"]), "y")
+
+    graph = _loop(body, [("c", "c_next")], sliced=["x_t"], invariant=[("w", "w_outer")],
+                  outputs=[LastOutput("c_next"), ConcatOutput("y")])
+    graph.opsets["test.cyloop"] = 1
+    feeds = {"c0": rng.standard_normal(3), "x_t_seq": rng.standard_normal((7, 3)),
+             "w_outer": rng.standard_normal((2, 3))}
+    before = {k: v.copy() for k, v in feeds.items()}
+    out = run_both(graph, feeds)  # the reference driver writes over nothing
+    model = cyloop.Model(graph, driver="cython")
+    np.testing.assert_array_equal(model.run(feeds)["out1"], out["out1"])
+    c, ys = feeds["c0"], []
+    for x_t in feeds["x_t_seq"]:
+        b = x_t * c + 1.0
+        narrow = (b + b * 3.0 + feeds["w_outer"]).astype(np.float32)
+        ys.append(narrow + c)
+        c = c + np.arange(3.0) * 2.0
+    np.testing.assert_array_equal(out["out1"], np.stack(ys))
+    np.testing.assert_array_equal(out["out0"], c)
+    assert _overwriting(model) == {"Add node producing 'b'": 7, "Add node producing 'e'": 7}
+    assert ("written over a dying operand (no buffer allocated): Add node producing 'b' (7 "
+            "calls), Add node producing 'e' (7 calls)") in str(model.plan())
+    for name, value in feeds.items():
+        assert value.tobytes() == before[name].tobytes(), name
+
+
+def test_a_ufunc_at_the_top_level_never_writes_over_a_feed(rng):
+    g = GraphBuilder()
+    g.input("x", np.float64, (4,))
+    g.output(g.node("Add", "x", g.const(1.0), outputs=["y"]))
+    model = cyloop.Model(g.build(), driver="cython")
+    x = rng.standard_normal(4)
+    kept = x.copy()
+    np.testing.assert_array_equal(model.run({"x": x})["y"], kept + 1.0)
+    np.testing.assert_array_equal(x, kept)
+    assert model._program.overwriting_steps() == {}
