@@ -6,11 +6,12 @@ same read-only matrix call after call (a body constant, a loop invariant) can be
 three ways: as it is (``rows``: ``a @ w``, `w` C-contiguous), transposed (``columns``:
 ``(w^T @ a^T)^T``, `w^T` C-contiguous, the result copied back to C order so that nothing
 downstream sees another layout), or as two products over the halves of w's columns, each written
-straight into its half of the result (``halves``: BLAS blocks and threads a narrower product
-differently). Which is fastest depends on the CPU and on the shapes: measured on one x86-64
-(OpenBLAS SkylakeX kernels, 2 cores), [16,256] @ [256,256] took 23-27 us as it is, 18-19
-transposed and 13-17 in halves, while [8,128] @ [128,512] took 7.6-10 as it is and 12-16
-transposed. So each shape is timed (`Measured`).
+straight into its half of the result (``halves``: OpenBLAS's SkylakeX kernels take a product of
+at most 10^6 multiply-adds by a small-matrix path that does not repack the weight, and a half
+may fall under that where the whole does not). Which is fastest depends on the CPU and on the
+shapes: measured on one x86-64 (Intel Xeon, AVX-512 and AMX, 2 cores), [16,256] @ [256,256]
+took 23-27 us as it is, 18-19 transposed and 13-17 in halves, while [8,128] @ [128,512] took
+7.6-10 as it is and 12-16 transposed. So each shape is timed (`Measured`).
 
 The contiguous copy a candidate needs (``w`` transposed, its halves, or a transposed view made
 contiguous) is made once per weight and kept while the same read-only array comes back; it is
