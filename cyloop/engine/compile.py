@@ -53,7 +53,7 @@ class CompiledStep:
     outputs: tuple[int, ...]
     kills: tuple[int, ...]
     multi: bool  # returns a tuple, one value per output
-    out: bool  # takes out= (one output; its shape follows from its inputs' shapes and dtypes)
+    out: bool  # takes out= for its (first) result, whose shape follows from its inputs' shapes
     positional_out: bool  # ... as one more positional argument
     scalar: tuple | None  # (operator, scalar types): see ops/registry.py
     node: Node  # what errors and plans name (a label string per step would cost as much as

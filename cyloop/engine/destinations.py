@@ -7,23 +7,26 @@ Neither reads the other's internals: a driver describes itself as a `LoopFacts`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from ..ir import CarriedInput, ConcatOutput, LoopSpec
 
 __all__ = ["Destination", "LoopFacts", "PoolDestination", "RowDestination", "plan_destinations"]
 
 
-class RowDestination(NamedTuple):
+# (Dataclasses, not named tuples: a RowDestination(0) must not equal a PoolDestination(0).)
+@dataclass(frozen=True, slots=True)
+class RowDestination:
     """The result is written into its slot of concatenated output #`output`; a result that is
     also carried is read there by the next iteration (zero copies)."""
 
     output: int
 
 
-class PoolDestination(NamedTuple):
-    """The result, carried back into input #`input` and not emitted, is written into a free
-    buffer of a ping-pong pool (two buffers in steady state)."""
+@dataclass(frozen=True, slots=True)
+class PoolDestination:
+    """The result, carried back into input #`input` (and emitted only into strided slots, if at
+    all: copied there from the pool buffer), is written into a free buffer of a ping-pong pool
+    (two buffers in steady state)."""
 
     input: int
 
@@ -34,15 +37,21 @@ Destination = RowDestination | PoolDestination
 def plan_destinations(spec: LoopSpec, body) -> dict[int, Destination]:
     """Which body results a kernel may write straight into their destination, by result slot.
 
-    A result both emitted and carried lives in its output row; one only carried gets a pool.
-    Only results made by an ``out=``-capable single-output step qualify (`body`: the compiled
-    body); a body input passed through is never written.
+    A result emitted on axis 0 lives in its output row (if it is also carried, the next
+    iteration reads it there); one only carried gets a pool, and so does one both carried and
+    emitted on another axis: its slots are strided, and the next iteration would read it strided
+    (W4's TensorIterator, h emitted on axis 1 and read by the next step's GEMM, ran 1.2-2.7 us a
+    step slower with h in its slot than from a pool buffer copied there, Intel Xeon KVM).
+    Only the (first) result of an ``out=``-capable step qualifies (`body`: the compiled body): a
+    recurrent cell's h, not its c; a body input passed through is never written.
     """
     producer = {step.outputs[0] for step in body.steps if step.out}
+    carried = {body.slot(inp.result) for inp in spec.inputs if isinstance(inp, CarriedInput)}
     destinations: dict[int, Destination] = {}
     for j, out in enumerate(spec.outputs):
         slot = body.slot(out.result)
-        if isinstance(out, ConcatOutput) and slot in producer and slot not in destinations:
+        if isinstance(out, ConcatOutput) and slot in producer and slot not in destinations \
+                and (out.axis == 0 or slot not in carried):
             destinations[slot] = RowDestination(j)
     for k, inp in enumerate(spec.inputs):
         if isinstance(inp, CarriedInput):

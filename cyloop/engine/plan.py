@@ -149,7 +149,9 @@ def describe(facts: LoopFacts) -> LoopPlan:
             else:
                 source = "a hoisted value" if out.result in hoisted else \
                     "a body input" if out.result in params else \
-                    f"{producer.get(slot, 'an outer value')} (no out=)"
+                    f"{producer[slot]}'s ping-pong buffer (carried: its strided slots would " \
+                    "be read strided)" if isinstance(destinations.get(slot), PoolDestination) \
+                    else f"{producer.get(slot, 'an outer value')} (no out=)"
                 where = f"preallocated; copied into slot i from {source} ({order})"
             outputs.append((f"#{j} {out.result}", "concatenated", f"{how} axis {out.axis}: {where}"))
         else:

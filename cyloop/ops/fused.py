@@ -83,7 +83,7 @@ def _gate_affine(state_shape, dtype, g_at):
     return scale, offset
 
 
-@kernel("LSTMStep", domain=LOOP_DOMAIN, since=1, multi=True)
+@kernel("LSTMStep", domain=LOOP_DOMAIN, since=1, multi=True, out=True)
 def lstm_step(attrs, n_outputs):
     """``(h, r, c, x) -> (h', c')``: the gates' pre-activations are ``x + h @ r`` (``h @ r^T``
     if ``r_rows``), then `lstm_gates` with the same ``axis`` and ``blocks``. A measured choice
@@ -91,13 +91,15 @@ def lstm_step(attrs, n_outputs):
     the gate arithmetic) and *blocked gates*: one batched GEMM writes each gate's [B, H] block
     contiguous, [4, B, H], and every pass after it is contiguous. The blocked form needs a 2-D
     state [B, H], r [H, 4H] (or [4H, H]), c [B, H], the gates on the last axis and x of
-    [B, 4H], [1, 4H] or [4H], all of one float type; other shapes run as written."""
+    [B, 4H], [1, 4H] or [4H], all of one float type; other shapes run as written. The blocked
+    form writes h' into ``out=`` (the slot of an emitted output the planner gives it); as written,
+    h' is a fresh array the engine copies there."""
     axis = int(attrs["axis"])
     f_at, i_at, g_at, o_at = (int(k) for k in attrs["blocks"])
     r_rows = bool(attrs.get("r_rows"))
     gate_arithmetic = lstm_gates(attrs, 2)
 
-    def as_written(h, r, c, x):
+    def as_written(h, r, c, x, out=None):
         return gate_arithmetic(np.add(x, np.matmul(h, np.swapaxes(r, -1, -2) if r_rows else r)),
                                c)
 
@@ -125,7 +127,7 @@ def lstm_step(attrs, n_outputs):
             return None
         return (*_gate_affine(h.shape, h.dtype, g_at), (-1, 4, hidden))
 
-    def blocked(h, r, c, x):
+    def blocked(h, r, c, x, out=None):
         # One dict look-up per step instead of the checks (about 1 us of a W4-loop step).
         signature = (h.shape, r.shape, c.shape, x.shape, h.dtype, r.dtype, c.dtype, x.dtype)
         plan = plans.get(signature, False)
@@ -146,20 +148,17 @@ def lstm_step(attrs, n_outputs):
         inp = gates[i_at]
         inp *= gates[g_at]
         c_new += inp
-        h_new = np.tanh(c_new)
+        h_new = np.tanh(c_new, out=out)
         h_new *= gates[o_at]
         return h_new, c_new
 
     step = Measured({"batch-major gates": as_written, "blocked gates": blocked}, streak=2,
-                    key=lambda h, r, c, x: (h.shape, r.shape, h.dtype.char),
+                    key=lambda h, r, c, x, out=None: (h.shape, r.shape, h.dtype.char),
                     label=lambda key: f"state {list(key[0])} {np.dtype(key[2]).name}")
 
-    if n_outputs == 2:  # (h', c') as the step returns them: no wrapper call per step
-        step.measured = step
-        return step
-
-    def run(h, r, c, x):
-        return step(h, r, c, x)[:n_outputs]
+    def run(h, r, c, x, out=None):
+        result = step(h, r, c, x, out)
+        return result if n_outputs == 2 else result[:n_outputs]
 
     run.measured = step
     return run

@@ -6,9 +6,11 @@ run does no attribute work.
 
 A kernel declares its traits where it is registered, and the engine reads them from here:
 
-- ``out=True``: it takes an ``out=`` keyword and writes its single result there; its result shape
+- ``out=True``: it takes an ``out=`` keyword and writes its result there (a ``multi`` kernel: its
+  first result, say a recurrent cell's new h), returning that array itself; that result's shape
   and dtype follow from its inputs' shapes and dtypes alone (no data-dependent shapes), which is
-  what lets the planner reuse a destination.
+  what lets the planner reuse a destination. A kernel may decline (its operands' types differ,
+  say) and return a fresh result instead, which the engine then copies.
 - ``multi=True``: the factory is called as ``factory(attrs, n_outputs)`` and the kernel returns a
   tuple of results, one per node output.
 - ``batch``: how the node runs on many iterations' rows at once (hoisting, engine/hoist.py), one
@@ -112,7 +114,7 @@ class Kernel:
     fn: Callable
     definition: KernelDef
     multi: bool
-    out: bool  # takes out= and the node has one output
+    out: bool  # takes out= for its (first) result
     # A ufunc of the node's arity takes its destination as one more positional argument (no
     # keyword dict per call).
     positional_out: bool
@@ -203,7 +205,7 @@ def build(node: Node, opsets: dict[str, int], attrs: dict | None = None) -> Kern
         # (a ufunc would take an input past its arity as its destination)
         raise ModelError(f"{node.label}: {node.op_type} takes {fn.nin} inputs, got "
                          f"{len(node.inputs)}")
-    out = definition.out and len(node.outputs) == 1
+    out = definition.out and (len(node.outputs) == 1 or definition.multi)
     # (numpy 2.4 deprecates a positional destination for maximum and minimum: `out=` for them.)
     positional = (out and isinstance(fn, np.ufunc) and fn.nout == 1
                   and fn not in (np.maximum, np.minimum))

@@ -94,6 +94,38 @@ def test_one_result_feeds_a_back_edge_and_two_outputs(rng):
     assert not np.may_share_memory(out["out0"], out["out1"])
 
 
+def test_a_carried_result_lives_in_its_slot_only_when_slots_are_rows(rng):
+    """A result both carried and emitted lives in its output slot when the output stacks on axis
+    0 (contiguous slots: the next iteration reads it there), but not on axis 1, whose slots are
+    strided: there the kernel writes a ping-pong pool buffer, which the next iteration reads
+    contiguous and the driver copies into the slot. One only emitted on axis 1 is written into
+    its strided slot. Both drivers agree; the loop computes c <- tanh(c + x_t) and emits 2c."""
+    def body(b):
+        b.output(b.node("Tanh", b.node("Add", "c", "x_t"), outputs=["r"]),
+                 b.node("Mul", "c", b.const(2.0), outputs=["twice"]))
+
+    c0, xs = rng.standard_normal(3), rng.standard_normal((5, 3))
+    c, rows, twice = c0, [], []
+    for x_t in xs:
+        twice.append(c * 2.0)
+        c = np.tanh(c + x_t)
+        rows.append(c)
+    for axis in (0, 1):
+        graph = _loop(body, [("c", "r")], sliced=["x_t"],
+                      outputs=[ConcatOutput("r", axis=axis), ConcatOutput("twice", axis=1)])
+        out = run_both(graph, {"c0": c0, "x_t_seq": xs})
+        np.testing.assert_allclose(out["out0"], np.stack(rows, axis=axis), rtol=1e-12)
+        np.testing.assert_allclose(out["out1"], np.stack(twice, axis=1), rtol=1e-12)
+        plan = str(cyloop.Model(graph, driver="cython").plan())
+        if axis == 0:
+            assert "axis 0: preallocated; Tanh writes slot i in place" in plan
+            assert "c <- r: lives in slot i of output #0" in plan
+        else:
+            assert "axis 1: preallocated; copied into slot i from Tanh's ping-pong buffer" in plan
+            assert "c <- r: Tanh writes into a ping-pong buffer pair" in plan
+        assert "axis 1: preallocated; Mul writes slot i in place" in plan
+
+
 def test_swapped_carried_values(rng):
     """a <- b and b <- a + 1: each pool buffer is read through the other carried value."""
     def body(b):

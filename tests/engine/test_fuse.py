@@ -91,9 +91,10 @@ def _feeds(rng, state, gates, steps=7, batch=3, features=5, biases=("B",), state
     return feeds
 
 
-def _check(onnx_model, feeds, fused_expected):
+def _check(onnx_model, feeds, fused_expected, blockable=True):
     """Both drivers agree, with each candidate of each measured choice in the body forced in
-    turn; whether the cell was fused (h @ R, the sums and the gate arithmetic: one LSTMStep)."""
+    turn; whether the cell was fused (h @ R, the sums and the gate arithmetic: one LSTMStep);
+    the blocked form, where it can run (`blockable`), writes h' into its row of the output."""
     fast = cyloop.load(onnx_model, driver="cython")
     reference = cyloop.load(onnx_model, driver="python")
     got, want = fast.run(feeds), reference.run(feeds)
@@ -102,10 +103,15 @@ def _check(onnx_model, feeds, fused_expected):
     for measured in measured_steps(fast):
         for candidate in measured.candidates:
             measured.fix(candidate)
+            fast.reset_counters()
             forced = fast.run(feeds)
             for name in want:
                 np.testing.assert_allclose(forced[name], want[name], rtol=2e-5, atol=2e-6,
                                            err_msg=f"{name} ({candidate})")
+            if candidate == "blocked gates" and blockable:  # h' written into its row of 'hs'
+                (counters,) = fast.counters().values()
+                assert counters["steady_bytes_copied"] == 0, candidate
+                assert counters["in_place_writes"] == counters["iterations"] - 1, candidate
     plan = str(fast.plan())
     assert ("fused: LSTMStep node producing 'h_out' runs " in plan) == fused_expected, plan
     assert "fused:" not in str(reference.plan())  # the reference driver runs the body as written
@@ -142,7 +148,7 @@ def test_explicit_split_sizes_are_left_alone(rng):
 def test_an_uneven_opset18_split_runs_the_arithmetic_as_written(rng):
     """num_outputs=4 over 10 columns: parts of 3, 3, 3 and 1 that broadcast (o is [B, 1])."""
     onnx_model, state, gates = _lstm_loop("ifgo", hidden=3, gates=10, opset=18)
-    _check(onnx_model, _feeds(rng, state, gates), fused_expected=True)
+    _check(onnx_model, _feeds(rng, state, gates), fused_expected=True, blockable=False)
 
 
 def _through_openvino_ir(tmp_path, onnx_model, feeds) -> str:
@@ -236,6 +242,15 @@ def test_the_step_kernel_against_the_cell_equations(blocks, r_rows, x_form, rank
         np.testing.assert_allclose(c_new, want_c, rtol=1e-5, atol=1e-5, err_msg=name)
         np.testing.assert_allclose(h_new, want_h, rtol=1e-5, atol=1e-5, err_msg=name)
         assert h_new.dtype == c_new.dtype == np.float32
+        # out= (a slot of an emitted output): the blocked form writes h' there and returns it;
+        # as written, h' is fresh and the slot untouched (the engine copies it). Same values.
+        output = np.full((3,) + h_new.shape, np.nan, np.float32)
+        slot = output[1]
+        into, _ = kernel(h, r, c, x, out=slot)
+        blocked = name == "blocked gates" and len(state_shape) == 2 and x_form != "B1"
+        assert (into is slot) if blocked else (into.base is not output), name
+        np.testing.assert_array_equal(into, h_new, err_msg=name)
+        assert np.isnan(output[0]).all() and np.isnan(output[2]).all()
 
 
 def _gru_loop(x_order="zrn", r_order="zrn", blend="keras", swapped=False, one="initializer",
@@ -422,9 +437,13 @@ def test_an_openvino_body_with_r_transposed_is_fused(tmp_path, rng):
         (measured,) = [m for m in measured_steps(fast) if "blocked gates" in m.candidates]
         if candidate is not None:
             measured.fix(candidate)
+        fast.reset_counters()
         got = fast.run(feeds)
         for name in want:
             np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6,
                                        err_msg=f"{name} ({candidate})")
+    plan = str(fast.plan())
     assert re.search(r"fused: LSTMStep node producing '[^']+' runs node '\d+:\w+' \(MatMul\)",
-                     str(fast.plan()))
+                     plan)
+    # h, emitted on axis 1 (strided slots) and carried: written into a pool buffer, not its slot.
+    assert re.search(r"alias: h <- \S+: LSTMStep writes into a ping-pong buffer pair", plan), plan

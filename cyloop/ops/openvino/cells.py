@@ -10,6 +10,10 @@ How a step runs is a measured choice (DESIGN, "Measured choices"): its gates are
 contiguous). Which GEMM is faster depends on the CPU and on the shapes. Either way the projection
 is batch-major, [..., B, G], and the states come back [B, H] (views, after a gate-major step).
 
+A step takes ``out=``, where it writes its new h (the first result: the slot of an emitted output
+the planner gives it), unless its types differ from h's; it returns that h either way, and the
+engine copies one it did not write there.
+
 An LSTM's gates are *arranged*: the rows of W, R and B are reordered to f, i, o, c, so that the
 three sigmoid gates are one block, and, with the default activations, those rows are halved, so
 that one tanh serves all four gates: sigmoid(x) = tanh(x/2)/2 + 1/2. Halving is exact in binary
@@ -185,13 +189,17 @@ def lstm_step(attrs) -> Measured:
             _clip(candidate, clip)
         np.tanh(gates, out=gates)
 
-    def update(forget, inp, out, candidate, c, dtype):
-        """(h', c') from the activated gates' blocks (`inp` is overwritten)."""
+    def update(forget, inp, out_gate, candidate, c, dtype, out=None):
+        """(h', c') from the activated gates' blocks (`inp` is overwritten); h' in `out` (in the
+        blocks' orientation) when the gates have h's type."""
         c_new = np.multiply(forget, c)
         inp *= candidate
         c_new += inp
-        h_new = h_act(c_new)
-        h_new *= out
+        if out is not None and c_new.dtype == dtype:
+            h_new = h_act(c_new, out=out)
+        else:
+            h_new = h_act(c_new)
+        h_new *= out_gate
         return h_new.astype(dtype, copy=False), c_new.astype(dtype, copy=False)
 
     def step_in(layout):
@@ -204,10 +212,10 @@ def lstm_step(attrs) -> Measured:
         weights = Prepared(lambda r: (layout.prepared(arrange(r)),
                                       _math.lstm_gate_affine(4 * r.shape[-1], 0, r.dtype, 3)))
 
-        def step(xw, h, c, r):
+        def step(xw, h, c, r, out=None):
             hidden = h.shape[-1]
             prepared, (scale, offset) = weights(r)
-            forget, inp, out, cand = _blocks(gate_major, hidden, 4)
+            forget, inp, out_at, cand = _blocks(gate_major, hidden, 4)
             if gate_major:
                 h, c, xw = h.swapaxes(-1, -2), c.swapaxes(-1, -2), xw.swapaxes(-1, -2)
                 gates = np.matmul(prepared, h)  # a fresh buffer the gates are made in
@@ -224,9 +232,11 @@ def lstm_step(attrs) -> Measured:
                 half = gates.dtype.type(0.5)
                 sigmoids *= half
                 sigmoids += half
-            h_new, c_new = update(gates[forget], gates[inp], gates[out], candidate, c, h.dtype)
+            dest = None if out is None else layout.oriented(out)
+            h_new, c_new = update(gates[forget], gates[inp], gates[out_at], candidate, c, h.dtype,
+                                  dest)
             if gate_major:
-                return h_new.swapaxes(-1, -2), c_new.swapaxes(-1, -2)
+                return (out if h_new is dest else h_new.swapaxes(-1, -2)), c_new.swapaxes(-1, -2)
             return h_new, c_new
 
         return step
@@ -236,11 +246,12 @@ def lstm_step(attrs) -> Measured:
         weights = Prepared(lambda r: np.ascontiguousarray(
             arrange(r).reshape(4, r.shape[0] // 4, r.shape[-1]).swapaxes(-1, -2)))
 
-        def step(xw, h, c, r):
+        def step(xw, h, c, r, out=None):
             shape = h.shape
             hidden = shape[-1]
             if len(shape) != 2:  # leading dims join the batch: each row's step is its own
                 h, c, xw = h.reshape(-1, hidden), c.reshape(-1, hidden), xw.reshape(-1, 4 * hidden)
+                out = None  # (a strided destination would not reshape to a view)
             gates = np.matmul(h, weights(r))  # a fresh buffer
             gates += xw.reshape(h.shape[0], 4, hidden).transpose(1, 0, 2)
             sigmoids, candidate = gates[:3], gates[3]
@@ -249,7 +260,7 @@ def lstm_step(attrs) -> Measured:
                 half = gates.dtype.type(0.5)
                 sigmoids *= half
                 sigmoids += half
-            h_new, c_new = update(gates[0], gates[1], gates[2], candidate, c, h.dtype)
+            h_new, c_new = update(gates[0], gates[1], gates[2], candidate, c, h.dtype, out)
             if len(shape) != 2:
                 return h_new.reshape(shape), c_new.reshape(shape)
             return h_new, c_new
@@ -258,13 +269,13 @@ def lstm_step(attrs) -> Measured:
             return step
         halves = {}  # dtype -> its 0.5 (a numpy scalar: a Python float costs a conversion a call)
 
-        def plain_step(xw, h, c, r):
+        def plain_step(xw, h, c, r, out=None):
             """`step` with the default activations and no clip on a [B, H] state, xw [B, 4H]
             and r of its type: the same passes, without the Python around them (about 2.5 us
             of a W4-ti step, Intel Xeon KVM)."""
             dtype = h.dtype
             if h.ndim != 2 or dtype.kind != "f" or not xw.dtype == c.dtype == r.dtype == dtype:
-                return step(xw, h, c, r)
+                return step(xw, h, c, r, out)
             batch, hidden = h.shape
             gates = np.matmul(h, weights(r))
             gates += xw.reshape(batch, 4, hidden).transpose(1, 0, 2)
@@ -279,7 +290,7 @@ def lstm_step(attrs) -> Measured:
             inp = gates[1]
             inp *= gates[3]
             c_new += inp
-            h_new = np.tanh(c_new)
+            h_new = np.tanh(c_new, out=out)
             h_new *= gates[2]
             return h_new, c_new
 
@@ -306,7 +317,7 @@ def gru_step(attrs) -> Measured:
         weights = Prepared(split)
         gate_major = layout.gate_major
 
-        def step(xw, h, r, b):
+        def step(xw, h, r, b, out=None):
             hidden = h.shape[-1]
             update_reset, candidate_weights = weights(r)
             z_at, reset_at, candidate_at = _blocks(gate_major, hidden, 3)
@@ -324,10 +335,11 @@ def gru_step(attrs) -> Measured:
             candidate += xw_t[candidate_at]
             g(_clip(candidate, clip), out=candidate)
             # (1 - z) * candidate + z * h
-            h_new = np.subtract(h_t, candidate)
+            dest = layout.oriented(out) if out is not None and candidate.dtype == h.dtype else None
+            h_new = np.subtract(h_t, candidate, out=dest)
             h_new *= z
             h_new += candidate
-            return layout.oriented(h_new).astype(h.dtype, copy=False)
+            return out if dest is not None else layout.oriented(h_new).astype(h.dtype, copy=False)
 
         return step
 
@@ -342,9 +354,12 @@ def rnn_step(attrs) -> Measured:
     def step_in(layout):
         weights = Prepared(layout.prepared)
 
-        def step(xw, h, r):
+        def step(xw, h, r, out=None):
             pre = layout.product(layout.oriented(h), weights(r))
             pre += layout.oriented(xw)
+            if out is not None and pre.dtype == h.dtype:
+                f(_clip(pre, clip), out=layout.oriented(out))
+                return out
             return layout.oriented(f(_clip(pre, clip), out=pre)).astype(h.dtype, copy=False)
 
         return step
@@ -359,24 +374,26 @@ def showing(fn, step: Measured):
     return fn
 
 
-@kernel("LSTMCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True)
+# The recurrences and cells write their new h (their first result) into ``out=`` (see above).
+
+@kernel("LSTMCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True, out=True)
 def lstm_recurrence(attrs, n_outputs):
     step = lstm_step(attrs)
-    if n_outputs == 2:  # (h', c') as the step returns them: no wrapper call per step
-        return showing(step, step)
-    return showing(lambda xw, h, c, r: step(xw, h, c, r)[:n_outputs], step)
+    if n_outputs == 2:  # (h', c') as the step returns them
+        return showing(lambda xw, h, c, r, out=None: step(xw, h, c, r, out), step)
+    return showing(lambda xw, h, c, r, out=None: step(xw, h, c, r, out)[:n_outputs], step)
 
 
-@kernel("GRUCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True)
+@kernel("GRUCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True, out=True)
 def gru_recurrence(attrs, n_outputs):
     step = gru_step(attrs)
-    return showing(lambda xw, h, r, b: (step(xw, h, r, b),)[:n_outputs], step)
+    return showing(lambda xw, h, r, b, out=None: (step(xw, h, r, b, out),)[:n_outputs], step)
 
 
-@kernel("RNNCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True)
+@kernel("RNNCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True, out=True)
 def rnn_recurrence(attrs, n_outputs):
     step = rnn_step(attrs)
-    return showing(lambda xw, h, r: (step(xw, h, r),)[:n_outputs], step)
+    return showing(lambda xw, h, r, out=None: (step(xw, h, r, out),)[:n_outputs], step)
 
 
 def projection_for(recurrence, attrs):
@@ -385,27 +402,30 @@ def projection_for(recurrence, attrs):
     return cell_projection(dict(attrs, recurrence=recurrence))
 
 
-@kernel("LSTMCell", domain=DOMAIN, since=1, multi=True, batch="cell",
+@kernel("LSTMCell", domain=DOMAIN, since=1, multi=True, out=True, batch="cell",
         cell=("LSTMCellRecurrence", 3, 5))
-@kernel("LSTMCell", domain=DOMAIN, since=4, multi=True, batch="cell",
+@kernel("LSTMCell", domain=DOMAIN, since=4, multi=True, out=True, batch="cell",
         cell=("LSTMCellRecurrence", 3, 5))
 def lstm_cell(attrs, n_outputs):
     """Gates in OpenVINO's f, i, c, o order. LSTMCell-1's peephole input is refused at load time
     (by the frontend); without it the two versions compute the same."""
     project, step = projection_for("LSTMCellRecurrence", attrs), lstm_step(attrs)
-    return showing(lambda x, h, c, w, r, b: step(project(x, w, b), h, c, r)[:n_outputs], step)
+    return showing(lambda x, h, c, w, r, b, out=None:
+                   step(project(x, w, b), h, c, r, out)[:n_outputs], step)
 
 
-@kernel("GRUCell", domain=DOMAIN, since=3, multi=True, batch="cell",
+@kernel("GRUCell", domain=DOMAIN, since=3, multi=True, out=True, batch="cell",
         cell=("GRUCellRecurrence", 2, 4))
 def gru_cell(attrs, n_outputs):
     """Gates in OpenVINO's z, r, h order; ``linear_before_reset`` as in ONNX."""
     project, step = projection_for("GRUCellRecurrence", attrs), gru_step(attrs)
-    return showing(lambda x, h, w, r, b: (step(project(x, w, b), h, r, b),)[:n_outputs], step)
+    return showing(lambda x, h, w, r, b, out=None:
+                   (step(project(x, w, b), h, r, b, out),)[:n_outputs], step)
 
 
-@kernel("RNNCell", domain=DOMAIN, since=1, multi=True, batch="cell",
+@kernel("RNNCell", domain=DOMAIN, since=1, multi=True, out=True, batch="cell",
         cell=("RNNCellRecurrence", 2, 4))
 def rnn_cell(attrs, n_outputs):
     project, step = projection_for("RNNCellRecurrence", attrs), rnn_step(attrs)
-    return showing(lambda x, h, w, r, b: (step(project(x, w, b), h, r),)[:n_outputs], step)
+    return showing(lambda x, h, w, r, b, out=None:
+                   (step(project(x, w, b), h, r, out),)[:n_outputs], step)

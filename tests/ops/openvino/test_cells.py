@@ -118,8 +118,11 @@ def test_every_measured_formulation_matches_the_oracle(case, driver, tmp_path, r
         got = list(model.run(feeds).values())
         for value, want in zip(got, expected):
             np.testing.assert_allclose(value, want, rtol=1e-4, atol=1e-5, err_msg=name)
+        plan = str(model.plan())
         assert re.search(rf"measured choice: node '\d+:\w+Cell_\d+' \(\w+Cell(Recurrence)?\): "
-                         rf"{name} \(fixed, not measured\)", str(model.plan()))
+                         rf"{name} \(fixed, not measured\)", plan)
+        if driver == "cython":  # h, carried and emitted on axis 1: the step writes a pool buffer
+            assert re.search(r"alias: h <- \S+: \w+CellRecurrence writes into a ping-pong", plan)
 
 
 def test_the_planner_keeps_the_fastest_and_tune_false_the_default(tmp_path, rng):
@@ -176,6 +179,45 @@ def test_every_lstm_step_layout_takes_leading_dims(rng):
             for got, want in zip(whole, fn(xw[k], h[k], c[k], r)):
                 assert got.shape == (2, batch, hidden)
                 np.testing.assert_array_equal(got[k], want, err_msg=name)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_every_step_writes_its_new_h_into_out_or_declines(cell, dtype, rng):
+    """Given out= (a slot of an emitted output: strided, as an output stacked on axis 1 has it),
+    every candidate step writes h' there and returns that array itself, equal to what it returns
+    without one, writing nothing beside the slot; with a state of another type than the gates it
+    declines, returning a fresh h' (which the engine copies)."""
+    from cyloop.ops.openvino.cells import gru_step, lstm_step, rnn_step
+
+    hidden, batch, gates = 6, 3, {"lstm": 4, "gru": 3, "rnn": 1}[cell]
+    r = (rng.standard_normal((gates * hidden, hidden)) * 0.5).astype(dtype)
+    r.flags.writeable = False
+    xw = rng.standard_normal((batch, gates * hidden)).astype(dtype)
+    h, c = (rng.standard_normal((batch, hidden)).astype(dtype) for _ in range(2))
+    b = rng.standard_normal(4 * hidden).astype(dtype)
+    step = {"lstm": lstm_step, "gru": gru_step, "rnn": rnn_step}[cell]({})
+    args = {"lstm": (xw, h, c, r), "gru": (xw, h, r, b), "rnn": (xw, h, r)}[cell]
+
+    def first(result):
+        return result[0] if cell == "lstm" else result
+
+    for name, fn in step.candidates.items():
+        want = first(fn(*args))
+        output = np.full((batch, 5, hidden), np.nan, dtype)  # [B, T, H], slot 2 is [B, H]
+        slot = output[:, 2]
+        got = fn(*args, slot)
+        assert first(got) is slot, name
+        np.testing.assert_array_equal(slot, want, err_msg=name)
+        assert np.isnan(np.delete(output, 2, axis=1)).all(), name
+        # A float16 state with gates of `dtype`: h' is float16, rounded from the gates' type.
+        narrow = tuple(a.astype(np.float16) if a is h or a is c else a for a in args)
+        want = first(fn(*narrow))
+        assert want.dtype == np.float16
+        slot = np.full((batch, hidden), np.nan, np.float16)
+        declined = first(fn(*narrow, slot))
+        assert declined is not slot and np.isnan(slot).all(), name
+        np.testing.assert_array_equal(declined, want, err_msg=name)
 
 
 @pytest.mark.parametrize("x_type,w_type", [("float32", "float32"), ("float64", "float64"),
