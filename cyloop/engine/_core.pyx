@@ -19,7 +19,10 @@ Design: the planner's invariants, each with the code that keeps it.
    destination as ``out=`` only when its inputs have the shapes and dtypes of the call that sized
    the destination (an ``out=`` kernel's result shape follows from those alone; signatures in
    `Program._kernel_call`). A result both carried and emitted lives in its output row and the next
-   iteration reads it there.
+   iteration reads it there, when that row is contiguous (an output stacked on axis 0); on another
+   axis it goes to a pool (5) and is copied into its strided slot, so that the next iteration does
+   not read it strided (`destinations.plan_destinations`). A multi-output kernel's destination is
+   its first result's.
 5. Back edges alias: a carried value is handed over by reference. A carried result written in
    place gets a pool of buffers, two in steady state (`_Pool`). A buffer is picked only when the
    pool's own list holds the sole reference to it (`_Pool.pick`: refcount 1), so no value the
