@@ -68,6 +68,9 @@ class Measured:
     strided memory; copies cost a copy but leave them contiguous). A period that spans a gap
     between runs is an outlier the median absorbs.
 
+    ``out=``, if given, reaches the candidate as one more positional argument (the key sees the
+    others only): an engine destination for kernels whose candidates all take one.
+
     ``streak``: each candidate runs that many calls in a row, and only the last of them is
     timed (with ``timing="call"`` only). For a recurrent step whose outputs are its own next
     inputs (a state in the candidate's layout): a timed call then reads what the same candidate
@@ -104,10 +107,22 @@ class Measured:
         self._all = next(iter(self.candidates.values())) if len(self.candidates) == 1 else None
         self._lock = threading.Lock()
 
-    def __call__(self, *args):
+    def __call__(self, *args, out=None):
+        if out is not None:  # (a destination the candidates take as one more positional)
+            return self._call(args, args + (out,))
         if self._all is not None:
             return self._all(*args)
         key = self._key(*args) if self._key is not None else None
+        chosen = self._chosen_fn.get(key)
+        if chosen is not None:
+            return chosen(*args)
+        return self._call(args, args)
+
+    def _call(self, keyed, args):
+        """A call with `args`, keyed and chosen by `keyed` (args but a destination)."""
+        if self._all is not None:
+            return self._all(*args)
+        key = self._key(*keyed) if self._key is not None else None
         chosen = self._chosen_fn.get(key)
         if chosen is not None:
             return chosen(*args)

@@ -212,3 +212,33 @@ def test_pick_and_report_time_what_the_caller_chooses():
     assert measured.describe() == "big, the fastest here (small 2.0 us/row, big 1.0 us/row)"
     measured.fix("small")
     assert measured.pick(None) == ("small", None)
+
+
+def test_a_destination_reaches_the_candidate_but_not_the_key():
+    """``out=`` goes to whichever candidate runs as one more positional argument, in a trial,
+    once chosen and when fixed; the key (and so the trial) sees the other arguments only."""
+    calls, keys = [], []
+
+    def write(name):
+        def candidate(x, out=None):
+            calls.append((name, out is not None))
+            if out is None:
+                return [x + 1]
+            out[0] = x + 1
+            return out
+
+        return candidate
+
+    measured = Measured({"a": write("a"), "b": write("b")}, rounds=1,
+                        key=lambda x: keys.append(x) or x % 2)
+    while not all(trial.choice for trial in measured.trials.values()) or not measured.trials:
+        slot = [None]
+        assert measured(4, out=slot) is slot and slot == [5]
+    assert set(measured.trials) == {0} and set(keys) == {4}  # one key: out was not part of it
+    chosen = measured.trials[0].choice
+    slot = [None]
+    assert measured(6, out=slot) is slot and slot == [7] and calls[-1] == (chosen, True)
+    assert measured(6) == [7] and calls[-1] == (chosen, False)
+    measured.fix("b")
+    slot = [None]
+    assert measured(8, out=slot) is slot and slot == [9] and calls[-1] == ("b", True)

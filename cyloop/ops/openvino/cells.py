@@ -379,21 +379,21 @@ def showing(fn, step: Measured):
 @kernel("LSTMCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True, out=True)
 def lstm_recurrence(attrs, n_outputs):
     step = lstm_step(attrs)
-    if n_outputs == 2:  # (h', c') as the step returns them
-        return showing(lambda xw, h, c, r, out=None: step(xw, h, c, r, out), step)
-    return showing(lambda xw, h, c, r, out=None: step(xw, h, c, r, out)[:n_outputs], step)
+    if n_outputs == 2:  # (h', c') as the step returns them: no wrapper call per step
+        return showing(step, step)
+    return showing(lambda xw, h, c, r, out=None: step(xw, h, c, r, out=out)[:n_outputs], step)
 
 
 @kernel("GRUCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True, out=True)
 def gru_recurrence(attrs, n_outputs):
     step = gru_step(attrs)
-    return showing(lambda xw, h, r, b, out=None: (step(xw, h, r, b, out),)[:n_outputs], step)
+    return showing(lambda xw, h, r, b, out=None: (step(xw, h, r, b, out=out),)[:n_outputs], step)
 
 
 @kernel("RNNCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True, out=True)
 def rnn_recurrence(attrs, n_outputs):
     step = rnn_step(attrs)
-    return showing(lambda xw, h, r, out=None: (step(xw, h, r, out),)[:n_outputs], step)
+    return showing(lambda xw, h, r, out=None: (step(xw, h, r, out=out),)[:n_outputs], step)
 
 
 def projection_for(recurrence, attrs):
@@ -411,7 +411,7 @@ def lstm_cell(attrs, n_outputs):
     (by the frontend); without it the two versions compute the same."""
     project, step = projection_for("LSTMCellRecurrence", attrs), lstm_step(attrs)
     return showing(lambda x, h, c, w, r, b, out=None:
-                   step(project(x, w, b), h, c, r, out)[:n_outputs], step)
+                   step(project(x, w, b), h, c, r, out=out)[:n_outputs], step)
 
 
 @kernel("GRUCell", domain=DOMAIN, since=3, multi=True, out=True, batch="cell",
@@ -420,7 +420,7 @@ def gru_cell(attrs, n_outputs):
     """Gates in OpenVINO's z, r, h order; ``linear_before_reset`` as in ONNX."""
     project, step = projection_for("GRUCellRecurrence", attrs), gru_step(attrs)
     return showing(lambda x, h, w, r, b, out=None:
-                   (step(project(x, w, b), h, r, b, out),)[:n_outputs], step)
+                   (step(project(x, w, b), h, r, b, out=out),)[:n_outputs], step)
 
 
 @kernel("RNNCell", domain=DOMAIN, since=1, multi=True, out=True, batch="cell",
@@ -428,4 +428,4 @@ def gru_cell(attrs, n_outputs):
 def rnn_cell(attrs, n_outputs):
     project, step = projection_for("RNNCellRecurrence", attrs), rnn_step(attrs)
     return showing(lambda x, h, w, r, b, out=None:
-                   (step(project(x, w, b), h, r, out),)[:n_outputs], step)
+                   (step(project(x, w, b), h, r, out=out),)[:n_outputs], step)
