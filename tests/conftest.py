@@ -41,6 +41,20 @@ def measured_steps(model):
             if getattr(step.fn, "measured", None) is not None]
 
 
+def placements(model):
+    """Every `Measured` choice of where a loop result lives (`MeasuredPlacement`), in the
+    model's Cython loop drivers, nested loops included."""
+    found = []
+
+    def walk(loops):
+        for loop in loops:
+            found.extend(getattr(loop, "placements", {}).values())
+            walk(loop.loops)
+
+    walk(model._compiled.loops)
+    return found
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

@@ -91,6 +91,8 @@ cdef class _Run:
     cdef list dests  # slot -> the destination its producer writes into, or None
     cdef list hoisted  # the current chunk of hoisted rows, as _Sliced
     cdef Py_ssize_t chunk_start, chunk_end, hoist_limit, row_bytes
+    cdef list placing  # (Measured, candidate, trial) of each placement this run times
+    cdef double started  # perf_counter() when the run's iterations began
 
 
 cdef class LoopDriver:
@@ -98,6 +100,7 @@ cdef class LoopDriver:
     cdef readonly object label
     cdef readonly Program body
     cdef readonly dict destinations
+    cdef readonly dict placements  # result slot -> the Measured choice of a MeasuredPlacement
     cdef readonly _Counters tally
     cdef object settings
     cdef Py_ssize_t n_params

@@ -19,10 +19,11 @@ Design: the planner's invariants, each with the code that keeps it.
    destination as ``out=`` only when its inputs have the shapes and dtypes of the call that sized
    the destination (an ``out=`` kernel's result shape follows from those alone; signatures in
    `Program._kernel_call`). A result both carried and emitted lives in its output row and the next
-   iteration reads it there, when that row is contiguous (an output stacked on axis 0); on another
-   axis it goes to a pool (5) and is copied into its strided slot, so that the next iteration does
-   not read it strided (`destinations.plan_destinations`). A multi-output kernel's destination is
-   its first result's.
+   iteration reads it there, when that row is contiguous (an output stacked on axis 0). On another
+   axis the slot is strided, and whether it lives there or in a pool (5), read contiguous and
+   copied into its slot, is measured a run at a time (`LoopDriver.placements`, chosen per run in
+   `_start`, timed at the loop's end). A multi-output kernel's destination is its first
+   result's.
 5. Back edges alias: a carried value is handed over by reference. A carried result written in
    place gets a pool of buffers, two in steady state (`_Pool`). A buffer is picked only when the
    pool's own list holds the sole reference to it (`_Pool.pick`: refcount 1), so no value the
@@ -63,13 +64,14 @@ import itertools
 import operator
 import threading
 from sys import byteorder, getswitchinterval
-from time import monotonic
+from time import monotonic, perf_counter
 
 import numpy as np
 
 from ..errors import CyloopError, ExecutionError, LoopLimitError, ModelError, ResourceLimitError
 from ..ir import CarriedInput, ConcatOutput, SlicedInput, read_only, truth
-from .destinations import LoopFacts, PoolDestination, RowDestination
+from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
+from ..ops._measured import Measured
 from ..ops.registry import FLOATS, INTEGERS
 from .settings import COUNTERS, GROWTH_CAP_BYTES, PROGRESS_EVERY
 
@@ -1046,6 +1048,18 @@ cdef class LoopDriver:
         self.settings = settings
         self.body = Program(compiled_body)
         self.destinations = dict(destinations)
+        # Where a result both carried and emitted into strided slots lives is measured a run at
+        # a time: its slot (the first, kept untuned) or a ping-pong pool copied into it.
+        self.placements = {}
+        for result_slot, destination in self.destinations.items():
+            if isinstance(destination, MeasuredPlacement):
+                placement = Measured({"in its slot": destination.as_row,
+                                      "a ping-pong pool, copied into its slot":
+                                          destination.as_pool},
+                                     rounds=3, unit="us/iteration")
+                if not settings.tune:
+                    placement.fix()
+                self.placements[result_slot] = placement
         self.tally = _Counters()
         params = spec.body.inputs
         self.n_params = len(params)
@@ -1126,7 +1140,7 @@ cdef class LoopDriver:
                          [(step.shown or step.label, step.probe) for step in hoist.steps]
                          if hoist is not None else [],
                          hoist.sizing if hoist is not None else None,
-                         self.body.overwriting_steps())
+                         self.body.overwriting_steps(), dict(self.placements))
 
     def __call__(self, *args):
         """Run the loop; it shares the limits of the run it is part of (`current_limits`), or,
@@ -1218,6 +1232,10 @@ cdef class LoopDriver:
             progress(label, i, None if r.n_max < 0 else r.n_max, True)
         if r.chunk_end > 0:
             self.hoist.finish(i)
+        if r.placing and i > 1:  # the run's time an iteration, under the placement it tried
+            elapsed = (perf_counter() - r.started) / i
+            for placement, name, trial in r.placing:
+                placement.report(trial, name, elapsed)
         return self._finish(r, i)
 
     cdef _Run _start(self, list args, RunLimits limits):
@@ -1247,6 +1265,16 @@ cdef class LoopDriver:
                                 dtype=np.intp)
         r.values = [args[spec.inputs[k].outer] for k, _, _ in self.carried]
         r.last_values = [None] * len(spec.outputs)
+        # This run's destinations: a measured placement is one or the other for the whole run.
+        destinations = self.destinations
+        r.placing = []
+        if self.placements:
+            destinations = dict(destinations)
+            for result_slot, placement in self.placements.items():
+                name, trial = placement.pick(None)
+                destinations[result_slot] = placement.candidates[name]
+                if trial is not None:
+                    r.placing.append((placement, name, trial))
         r.concats, r.per_iteration, r.in_place, r.emitted = [], [], [], []
         for j, out in enumerate(spec.outputs):
             if not isinstance(out, ConcatOutput):
@@ -1262,7 +1290,7 @@ cdef class LoopDriver:
             cc.new_axis = out.new_axis
             cc.buffer = None
             cc.cap = 0
-            cc.in_place = self.destinations.get(cc.result_slot) == RowDestination(j)
+            cc.in_place = destinations.get(cc.result_slot) == RowDestination(j)
             cc.hoisted = self.hoist_slots.index(cc.result_slot) \
                 if cc.result_slot in self.hoist_slots else -1
             r.concats.append(cc)
@@ -1273,7 +1301,7 @@ cdef class LoopDriver:
             else:
                 r.per_iteration.append(cc)
         r.pools = []
-        for result_slot, destination in self.destinations.items():
+        for result_slot, destination in destinations.items():
             if isinstance(destination, PoolDestination):
                 pool = _Pool()
                 pool.result_slot = result_slot
@@ -1287,6 +1315,7 @@ cdef class LoopDriver:
         r.hoisted = []
         r.chunk_start = r.chunk_end = r.row_bytes = 0
         r.hoist_limit = self.hoist.limit(args, self.n_captures) if self.hoist is not None else -1
+        r.started = perf_counter()
         return r
 
     cdef int _next_chunk(self, _Run r, Py_ssize_t i) except -1:

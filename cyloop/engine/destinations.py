@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from ..ir import CarriedInput, ConcatOutput, LoopSpec
 
-__all__ = ["Destination", "LoopFacts", "PoolDestination", "RowDestination", "plan_destinations"]
+__all__ = ["Destination", "LoopFacts", "MeasuredPlacement", "PoolDestination", "RowDestination",
+           "plan_destinations"]
 
 
 # (Dataclasses, not named tuples: a RowDestination(0) must not equal a PoolDestination(0).)
@@ -31,28 +32,50 @@ class PoolDestination:
     input: int
 
 
-Destination = RowDestination | PoolDestination
+@dataclass(frozen=True, slots=True)
+class MeasuredPlacement:
+    """The result, carried back into input #`input` and emitted into concatenated output
+    #`output` on an axis other than 0 (strided slots), lives either in its slot (`as_row`: the
+    next iteration reads it there, strided) or in a ping-pong pool, copied into its slot
+    (`as_pool`: read contiguous, one copy an iteration). Which is faster depends on the CPU and
+    the shapes, so the driver measures it, a run at a time (DESIGN, "Measured choices")."""
+
+    output: int
+    input: int
+
+    @property
+    def as_row(self) -> RowDestination:
+        return RowDestination(self.output)
+
+    @property
+    def as_pool(self) -> PoolDestination:
+        return PoolDestination(self.input)
+
+
+Destination = RowDestination | PoolDestination | MeasuredPlacement
 
 
 def plan_destinations(spec: LoopSpec, body) -> dict[int, Destination]:
     """Which body results a kernel may write straight into their destination, by result slot.
 
     A result emitted on axis 0 lives in its output row (if it is also carried, the next
-    iteration reads it there); one only carried gets a pool, and so does one both carried and
-    emitted on another axis: its slots are strided, and the next iteration would read it strided
-    (W4's TensorIterator, h emitted on axis 1 and read by the next step's GEMM, ran 1.2-2.7 us a
-    step slower with h in its slot than from a pool buffer copied there, Intel Xeon KVM).
+    iteration reads it there); one only carried gets a pool. One both carried and emitted on
+    another axis has strided slots, which the next iteration would read strided: where it lives
+    is a `MeasuredPlacement` (W4's TensorIterator, h emitted on axis 1 and read by the next
+    step's GEMM, ran 1.2-2.7 us a step slower in its slot than from a pool buffer copied there,
+    Intel Xeon KVM; elsewhere it may be the other way).
     Only the (first) result of an ``out=``-capable step qualifies (`body`: the compiled body): a
     recurrent cell's h, not its c; a body input passed through is never written.
     """
     producer = {step.outputs[0] for step in body.steps if step.out}
-    carried = {body.slot(inp.result) for inp in spec.inputs if isinstance(inp, CarriedInput)}
+    carried = {body.slot(inp.result): k for k, inp in enumerate(spec.inputs)
+               if isinstance(inp, CarriedInput)}
     destinations: dict[int, Destination] = {}
     for j, out in enumerate(spec.outputs):
         slot = body.slot(out.result)
-        if isinstance(out, ConcatOutput) and slot in producer and slot not in destinations \
-                and (out.axis == 0 or slot not in carried):
-            destinations[slot] = RowDestination(j)
+        if isinstance(out, ConcatOutput) and slot in producer and slot not in destinations:
+            destinations[slot] = RowDestination(j) if out.axis == 0 or slot not in carried \
+                else MeasuredPlacement(j, carried[slot])
     for k, inp in enumerate(spec.inputs):
         if isinstance(inp, CarriedInput):
             slot = body.slot(inp.result)
@@ -81,3 +104,5 @@ class LoopFacts:
     chunk_sizing: object = None  # the hoisted part's measured chunk size (chunks.Hoist.sizing)
     # Steps that wrote their result over a dying operand, with how many times (Cython driver).
     overwriting: dict[int, int] = field(default_factory=dict)
+    # Result slot -> the measured choice of where it lives (a `MeasuredPlacement`'s).
+    placements: dict[int, object] = field(default_factory=dict)

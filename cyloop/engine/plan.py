@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir import CarriedInput, ConcatOutput, InvariantInput, OuterInput, SlicedInput
-from .destinations import LoopFacts, PoolDestination, RowDestination
+from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
 
 __all__ = ["LoopPlan", "Plan", "describe"]
 
@@ -146,12 +146,13 @@ def describe(facts: LoopFacts) -> LoopPlan:
             elif destinations.get(slot) == RowDestination(j):
                 where = (f"preallocated; {producer.get(slot)} writes slot i in place "
                          f"({order})")
+            elif isinstance(destinations.get(slot), MeasuredPlacement):
+                where = (f"preallocated; {producer[slot]} writes slot i in place, or a "
+                         f"ping-pong buffer copied there (measured) ({order})")
             else:
                 source = "a hoisted value" if out.result in hoisted else \
                     "a body input" if out.result in params else \
-                    f"{producer[slot]}'s ping-pong buffer (carried: its strided slots would " \
-                    "be read strided)" if isinstance(destinations.get(slot), PoolDestination) \
-                    else f"{producer.get(slot, 'an outer value')} (no out=)"
+                    f"{producer.get(slot, 'an outer value')} (no out=)"
                 where = f"preallocated; copied into slot i from {source} ({order})"
             outputs.append((f"#{j} {out.result}", "concatenated", f"{how} axis {out.axis}: {where}"))
         else:
@@ -169,6 +170,11 @@ def describe(facts: LoopFacts) -> LoopPlan:
         elif isinstance(destination, RowDestination):
             aliasing.append(f"{inp.param} <- {inp.result}: lives in slot i of output "
                             f"#{destination.output}; the next iteration reads it there (0 copies)")
+        elif isinstance(destination, MeasuredPlacement):
+            aliasing.append(f"{inp.param} <- {inp.result}: lives in slot i of output "
+                            f"#{destination.output} (strided; the next iteration reads it "
+                            f"there, 0 copies) or {producer[slot]} writes a ping-pong buffer "
+                            "pair, copied into the slot (1 copy): measured, a run at a time")
         elif isinstance(destination, PoolDestination):
             aliasing.append(f"{inp.param} <- {inp.result}: {producer[slot]} writes into a "
                             "ping-pong buffer pair (0 copies, 2 buffers in steady state)"
@@ -185,6 +191,8 @@ def describe(facts: LoopFacts) -> LoopPlan:
                if getattr(fn, "measured", None) is not None]
     if facts.chunk_sizing is not None:
         choices.append(("hoisting chunk size", facts.chunk_sizing.describe()))
+    choices += [(f"where {body.slot_names[slot]!r} lives", placement.describe())
+                for slot, placement in facts.placements.items()]
     fused = [f"{node.label} runs {node.attrs['fused_from']}" for node in spec.body.nodes
              if "fused_from" in node.attrs]
     fused += [f"output #{j} is the sequence {out.sequence}" for j, out in enumerate(spec.outputs)

@@ -14,7 +14,7 @@ from cyloop.ir import (
 )
 from cyloop.ops.registry import kernel
 
-from ..conftest import run_both
+from ..conftest import placements, run_both
 
 
 def _loop(build_body, carried, sliced=(), invariant=(), outputs=(), n=6, shape=(3,)):
@@ -94,12 +94,13 @@ def test_one_result_feeds_a_back_edge_and_two_outputs(rng):
     assert not np.may_share_memory(out["out0"], out["out1"])
 
 
-def test_a_carried_result_lives_in_its_slot_only_when_slots_are_rows(rng):
+def test_where_a_carried_result_emitted_into_strided_slots_lives_is_measured(rng):
     """A result both carried and emitted lives in its output slot when the output stacks on axis
-    0 (contiguous slots: the next iteration reads it there), but not on axis 1, whose slots are
-    strided: there the kernel writes a ping-pong pool buffer, which the next iteration reads
-    contiguous and the driver copies into the slot. One only emitted on axis 1 is written into
-    its strided slot. Both drivers agree; the loop computes c <- tanh(c + x_t) and emits 2c."""
+    0 (contiguous slots: the next iteration reads it there). On axis 1 its slots are strided, and
+    where it lives is measured a run at a time: its slot, or a ping-pong pool buffer (read
+    contiguous) copied into the slot. Either way, and after the choice, both drivers agree and
+    the loop computes c <- tanh(c + x_t), emitting 2c too (only emitted: written in its strided
+    slot); tune=False keeps the slot."""
     def body(b):
         b.output(b.node("Tanh", b.node("Add", "c", "x_t"), outputs=["r"]),
                  b.node("Mul", "c", b.const(2.0), outputs=["twice"]))
@@ -110,20 +111,53 @@ def test_a_carried_result_lives_in_its_slot_only_when_slots_are_rows(rng):
         twice.append(c * 2.0)
         c = np.tanh(c + x_t)
         rows.append(c)
+    feeds = {"c0": c0, "x_t_seq": xs}
     for axis in (0, 1):
         graph = _loop(body, [("c", "r")], sliced=["x_t"],
                       outputs=[ConcatOutput("r", axis=axis), ConcatOutput("twice", axis=1)])
-        out = run_both(graph, {"c0": c0, "x_t_seq": xs})
-        np.testing.assert_allclose(out["out0"], np.stack(rows, axis=axis), rtol=1e-12)
-        np.testing.assert_allclose(out["out1"], np.stack(twice, axis=1), rtol=1e-12)
-        plan = str(cyloop.Model(graph, driver="cython").plan())
+        want = cyloop.Model(graph, driver="python").run(feeds)
+        np.testing.assert_allclose(want["out0"], np.stack(rows, axis=axis), rtol=1e-12)
+        np.testing.assert_allclose(want["out1"], np.stack(twice, axis=1), rtol=1e-12)
+        model = cyloop.Model(graph, driver="cython")
+        plan = str(model.plan())
+        assert "axis 1: preallocated; Mul writes slot i in place" in plan
         if axis == 0:
+            assert not placements(model)
             assert "axis 0: preallocated; Tanh writes slot i in place" in plan
             assert "c <- r: lives in slot i of output #0" in plan
-        else:
-            assert "axis 1: preallocated; copied into slot i from Tanh's ping-pong buffer" in plan
-            assert "c <- r: Tanh writes into a ping-pong buffer pair" in plan
-        assert "axis 1: preallocated; Mul writes slot i in place" in plan
+            for _ in range(2):
+                for name, value in model.run(feeds).items():
+                    np.testing.assert_array_equal(value, want[name], err_msg=name)
+            continue
+        assert "axis 1: preallocated; Tanh writes slot i in place, or a ping-pong buffer " \
+               "copied there (measured)" in plan
+        assert "c <- r: lives in slot i of output #0 (strided" in plan
+        (placement,) = placements(model)
+        in_place = {}
+        for forced in placement.candidates:  # each in turn
+            placement.fix(forced)
+            model.reset_counters()
+            for _ in range(3):
+                for name, value in model.run(feeds).items():
+                    np.testing.assert_array_equal(value, want[name], err_msg=f"{name} {forced}")
+            (counters,) = model.counters().values()
+            in_place[forced] = counters["in_place_writes"]
+        # 2c goes into its slot at iterations 1-4 of each run either way; h too when it lives
+        # there, and otherwise is copied from its pool buffer.
+        assert in_place == {"in its slot": 3 * 8, "a ping-pong pool, copied into its slot": 3 * 4}
+        measured = cyloop.Model(graph, driver="cython")
+        (placement,) = placements(measured)
+        for _ in range(30):  # runs enough for each candidate's warm-up and rounds
+            for name, value in measured.run(feeds).items():
+                np.testing.assert_array_equal(value, want[name], err_msg=name)
+        choice = placement.trials[None].choice
+        assert choice in placement.candidates
+        assert f"measured choice: where 'r' lives: {choice}, the fastest here" in \
+            str(measured.plan())
+        untuned = cyloop.Model(graph, driver="cython", tune=False)
+        (fixed,) = placements(untuned)
+        assert fixed.fixed == "in its slot"
+        assert "where 'r' lives: in its slot (fixed, not measured)" in str(untuned.plan())
 
 
 def test_swapped_carried_values(rng):

@@ -445,5 +445,6 @@ def test_an_openvino_body_with_r_transposed_is_fused(tmp_path, rng):
     plan = str(fast.plan())
     assert re.search(r"fused: LSTMStep node producing '[^']+' runs node '\d+:\w+' \(MatMul\)",
                      plan)
-    # h, emitted on axis 1 (strided slots) and carried: written into a pool buffer, not its slot.
-    assert re.search(r"alias: h <- \S+: LSTMStep writes into a ping-pong buffer pair", plan), plan
+    # h, emitted on axis 1 (strided slots) and carried: in its slot or a pool buffer, measured.
+    assert re.search(r"alias: h <- \S+: lives in slot i of output #0 \(strided.* or LSTMStep "
+                     r"writes a ping-pong buffer pair, copied into the slot", plan), plan
