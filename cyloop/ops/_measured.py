@@ -83,7 +83,8 @@ class Measured:
     def __init__(self, candidates: dict[str, Callable], rounds: int = 5,
                  key: Callable[..., Hashable] | None = None,
                  label: Callable[[Hashable], str] = str, max_keys: int = 16,
-                 timing: str = "call", unit: str = "us", streak: int = 1):
+                 timing: str = "call", unit: str = "us", streak: int = 1,
+                 on_settled: Callable[[set], None] | None = None):
         if timing not in ("call", "period"):
             raise ValueError(f"timing must be 'call' or 'period', not {timing!r}")
         if streak < 1:
@@ -106,6 +107,7 @@ class Measured:
         self._pending: dict[Hashable, tuple] = {}  # period timing: key -> (trial, name, start)
         self._all = next(iter(self.candidates.values())) if len(self.candidates) == 1 else None
         self._lock = threading.Lock()
+        self._on_settled = on_settled
 
     def __call__(self, *args, out=None):
         if out is not None:  # (a destination the candidates take as one more positional)
@@ -170,30 +172,52 @@ class Measured:
 
     def report(self, trial: Trial, name: str, seconds: float) -> None:
         """One timing of candidate `name` on `trial` (as `pick` gave them); the choice is made
-        once every candidate still in the trial has its rounds, or one is left."""
+        once every candidate still in the trial has its rounds, or one is left. When a candidate
+        leaves a trial, ``on_settled`` hears which candidates some key still uses (chosen, or
+        still on trial): the others may let go of what they keep (a prepared weight)."""
         with self._lock:
-            if trial.choice is not None or name not in trial.active:
+            before = len(trial.active), trial.choice
+            self._report(trial, name, seconds)
+            changed = (len(trial.active), trial.choice) != before
+            in_use = self._in_use() if changed and self._on_settled is not None else None
+        if in_use is not None:
+            self._on_settled(in_use)
+
+    def _in_use(self) -> set:
+        """The candidates chosen for some key or still on some trial (and the default, once keys
+        past `max_keys` take it untimed)."""
+        names = set(self._chosen.values())
+        if len(self.trials) >= self.max_keys:
+            names.add(next(iter(self.candidates)))
+        for trial in self.trials.values():
+            if trial.choice is None:
+                names.update(trial.active)
+        return names
+
+    def _report(self, trial: Trial, name: str, seconds: float) -> None:
+        """`report`'s work, under the lock."""
+        if trial.choice is not None or name not in trial.active:
+            return
+        if name in trial.warm:
+            trial.samples[name].append(seconds)
+        else:  # a first call pays one-time costs (caches, page faults): not a sample
+            trial.warm.add(name)
+        samples = {n: trial.samples[n] for n in trial.active}
+        if all(len(s) >= EARLY_ROUNDS for s in samples.values()):
+            best = min(samples, key=lambda n: statistics.median(samples[n]))
+            ceiling = CLEAR * max(samples[best])
+            trial.active = [n for n in trial.active if n == best or min(samples[n]) <= ceiling]
+            if len(trial.active) == 1:
+                self._choose(trial, best)
                 return
-            if name in trial.warm:
-                trial.samples[name].append(seconds)
-            else:  # a first call pays one-time costs (caches, page faults): not a sample
-                trial.warm.add(name)
             samples = {n: trial.samples[n] for n in trial.active}
-            if all(len(s) >= EARLY_ROUNDS for s in samples.values()):
-                best = min(samples, key=lambda n: statistics.median(samples[n]))
-                ceiling = CLEAR * max(samples[best])
-                trial.active = [n for n in trial.active if n == best or min(samples[n]) <= ceiling]
-                if len(trial.active) == 1:
-                    self._choose(trial, best)
-                    return
-                samples = {n: trial.samples[n] for n in trial.active}
-            if all(len(s) >= trial.needed for s in samples.values()):
-                medians = sorted((statistics.median(s), n) for n, s in samples.items())
-                close = medians[1][0] < medians[0][0] * (1 + CLOSE)
-                if close and trial.needed < MAX_ROUNDS_FACTOR * self.rounds:
-                    trial.needed += self.rounds  # too close to call on this many: more rounds
-                else:
-                    self._choose(trial, medians[0][1])
+        if all(len(s) >= trial.needed for s in samples.values()):
+            medians = sorted((statistics.median(s), n) for n, s in samples.items())
+            close = medians[1][0] < medians[0][0] * (1 + CLOSE)
+            if close and trial.needed < MAX_ROUNDS_FACTOR * self.rounds:
+                trial.needed += self.rounds  # too close to call on this many: more rounds
+            else:
+                self._choose(trial, medians[0][1])
 
     def _choose(self, trial: Trial, name: str) -> None:
         trial.choice = name
@@ -208,6 +232,8 @@ class Measured:
         if name not in self.candidates:
             raise ValueError(f"no candidate {name!r} (candidates: {list(self.candidates)})")
         self.fixed, self._all = name, self.candidates[name]
+        if self._on_settled is not None:
+            self._on_settled({name})
 
     def describe(self) -> str:
         """The choice and the median time of each candidate, per key, for the plan."""

@@ -191,3 +191,24 @@ def test_loop_body_and_hoisted_matmuls_run_either_orientation_like_the_reference
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
     plan = str(fast.plan())
     assert plan.count(f"{candidate} (fixed, not measured)") == 2 and "(hoisted)" in plan
+
+
+def test_a_formulation_no_shape_uses_lets_go_of_its_copy_of_the_weight(rng):
+    """Once the trial on a shape is decided, the formulations it dropped release their prepared
+    weight (a copy as large as the weight): only the chosen one keeps one; fixing a formulation
+    (tune=False) releases the others at once, and a dropped one is prepared again when asked."""
+    product = weight_product()
+    w = _read_only(rng.standard_normal((8, 6)).astype(np.float32))
+    a = rng.standard_normal((4, 8)).astype(np.float32)
+    trial_key = ((4, 8), (8, 6), "f")
+    while trial_key not in product.measured.trials or \
+            product.measured.trials[trial_key].choice is None:
+        np.testing.assert_allclose(product(a, w), a @ w, rtol=1e-5, atol=1e-6)
+    chosen = product.measured.trials[trial_key].choice
+    for name, weight in product.prepared.items():
+        assert (weight._last[0] is not None) == (name == chosen), name
+    product.measured.fix("columns")
+    assert all(weight._last == (None, None) for name, weight in product.prepared.items()
+               if name != "columns")
+    np.testing.assert_allclose(product(a, w), a @ w, rtol=1e-5, atol=1e-6)
+    assert product.prepared["columns"]._last[0]() is w

@@ -242,3 +242,19 @@ def test_a_destination_reaches_the_candidate_but_not_the_key():
     measured.fix("b")
     slot = [None]
     assert measured(8, out=slot) is slot and slot == [9] and calls[-1] == ("b", True)
+
+
+def test_settled_hears_which_candidates_are_still_in_use(monkeypatch):
+    """`on_settled` hears, whenever a candidate leaves a trial, the candidates some key still
+    uses (chosen, or still on trial), and on fix, the fixed one."""
+    heard = []
+    times = iter([0.0, 0.001, 0.0, 0.005, 0.0, 0.001, 0.0, 0.005] * 40)
+    monkeypatch.setattr(_measured, "perf_counter", lambda: next(times))
+    measured = Measured({"a": lambda x: x, "b": lambda x: x}, rounds=2, key=lambda x: x,
+                        on_settled=heard.append)
+    while 1 not in measured.trials or measured.trials[1].choice is None:
+        measured(1)
+    assert heard and heard[-1] == {measured.trials[1].choice}
+    measured(2)  # a new shape: its trial uses both again
+    measured.fix("b")
+    assert heard[-1] == {"b"}
