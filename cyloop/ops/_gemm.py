@@ -5,7 +5,8 @@ choices").
 same read-only matrix call after call (a body constant, a loop invariant) can be handed to BLAS
 three ways: as it is (``rows``: ``a @ w``, `w` C-contiguous), transposed (``columns``:
 ``(w^T @ a^T)^T``, `w^T` C-contiguous, the result copied back to C order so that nothing
-downstream sees another layout), or as two products over the halves of w's columns, each written
+downstream sees another layout; a block of rows at a time, so that a tall product's scratch is
+not a second result), or as two products over the halves of w's columns, each written
 straight into its half of the result (``halves``: OpenBLAS's SkylakeX kernels take a product of
 at most 10^6 multiply-adds by a small-matrix path that does not repack the weight, and a half
 may fall under that where the whole does not). Which is fastest depends on the CPU and on the
@@ -39,6 +40,8 @@ __all__ = ["ALIGNMENT", "Prepared", "PreparedPair", "aligned", "weight_product"]
 
 # Bytes a prepared weight is aligned to: a cache line, and the widest SIMD load (AVX-512).
 ALIGNMENT = 64
+# Bytes of scratch the transposed formulation (``columns``) computes a block of rows in.
+_COLUMNS_SCRATCH = 64 * 1024
 
 
 def aligned(x):
@@ -158,11 +161,18 @@ def weight_product(transposed: bool = False) -> Callable:
         return np.matmul(a, as_rows(w), out=out)
 
     def columns(a, w, out):
-        product = np.matmul(as_columns(w), a.T).T
-        if out is None:
-            return np.ascontiguousarray(product)
-        np.copyto(out, product)
-        return out
+        w_t = as_columns(w)
+        m = a.shape[0]
+        result = np.empty((m, w_t.shape[0]), a.dtype) if out is None else out
+        # A block of a's rows at a time, so that the transposed product's scratch stays small
+        # (a hoisted chunk's product would otherwise need a second buffer of the result's size).
+        block = max(1, _COLUMNS_SCRATCH // max(w_t.shape[0] * result.itemsize, 1))
+        if m <= block:
+            np.copyto(result, np.matmul(w_t, a.T).T)
+            return result
+        for start in range(0, m, block):
+            np.copyto(result[start:start + block], np.matmul(w_t, a[start:start + block].T).T)
+        return result
 
     def halves(a, w, out):
         stacked, left, right = as_halves(w)

@@ -48,6 +48,42 @@ def test_every_candidate_is_the_plain_product(transposed, candidate, out_layout,
         assert np.isnan(out.base[:, 1::2]).all()  # nothing written beside the slot
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("out_layout", [None, "C", "strided"])
+def test_the_transposed_formulation_of_a_tall_product_works_in_row_blocks(transposed, out_layout,
+                                                                          rng, monkeypatch):
+    """``columns`` computes (w^T a^T)^T a block of a's rows at a time, so its scratch stays
+    within `_COLUMNS_SCRATCH` however many rows a hoisted chunk has: the result agrees, and the
+    call allocates no second buffer of the result's size."""
+    import tracemalloc
+
+    from cyloop.ops import _gemm
+
+    rows, k, n = 1000, 16, 64
+    monkeypatch.setattr(_gemm, "_COLUMNS_SCRATCH", 24 * n * 4)  # 24 rows a block: 42 blocks
+    a = rng.standard_normal((rows, k)).astype(np.float32)
+    w = _read_only(rng.standard_normal((n, k) if transposed else (k, n)).astype(np.float32))
+    product = weight_product(transposed)
+    product.measured.fix("columns")
+    out = {None: None, "C": np.empty((rows, n), np.float32),
+           "strided": np.full((rows, 2 * n), np.nan, np.float32)[:, ::2]}[out_layout]
+    product(a, w, out=out)  # prepares the weight
+    tracemalloc.start()
+    try:
+        got = product(a, w, out=out)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_allclose(got, a @ (w.T if transposed else w), rtol=1e-5, atol=1e-5)
+    result_bytes = rows * n * 4
+    # The result itself (when no out= is given) and a block's scratch, far under a second result.
+    assert peak < result_bytes * (out is None) + result_bytes // 4
+    if out is not None:
+        assert got is out
+    if out_layout == "strided":
+        assert np.isnan(out.base[:, 1::2]).all()
+
+
 def test_the_orientation_is_measured_per_shape_and_other_operands_take_np_matmul(rng):
     product = weight_product()
     w = _read_only(rng.standard_normal((6, 4)).astype(np.float32))
