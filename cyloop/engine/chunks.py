@@ -16,7 +16,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..errors import CyloopError, ExecutionError
 from ..ir import SlicedInput, Slicing, read_only
-from ..ops._measured import Measured
+from ..ops._measured import Measured, untimed
 from ..ops.registry import FLOATS, INTEGERS, type_keeping
 from .settings import CHUNK_BUDGETS, FIRST_CHUNK_ROWS, MAX_CHUNK_ROWS, MIN_CHUNK_ROWS
 
@@ -236,7 +236,8 @@ def _probe(step: HoistStep, row) -> None:
     key = tuple(_signature(a) for a in row)
     if key in step.probed:
         return
-    step.probe(*row)
+    with untimed():  # a call on one row's shapes, made once: not a trial's sample
+        step.probe(*row)
     if len(step.probed) < _PROBED_KEYS:
         step.probed.add(key)
 

@@ -11,12 +11,13 @@ each candidate in turn (`fix`).
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import threading
 from collections.abc import Callable, Hashable
 from time import perf_counter
 
-__all__ = ["Measured", "Trial"]
+__all__ = ["Measured", "Trial", "untimed"]
 
 # Medians within this fraction of each other are too close to call on a few samples (a noisy
 # neighbour, a page fault): each candidate runs `rounds` more, up to this factor times `rounds`.
@@ -28,6 +29,23 @@ MAX_ROUNDS_FACTOR = 3
 # first runs, so every turn it keeps costs the user.
 CLEAR = 1.3
 EARLY_ROUNDS = 2
+
+
+_untimed = threading.local()  # .depth > 0: this thread's calls are one-offs (see `untimed`)
+
+
+@contextlib.contextmanager
+def untimed():
+    """Calls in this block (on this thread) are one-offs, not samples: a `Measured` runs the
+    candidate it chose for the key, or else its default, and opens no trial. For a call that
+    will not come back on its shape (the hoisted part's first-row probe, engine/chunks.py): a
+    trial it opened would never finish, and every candidate it names would keep what it holds
+    (a prepared weight) for good."""
+    _untimed.depth = getattr(_untimed, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _untimed.depth -= 1
 
 
 class Trial:
@@ -158,6 +176,8 @@ class Measured:
         if chosen is not None:
             return chosen, None
         names = list(self.candidates)
+        if getattr(_untimed, "depth", 0):
+            return names[0], None
         with self._lock:
             trial = self.trials.get(key)
             if trial is None and len(self.trials) < self.max_keys:

@@ -652,6 +652,22 @@ def test_the_chunk_size_is_timed_per_row_and_the_fastest_kept(rng):
     assert f"{trial.choice}, the fastest here (" in plan and "us/row" in plan
 
 
+def test_the_first_row_probe_opens_no_trial_on_the_hoisted_product(rng):
+    """The probe runs the hoisted MatMul's own kernel on one row's shapes, once: it takes the
+    default formulation untimed, so no trial on that shape waits forever for calls that never
+    come (nor keeps every formulation's copy of the weight), and the plan does not list it."""
+    graph = _rnn_graph(0, 1, False, False)
+    feeds = _rnn_feeds(rng, steps=200)
+    model = cyloop.Model(graph, driver="cython")
+    expected = cyloop.Model(graph, driver="python").run(feeds)
+    np.testing.assert_allclose(model.run(feeds)["hs"], expected["hs"], rtol=1e-5, atol=1e-6)
+    ((_, product),) = model._compiled.loops[0].facts().hoisted_kernels
+    one_row = ((4, 8), (8, 16), "f")  # x_t [batch, features] @ W
+    assert one_row not in product.measured.trials
+    assert all(m > 4 for (m, _), _, _ in product.measured.trials)
+    assert "on [4,8] @ [8,16]" not in str(model.plan())
+
+
 def test_untuned_models_keep_the_default_chunk_size(rng):
     graph = _rnn_graph(0, 1, False, False)
     model = cyloop.Model(graph, driver="cython", tune=False)

@@ -125,6 +125,23 @@ def test_fix_uses_one_candidate_without_timing():
         measured.fix("medium")
 
 
+def test_untimed_calls_take_the_choice_or_the_default_and_open_no_trial():
+    calls = []
+    measured = Measured(_candidates(calls), rounds=1, key=lambda x: x)
+    with _measured.untimed():
+        with _measured.untimed():  # nested blocks: untimed until the outer one ends
+            assert measured(1) == 2
+        assert measured(1) == 2
+    assert calls == ["slow", "slow"] and not measured.trials
+    while 1 not in measured.trials or measured.trials[1].choice is None:
+        measured(1)
+    chosen = measured.trials[1].choice
+    with _measured.untimed():
+        measured(1)
+        assert measured(5) == 6  # a new key: the default, still no trial for it
+    assert calls[-2:] == [chosen, "slow"] and list(measured.trials) == [1]
+
+
 def test_each_key_is_measured_on_its_own_and_unbounded_keys_take_the_default():
     """Keyed by the argument (think: operand shapes): a choice per key; past `max_keys`
     distinct keys, new ones run the default untimed and no trial is kept for them."""

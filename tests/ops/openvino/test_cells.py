@@ -152,7 +152,7 @@ def test_the_planner_keeps_the_fastest_and_tune_false_the_default(tmp_path, rng)
     plan = str(tuned.plan())
     assert f"on state [3, 7] float32: {trial.choice}, the fastest here" in plan
     assert re.search(r"measured choice: node '\d+:LSTMCell_\d+' \(LSTMCell\): its input "
-                     r"projection \(CellProjection\) \(hoisted\): on \[\d+,6\] @ \[28,6\]\^T "
+                     r"projection \(CellProjection\) \(hoisted\): on \[[\d.]+,6\] @ \[28,6\]\^T "
                      r"float32: ", plan)
     fixed = cyloop.load(path, driver="cython", tune=False)
     fixed.run(feeds)
