@@ -45,6 +45,7 @@ from ..ir import (
     Value,
     fresh_name,
 )
+from ..ops.openvino._attrs import as_bool
 from . import chunks
 from .chunks import (
     CaptureStatic,
@@ -85,7 +86,9 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
 
     batched = set(sources)
     taken = body.names() | set(captures)  # names a value the pass adds must not take
+    readers = _readers(body)
     steps: list[HoistStep] = []
+    products: dict[str, tuple[int, Node]] = {}  # hoisted weight products read by one node
     kept: list[Node] = []
     hoisted_any = False
     for node in body.nodes:
@@ -100,6 +103,13 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
             kept.append(node)
             continue
         hoisted, rest = plan
+        if _weight_product(node, hoisted) and readers.get(node.outputs[0]) == 1:
+            products[node.outputs[0]] = (len(steps), node)
+        joined = _bias_joined(node, products, statics, opsets)
+        if joined is not None:
+            index, hoisted = joined
+            del steps[index]  # nothing between reads the product: its only reader is `node`
+            products = {name: (k - (k > index), n) for name, (k, n) in products.items()}
         steps.append(hoisted)
         batched.update(o for o in hoisted.outputs if o)
         kept.extend(rest)
@@ -142,6 +152,52 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
         if isinstance(src, GatherSource):
             used_statics.setdefault(src.data, statics[src.data])
     return new_spec, Hoist(used_sources, used_statics, steps, frontier, spec.iteration_dtype)
+
+
+def _readers(body: Graph) -> dict[str, int]:
+    """How many times each value is read: by the body's nodes (their subgraphs' free names
+    included) and as a body output."""
+    count: dict[str, int] = {}
+    for node in body.nodes:
+        for name in list(node.inputs) + [n for sub in node.subgraphs() for n in sub.free_names()]:
+            if name:
+                count[name] = count.get(name, 0) + 1
+    for out in body.outputs:
+        count[out.name] = count.get(out.name, 0) + 1
+    return count
+
+
+def _weight_product(node: Node, step: HoistStep) -> bool:
+    """Whether `node` is a MatMul hoisted as rows times a static operand (ONNX's, or OpenVINO's,
+    which hoists only untransposed rows)."""
+    return (node.op_type == "MatMul" and len(node.inputs) == 2 and len(node.outputs) == 1
+            and step.batched == [True, False]
+            and (node.domain in ("", "ai.onnx") and not node.attrs or node.domain == OPENVINO_DOMAIN))
+
+
+def _bias_joined(node: Node, products: dict, statics, opsets):
+    """(index of the product's step, the joined step) when `node` adds a static bias to a
+    hoisted weight product that nothing else reads (see `chunks.bias_joined`), else None."""
+    if node.op_type != "Add" or len(node.inputs) != 2 or len(node.outputs) != 1 or not (
+            node.domain in ("", "ai.onnx") and not node.attrs
+            or node.domain == OPENVINO_DOMAIN
+            and str(node.attrs.get("auto_broadcast", "numpy")).lower() == "numpy"):
+        return None  # (ONNX's Add before opset 7 may broadcast along an `axis`)
+    for bias_first in (False, True):
+        product, bias = node.inputs[::-1] if bias_first else node.inputs
+        if product in products and bias in statics and bias != product:
+            break
+    else:
+        return None
+    index, matmul = products.pop(product)
+    product_fn, add_fn = ops.build(matmul, opsets).fn, ops.build(node, opsets).fn
+    transposed = matmul.domain == OPENVINO_DOMAIN and as_bool(matmul.attrs, "transpose_b")
+    call, probe = chunks.bias_joined(product_fn, add_fn, transposed, bias_first,
+                                     (matmul.label, node.label))
+    step = HoistStep(call, [matmul.inputs[0], matmul.inputs[1], bias], list(node.outputs),
+                     matmul.label, probe, [True, False, False],
+                     f"{matmul.label} and {node.label}, the bias joined to the product")
+    return index, step
 
 
 def _as_gather(node: Node, iteration_param, statics):

@@ -175,10 +175,10 @@ def test_the_ir_openvino_converts_from_the_onnx_spelling_is_fused_and_hoisted(tm
                      r"node '\d+:pre' \(Add\), node '\d+:s' \(Add\), node '\d+:\w+' \(Split\), ",
                      plan)
     # OpenVINO's Gather(X, i, axis) by the iteration number is hoisted as ONNX's is, and so is
-    # the sum of x W and the bias the fusion makes.
+    # the sum of x W and the bias the fusion makes (one product, the bias joined to it).
     assert re.search(r"hoisted \(run before the loop on chunks of rows\): node '\d+:x_t' "
-                     r"\(Gather\), node '\d+:xw' \(MatMul\), node 'h_out/addends1' \(Add\)",
-                     plan)
+                     r"\(Gather\), node '\d+:xw' \(MatMul\) and node 'h_out/addends1' \(Add\), "
+                     r"the bias joined to the product", plan)
 
 
 def _sigmoid(x):

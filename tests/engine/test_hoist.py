@@ -730,3 +730,93 @@ def test_values_the_pass_adds_take_names_the_body_does_not_use(rng, chunk_rows):
         np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-5)
     plan = str(model.plan())
     assert "CellProjection" in plan and "packing sliced input 'x_t'" in plan
+
+
+# A hoisted MatMul whose only reader adds a static bias joins the bias to its GEMM as one more
+# row of the weight (chunks.bias_joined); operands the joined form does not cover run the two
+# kernels in turn. Either way both drivers agree, errors included.
+
+def _biased_loop(x, w, b, domain, transposed, bias_first, emit_product=False):
+    ov = domain == OPENVINO_DOMAIN
+    body = GraphBuilder("biased", opsets={OPENVINO_DOMAIN: 5} if ov else None)
+    attrs = {"transpose_a": "false", "transpose_b": "true" if transposed else "false"} \
+        if ov else {}
+    xw = body.node("MatMul", body.input("x_t", x.dtype), body.input("w", w.dtype),
+                   domain=domain, outputs=["xw"], **attrs)
+    bias = body.input("b", b.dtype)
+    body.node("Add", *((bias, xw) if bias_first else (xw, bias)), domain=domain,
+              outputs=["y"])
+    body.output("y", *(["xw"] if emit_product else []))
+    return _one_loop(body, x, {"w": w, "b": b}, ("y", "xw") if emit_product else ("y",))
+
+
+def _joined_keys(model):
+    """The weight shapes the hoisted product was called with (its trial keys)."""
+    ((_, probe),) = model._compiled.loops[0].facts().hoisted_kernels
+    return {key[1] for key in probe.measured.trials}
+
+
+@pytest.mark.parametrize("chunk_rows", [None, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("row_rank, bias_shape", [(2, "n"), (2, "1n"), (2, "bn"), (2, "11n"),
+                                                   (1, "n"), (1, "1n")])
+@pytest.mark.parametrize("bias_first", [False, True])
+@pytest.mark.parametrize("domain, transposed", [("", False), (OPENVINO_DOMAIN, False),
+                                                (OPENVINO_DOMAIN, True)])
+def test_a_static_bias_joins_the_hoisted_product(rng, chunk_rows, dtype, row_rank, bias_shape,
+                                                 bias_first, domain, transposed):
+    steps, batch, k, n = 11, 3, 5, 4
+    x = (rng.standard_normal((steps, batch, k)[-row_rank - 1:]) * 4).astype(dtype)
+    w = (rng.standard_normal((n, k) if transposed else (k, n)) * 4).astype(dtype)
+    b = (rng.standard_normal({"n": (n,), "1n": (1, n), "bn": (batch, n),
+                              "11n": (1, 1, n)}[bias_shape]) * 4).astype(dtype)
+    graph, feeds = _biased_loop(x, w, b, domain, transposed, bias_first)
+    fast, got, expected = _run(graph, feeds, chunk_rows)
+    row = x[0] @ (w.T if transposed else w)
+    want = np.stack([x_t @ (w.T if transposed else w) + b for x_t in x])
+    assert expected["ys"].shape == want.shape == got["ys"].shape and row.ndim == row_rank
+    np.testing.assert_allclose(got["ys"], expected["ys"], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got["ys"], want, rtol=1e-5, atol=1e-4)
+    assert "the bias joined to the product" in str(fast.plan())
+    assert _counters(fast)["hoist_chunks"] >= 1
+    # A float bias of one row of the product's width goes into the GEMM: its weight gains a row
+    # (a column, transposed) and the weight alone is never multiplied.
+    joined = dtype == np.float32 and bias_shape in ("n", "1n") and b.ndim <= row_rank
+    extra = 1 if joined else 0  # otherwise (integers, a bias it does not cover) the two kernels
+    assert _joined_keys(fast) == {(n, k + extra) if transposed else (k + extra, n)}
+
+
+def test_a_product_something_else_reads_keeps_its_bias_apart(rng):
+    x = rng.standard_normal((9, 3, 5)).astype(np.float32)
+    w = rng.standard_normal((5, 4)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    graph, feeds = _biased_loop(x, w, b, "", False, False, emit_product=True)
+    fast, got, expected = _run(graph, feeds, None)
+    assert "joined" not in str(fast.plan())
+    for name in ("ys", "xws"):
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["ys"], got["xws"] + b, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", ["bias", "weight"])
+@pytest.mark.parametrize("domain", ["", OPENVINO_DOMAIN])
+def test_a_joined_step_fails_as_the_node_that_fails_would(domain, bad):
+    """A bias of the wrong width fails in the Add, a weight of the wrong height in the MatMul,
+    each named as the body names it."""
+    x = np.ones((6, 3, 5), np.float32)
+    w = np.ones((5 if bad == "bias" else 6, 4), np.float32)
+    b = np.ones(5 if bad == "bias" else 4, np.float32)
+    graph, feeds = _biased_loop(x, w, b, domain, False, False)
+    message = _same_outcome(graph, feeds)
+    assert isinstance(message, str)
+    assert ("producing 'y' failed" if bad == "bias" else "producing 'xw' failed") in message
+
+
+def test_untuned_a_joined_product_keeps_the_default_formulation(rng):
+    x = rng.standard_normal((40, 3, 5)).astype(np.float32)
+    graph, feeds = _biased_loop(x, rng.standard_normal((5, 4)).astype(np.float32),
+                                rng.standard_normal(4).astype(np.float32), "", False, False)
+    fast, got, expected = _run(graph, feeds, None, tune=False)
+    np.testing.assert_allclose(got["ys"], expected["ys"], rtol=1e-5, atol=1e-5)
+    plan = str(fast.plan())
+    assert "the bias joined to the product (hoisted): rows (fixed, not measured)" in plan
