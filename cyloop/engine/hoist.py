@@ -13,6 +13,8 @@ row i of the same op run on all rows at once. Such nodes leave the body and run 
 hoisted value something left in it still needs. This is the cuDNN trick the ONNX Loop
 specification points to: an RNN's ``x_t @ W`` becomes one GEMM per chunk, and a TensorIterator's
 LSTMCell is split into its input projection (hoisted) and its recurrence (left in the body).
+A hoisted MatMul whose only reader adds a static bias takes the bias into its GEMM (one more row
+of the weight against a column of ones: `chunks.bias_joined`), so no pass over the chunk adds it.
 
 Chunks keep memory bounded (one of `settings.CHUNK_BUDGETS` of hoisted rows at a time, the one
 measured fastest here, not a whole sequence), so a loop that stops early wastes at most one
