@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from itertools import repeat
+from itertools import count, repeat
 from typing import Any
 
 import numpy as np
@@ -248,7 +248,7 @@ def _integer(value, what: str) -> int:
 
 def _limit(max_iterations, loop: str) -> int:
     """`max_iterations` checked as Model's is (a 0-d integer array accepted too); -1 for None
-    (no limit: a step count never equals it)."""
+    (no limit)."""
     if max_iterations is None:
         return -1
     return count_limit(_integer(max_iterations, f"{loop}: max_iterations"),
@@ -381,20 +381,22 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val,
             val = body_fun(val)
             steps = 1
             check(val, "after the first step")
-            while True:
+            # The steps after the first, counted by the loop itself (no test of the count each
+            # step): their body_fun calls take the loop to `limit` calls at most.
+            for steps in count(1) if limit < 0 else range(1, limit):
                 go = cond_fun(val)
                 try:
-                    stop = not go
+                    if not go:
+                        _truth(go)  # checked once, at the end: a falsy result must be a boolean
+                        break
                 except ValueError:  # an array of several values (or none): say so
                     _truth(go)
                     raise
-                if stop:
-                    _truth(go)  # checked once, at the end: a falsy result must be a boolean
-                    break
-                if steps == limit:
-                    raise _reached(limit)
                 val = body_fun(val)
-                steps += 1
+            else:  # `limit` calls made: one more true condition is one too many
+                steps = limit
+                if _truth(cond_fun(val)):
+                    raise _reached(limit)
     except Exception as error:
         _noted(error, "while_loop", steps)
         raise

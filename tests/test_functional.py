@@ -399,5 +399,12 @@ def test_max_iterations_bounds_every_loop():
     assert len(calls) == 10
     assert cyloop.fori_loop(0, 10, lambda i, v: v + 1, np.int64(0), max_iterations=10) == 10
     assert cyloop.while_loop(lambda v: v < 3, count, np.int64(0), max_iterations=None) == 3
+    for limit in (1, 2, 3):  # `limit` steps run; the next true condition is one too many
+        assert cyloop.while_loop(lambda v, n=limit: v < n, count, np.int64(0),
+                                 max_iterations=limit) == limit
+        calls.clear()
+        with pytest.raises(cyloop.LoopLimitError, match=f"max_iterations={limit} "):
+            cyloop.while_loop(lambda v, n=limit: v <= n, count, np.int64(0), max_iterations=limit)
+        assert len(calls) == limit
     with pytest.raises(cyloop.LoopLimitError):
         cyloop.while_loop(lambda v: True, count, np.int64(0), max_iterations=0)
