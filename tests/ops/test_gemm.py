@@ -61,8 +61,8 @@ def test_the_transposed_formulation_of_a_tall_product_works_in_row_blocks(transp
 
     # (Small enough for OpenBLAS to stay on one thread: its worker threads can hang after
     # OpenVINO's ran in the same process, as they do when other tests ran first.)
-    rows, k, n = 200, 8, 32
-    monkeypatch.setattr(_gemm, "_COLUMNS_SCRATCH", 24 * n * 4)  # 24 rows a block: 9 blocks
+    rows, k, n = 512, 4, 64
+    monkeypatch.setattr(_gemm, "_COLUMNS_SCRATCH", 24 * n * 4)  # 24 rows a block: 22 blocks
     a = rng.standard_normal((rows, k)).astype(np.float32)
     w = _read_only(rng.standard_normal((n, k) if transposed else (k, n)).astype(np.float32))
     product = weight_product(transposed)
