@@ -22,7 +22,7 @@ from ..ops.registry import FLOATS, INTEGERS, type_keeping
 from .settings import CHUNK_BUDGETS, FIRST_CHUNK_ROWS, MAX_CHUNK_ROWS, MIN_CHUNK_ROWS
 
 __all__ = ["CaptureStatic", "ConstStatic", "GatherSource", "Hoist", "HoistStep",
-           "IterationSource", "OuterStatic", "SlicedSource", "bias_joined"]
+           "IterationSource", "OuterStatic", "SlicedSource", "bias_joined", "gemm"]
 
 
 # Where batched values come from: row i is what iteration i sees.
@@ -344,47 +344,60 @@ def matmul(fn, batched):
     return call
 
 
-def bias_joined(product, add, transposed: bool, bias_first: bool, labels: tuple[str, str]):
-    """(call, probe) of ``MatMul(x, w)`` then ``Add`` of a static bias b, as one step: the bias
-    joins the GEMM as the weight of a column of ones, ``[x 1] [w; b]`` (``[w b]`` for a weight
-    the product takes transposed), so that no pass over the chunk adds it afterwards (on W4's
-    [256,64] @ [64,512] chunks, 90 us against 125 for the GEMM and the add, Intel Xeon KVM).
-    `product` and `add` are the two nodes' own kernels (`product` multiplies the joined weight,
-    so its measured choice is the step's); `labels` name them in errors. Operands the joined
-    form does not cover (other types or ranks, a bias of another shape) take the two kernels in
-    turn, failing as each node would."""
-    def join(w, b):
+class _JoinedBias:
+    """``x @ w + b`` (``x @ w^T + b`` if `transposed`) of x's rows as one product: the bias
+    joins the GEMM as the weight of a column of ones, ``[x 1] [w; b]`` (``[w b]`` transposed),
+    so that no pass over the chunk adds it afterwards (on W4's [256,64] @ [64,512] chunks, 90 us
+    against 125 for the GEMM and the add, Intel Xeon KVM). `product(a, w)` is the node's own
+    weight product: it multiplies the joined weight, so its measured choice is the step's."""
+
+    def __init__(self, product, transposed: bool):
+        self.product, self.transposed = product, transposed
+        self.weights = PreparedPair(self._join)
+
+    def _join(self, w, b):
         row = b.reshape(-1)
-        joined = np.concatenate([w, row[:, None]] if transposed else [w, row[None, :]],
-                                axis=1 if transposed else 0)
+        joined = np.concatenate([w, row[:, None]] if self.transposed else [w, row[None, :]],
+                                axis=1 if self.transposed else 0)
         joined.flags.writeable = False
         return joined
 
-    weights = PreparedPair(join)
-    multiply = matmul(product, [True, False])
-    plus = elementwise(add, [False, True] if bias_first else [True, False])
-
-    def joinable(x, w, b) -> bool:
+    def covers(self, x, w, b) -> bool:
+        """Whether x [rows, ..., K], w and b are of one float type and b is one row of the
+        product's width that broadcasts over a row's product without widening it ([N], or
+        [1, N] on [B, N])."""
         if not (isinstance(x, np.ndarray) and isinstance(w, np.ndarray)
                 and isinstance(b, np.ndarray) and x.dtype == w.dtype == b.dtype
                 and x.dtype.kind == "f" and w.ndim == 2 and x.ndim >= 2 and b.ndim >= 1):
             return False
-        n, k = w.shape if transposed else w.shape[::-1]
-        # b broadcasts over a row's product without widening it: [N], or [1, N] on [B, N].
+        n, k = w.shape if self.transposed else w.shape[::-1]
         return (x.shape[-1] == k and b.shape[-1] == n and b.size == n
                 and b.ndim <= max(x.ndim - 1, 1))
 
-    def call(args, rows, reusable=()):
-        x, w, b = args
-        if not joinable(x, w, b):
-            (y,) = _labelled(labels[0], multiply, [x, w], rows)
-            return _labelled(labels[1], plus, [b, y] if bias_first else [y, b], rows)
+    def __call__(self, x, w, b):
         lead, k = x.shape[:-1], x.shape[-1]
         ones = np.empty(lead + (k + 1,), x.dtype)
         ones[..., :-1] = x
         ones[..., -1] = 1
-        result = product(ones.reshape(-1, k + 1), weights(w, b))
-        return (result.reshape(lead + result.shape[-1:]),)
+        result = self.product(ones.reshape(-1, k + 1), self.weights(w, b))
+        return result.reshape(lead + result.shape[-1:])
+
+
+def bias_joined(product, add, transposed: bool, bias_first: bool, labels: tuple[str, str]):
+    """(call, probe) of ``MatMul(x, w)`` then ``Add`` of a static bias b, as one step, the bias
+    joined to the product (`_JoinedBias`). `product` and `add` are the two nodes' own kernels;
+    `labels` name them in errors. Operands the joined form does not cover (other types or
+    ranks, a bias of another shape) take the two kernels in turn, failing as each node would."""
+    joined = _JoinedBias(product, transposed)
+    multiply = matmul(product, [True, False])
+    plus = elementwise(add, [False, True] if bias_first else [True, False])
+
+    def call(args, rows, reusable=()):
+        x, w, b = args
+        if joined.covers(x, w, b):
+            return (joined(x, w, b),)
+        (y,) = _labelled(labels[0], multiply, [x, w], rows)
+        return _labelled(labels[1], plus, [b, y] if bias_first else [y, b], rows)
 
     def probe(x, w, b):
         y = _labelled(labels[0], product, x, w)
@@ -392,6 +405,27 @@ def bias_joined(product, add, transposed: bool, bias_first: bool, labels: tuple[
 
     probe.measured = getattr(product, "measured", None)
     return call, probe
+
+
+def gemm(fn, batched):
+    """ONNX Gemm with rows of A (not transposed) and a static B and C: one GEMM for every row of
+    every part, C added by broadcasting when it is the same for every row of the product ([N],
+    [1, N], a scalar) and joined to the product when alpha and beta are 1 (`_JoinedBias`); any
+    other C (say [M, N]), or an A that is not a matrix, one Gemm per row, as the body runs it.
+    `fn` is the node's kernel (`ops/onnx/nn.py`), which says its attributes."""
+    joined = _JoinedBias(fn.product, fn.trans_b) if fn.alpha == fn.beta == 1.0 else None
+
+    def call(args, rows, reusable=()):
+        a, b, c = (list(args) + [None])[:3]
+        per_row = c is not None and (np.ndim(c) > 2 or np.ndim(c) == 2 and np.shape(c)[0] != 1)
+        if a.ndim != 3 or per_row:
+            return (np.stack([fn(a[k], b, c) for k in range(rows)]),)
+        if joined is not None and c is not None and joined.covers(a, b, c):
+            return (joined(a, b, c),)
+        result = fn(a.reshape(-1, a.shape[-1]), b, c)
+        return (result.reshape(a.shape[:-1] + result.shape[-1:]),)
+
+    return call
 
 
 def _labelled(label, fn, *args):

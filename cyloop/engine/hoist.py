@@ -64,7 +64,8 @@ __all__ = ["hoist_loop"]
 
 # The registry's batch forms that a node's own kernel runs through (see chunks.py).
 _ADAPTERS = {"elementwise": chunks.elementwise, "first": chunks.elementwise,
-             "matmul": chunks.matmul, "axes": chunks.with_axes, "reshape": chunks.reshaped}
+             "matmul": chunks.matmul, "axes": chunks.with_axes, "reshape": chunks.reshaped,
+             "gemm": chunks.gemm}
 
 
 def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):

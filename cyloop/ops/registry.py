@@ -66,6 +66,8 @@ BATCH_FORMS = (
     "axes_attribute",  # the same with axes as an attribute (ONNX opsets < 13)
     "reshape",      # Reshape: the target shape gains the row count in front
     "matmul",       # the left operand batched, the right one not: one GEMM over every row
+    "gemm",         # ONNX Gemm: A batched (not transposed), B and C not; the kernel says its
+                    # attributes (alpha, beta, trans_b) and its weight product
     "cell",         # an RNN cell (see `cell`)
 )
 

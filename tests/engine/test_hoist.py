@@ -820,3 +820,56 @@ def test_untuned_a_joined_product_keeps_the_default_formulation(rng):
     np.testing.assert_allclose(got["ys"], expected["ys"], rtol=1e-5, atol=1e-5)
     plan = str(fast.plan())
     assert "the bias joined to the product (hoisted): rows (fixed, not measured)" in plan
+
+
+@pytest.mark.parametrize("chunk_rows", [None, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("c_shape", [None, (), (4,), (1, 4), (3, 4), (3, 1)])
+@pytest.mark.parametrize("alpha, beta", [(1.0, 1.0), (0.5, 2.0)])
+@pytest.mark.parametrize("trans_a, trans_b", [(0, 0), (0, 1), (1, 0)])
+def test_gemm_rows_are_one_product(rng, chunk_rows, dtype, c_shape, alpha, beta, trans_a,
+                                   trans_b):
+    """ONNX Gemm of x_t and static B, C: hoisted as one product over the chunk (A not
+    transposed), its C joined to the product when alpha and beta are 1 and C is one row; a C
+    of other rows, one Gemm per row. Both drivers and numpy agree."""
+    steps, m, k, n = 10, 3, 5, 4
+    x = (rng.standard_normal((steps, k, m) if trans_a else (steps, m, k)) * 4).astype(dtype)
+    w = (rng.standard_normal((n, k) if trans_b else (k, n)) * 4).astype(dtype)
+    body = GraphBuilder("gemm")
+    inputs = [body.input("x_t", dtype), body.input("w", dtype)]
+    extra = {"w": w}
+    if c_shape is not None:
+        c = (rng.standard_normal(c_shape) * 4).astype(dtype)
+        inputs.append(body.input("c", dtype))
+        extra["c"] = c
+    body.node("Gemm", *inputs, outputs=["y"], alpha=alpha, beta=beta, transA=trans_a,
+              transB=trans_b)
+    body.output("y")
+    graph, feeds = _one_loop(body, x, extra)
+    fast, got, expected = _run(graph, feeds, chunk_rows)
+    a_rows = x.transpose(0, 2, 1) if trans_a else x
+    want = alpha * (a_rows @ (w.T if trans_b else w))
+    if c_shape is not None:
+        want = want + beta * c
+    if dtype == np.int32:
+        np.testing.assert_array_equal(got["ys"], expected["ys"])
+    else:
+        np.testing.assert_allclose(got["ys"], expected["ys"], rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(got["ys"], want, rtol=1e-5, atol=1e-3)
+    assert got["ys"].shape == want.shape
+    hoisted = not trans_a
+    (hoisted_line,) = [line for line in str(fast.plan()).splitlines()
+                       if line.strip().startswith("hoisted (run before")]
+    assert ("Gemm node producing 'y'" in hoisted_line) == hoisted
+    if not hoisted:
+        return
+    ((_, kernel),) = fast._compiled.loops[0].facts().hoisted_kernels
+    shapes = {key[1] for key in kernel.measured.trials}
+    joined = (alpha, beta) == (1.0, 1.0) and dtype == np.float32 and c_shape in ((4,), (1, 4))
+    per_row = c_shape in ((3, 4), (3, 1))
+    extra_row = 1 if joined else 0
+    plain = (n, k + extra_row) if trans_b else (k + extra_row, n)
+    # One product over the chunk's rows (m rows a part), or one per part.
+    assert shapes == {plain}
+    rows_seen = {key[0][0] for key in kernel.measured.trials}
+    assert rows_seen == {m} if per_row else rows_seen - {m}

@@ -12,17 +12,32 @@ def matmul(attrs):
     return weight_product()
 
 
-@kernel("Gemm", since=1)  # (before 7, a `broadcast` attribute numpy's broadcasting subsumes)
+def _batches_gemm(attrs, batched):
+    """Rows of A times a static B (plus a static C), A not transposed: see engine/chunks.py."""
+    return batched[0] and not any(batched[1:]) and not int(attrs.get("transA", 0))
+
+
+# (Before 7, a `broadcast` attribute numpy's broadcasting subsumes.)
+@kernel("Gemm", since=1, batch="gemm", batch_if=_batches_gemm)
 def gemm(attrs):
+    """``alpha * A' B' + beta * C``; a product with a read-only B (a weight) in the measured
+    orientation. The kernel says its attributes (``alpha``, ``beta``, ``trans_b``) and its
+    product of A' by B (``product``), for the hoisted form."""
     alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
-    trans_a, trans_b = bool(attrs.get("transA", 0)), bool(attrs.get("transB", 0))
+    trans_a, trans_b = bool(int(attrs.get("transA", 0))), bool(int(attrs.get("transB", 0)))
+    product = weight_product(transposed=trans_b)
 
     def general(a, b, c=None):
-        product = np.matmul(a.T if trans_a else a, b.T if trans_b else b)
+        if trans_a:
+            a = a.T
+        result = product(a, b) if np.ndim(b) == 2 else np.matmul(a, b.T if trans_b else b)
         if alpha != 1.0:
-            product *= product.dtype.type(alpha)
+            result *= result.dtype.type(alpha)
         if c is not None:
-            product += c * product.dtype.type(beta) if beta != 1.0 else c
-        return product
+            result += c * result.dtype.type(beta) if beta != 1.0 else c
+        return result
 
+    general.alpha, general.beta, general.trans_b = alpha, beta, trans_b
+    general.product = product
+    general.measured = product.measured
     return general
