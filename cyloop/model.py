@@ -46,7 +46,8 @@ class Model:
     ``tune``: where a kernel has equivalent formulations (an LSTM step's gates fused through one
     tanh or split), its first calls time them and it keeps the fastest on this machine; `plan()`
     shows the choice and the times. Results agree to rounding whichever runs; False keeps each
-    kernel's default, for runs that must repeat bit for bit across machines.
+    kernel's default, for runs that must repeat bit for bit (on one machine: another CPU's
+    BLAS kernels round differently).
     """
 
     def __init__(self, graph: Graph, *, driver: str | None = None,

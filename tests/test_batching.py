@@ -15,7 +15,7 @@ from cyloop.ir import CarriedInput, ConcatOutput, GraphBuilder, LastOutput, Slic
 
 from .engine.test_limits import _nested
 from .frontends.onnx_models import lstm_loop_model
-from .test_concurrency import _equal, _feeds
+from .test_concurrency import _close, _equal, _feeds
 
 T, B, I, H = 12, 10, 6, 16
 AXES = {"X": 1, "h0": 0, "c0": 0}
@@ -69,12 +69,11 @@ def test_run_batched_here_is_one_run_over_the_batch(chunk_size):
     model, feeds = _lstm(tune=False)
     whole = model.run(feeds)
     got = model.run_batched(feeds, AXES, chunk_size=chunk_size, output_axis=OUT_AXES)
-    _equal(got, whole)
-    # Measured choices may differ with the chunk's rows: then it agrees to rounding.
+    # The products of a chunk have its rows: exactly the same when they are the whole batch's,
+    # else to rounding (`_close`); so too when tuned, where measured choices may differ.
+    (_equal if chunk_size >= B else _close)(got, whole)
     tuned, _ = _lstm()
-    got = tuned.run_batched(feeds, AXES, chunk_size=chunk_size, output_axis=OUT_AXES)
-    for name in whole:
-        np.testing.assert_allclose(got[name], whole[name], rtol=1e-5, atol=1e-6)
+    _close(tuned.run_batched(feeds, AXES, chunk_size=chunk_size, output_axis=OUT_AXES), whole)
 
 
 def _running_sum():
@@ -117,7 +116,7 @@ def test_run_batched_on_a_concurrent_futures_pool(kind):
     with executor:
         got = model.run_batched(feeds, AXES, chunk_size=4, output_axis=OUT_AXES,
                                 executor=executor)
-    _equal(got, whole)
+    _close(got, whole)  # (chunks of 4 rows: to rounding)
 
 
 def test_run_batched_on_a_dask_cluster_of_two_worker_processes():
@@ -131,7 +130,7 @@ def test_run_batched_on_a_dask_cluster_of_two_worker_processes():
                                 executor=client)
         pids = client.run(lambda: __import__("os").getpid())
     assert len(set(pids.values())) == 2
-    _equal(got, whole)
+    _close(got, whole)  # (chunks of 3 rows: to rounding)
 
 
 @pytest.mark.parametrize("call,error", [

@@ -29,21 +29,34 @@ def _feeds(path, seed):
             "row": rng.standard_normal(4, np.float32)}
 
 
-def _equal(a, b):
+def _equal(a, b, check=np.testing.assert_array_equal):
+    """The same outputs: the same names, lengths and values (compared by `check`)."""
     assert a.keys() == b.keys()
     for name in a:
         got, want = a[name], b[name]
         if isinstance(want, list):
             assert len(got) == len(want), name
             for x, y in zip(got, want):
-                np.testing.assert_array_equal(x, y, err_msg=name)
+                check(x, y, err_msg=name)
         else:
-            np.testing.assert_array_equal(got, want, err_msg=name)
+            check(got, want, err_msg=name)
 
 
+def _close(a, b):
+    """The same outputs to float32 rounding: what runs of one model agree to when a matrix
+    product's shapes or formulation differ between them (a measured choice on trial, a chunk of a
+    batch with fewer rows: BLAS picks its kernels by the shapes, and on an AMD EPYC with
+    OpenBLAS's Haswell kernels a 1-row and a 10-row product differ in the last bit)."""
+    _equal(a, b, lambda x, y, err_msg: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6,
+                                                                  err_msg=err_msg))
+
+
+@pytest.mark.parametrize("tune", [False, True], ids=["fixed", "tuned"])
 @pytest.mark.parametrize("path", EXAMPLES, ids=["lstm-ti-ir", "loop-sequence-onnx"])
-def test_threads_sharing_a_model_get_what_each_run_alone_gets(path):
-    model = cyloop.load(path)
+def test_threads_sharing_a_model_get_what_each_run_alone_gets(path, tune):
+    """Exactly with tune=False; to rounding when tuned, where a trial running across the
+    threads' runs may run another formulation from one run to the next."""
+    model = cyloop.load(path, tune=tune)
     feeds = [_feeds(path, seed) for seed in range(THREADS)]
     alone = [model.run(f) for f in feeds]
     results = {}
@@ -61,7 +74,7 @@ def test_threads_sharing_a_model_get_what_each_run_alone_gets(path):
     assert sorted(results) == list(range(THREADS))
     for k in range(THREADS):
         for got in results[k]:
-            _equal(got, alone[k])
+            (_close if tune else _equal)(got, alone[k])
 
 
 def test_each_thread_has_its_own_limits():
