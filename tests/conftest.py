@@ -41,6 +41,16 @@ def measured_steps(model):
             if getattr(step.fn, "measured", None) is not None]
 
 
+def held_arrays(graph):
+    """Every array a graph holds (initializers, node attributes), its subgraphs' included."""
+    found = [a for a in graph.initializers.values() if isinstance(a, np.ndarray)]
+    for node in graph.nodes:
+        found += [a for a in node.attrs.values() if isinstance(a, np.ndarray)]
+        for body in node.subgraphs():
+            found += held_arrays(body)
+    return found
+
+
 def placements(model):
     """Every `Measured` choice of where a loop result lives (`MeasuredPlacement`), in the
     model's Cython loop drivers, nested loops included."""

@@ -27,6 +27,7 @@ from ..ir import (
     SlicedInput,
     Value,
 )
+from ..ops._aligned import SMALL_WEIGHT_BYTES, aligned
 from ..ops.onnx.fallback import FALLBACK_DOMAIN, reference_op_class
 
 __all__ = ["ELEMENT_TYPES", "read_graph"]
@@ -176,8 +177,8 @@ class _Converter:
     def array(self, tensor, where: str) -> np.ndarray:
         """A TensorProto's value; data that does not match its declared type and shape is a
         ModelError saying what was declared and what the data holds."""
-        try:
-            return self.onnx.numpy_helper.to_array(tensor)
+        try:  # aligned, so that a product reads a weight as it is (ops/_aligned.py)
+            return aligned(self.onnx.numpy_helper.to_array(tensor), SMALL_WEIGHT_BYTES)
         except Exception as error:  # noqa: BLE001 - onnx raises many types (ValidationError for
             # external data outside the model's directory, OSError for missing files, ...)
             names = self.onnx.TensorProto.DataType

@@ -47,6 +47,7 @@ from ..ir import (
     SlicedInput,
     Value,
 )
+from ..ops._aligned import SMALL_WEIGHT_BYTES, aligned_empty
 
 __all__ = ["ELEMENT_TYPES", "read_graph"]
 
@@ -672,8 +673,8 @@ class _Reader:
             if needed and not self.blob.read_into(raw, offset):
                 raise past_end
             value = _unpack_nibbles(raw, count, dtype).reshape(shape)
-        else:
-            value = np.empty(shape, dtype)
+        else:  # aligned, so that a product reads it as it is (ops/_aligned.py)
+            value = aligned_empty(shape, dtype, SMALL_WEIGHT_BYTES)
             if count and not self.blob.read_into(value, offset):
                 raise past_end
         value.flags.writeable = False

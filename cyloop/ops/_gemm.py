@@ -34,30 +34,13 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ._aligned import aligned
 from ._measured import Measured
 
-__all__ = ["ALIGNMENT", "Prepared", "PreparedPair", "aligned", "weight_product"]
+__all__ = ["Prepared", "PreparedPair", "weight_product"]
 
-# Bytes a prepared weight is aligned to: a cache line, and the widest SIMD load (AVX-512).
-ALIGNMENT = 64
 # Bytes of scratch the transposed formulation (``columns``) computes a block of rows in.
 _COLUMNS_SCRATCH = 64 * 1024
-
-
-def aligned(x):
-    """`x` if it is a C-contiguous array starting on an `ALIGNMENT`-byte boundary, else a copy
-    that is (read-only if `x` is); the arrays of a tuple each so. Anything else as it is."""
-    if isinstance(x, tuple):
-        return tuple(aligned(item) for item in x)
-    if not isinstance(x, np.ndarray) or x.dtype.hasobject or x.size == 0 \
-            or x.flags.c_contiguous and x.ctypes.data % ALIGNMENT == 0:
-        return x
-    raw = np.empty(x.nbytes + ALIGNMENT, np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
-    copy = raw[start:start + x.nbytes].view(x.dtype).reshape(x.shape)
-    copy[...] = x
-    copy.flags.writeable = x.flags.writeable
-    return copy
 
 
 class Prepared:
@@ -134,27 +117,32 @@ def _narrow_product(a, b, out):
     return out
 
 
+def _itself(w: np.ndarray) -> np.ndarray:
+    return w
+
+
 def _halves(rows: np.ndarray) -> tuple:
     """A [K, N] weight as the operands of `halves`: (its column halves stacked [2, K, N/2],
-    None, None) for an even N, else (None, the first N//2 + 1 columns, the rest), contiguous."""
+    None, None) for an even N, else (None, the first N//2 + 1 columns, the rest); views."""
     k, n = rows.shape
     if n % 2 == 0:
-        return np.ascontiguousarray(rows.reshape(k, 2, n // 2).swapaxes(0, 1)), None, None
+        return rows.reshape(k, 2, n // 2).swapaxes(0, 1), None, None
     split = n // 2 + 1
-    return None, np.ascontiguousarray(rows[:, :split]), np.ascontiguousarray(rows[:, split:])
+    return None, rows[:, :split], rows[:, split:]
 
 
 def weight_product(transposed: bool = False) -> Callable:
     """``product(a, w, out=None)`` = ``a @ w`` (``a @ w^T`` if `transposed`), in the measured
     formulation when both are 2-D of one dtype and `w` is read-only; plain ``np.matmul``
     otherwise. ``product.measured`` is the choice (the plan shows it, tune=False fixes it)."""
+    # Each makes views; `Prepared` lays a read-only weight's out in one aligned copy.
     if transposed:
-        as_rows = Prepared(lambda w: np.ascontiguousarray(w.T))
-        as_columns = Prepared(np.ascontiguousarray)
+        as_rows = Prepared(lambda w: w.T)
+        as_columns = Prepared(_itself)
         as_halves = Prepared(lambda w: _halves(w.T))
     else:
-        as_rows = Prepared(np.ascontiguousarray)
-        as_columns = Prepared(lambda w: np.ascontiguousarray(w.T))
+        as_rows = Prepared(_itself)
+        as_columns = Prepared(lambda w: w.T)
         as_halves = Prepared(_halves)
 
     def rows(a, w, out):

@@ -109,7 +109,7 @@ def lstm_step(attrs, n_outputs):
             blocked = r.reshape(4, r.shape[0] // 4, r.shape[1]).swapaxes(1, 2)
         else:
             blocked = r.reshape(r.shape[0], 4, r.shape[1] // 4).swapaxes(0, 1)
-        return np.ascontiguousarray(blocked)
+        return blocked  # (a view: `Prepared` lays a read-only r's out in one aligned copy)
 
     weights = Prepared(block_weights)
     plans = {}  # operand shapes and dtypes -> plan_for's answer
@@ -152,8 +152,14 @@ def lstm_step(attrs, n_outputs):
         h_new *= gates[o_at]
         return h_new, c_new
 
+    blocked.weights = weights
+
+    def settled(in_use):
+        if "blocked gates" not in in_use:  # (the form as written keeps no copy of r)
+            weights.forget()
+
     step = Measured({"batch-major gates": as_written, "blocked gates": blocked}, streak=2,
-                    key=lambda h, r, c, x: (h.shape, r.shape, h.dtype.char),
+                    key=lambda h, r, c, x: (h.shape, r.shape, h.dtype.char), on_settled=settled,
                     label=lambda key: f"state {list(key[0])} {np.dtype(key[2]).name}")
 
     if n_outputs == 2:  # (h', c') as the step returns them: no wrapper call per step

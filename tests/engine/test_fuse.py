@@ -253,6 +253,25 @@ def test_the_step_kernel_against_the_cell_equations(blocks, r_rows, x_form, rank
         assert np.isnan(output[0]).all() and np.isnan(output[2]).all()
 
 
+def test_the_blocked_step_lets_go_of_its_weights_when_not_chosen(rng):
+    """The blocked form keeps r's blocks, laid out once; once the choice falls elsewhere (or is
+    fixed elsewhere, as tune=False does) it lets go of them."""
+    hidden = 8
+    h, c = (rng.standard_normal((3, hidden)).astype(np.float32) for _ in range(2))
+    r = rng.standard_normal((4 * hidden, hidden)).astype(np.float32)
+    r.flags.writeable = False
+    x = rng.standard_normal((3, 4 * hidden)).astype(np.float32)
+    kernel = fused.lstm_step({"axis": -1, "blocks": [0, 1, 2, 3], "r_rows": True}, 2)
+    weights = kernel.measured.candidates["blocked gates"].weights
+    kernel.measured.fix("blocked gates")
+    blocked = kernel(h, r, c, x)
+    assert weights._last[0]() is r and weights._last[1].flags.c_contiguous
+    kernel.measured.fix("batch-major gates")
+    assert weights._last == (None, None)
+    for got, want in zip(kernel(h, r, c, x), blocked):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
 def _gru_loop(x_order="zrn", r_order="zrn", blend="keras", swapped=False, one="initializer",
               leak=None, hidden=4, gates=None, opset=13):
     """An ONNX Loop whose body spells the GRU cell with the reset gate after the recurrent

@@ -10,6 +10,7 @@ from onnx import TensorProto, helper
 import cyloop
 from cyloop.sequence import TensorSequence
 
+from ..conftest import held_arrays
 from .onnx_models import const, loop_model, model, scan_model, tensor
 
 
@@ -453,3 +454,30 @@ def test_external_data_outside_the_model_or_missing_is_a_model_error(location, t
     path.write_bytes(onnx_model.SerializeToString())
     with pytest.raises(cyloop.ModelError, match="cannot read the ONNX model|initializer 'W'"):
         cyloop.load(path)  # from a file: onnx.load reads the external data
+
+
+def test_weights_are_read_onto_a_64_byte_boundary(rng):
+    """So that a product uses a weight as it is, with no aligned copy beside it (ops/_aligned.py):
+    initializers, Constant nodes, in the outer graph and in a loop body (from SMALL_WEIGHT_BYTES
+    up: a smaller one costs little misaligned)."""
+    from onnx import numpy_helper
+
+    w = rng.standard_normal((33, 70)).astype(np.float32)
+    c = rng.standard_normal((5, 70)).astype(np.float32)  # (1400 bytes: a weight aligned)
+    body = helper.make_graph(
+        [const("c", c), helper.make_node("MatMul", ["x", "w"], ["xw"]),
+         helper.make_node("Add", ["xw", "c"], ["y"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [tensor("i", np.int64, []), tensor("cond_in", np.bool_, [])],
+        [tensor("cond_out", np.bool_, []), tensor("y", np.float32, [5, 70])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", ""], ["ys"], body=body)], "g",
+        [tensor("M", np.int64, []), tensor("x", np.float32, [5, 33])],
+        [tensor("ys", np.float32, None)], initializer=[numpy_helper.from_array(w, "w")])
+    loaded = cyloop.load(model(graph, 13))
+    weights = held_arrays(loaded.graph)
+    assert sorted(a.shape for a in weights) == [(5, 70), (33, 70)]
+    assert all(a.__array_interface__["data"][0] % 64 == 0 for a in weights)
+    x = rng.standard_normal((5, 33)).astype(np.float32)
+    ys = loaded.run({"M": np.array(2, np.int64), "x": x})["ys"]
+    np.testing.assert_allclose(ys, np.stack([x @ w + c] * 2), rtol=1e-5, atol=1e-5)

@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 
 import cyloop
-from cyloop.ops._gemm import ALIGNMENT, Prepared, aligned, weight_product
+from cyloop.ops._aligned import ALIGNMENT
+from cyloop.ops._gemm import Prepared, weight_product
 from cyloop.ops._measured import MAX_ROUNDS_FACTOR
 
 from ..frontends.onnx_models import model, tensor
+from .test_aligned import address, at_offset
 
 
 def _read_only(a):
@@ -129,54 +131,21 @@ def test_prepared_is_made_once_per_read_only_weight_and_holds_it_weakly(rng):
     assert ref() is None  # the kernel does not keep a caller's array alive
 
 
-def _at_offset(values, offset):
-    """A C-contiguous copy of `values` starting `offset` bytes past a 64-byte boundary."""
-    raw = np.empty(values.nbytes + 2 * ALIGNMENT, np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT + offset
-    out = raw[start:start + values.nbytes].view(values.dtype).reshape(values.shape)
-    out[...] = values
-    return out
-
-
-def _address(a):
-    return a.__array_interface__["data"][0]
-
-
-@pytest.mark.parametrize("offset", [0, 4, 16, 32, 48])
-@pytest.mark.parametrize("read_only", [False, True])
-def test_aligned_copies_only_an_array_off_a_64_byte_boundary(offset, read_only, rng):
-    values = rng.standard_normal((3, 5)).astype(np.float32)
-    x = _at_offset(values, offset)
-    x.flags.writeable = not read_only
-    got = aligned(x)
-    assert (got is x) == (offset == 0)
-    assert _address(got) % ALIGNMENT == 0 and got.flags.c_contiguous
-    assert got.flags.writeable == (not read_only) and got.dtype == x.dtype
-    np.testing.assert_array_equal(got, values)
-    strided = aligned(_at_offset(values, 0)[:, ::2])  # aligned but not contiguous: copied
-    assert strided.flags.c_contiguous and _address(strided) % ALIGNMENT == 0
-    np.testing.assert_array_equal(strided, values[:, ::2])
-    pair = aligned((x, None))
-    assert pair[1] is None and _address(pair[0]) % ALIGNMENT == 0
-    objects = np.array([1, "a"], object)
-    assert aligned(objects) is objects and aligned(3.0) == 3.0
-
-
 def test_a_read_only_weight_is_prepared_aligned_once_and_a_writeable_one_never_copied(rng):
     values = rng.standard_normal((4, 6)).astype(np.float32)
     prepared = Prepared(np.ascontiguousarray)
-    misaligned = _read_only(_at_offset(values, 16))
+    misaligned = _read_only(at_offset(values, 16))
     first = prepared(misaligned)
-    assert first is not misaligned and _address(first) % ALIGNMENT == 0
+    assert first is not misaligned and address(first) % ALIGNMENT == 0
     assert prepared(misaligned) is first and not first.flags.writeable
     np.testing.assert_array_equal(first, values)
-    on_boundary = _read_only(_at_offset(values, 0))
+    on_boundary = _read_only(at_offset(values, 0))
     assert prepared(on_boundary) is on_boundary and prepared(on_boundary) is on_boundary
     ref = weakref.ref(on_boundary)
     del on_boundary
     gc.collect()
     assert ref() is None  # remembered without a strong reference when nothing was copied
-    writeable = _at_offset(values, 16)
+    writeable = at_offset(values, 16)
     assert prepared(writeable) is writeable  # made afresh each call, so never copied to align
 
 

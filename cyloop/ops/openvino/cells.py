@@ -97,9 +97,16 @@ def _state_shape(xw, h, *rest):
 
 
 def _measured(steps: dict[str, Callable]) -> Measured:
+    """The steps (each with its `Prepared` weights as ``.weights``) as one measured choice."""
+    def settled(in_use):
+        """A layout no state shape uses any more lets go of its copy of the weights."""
+        for name, step in steps.items():
+            if name not in in_use:
+                step.weights.forget()
+
     # In streaks of two: a timed step reads the state its own layout left (a gate-major step
     # hands on transposed views).
-    return Measured(steps, key=_state_shape, streak=2,
+    return Measured(steps, key=_state_shape, streak=2, on_settled=settled,
                     label=lambda key: f"state {list(key[0])} {np.dtype(key[1]).name}")
 
 
@@ -239,12 +246,13 @@ def lstm_step(attrs) -> Measured:
                 return (out if h_new is dest else h_new.swapaxes(-1, -2)), c_new.swapaxes(-1, -2)
             return h_new, c_new
 
+        step.weights = weights
         return step
 
     def blocked():
         # R_k^T of each arranged gate block k, [4, H, H]: h [B, H] @ it is [4, B, H].
-        weights = Prepared(lambda r: np.ascontiguousarray(
-            arrange(r).reshape(4, r.shape[0] // 4, r.shape[-1]).swapaxes(-1, -2)))
+        weights = Prepared(lambda r: arrange(r).reshape(4, r.shape[0] // 4,
+                                                         r.shape[-1]).swapaxes(-1, -2))
 
         def step(xw, h, c, r, out=None):
             shape = h.shape
@@ -265,6 +273,7 @@ def lstm_step(attrs) -> Measured:
                 return h_new.reshape(shape), c_new.reshape(shape)
             return h_new, c_new
 
+        step.weights = weights
         if not halved or clip:
             return step
         halves = {}  # dtype -> its 0.5 (a numpy scalar: a Python float costs a conversion a call)
@@ -294,6 +303,7 @@ def lstm_step(attrs) -> Measured:
             h_new *= gates[2]
             return h_new, c_new
 
+        plain_step.weights = weights
         return plain_step
 
     steps = {layout.name: step_in(layout) for layout in _LAYOUTS}
@@ -341,6 +351,7 @@ def gru_step(attrs) -> Measured:
             h_new += candidate
             return out if dest is not None else layout.oriented(h_new).astype(h.dtype, copy=False)
 
+        step.weights = weights
         return step
 
     return _measured({layout.name: step_in(layout) for layout in _LAYOUTS})
@@ -362,6 +373,7 @@ def rnn_step(attrs) -> Measured:
                 return out
             return layout.oriented(f(_clip(pre, clip), out=pre)).astype(h.dtype, copy=False)
 
+        step.weights = weights
         return step
 
     return _measured({layout.name: step_in(layout) for layout in _LAYOUTS})

@@ -1,0 +1,68 @@
+"""Arrays that start on a 64-byte boundary, and that give their memory back when they go.
+
+A weight a product reads over and over (a body constant, a loop invariant) is kept aligned: at
+the 16-byte offset a large numpy allocation has, every 64-byte vector load of it spans two cache
+lines (see `_gemm`). Those weights are also what a measured choice prepares once per candidate
+(a transposed copy, the column halves) and lets go of when the candidate loses its trial
+(`_measured`, ``on_settled``). Released into the C heap, a 256 KiB copy stays resident: glibc
+serves blocks above its mmap threshold from the heap once it has freed one such block, and does
+not hand freed heap memory back to the system. So an array of `MAPPED_BYTES` or more gets an
+anonymous mapping of its own (page-aligned, so aligned), unmapped when its last view goes: a
+trial's losing copies no longer count in a run's peak resident memory, which they did as long as
+the run lasted. W2's first run, tuned, peaked 18.2-18.7 MiB above its start before and 17.8-18.1
+after (its output is 15.6 MiB; compare.py's measure, AMD EPYC Zen 3, 2 cores). Smaller arrays
+are carved out of a numpy allocation.
+"""
+
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+
+__all__ = ["ALIGNMENT", "MAPPED_BYTES", "SMALL_WEIGHT_BYTES", "aligned", "aligned_empty"]
+
+# Bytes an array is aligned to: a cache line, and the widest SIMD load (AVX-512).
+ALIGNMENT = 64
+# Arrays this large or larger get a mapping of their own (see above): at most a page in 16 of it
+# is rounding, and a mapping costs a system call each way, which a weight prepared once repays.
+MAPPED_BYTES = 64 * 1024
+# What a frontend reads a weight of fewer bytes than this into is numpy's own allocation
+# (`smallest=`): misaligned, a weight that small costs little (it sits in L1), and a large IR
+# holds many small constants, for which an aligned array's extra bytes and view add up (a 24 MiB
+# IR of small layers took 2.33 times its size to load with every constant aligned, 1.94 without).
+SMALL_WEIGHT_BYTES = 1024
+# A private anonymous mapping where the platform has one (not on Windows: there the C heap).
+_PRIVATE = getattr(mmap, "MAP_PRIVATE", None), getattr(mmap, "MAP_ANONYMOUS", None)
+
+
+def aligned_empty(shape, dtype, smallest: int = 0) -> np.ndarray:
+    """A writeable, C-contiguous, uninitialised array starting on an `ALIGNMENT`-byte boundary
+    (below `smallest` bytes: a plain ``np.empty``); in a mapping of its own (unmapped when the
+    last view of it goes) from `MAPPED_BYTES` up."""
+    dtype = np.dtype(dtype)
+    shape = tuple(shape)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes < smallest or nbytes == 0:
+        return np.empty(shape, dtype)
+    if nbytes >= MAPPED_BYTES and None not in _PRIVATE:
+        mapping = mmap.mmap(-1, nbytes, flags=_PRIVATE[0] | _PRIVATE[1])
+        return np.ndarray(shape, dtype, buffer=mapping)
+    raw = np.empty(nbytes + ALIGNMENT, np.uint8)
+    return np.ndarray(shape, dtype, buffer=raw, offset=-raw.ctypes.data % ALIGNMENT)
+
+
+def aligned(x, smallest: int = 0):
+    """`x` if it is a C-contiguous array starting on an `ALIGNMENT`-byte boundary (or of fewer
+    than `smallest` bytes), else an `aligned_empty` copy (read-only if `x` is); the arrays of a
+    tuple each so. Anything else as it is. A view (a transpose, a slice) is laid out contiguous
+    by this one copy."""
+    if isinstance(x, tuple):
+        return tuple(aligned(item, smallest) for item in x)
+    if not isinstance(x, np.ndarray) or x.dtype.hasobject or x.size == 0 \
+            or x.nbytes < smallest or x.flags.c_contiguous and x.ctypes.data % ALIGNMENT == 0:
+        return x
+    copy = aligned_empty(x.shape, x.dtype)
+    copy[...] = x
+    copy.flags.writeable = x.flags.writeable
+    return copy
