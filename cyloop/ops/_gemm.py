@@ -16,11 +16,13 @@ took 23-27 us as it is, 18-19 transposed and 13-17 in halves, while [8,128] @ [1
 
 The contiguous copy a candidate needs (``w`` transposed, its halves, or a transposed view made
 contiguous) is made once per weight and kept while the same read-only array comes back; it is
-what the kernel keeps between calls, and only for the last weight it saw. It starts on a 64-byte
-boundary (`aligned`), and so does a weight used as it is, copied once if it does not: OpenBLAS's
-small-matrix kernels read the weight with vector loads, and at a 16-byte offset (where a large
-numpy allocation starts) every 64-byte load spans two cache lines. On the Xeon above, products
-repeated on a weight held in L1 took a quarter more time so: 9.4 against 7.4 us for
+what the kernel keeps between calls, and only for the last weight it saw (from 64 KiB up in a
+mapping of its own, given back when a losing formulation lets go of it: `_aligned`). It starts
+on a 64-byte boundary, and so does a weight used as it is, copied once if it does not (the
+frontends read a model's weights aligned, so theirs are not): OpenBLAS's small-matrix kernels
+read the weight with vector loads, and at a 16-byte offset (where a large numpy allocation
+starts) every 64-byte load spans two cache lines. On the Xeon above, products repeated on a
+weight held in L1 took a quarter more time so: 9.4 against 7.4 us for
 [8,128] @ [4,128,128], 18.3 against 14.3 us for [16,256] @ [2,256,128] (the other operands'
 alignment made no difference). Inside a loop body, where the weight comes back from L2, the
 whole step gained less than the run-to-run noise (W2, W4: 0-1%), but the product's speed no
