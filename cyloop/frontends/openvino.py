@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gc
 import io
+import math
 import os
 import re
 import sys
@@ -661,7 +662,7 @@ class _Reader:
         if offset < 0 or size < 0 or offset + size > self.blob.size:
             raise past_end
         dtype = np.dtype(ELEMENT_TYPES[kind])
-        count = int(np.prod(shape)) if shape else 1
+        count = math.prod(shape)  # (exact: np.prod wraps past 2**63, and a wrapped 0 passed)
         packed = kind in _PACKED_4BIT  # two values a byte, the last byte's high nibble unused
         needed = (count + 1) // 2 if packed else count * dtype.itemsize
         # (OpenVINO writes an empty constant with a size of 1; no byte of it is read)
