@@ -9,13 +9,15 @@ serves blocks above its mmap threshold from the heap once it has freed one such 
 not hand freed heap memory back to the system. So an array of `MAPPED_BYTES` or more gets an
 anonymous mapping of its own (page-aligned, so aligned), unmapped when its last view goes: a
 trial's losing copies no longer count in a run's peak resident memory, which they did as long as
-the run lasted. W2's first run, tuned, peaked 18.2-18.7 MiB above its start before and 17.8-18.1
-after (its output is 15.6 MiB; compare.py's measure, AMD EPYC Zen 3, 2 cores). Smaller arrays
-are carved out of a numpy allocation.
+the run lasted. W2's first run, tuned, peaked 17.7-18.2 / 18.3 / 18.6-19.1 MiB above its start
+before (Loop / Scan / TI, three runs each of compare.py's measure, AMD EPYC Zen 3, 2 cores) and
+17.7 / 17.9-18.0 / 18.0-18.5 after; its output is 15.6 MiB. Smaller arrays are carved out of a
+numpy allocation.
 """
 
 from __future__ import annotations
 
+import math
 import mmap
 
 import numpy as np
@@ -42,7 +44,7 @@ def aligned_empty(shape, dtype, smallest: int = 0) -> np.ndarray:
     last view of it goes) from `MAPPED_BYTES` up."""
     dtype = np.dtype(dtype)
     shape = tuple(shape)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < smallest or nbytes == 0:
         return np.empty(shape, dtype)
     if nbytes >= MAPPED_BYTES and None not in _PRIVATE:
