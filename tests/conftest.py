@@ -41,6 +41,19 @@ def measured_steps(model):
             if getattr(step.fn, "measured", None) is not None]
 
 
+def at_offset(values, offset):
+    """A C-contiguous copy of `values` starting `offset` bytes past a 64-byte boundary."""
+    raw = np.empty(values.nbytes + 2 * 64, np.uint8)
+    start = -raw.ctypes.data % 64 + offset
+    out = raw[start:start + values.nbytes].view(values.dtype).reshape(values.shape)
+    out[...] = values
+    return out
+
+
+def address(a):
+    return a.__array_interface__["data"][0]
+
+
 def held_arrays(graph):
     """Every array a graph holds (initializers, node attributes), its subgraphs' included."""
     found = [a for a in graph.initializers.values() if isinstance(a, np.ndarray)]

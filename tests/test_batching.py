@@ -64,14 +64,28 @@ def test_a_model_built_in_code_pickles_and_measures_afresh():
                                rtol=1e-5, atol=1e-6)
 
 
+def _per_chunk(model, feeds, chunk_size):
+    """The LSTM run on each chunk of the batch's rows in turn, joined: what `run_batched` gives
+    bit for bit (with tune=False), whatever the chunks' products round to."""
+    runs = []
+    for start in range(0, B, chunk_size):
+        rows = range(start, min(start + chunk_size, B))
+        chunk = {name: np.take(feeds[name], rows, axis=axis) for name, axis in AXES.items()}
+        runs.append(model.run({**feeds, **chunk}))
+    return {name: np.concatenate([run[name] for run in runs], axis=axis)
+            for name, axis in OUT_AXES.items()}
+
+
 @pytest.mark.parametrize("chunk_size", [1, 3, B, 4 * B])
 def test_run_batched_here_is_one_run_over_the_batch(chunk_size):
     model, feeds = _lstm(tune=False)
     whole = model.run(feeds)
     got = model.run_batched(feeds, AXES, chunk_size=chunk_size, output_axis=OUT_AXES)
-    # The products of a chunk have its rows: exactly the same when they are the whole batch's,
-    # else to rounding (`_close`); so too when tuned, where measured choices may differ.
+    # Exactly the chunks' own runs joined; the whole batch's run to rounding (a chunk's products
+    # have its rows, and BLAS may round them otherwise), exactly when a chunk is the whole.
+    _equal(got, _per_chunk(model, feeds, chunk_size))
     (_equal if chunk_size >= B else _close)(got, whole)
+    # Tuned, measured choices may differ from chunk to chunk: to rounding.
     tuned, _ = _lstm()
     _close(tuned.run_batched(feeds, AXES, chunk_size=chunk_size, output_axis=OUT_AXES), whole)
 
@@ -116,6 +130,7 @@ def test_run_batched_on_a_concurrent_futures_pool(kind):
     with executor:
         got = model.run_batched(feeds, AXES, chunk_size=4, output_axis=OUT_AXES,
                                 executor=executor)
+    _equal(got, _per_chunk(model, feeds, 4))
     _close(got, whole)  # (chunks of 4 rows: to rounding)
 
 
@@ -130,6 +145,7 @@ def test_run_batched_on_a_dask_cluster_of_two_worker_processes():
                                 executor=client)
         pids = client.run(lambda: __import__("os").getpid())
     assert len(set(pids.values())) == 2
+    _equal(got, _per_chunk(model, feeds, 3))
     _close(got, whole)  # (chunks of 3 rows: to rounding)
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from .. import ops
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import LOOP_DOMAIN, MAX_NESTING, Graph, LoopSpec, Node
+from ..ops._aligned import owns_memory
 from . import _core, reference
 from .control import BatchedScanRunner, IfRunner, SequenceMapRunner
 from .destinations import plan_destinations
@@ -94,9 +95,10 @@ class CompiledProgram:
 
 def _constant(value) -> np.ndarray:
     """An initializer as the model's own read-only array: as it is when it already is one (a
-    read-only array owning its memory, as the frontends make them: no second copy of the
-    weights), else a read-only copy (a caller's array may change after compiling)."""
-    if isinstance(value, np.ndarray) and value.flags.owndata and not value.flags.writeable:
+    read-only array holding its own memory, as the frontends make them, aligned or not: no
+    second copy of the weights), else a read-only copy (a caller's array may change after
+    compiling)."""
+    if owns_memory(value) and not value.flags.writeable:
         return value
     constant = np.array(value, copy=True)
     constant.flags.writeable = False

@@ -669,6 +669,12 @@ class _Reader:
         if needed != size and not (count == 0 and size <= dtype.itemsize):
             raise ModelError(f"{label}: shape {list(shape)} of {kind} needs {needed} bytes, the "
                              f"layer says {size}")
+        if count == 0:  # (no element, but numpy refuses a dimension past what it indexes)
+            try:
+                np.empty(shape, np.uint8)
+            except ValueError as e:
+                raise ModelError(f"{label}: numpy cannot make an array of shape {list(shape)} "
+                                 f"({e})") from None
         if packed:
             raw = np.empty(needed, np.uint8)
             if needed and not self.blob.read_into(raw, offset):

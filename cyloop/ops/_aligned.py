@@ -11,7 +11,7 @@ anonymous mapping of its own (page-aligned, so aligned), unmapped when its last 
 trial's losing copies no longer count in a run's peak resident memory, which they did as long as
 the run lasted. W2's first run, tuned, peaked 17.7-18.2 / 18.3 / 18.6-19.1 MiB above its start
 before (Loop / Scan / TI, three runs each of compare.py's measure, AMD EPYC Zen 3, 2 cores) and
-17.7 / 17.9-18.0 / 18.0-18.5 after; its output is 15.6 MiB. Smaller arrays are carved out of a
+17.5-17.7 / 17.8-18.0 / 18.0-18.5 after; its output is 15.6 MiB. Smaller arrays are carved out of a
 numpy allocation.
 """
 
@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import math
 import mmap
+import weakref
 
 import numpy as np
 
-__all__ = ["ALIGNMENT", "MAPPED_BYTES", "SMALL_WEIGHT_BYTES", "aligned", "aligned_empty"]
+__all__ = ["ALIGNMENT", "MAPPED_BYTES", "SMALL_WEIGHT_BYTES", "aligned", "aligned_empty",
+           "owns_memory"]
 
 # Bytes an array is aligned to: a cache line, and the widest SIMD load (AVX-512).
 ALIGNMENT = 64
@@ -36,6 +38,28 @@ MAPPED_BYTES = 64 * 1024
 SMALL_WEIGHT_BYTES = 1024
 # A private anonymous mapping where the platform has one (not on Windows: there the C heap).
 _PRIVATE = getattr(mmap, "MAP_PRIVATE", None), getattr(mmap, "MAP_ANONYMOUS", None)
+# id -> weak reference, of every array `aligned_empty` made that is still alive: each is the one
+# array on a block of memory allocated for it (see `owns_memory`).
+_MADE: dict[int, weakref.ref] = {}
+
+
+def _made(array: np.ndarray) -> np.ndarray:
+    """`array`, remembered as one `aligned_empty` made while it lives."""
+    key = id(array)
+    _MADE[key] = weakref.ref(array, lambda _, key=key: _MADE.pop(key, None))
+    return array
+
+
+def owns_memory(x) -> bool:
+    """Whether `x` is an array holding its own memory: it owns its data, or it is an array
+    `aligned_empty` made (on a block allocated for it alone; a view of it is not). The engine
+    keeps such a read-only constant as it is instead of copying it."""
+    if not isinstance(x, np.ndarray):
+        return False
+    if x.flags.owndata:
+        return True
+    ref = _MADE.get(id(x))
+    return ref is not None and ref() is x
 
 
 def aligned_empty(shape, dtype, smallest: int = 0) -> np.ndarray:
@@ -49,9 +73,9 @@ def aligned_empty(shape, dtype, smallest: int = 0) -> np.ndarray:
         return np.empty(shape, dtype)
     if nbytes >= MAPPED_BYTES and None not in _PRIVATE:
         mapping = mmap.mmap(-1, nbytes, flags=_PRIVATE[0] | _PRIVATE[1])
-        return np.ndarray(shape, dtype, buffer=mapping)
+        return _made(np.ndarray(shape, dtype, buffer=mapping))
     raw = np.empty(nbytes + ALIGNMENT, np.uint8)
-    return np.ndarray(shape, dtype, buffer=raw, offset=-raw.ctypes.data % ALIGNMENT)
+    return _made(np.ndarray(shape, dtype, buffer=raw, offset=-raw.ctypes.data % ALIGNMENT))
 
 
 def aligned(x, smallest: int = 0):

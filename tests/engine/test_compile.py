@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 import cyloop
-from cyloop.engine.compile import compile_graph
+from cyloop.engine.compile import _constant, compile_graph
 from cyloop.engine.settings import Settings
 from cyloop.ir import MAX_NESTING, OPENVINO_DOMAIN, CarriedInput, GraphBuilder, LastOutput
+from cyloop.ops._aligned import MAPPED_BYTES, aligned_empty
 from cyloop.ops.registry import kernel
 
 from ..frontends import openvino_large
@@ -138,3 +139,35 @@ def test_stateful_kernels_are_never_shared():
     assert compiled.steps[0].fn is not compiled.steps[1].fn
     got = cyloop.Model(graph).run({})
     np.testing.assert_array_equal(got["a"], got["b"])
+
+
+def _read_only(x):
+    x.flags.writeable = False
+    return x
+
+
+@pytest.mark.parametrize("make", [
+    lambda: np.arange(12.0).reshape(3, 4).copy(),  # owns its data
+    lambda: aligned_empty((3, 4), np.float64),  # a block of its own, from numpy
+    lambda: aligned_empty((MAPPED_BYTES // 8 + 1,), np.float64),  # a mapping of its own
+], ids=["owndata", "aligned", "mapped"])
+def test_a_read_only_array_holding_its_own_memory_is_kept_as_the_constant(make):
+    """What the frontends read weights into is the model's own: compiling keeps it, no copy
+    (and so the aligned weights are what the kernels get)."""
+    x = make()
+    x[...] = 1
+    assert _constant(_read_only(x)) is x
+
+
+@pytest.mark.parametrize("make", [
+    lambda: np.arange(12.0),  # writeable: the caller may change it
+    lambda: _read_only(np.arange(12.0)[2:]),  # a view: another array shares its memory
+    lambda: _read_only(aligned_empty((12,), np.float64)[2:]),
+    lambda: _read_only(aligned_empty((MAPPED_BYTES // 8 + 12,), np.float64)[12:]),
+], ids=["writeable", "view", "view-of-aligned", "view-of-mapped"])
+def test_any_other_initializer_is_copied_read_only(make):
+    x = make()
+    constant = _constant(x)
+    assert constant is not x and not constant.flags.writeable
+    assert not np.shares_memory(constant, x)
+    np.testing.assert_array_equal(constant, x)

@@ -85,24 +85,40 @@ def test_const_past_the_end_of_the_weights(ti_path):
         cyloop.load(ti_path)
 
 
+def _const_ir(shape, size, element_type="f32"):
+    """An IR of one Const layer (id 0, name 'c') of `shape` and `size` bytes, and a Result."""
+    return f"""<?xml version="1.0"?>
+<net name="m" version="11"><layers>
+<layer id="0" name="c" type="Const" version="opset1">
+<data element_type="{element_type}" shape="{shape}" offset="0" size="{size}"/>
+<output><port id="0" precision="FP32"><dim>1</dim></port></output></layer>
+<layer id="1" name="r" type="Result" version="opset1"><input><port id="0"><dim>1</dim></port>
+</input></layer></layers>
+<edges><edge from-layer="0" from-port="0" to-layer="1" to-port="0"/></edges></net>""".encode()
+
+
 @pytest.mark.parametrize("shape,size", [("4294967296,4294967296", 0), ("4611686018427387904,4", 1),
-                                        ("3037000500,3037000500", 4)])
+                                        ("3037000500,3037000500", 4)],
+                         ids=["wraps-to-0", "wraps-to-0-size-1", "wraps-negative"])
 def test_a_const_too_large_to_count_in_int64_is_a_model_error(shape, size):
     """Its element count is computed exactly: counted in int64 it wraps (to 0 for 2^32 x 2^32,
     which passed as an empty constant, and numpy then refused the array with a plain
     ValueError)."""
-    xml = f"""<?xml version="1.0"?>
-<net name="m" version="11"><layers>
-<layer id="0" name="c" type="Const" version="opset1">
-<data element_type="f32" shape="{shape}" offset="0" size="{size}"/>
-<output><port id="0" precision="FP32"><dim>1</dim></port></output></layer>
-<layer id="1" name="r" type="Result" version="opset1"><input><port id="0"><dim>1</dim></port>
-</input></layer></layers>
-<edges><edge from-layer="0" from-port="0" to-layer="1" to-port="0"/></edges></net>"""
     needs = 4 * int(np.prod([int(d) for d in shape.split(",")], dtype=object))
     with pytest.raises(cyloop.ModelError, match=rf"Const layer 0 \('c'\): shape \[.*\] of f32 "
                                                 rf"needs {needs} bytes, the layer says {size}"):
-        cyloop.load(xml.encode(), weights=bytes(16))
+        cyloop.load(_const_ir(shape, size), weights=bytes(16))
+
+
+@pytest.mark.parametrize("shape", ["4294967296,4294967296,0", "9223372036854775808,0",
+                                   "99999999999999999999,0"], ids=["too-big", "past-intp", "huge"])
+@pytest.mark.parametrize("element_type", ["f32", "u4"])
+def test_a_const_of_no_elements_numpy_cannot_shape_is_a_model_error(shape, element_type):
+    """No element, so no byte to read, but numpy refuses such a shape: a ModelError, not
+    numpy's ValueError."""
+    with pytest.raises(cyloop.ModelError, match=r"Const layer 0 \('c'\): numpy cannot make an "
+                                                r"array of shape \["):
+        cyloop.load(_const_ir(shape, 0, element_type), weights=bytes(16))
 
 
 def test_read_graph_is_the_frontend_loading_uses(ti_path, rng):

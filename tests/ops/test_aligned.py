@@ -11,18 +11,7 @@ import pytest
 
 from cyloop.ops._aligned import ALIGNMENT, MAPPED_BYTES, aligned, aligned_empty
 
-
-def at_offset(values, offset):
-    """A C-contiguous copy of `values` starting `offset` bytes past a 64-byte boundary."""
-    raw = np.empty(values.nbytes + 2 * ALIGNMENT, np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT + offset
-    out = raw[start:start + values.nbytes].view(values.dtype).reshape(values.shape)
-    out[...] = values
-    return out
-
-
-def address(a):
-    return a.__array_interface__["data"][0]
+from ..conftest import address, at_offset
 
 
 def in_mapping(a) -> bool:

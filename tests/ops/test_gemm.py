@@ -13,8 +13,8 @@ from cyloop.ops._aligned import ALIGNMENT
 from cyloop.ops._gemm import Prepared, weight_product
 from cyloop.ops._measured import MAX_ROUNDS_FACTOR
 
+from ..conftest import address, at_offset
 from ..frontends.onnx_models import model, tensor
-from .test_aligned import address, at_offset
 
 
 def _read_only(a):

@@ -67,8 +67,9 @@ class _Layout(NamedTuple):
         return x.swapaxes(-1, -2) if self.gate_major else x
 
     def prepared(self, w):
-        """Weight rows [G, N] as the contiguous operand `product` takes."""
-        return np.ascontiguousarray(w if self.gate_major else w.T)
+        """Weight rows [G, N] as the operand `product` takes (a view: `Prepared` lays a read-only
+        weight's out in one aligned copy)."""
+        return w if self.gate_major else w.T
 
     def product(self, h, w):
         """The gates from an oriented state and a prepared weight: h R^T or R h^T."""
