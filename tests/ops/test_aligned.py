@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from cyloop.ops._aligned import ALIGNMENT, MAPPED_BYTES, aligned, aligned_empty
+from cyloop.ops._aligned import ALIGNMENT, MAPPED_BYTES, aligned, aligned_empty, owns_memory
 
 from ..conftest import address, at_offset
 
@@ -90,3 +90,10 @@ def test_aligned_lays_out_a_large_view_in_one_mapping_of_its_own(rng):
     assert in_mapping(got) and got.flags.c_contiguous
     assert not got.flags.writeable and address(got) % ALIGNMENT == 0
     np.testing.assert_array_equal(got, w.T)
+
+
+def test_owns_memory_is_true_of_what_aligned_empty_made_and_not_of_views():
+    small, mapped = aligned_empty((3, 5), np.float32), aligned_empty((MAPPED_BYTES,), np.int8)
+    assert owns_memory(small) and owns_memory(mapped) and owns_memory(np.zeros(3))
+    assert not any(owns_memory(v) for v in (small[1:], small.T, mapped[:10], small.view(),
+                                            np.frombuffer(bytearray(8), np.uint8), 3.0))
