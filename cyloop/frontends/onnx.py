@@ -177,8 +177,8 @@ class _Converter:
     def array(self, tensor, where: str) -> np.ndarray:
         """A TensorProto's value; data that does not match its declared type and shape is a
         ModelError saying what was declared and what the data holds."""
-        try:  # aligned, so that a product reads a weight as it is (ops/_aligned.py)
-            value = aligned(self.onnx.numpy_helper.to_array(tensor), SMALL_WEIGHT_BYTES)
+        try:
+            value = self.onnx.numpy_helper.to_array(tensor)
         except Exception as error:  # noqa: BLE001 - onnx raises many types (ValidationError for
             # external data outside the model's directory, OSError for missing files, ...)
             names = self.onnx.TensorProto.DataType
@@ -191,7 +191,10 @@ class _Converter:
                 held.append(f"{len(tensor.raw_data)} bytes of raw_data")
             raise ModelError(f"{where}: declared {declared} of shape {list(tensor.dims)}, but its "
                              f"data holds {', '.join(held) or 'nothing'} ({error})") from None
-        # The model's own from here on: read-only, the engine keeps it without a copy.
+        # The model's own array (to_array may give a view of the tensor's bytes), read-only, so
+        # that compiling keeps it without a copy; aligned, so that a product reads a weight as it
+        # is (ops/_aligned.py).
+        value = aligned(value, SMALL_WEIGHT_BYTES, own=True)
         value.flags.writeable = False
         return value
 

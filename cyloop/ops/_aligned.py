@@ -78,17 +78,23 @@ def aligned_empty(shape, dtype, smallest: int = 0) -> np.ndarray:
     return _made(np.ndarray(shape, dtype, buffer=raw, offset=-raw.ctypes.data % ALIGNMENT))
 
 
-def aligned(x, smallest: int = 0):
+def aligned(x, smallest: int = 0, own: bool = False):
     """`x` if it is a C-contiguous array starting on an `ALIGNMENT`-byte boundary (or of fewer
     than `smallest` bytes), else an `aligned_empty` copy (read-only if `x` is); the arrays of a
     tuple each so. Anything else as it is. A view (a transpose, a slice) is laid out contiguous
-    by this one copy."""
+    by this one copy. `own`: an array that does not hold its own memory (`owns_memory`: a view
+    of another's, aligned or not) is copied as well (below `smallest` bytes into numpy's own
+    allocation), so that what comes back is the caller's alone."""
     if isinstance(x, tuple):
-        return tuple(aligned(item, smallest) for item in x)
-    if not isinstance(x, np.ndarray) or x.dtype.hasobject or x.size == 0 \
-            or x.nbytes < smallest or x.flags.c_contiguous and x.ctypes.data % ALIGNMENT == 0:
+        return tuple(aligned(item, smallest, own) for item in x)
+    if not isinstance(x, np.ndarray) or x.dtype.hasobject or x.size == 0:
         return x
-    copy = aligned_empty(x.shape, x.dtype)
+    if own and not owns_memory(x):
+        copy = aligned_empty(x.shape, x.dtype, smallest)
+    elif x.nbytes < smallest or x.flags.c_contiguous and x.ctypes.data % ALIGNMENT == 0:
+        return x
+    else:
+        copy = aligned_empty(x.shape, x.dtype)
     copy[...] = x
     copy.flags.writeable = x.flags.writeable
     return copy

@@ -97,3 +97,20 @@ def test_owns_memory_is_true_of_what_aligned_empty_made_and_not_of_views():
     assert owns_memory(small) and owns_memory(mapped) and owns_memory(np.zeros(3))
     assert not any(owns_memory(v) for v in (small[1:], small.T, mapped[:10], small.view(),
                                             np.frombuffer(bytearray(8), np.uint8), 3.0))
+
+
+@pytest.mark.parametrize("nbytes", [40, 4000, 2 * MAPPED_BYTES], ids=["small", "aligned", "mapped"])
+def test_own_copies_a_view_even_on_a_boundary(nbytes, rng):
+    """`own=True` (how the ONNX frontend takes onnx's arrays, often views of a tensor's bytes):
+    what comes back holds its own memory, whether or not the view was aligned."""
+    values = rng.standard_normal(nbytes // 4).astype(np.float32)
+    block = at_offset(np.concatenate([values, values]), 0)
+    view = block[:values.size]  # on a boundary, but another array's memory
+    view.flags.writeable = False
+    got = aligned(view, smallest=1024, own=True)
+    assert got is not view and owns_memory(got) and not np.shares_memory(got, block)
+    assert not got.flags.writeable and got.flags.c_contiguous
+    assert address(got) % ALIGNMENT == 0 or nbytes < 1024
+    np.testing.assert_array_equal(got, values)
+    mine = aligned_empty(values.shape, np.float32)
+    assert aligned(mine, own=True) is mine  # already its own, and aligned
