@@ -6,8 +6,9 @@ hand loop, interleaved in one process so machine drift hits every runner alike.
 
 Every runner's outputs are checked against the numpy loop. Times are medians of `--repeat`
 interleaved rounds, as microseconds per iteration; peak memory is measured in a fresh subprocess
-per cell: the resident set size sampled during the first run, above its level after loading, so
-that native allocations count too (one-time costs such as thread pools count as well). Last, the
+per cell, with that runner's engine alone loaded: the resident set size sampled during the first
+run, above its level after loading, so that native allocations count too (one-time costs such as
+thread pools count as well). Last, the
 time of `import cyloop` in a fresh interpreter and of `cyloop.load` on each workload's file.
 Then the functional API: each workload's step as one Python function, run by cyloop.scan /
 while_loop / fori_loop and by the plain Python loop that calls the same function (its floor).
@@ -36,6 +37,26 @@ from cyloop.peers import openvino_compiled
 DIRECTORY = tempfile.mkdtemp(prefix="cyloop-compare-")
 IDLE_SECONDS = 0.1  # pause before each timed run (see `measure`)
 _LOADED: dict = {}  # workload id -> the cyloop Model measured on it (its plan shows its choices)
+
+
+def _settle_openvino(limit: float = 3.0) -> None:
+    """Import OpenVINO (if installed) before anything is measured, and let what the import
+    starts finish. Unless its user opted out, `import openvino` sends a telemetry event from a
+    worker thread, which forks a process to send it (4 ms after the import, here). A fork while
+    numpy's OpenBLAS is inside a multithreaded product in another thread can leave the product
+    waiting for good for a worker the fork shut down: a memory cell hung so, in OpenBLAS's
+    ``exec_blas``. Short of a hang, the worker's own imports landed in the resident set of the
+    run being measured (W2-ti's cyloop peak: 17.9 MiB so, 16.8 without)."""
+    try:
+        import openvino  # noqa: F401
+    except ImportError:
+        return
+    import multiprocessing
+
+    deadline = time.monotonic() + limit
+    time.sleep(0.25)
+    for child in multiprocessing.active_children():
+        child.join(max(deadline - time.monotonic(), 0.0))
 
 
 def cpu_name() -> str:
@@ -111,17 +132,25 @@ def _failing(error):
     return run
 
 
-def runners(name, model, feeds, numpy_loop):
-    """runner name -> callable() returning the outputs as a list."""
+def runners(name, model, feeds, numpy_loop, only=None):
+    """runner name -> callable() returning the outputs as a list; with `only`, that runner
+    alone (a memory cell: another engine's model loaded in the process shares its resident
+    set, its allocator and its idle threads with the one measured)."""
+    def wanted(label):
+        return only is None or label == only
+
     path = _path(model, name)
     out = {}
-    cy = _LOADED[name] = cyloop.load(path)
-    out["cyloop"] = lambda: list(cy.run(feeds).values())
-    if path.endswith(".onnx"):
+    if wanted("cyloop"):
+        cy = _LOADED[name] = cyloop.load(path)
+        out["cyloop"] = lambda: list(cy.run(feeds).values())
+    if path.endswith(".onnx") and (wanted("onnxruntime") or wanted("onnxruntime-1")):
         try:
             import onnxruntime as ort
 
             for label, threads in (("onnxruntime-1", 1), ("onnxruntime", 0)):
+                if not wanted(label):
+                    continue
                 options = ort.SessionOptions()
                 options.intra_op_num_threads = threads
                 session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
@@ -132,6 +161,8 @@ def runners(name, model, feeds, numpy_loop):
         import openvino  # noqa: F401  (only to know it is installed)
 
         for label, threads in (("openvino-1", 1), ("openvino", None)):
+            if not wanted(label):
+                continue
             try:
                 compiled = openvino_compiled(path, threads)
             except Exception:  # noqa: BLE001 - OpenVINO cannot read every model (sequences)
@@ -139,7 +170,7 @@ def runners(name, model, feeds, numpy_loop):
             out[label] = lambda c=compiled: list(c(list(feeds.values())).values())
     except ImportError:
         pass
-    if path.endswith(".onnx"):
+    if path.endswith(".onnx") and wanted("onnx.reference"):
         try:
             from onnx.reference import ReferenceEvaluator
 
@@ -149,7 +180,7 @@ def runners(name, model, feeds, numpy_loop):
             pass
         except Exception as e:  # noqa: BLE001 - it refuses some models: report, do not stop
             out["onnx.reference"] = _failing(e)
-    if numpy_loop is not None:
+    if numpy_loop is not None and wanted("numpy"):
         out["numpy"] = lambda: numpy_loop(feeds)
     return out
 
@@ -226,7 +257,7 @@ def _cell(workload_id, runner):
 
     build, _ = workloads()[workload_id]
     model, feeds, numpy_loop = build()
-    run = runners(workload_id, model, feeds, numpy_loop)[runner]
+    run = runners(workload_id, model, feeds, numpy_loop, only=runner)[runner]
     gc.collect()  # no warm-up run: its freed memory would hide the next run's peak
     baseline, peak, done = _rss(), [0], threading.Event()
 
@@ -300,6 +331,7 @@ def main():
                         help="only the functional API against the plain Python loop")
     parser.add_argument("--cell", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    _settle_openvino()
     if args.cell:
         _cell(*args.cell)
         return
