@@ -18,15 +18,18 @@ The contiguous copy a candidate needs (``w`` transposed, its halves, or a transp
 contiguous) is made once per weight and kept while the same read-only array comes back; it is
 what the kernel keeps between calls, and only for the last weight it saw (from 64 KiB up in a
 mapping of its own, given back when a losing formulation lets go of it: `_aligned`). It starts
-on a 64-byte boundary, and so does a weight used as it is, copied once if it does not (the
-frontends read a model's weights aligned, so theirs are not): OpenBLAS's small-matrix kernels
-read the weight with vector loads, and at a 16-byte offset (where a large numpy allocation
-starts) every 64-byte load spans two cache lines. On the Xeon above, products repeated on a
-weight held in L1 took a quarter more time so: 9.4 against 7.4 us for
-[8,128] @ [4,128,128], 18.3 against 14.3 us for [16,256] @ [2,256,128] (the other operands'
-alignment made no difference). Inside a loop body, where the weight comes back from L2, the
-whole step gained less than the run-to-run noise (W2, W4: 0-1%), but the product's speed no
-longer depends on where the allocator happened to put the weight.
+on a 64-byte boundary: OpenBLAS's small-matrix kernels read the weight with vector loads, and
+at a 16-byte offset (where a large numpy allocation starts) every 64-byte load spans two cache
+lines. On the Xeon above, products repeated on a weight held in L1 took a quarter more time
+so: 9.4 against 7.4 us for [8,128] @ [4,128,128], 18.3 against 14.3 us for
+[16,256] @ [2,256,128] (the other operands' alignment made no difference).
+
+A weight used as it is is not copied to align it. The frontends read a model's weights
+aligned already; what else comes here read-only is a feed or a value the outer graph computes,
+a new array every run, whose copy would be made again every run and held through it (W2's
+feeds: 384 KiB, 2.3% of its output), for a gain within noise: inside a loop body, where the
+weight comes back from L2, aligning it gained the whole step 0-1% on the Xeon (W2, W4) and
+nothing measurable on an AMD EPYC (Zen 3).
 """
 
 from __future__ import annotations
@@ -46,10 +49,11 @@ _COLUMNS_SCRATCH = 64 * 1024
 
 
 class Prepared:
-    """``make(w)``, `aligned`, remembered for the last read-only `w` (a read-only array is not
-    written while the engine holds it, so its derived array stays valid). The weight itself is
-    held weakly: a caller's feed is not kept alive by a kernel. A writeable `w` gets ``make(w)``
-    afresh each call, not aligned (that would copy it each call)."""
+    """``make(w)``, remembered for the last read-only `w` (a read-only array is not written
+    while the engine holds it, so its derived array stays valid), laid out in one `aligned` copy
+    unless it is `w` itself (see the module's docstring). The weight itself is held weakly: a
+    caller's feed is not kept alive by a kernel. A writeable `w` gets ``make(w)`` afresh each
+    call, not aligned (that would copy it each call)."""
 
     def __init__(self, make: Callable[[np.ndarray], np.ndarray]):
         self._make = make
@@ -63,7 +67,8 @@ class Prepared:
         derived = self._make(w)
         if w.flags.writeable:
             return derived
-        derived = aligned(derived)
+        if derived is not w:
+            derived = aligned(derived)
         self._last = (weakref.ref(w), None if derived is w else derived)
         return derived
 

@@ -131,22 +131,31 @@ def test_prepared_is_made_once_per_read_only_weight_and_holds_it_weakly(rng):
     assert ref() is None  # the kernel does not keep a caller's array alive
 
 
-def test_a_read_only_weight_is_prepared_aligned_once_and_a_writeable_one_never_copied(rng):
+@pytest.mark.parametrize("offset", [0, 16], ids=["on-a-boundary", "16-bytes-off"])
+def test_a_read_only_weight_laid_out_anew_is_prepared_aligned_once(rng, offset):
+    values = rng.standard_normal((4, 6)).astype(np.float32)
+    prepared = Prepared(lambda w: w.T)
+    weight = _read_only(at_offset(values, offset))
+    first = prepared(weight)
+    assert first.flags.c_contiguous and address(first) % ALIGNMENT == 0
+    assert prepared(weight) is first and not first.flags.writeable
+    np.testing.assert_array_equal(first, values.T)
+
+
+def test_a_weight_used_as_it_is_is_never_copied(rng):
+    """Aligned or not: a read-only one that is not a model's own (a feed) is new every run, and
+    a writeable one is made afresh every call, so a copy to align it would be made again."""
     values = rng.standard_normal((4, 6)).astype(np.float32)
     prepared = Prepared(np.ascontiguousarray)
-    misaligned = _read_only(at_offset(values, 16))
-    first = prepared(misaligned)
-    assert first is not misaligned and address(first) % ALIGNMENT == 0
-    assert prepared(misaligned) is first and not first.flags.writeable
-    np.testing.assert_array_equal(first, values)
-    on_boundary = _read_only(at_offset(values, 0))
-    assert prepared(on_boundary) is on_boundary and prepared(on_boundary) is on_boundary
-    ref = weakref.ref(on_boundary)
-    del on_boundary
-    gc.collect()
-    assert ref() is None  # remembered without a strong reference when nothing was copied
+    for offset in (16, 0):
+        weight = _read_only(at_offset(values, offset))
+        assert prepared(weight) is weight and prepared(weight) is weight
+        ref = weakref.ref(weight)
+        del weight
+        gc.collect()
+        assert ref() is None  # remembered without a strong reference
     writeable = at_offset(values, 16)
-    assert prepared(writeable) is writeable  # made afresh each call, so never copied to align
+    assert prepared(writeable) is writeable
 
 
 def _rnn_loop_model():
