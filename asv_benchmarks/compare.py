@@ -32,31 +32,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchmarks import common
 
 import cyloop
-from cyloop.peers import openvino_compiled
+from cyloop.peers import openvino_compiled, settled_openvino
 
 DIRECTORY = tempfile.mkdtemp(prefix="cyloop-compare-")
 IDLE_SECONDS = 0.1  # pause before each timed run (see `measure`)
 _LOADED: dict = {}  # workload id -> the cyloop Model measured on it (its plan shows its choices)
-
-
-def _settle_openvino(limit: float = 3.0) -> None:
-    """Import OpenVINO (if installed) before anything is measured, and let what the import
-    starts finish. Unless its user opted out, `import openvino` sends a telemetry event from a
-    worker thread, which forks a process to send it (4 ms after the import, here). A fork while
-    numpy's OpenBLAS is inside a multithreaded product in another thread can leave the product
-    waiting for good for a worker the fork shut down: a memory cell hung so, in OpenBLAS's
-    ``exec_blas``. Short of a hang, the worker's own imports landed in the resident set of the
-    run being measured (W2-ti's cyloop peak: 17.9 MiB so, 16.8 without)."""
-    try:
-        import openvino  # noqa: F401
-    except ImportError:
-        return
-    import multiprocessing
-
-    deadline = time.monotonic() + limit
-    time.sleep(0.25)
-    for child in multiprocessing.active_children():
-        child.join(max(deadline - time.monotonic(), 0.0))
 
 
 def cpu_name() -> str:
@@ -331,7 +311,10 @@ def main():
                         help="only the functional API against the plain Python loop")
     parser.add_argument("--cell", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    _settle_openvino()
+    try:  # (see settled_openvino: its import's telemetry must not fork during a run)
+        settled_openvino()
+    except ImportError:
+        pass
     if args.cell:
         _cell(*args.cell)
         return

@@ -8,7 +8,40 @@ benchmark times the same arithmetic cyloop does.
 
 from __future__ import annotations
 
-__all__ = ["openvino_compiled"]
+import sys
+import time
+
+__all__ = ["openvino_compiled", "settled_openvino"]
+
+_SETTLED = []  # [the openvino module] once `settled_openvino` has waited in this process
+
+
+def settled_openvino(limit: float = 5.0):
+    """The `openvino` module, once what its import sets off is done (at most `limit` seconds).
+
+    Unless its user opted out (or ``CI=true``), ``import openvino`` sends a telemetry event from
+    a worker thread, which forks a process to send it, 4 ms after the import (AMD EPYC). A fork
+    while numpy's OpenBLAS is inside a multithreaded product on another thread can leave the
+    product waiting for good, for a worker thread the fork shut down: a compare.py memory cell
+    hung so, in OpenBLAS's ``exec_blas``. So a peer is compiled, and compare.py measures, only
+    once the event is sent (or given up: the sender stops its process after 3 s). The wait reads
+    the sender's count of messages in flight; should that attribute go, it is a fixed pause."""
+    if _SETTLED:
+        return _SETTLED[0]
+    import openvino
+
+    deadline = time.monotonic() + limit
+    telemetry = sys.modules.get("openvino_telemetry.main")
+    sender = getattr(getattr(telemetry, "Telemetry", None), "_SingletonMetaClass__single_instance",
+                     None)
+    sender = getattr(sender, "sender", None)
+    if telemetry is not None and not hasattr(sender, "queue_size"):
+        time.sleep(0.25)
+    elif telemetry is not None:
+        while sender.queue_size > 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    _SETTLED.append(openvino)
+    return openvino
 
 
 def openvino_compiled(model, threads: int | None = None):
@@ -16,7 +49,7 @@ def openvino_compiled(model, threads: int | None = None):
 
     ``threads``: the plugin's inference threads (None: its default). Needs ``openvino``.
     """
-    import openvino as ov
+    ov = settled_openvino()
     import openvino.properties as props
     import openvino.properties.hint as hints
 
