@@ -1,8 +1,8 @@
 """Arrays that start on a 64-byte boundary, and that give their memory back when they go.
 
-A weight a product reads over and over (a body constant, a loop invariant) is kept aligned: at
+A model's weights, which a product reads over and over, are read aligned (the frontends): at
 the 16-byte offset a large numpy allocation has, every 64-byte vector load of it spans two cache
-lines (see `_gemm`). Those weights are also what a measured choice prepares once per candidate
+lines (see `_gemm`). So is what a measured choice prepares of a weight once per candidate
 (a transposed copy, the column halves) and lets go of when the candidate loses its trial
 (`_measured`, ``on_settled``). Released into the C heap, a 256 KiB copy stays resident: glibc
 serves blocks above its mmap threshold from the heap once it has freed one such block, and does
