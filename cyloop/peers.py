@@ -32,14 +32,15 @@ def settled_openvino(limit: float = 5.0):
 
     deadline = time.monotonic() + limit
     telemetry = sys.modules.get("openvino_telemetry.main")
-    sender = getattr(getattr(telemetry, "Telemetry", None), "_SingletonMetaClass__single_instance",
-                     None)
-    sender = getattr(sender, "sender", None)
-    if telemetry is not None and not hasattr(sender, "queue_size"):
-        time.sleep(0.25)
-    elif telemetry is not None:
-        while sender.queue_size > 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+    if telemetry is not None:
+        instance = getattr(getattr(telemetry, "Telemetry", None),
+                           "_SingletonMetaClass__single_instance", None)
+        sender = getattr(instance, "sender", None)
+        if hasattr(sender, "queue_size"):
+            while sender.queue_size > 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        else:
+            time.sleep(0.25)
     _SETTLED.append(openvino)
     return openvino
 
