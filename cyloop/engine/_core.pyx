@@ -77,6 +77,12 @@ from .settings import COUNTERS, GROWTH_CAP_BYTES, PROGRESS_EVERY
 
 cnp.import_array()
 
+# numpy's types, looked up once here: `np.generic` in a per-iteration path is a global and a module
+# attribute look-up on every call (they were a third of W1's engine overhead).
+cdef type _NDARRAY = np.ndarray
+cdef type _GENERIC = np.generic
+cdef type _NUMPY_BOOL = np.bool_
+
 cdef extern from "Python.h":
     # The reference count behind a borrowed pointer (no temporary reference taken).
     Py_ssize_t _refcount "Py_REFCNT"(PyObject *obj)
@@ -367,7 +373,7 @@ cdef Py_ssize_t _signature(tuple args, Py_ssize_t count, cnp.npy_intp *sig) exce
             for d in range(nd):
                 sig[n + 2 + d] = cnp.PyArray_DIMS(arr)[d]
             n += 2 + nd
-        elif isinstance(value, np.generic):
+        elif isinstance(value, _GENERIC):
             if n + 2 > MAX_SIG:
                 return -1
             sig[n] = (<cnp.dtype>cnp.PyArray_DescrFromScalar(value)).type_num
@@ -425,7 +431,7 @@ cdef inline object _scalar_of(object value):
             return cnp.PyArray_ToScalar(cnp.PyArray_DATA(<cnp.ndarray>value),
                                         <cnp.ndarray>value)
         return None
-    if isinstance(value, np.generic):
+    if isinstance(value, _GENERIC):
         return value
     return None
 
@@ -467,6 +473,9 @@ cdef class Program:
         self.scalar_ops = [s.scalar if len(s.inputs) == 2 and min(s.inputs) >= 0
                            and not s.multi else None for s in steps]
         self.scalar_calls = np.zeros(self.n_steps + 1, dtype=np.intp)
+        # Per step: the operand type its scalar path last took, and whether it is an integer.
+        self.scalar_types = [None] * self.n_steps
+        self.scalar_integer = np.zeros(self.n_steps + 1, dtype=np.int8)
         # Per step, for integer operands: its `_wrapping` op; -1: its own operator (a
         # comparison); -2: the kernel (integer arithmetic where `_wrapping` cannot read bytes).
         self.wrapping = np.array([-1 if op is None or op[0] not in _WRAPPING_OPS else
@@ -533,11 +542,16 @@ cdef class Program:
         cdef tuple scalar_op = self.scalar_ops[s]
         x = _scalar_of(slots[self.in_idx[a]])
         y = _scalar_of(slots[self.in_idx[a + 1]])
-        if (x is None or y is None or type(x) is not type(y)
-                or type(x) not in <frozenset>scalar_op[1]):
+        if x is None or y is None or type(x) is not type(y):
             return None
+        if type(x) is not <object>PyList_GET_ITEM(self.scalar_types, s):
+            # (a loop's step sees one type call after call: the sets are read when it changes)
+            if type(x) not in <frozenset>scalar_op[1]:
+                return None
+            self.scalar_integer[s] = type(x) in _INTEGERS  # (before the type it goes with)
+            self.scalar_types[s] = type(x)
         try:
-            if self.wrapping[s] == -1 or type(x) not in _INTEGERS:
+            if self.wrapping[s] == -1 or not self.scalar_integer[s]:
                 result = scalar_op[0](x, y)
             elif self.wrapping[s] >= 0:
                 result = _wrapping(self.wrapping[s], x, y)
@@ -563,7 +577,7 @@ cdef class Program:
             slot = self.kill_idx[k]
             value = slots[slot]
             # One reference from the slot, one from `value`: nothing else can read the buffer.
-            if type(value) is not np.ndarray or _refcount(<PyObject *>value) != 2:
+            if type(value) is not _NDARRAY or _refcount(<PyObject *>value) != 2:
                 continue
             arr = <cnp.ndarray>value
             if (cnp.PyArray_BASE(arr) != NULL
@@ -585,7 +599,7 @@ cdef class Program:
                 value = slots[other]
                 if Py_TYPE(value) == descr.typeobj:  # a numpy scalar of the type (a constant)
                     continue
-                if type(value) is not np.ndarray:
+                if type(value) is not _NDARRAY:
                     return None
                 operand = <cnp.ndarray>value
                 nd_other = cnp.PyArray_NDIM(operand)
@@ -1015,7 +1029,7 @@ cdef class _Pool:
         if generation != self.generation:
             self.generation = generation
             self.buffers = []
-            if cnp.PyArray_Check(result) or (isinstance(result, np.generic)
+            if cnp.PyArray_Check(result) or (isinstance(result, _GENERIC)
                                              and not self.scalar_path):
                 self.shape = tuple(result.shape)
                 self.dtype = result.dtype
@@ -1028,8 +1042,11 @@ cdef class _Pool:
 
 cdef inline bint _condition(object value, str what, str label) except -1:
     """A condition's truth: one-element arrays and numpy bools directly, else `ir.truth`."""
-    if isinstance(value, np.bool_) or (cnp.PyArray_Check(value)
-                                       and cnp.PyArray_SIZE(<cnp.ndarray>value) == 1):
+    if cnp.PyArray_Check(value) and cnp.PyArray_SIZE(<cnp.ndarray>value) == 1:
+        if cnp.PyArray_TYPE(<cnp.ndarray>value) == cnp.NPY_BOOL:  # (any stride: one element)
+            return (<cnp.npy_bool *>cnp.PyArray_DATA(<cnp.ndarray>value))[0] != 0
+        return bool(value)
+    if isinstance(value, _NUMPY_BOOL):
         return bool(value)
     return truth(value, what, label)
 

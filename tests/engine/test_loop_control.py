@@ -12,6 +12,7 @@ import pytest
 
 import cyloop
 from cyloop.ir import ConcatOutput, GraphBuilder, LastOutput
+from cyloop.ops.registry import kernel
 
 from ..conftest import run_both
 
@@ -178,3 +179,38 @@ def test_condition_result_that_is_a_constant():
     g.output("total")
     out = run_both(g.build(), {"acc0": np.array(0, np.int64)})
     assert out["total"] == sum(range(5))
+
+
+DOMAIN = "test.loop_control"
+
+# A condition result in each form a body may hand the driver, from the truth it stands for.
+CONDITION_FORMS = {
+    "0-d bool array": np.array,
+    "1-element bool array, negative stride": lambda go: np.full(4, go)[::-3][:1],
+    "bool byte 2 (a uint8 view)": lambda go: np.array([2 * go], np.uint8).view(np.bool_),
+    "numpy bool": np.bool_,
+    "1-element float array": lambda go: np.array([[0.5 * go]], np.float32),
+}
+
+
+@kernel("ConditionForm", domain=DOMAIN)
+def _condition_form(attrs):
+    form = CONDITION_FORMS[attrs["form"]]
+    return lambda i, limit: form(bool(i < limit))
+
+
+@pytest.mark.parametrize("form", CONDITION_FORMS)
+def test_a_condition_result_in_any_form_means_its_truth(form):
+    """The Cython driver reads some forms directly (a bool array's byte); every form must stop
+    the loop where its truth says, as the reference driver's `ir.truth` reads it."""
+    body = GraphBuilder("body", opsets={DOMAIN: 1})
+    i = body.input("i", np.int64, ())
+    cond = body.node("ConditionForm", i, body.const(np.int64(4)), domain=DOMAIN,
+                     outputs=["cond_out"], form=form)
+    body.output(cond, body.node("Identity", i, outputs=["y"]))
+    g = GraphBuilder()
+    g.loop(body.build(), inputs=[], outputs=[ConcatOutput("y", new_axis=True)],
+           iteration_param="i", cond_result="cond_out", output_names=["ys"])
+    g.output("ys")
+    out = run_both(g.build(), {})
+    np.testing.assert_array_equal(out["ys"], np.arange(5))

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import cyloop
+from cyloop.engine.compile import compile_graph, program
+from cyloop.engine.settings import Settings
 from cyloop.ir import CarriedInput, ConcatOutput, GraphBuilder, InvariantInput, LastOutput
 
 from ..conftest import run_both
@@ -166,3 +168,25 @@ def test_a_constant_only_scalar_steps_read_serves_their_ufunc_fallback_too():
                                "v0": np.arange(3, dtype=np.float32)})
     np.testing.assert_array_equal(out["acc"], np.float32(2))
     np.testing.assert_array_equal(out["vs"][-1], np.arange(3, dtype=np.float32) / 16)
+
+
+def test_a_step_whose_operand_type_changes_between_calls_follows_it():
+    """The runner remembers the type a step's scalar path last took (a loop sees one type call
+    after call); a program called again with another type must read that type afresh: int8 wraps,
+    float32 does not, and int8 wraps again. The ufunc, called directly, is the oracle."""
+    g = GraphBuilder("add")
+    g.input("x", np.int8, ())
+    g.input("y", np.int8, ())
+    g.output(g.node("Add", "x", "y", outputs=["z"]))
+    compiled = compile_graph(g.build(), Settings())
+    runner = program(compiled, Settings(driver="cython"))
+    calls = [(np.int8(127), np.int8(1)), (np.float32(127.5), np.float32(1)),
+             (np.int8(-128), np.int8(-1)), (np.uint64(2**64 - 1), np.uint64(2)),
+             (np.float64(0.25), np.float64(0.5))]
+    for x, y in calls * 2:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # (numpy's integer scalar operators warn on overflow)
+            (z,) = runner.run([x, y])
+        expected = np.add(x, y)
+        assert type(z) is type(expected) and z == expected, (x, y, z)
+    assert runner.scalar_steps() == [0]
