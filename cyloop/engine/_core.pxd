@@ -29,6 +29,7 @@ cdef class Program:
     cdef list sigs
     cdef list scalar_ops
     cdef list scalar_types
+    cdef list scalar_descrs
     cdef Py_ssize_t n_steps
     cdef Py_ssize_t n_slots
     # Per step (a large graph has hundreds of thousands): 32-bit slot tables, 8-bit flags.

@@ -55,7 +55,7 @@ from cpython.list cimport PyList_GET_ITEM
 from cpython.ref cimport Py_INCREF, PyObject
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.math cimport INFINITY
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
 
 from cyloop.engine._aligned_alloc cimport cyl_aligned_alloc, cyl_aligned_free
 from cyloop.engine._strided_copy cimport cyl_strided_copy
@@ -404,24 +404,52 @@ cdef int _KEEPS_FLOATS = FLOATS, _KEEPS_INTEGERS = INTEGERS
 cdef dict _WRAPPING_OPS = {operator.add: 0, operator.sub: 1, operator.mul: 2}
 cdef frozenset _INTEGERS = frozenset([np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
                                       np.uint32, np.uint64])
-# `_wrapping` reads a scalar's low-order bytes at the start of a 64-bit word.
-cdef bint _LITTLE_ENDIAN = byteorder == "little"
 
 
-cdef object _wrapping(int op, object x, object y):
-    """x + y, x - y or x * y (op 0, 1, 2) in their integer type, wrapping around modulo 2**bits
-    as numpy's ufuncs do: the low-order bits of a sum, difference or product depend only on the
-    operands' low-order bits, so 64-bit unsigned arithmetic on the raw bytes gives them."""
-    cdef cnp.npy_uint64 a = 0, b = 0, r
-    cnp.PyArray_ScalarAsCtype(x, &a)
-    cnp.PyArray_ScalarAsCtype(y, &b)
+cdef extern from "numpy/arrayscalars.h":
+    # A numpy integer scalar holds its value right after the object header, whatever its size
+    # (the layout `PyArrayScalar_VAL` reads), so one struct reads them all; `_integers_readable`
+    # checks that at import.
+    ctypedef struct PyByteScalarObject:
+        signed char obval
+
+
+cdef inline cnp.npy_uint64 _integer_bits(object x, Py_ssize_t itemsize):
+    """The bytes of integer scalar x (of `itemsize` bytes) at the start of a 64-bit word: its
+    low-order bits, on a little-endian machine."""
+    cdef cnp.npy_uint64 bits = 0
+    memcpy(&bits, &(<PyByteScalarObject *><PyObject *>x).obval, itemsize)
+    return bits
+
+
+def _integers_readable():
+    """Whether `_integer_bits` reads every integer type's value (and the machine is
+    little-endian): if not, integer steps keep their ufunc."""
+    if byteorder != "little":
+        return False
+    for t in _INTEGERS:
+        high = np.iinfo(t).max  # (every byte set)
+        if _integer_bits(t(high), np.dtype(t).itemsize) != high:
+            return False
+    return True
+
+
+cdef bint _READS_INTEGERS = _integers_readable()
+
+
+cdef object _wrapping(int op, object x, object y, cnp.dtype descr):
+    """x + y, x - y or x * y (op 0, 1, 2) in their integer type (`descr`), wrapping around modulo
+    2**bits as numpy's ufuncs do: the low-order bits of a sum, difference or product depend only
+    on the operands' low-order bits, so 64-bit unsigned arithmetic on the raw bytes gives them."""
+    cdef Py_ssize_t itemsize = descr.itemsize
+    cdef cnp.npy_uint64 a = _integer_bits(x, itemsize), b = _integer_bits(y, itemsize), r
     if op == 0:
         r = a + b
     elif op == 1:
         r = a - b
     else:
         r = a * b
-    return PyArray_Scalar(&r, cnp.PyArray_DescrFromScalar(x), NULL)
+    return PyArray_Scalar(&r, descr, NULL)
 
 
 cdef inline object _scalar_of(object value):
@@ -473,13 +501,15 @@ cdef class Program:
         self.scalar_ops = [s.scalar if len(s.inputs) == 2 and min(s.inputs) >= 0
                            and not s.multi else None for s in steps]
         self.scalar_calls = np.zeros(self.n_steps + 1, dtype=np.intp)
-        # Per step: the operand type its scalar path last took, and whether it is an integer.
+        # Per step: the operand type its scalar path last took, its dtype, and whether it is an
+        # integer.
         self.scalar_types = [None] * self.n_steps
+        self.scalar_descrs = [None] * self.n_steps
         self.scalar_integer = np.zeros(self.n_steps + 1, dtype=np.int8)
         # Per step, for integer operands: its `_wrapping` op; -1: its own operator (a
         # comparison); -2: the kernel (integer arithmetic where `_wrapping` cannot read bytes).
         self.wrapping = np.array([-1 if op is None or op[0] not in _WRAPPING_OPS else
-                                  _WRAPPING_OPS[op[0]] if _LITTLE_ENDIAN else -2
+                                  _WRAPPING_OPS[op[0]] if _READS_INTEGERS else -2
                                   for op in self.scalar_ops] + [-1], dtype=np.int8)
         # A 0-d constant only scalar-path steps read is kept as a numpy scalar (a ufunc takes it
         # all the same), so the scalar path does not convert it on every call.
@@ -548,13 +578,15 @@ cdef class Program:
             # (a loop's step sees one type call after call: the sets are read when it changes)
             if type(x) not in <frozenset>scalar_op[1]:
                 return None
-            self.scalar_integer[s] = type(x) in _INTEGERS  # (before the type it goes with)
+            # (The type last: a thread that finds it finds what goes with it.)
+            self.scalar_integer[s] = type(x) in _INTEGERS
+            self.scalar_descrs[s] = cnp.PyArray_DescrFromScalar(x)
             self.scalar_types[s] = type(x)
         try:
             if self.wrapping[s] == -1 or not self.scalar_integer[s]:
                 result = scalar_op[0](x, y)
             elif self.wrapping[s] >= 0:
-                result = _wrapping(self.wrapping[s], x, y)
+                result = _wrapping(self.wrapping[s], x, y, self.scalar_descrs[s])
             else:
                 return None
         except Exception as e:
