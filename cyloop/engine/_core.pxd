@@ -28,8 +28,7 @@ cdef class Program:
     cdef list template
     cdef list sigs
     cdef list scalar_ops
-    cdef list scalar_types
-    cdef list scalar_descrs
+    cdef list scalar_taken
     cdef Py_ssize_t n_steps
     cdef Py_ssize_t n_slots
     # Per step (a large graph has hundreds of thousands): 32-bit slot tables, 8-bit flags.
@@ -45,7 +44,6 @@ cdef class Program:
     cdef Py_ssize_t[::1] overwrites
     cdef signed char[::1] planned
     cdef Py_ssize_t[::1] scalar_calls
-    cdef signed char[::1] scalar_integer
     cdef signed char[::1] wrapping
     cdef Py_ssize_t[::1] generation
     cdef Py_ssize_t[::1] input_slots

@@ -501,11 +501,9 @@ cdef class Program:
         self.scalar_ops = [s.scalar if len(s.inputs) == 2 and min(s.inputs) >= 0
                            and not s.multi else None for s in steps]
         self.scalar_calls = np.zeros(self.n_steps + 1, dtype=np.intp)
-        # Per step: the operand type its scalar path last took, its dtype, and whether it is an
-        # integer.
-        self.scalar_types = [None] * self.n_steps
-        self.scalar_descrs = [None] * self.n_steps
-        self.scalar_integer = np.zeros(self.n_steps + 1, dtype=np.int8)
+        # Per step: (the operand type its scalar path last took, its dtype, whether it is an
+        # integer), one tuple so that a thread reads the three together.
+        self.scalar_taken = [(None, None, False)] * self.n_steps
         # Per step, for integer operands: its `_wrapping` op; -1: its own operator (a
         # comparison); -2: the kernel (integer arithmetic where `_wrapping` cannot read bytes).
         self.wrapping = np.array([-1 if op is None or op[0] not in _WRAPPING_OPS else
@@ -570,27 +568,31 @@ cdef class Program:
         it."""
         cdef Py_ssize_t a = self.in_off[s]
         cdef tuple scalar_op = self.scalar_ops[s]
-        x = _scalar_of(slots[self.in_idx[a]])
-        y = _scalar_of(slots[self.in_idx[a + 1]])
-        if x is None or y is None or type(x) is not type(y):
-            return None
-        if type(x) is not <object>PyList_GET_ITEM(self.scalar_types, s):
-            # (a loop's step sees one type call after call: the sets are read when it changes)
-            if type(x) not in <frozenset>scalar_op[1]:
+        # (the operand type this step took last, its dtype, whether it is an integer)
+        cdef tuple taken = <tuple>PyList_GET_ITEM(self.scalar_taken, s)
+        x = slots[self.in_idx[a]]
+        y = slots[self.in_idx[a + 1]]
+        if type(x) is not taken[0] or type(y) is not taken[0]:
+            # 0-d arrays, or another type than the one this step took last (a loop's step sees
+            # one type call after call: the type sets are read only when it changes).
+            x = _scalar_of(x)
+            y = _scalar_of(y)
+            if x is None or y is None or type(x) is not type(y):
                 return None
-            # (The type last: a thread that finds it finds what goes with it.)
-            self.scalar_integer[s] = type(x) in _INTEGERS
-            self.scalar_descrs[s] = cnp.PyArray_DescrFromScalar(x)
-            self.scalar_types[s] = type(x)
-        try:
-            if self.wrapping[s] == -1 or not self.scalar_integer[s]:
+            if type(x) is not taken[0]:
+                if type(x) not in <frozenset>scalar_op[1]:
+                    return None
+                taken = (type(x), cnp.PyArray_DescrFromScalar(x), type(x) in _INTEGERS)
+                self.scalar_taken[s] = taken
+        if taken[2] and self.wrapping[s] != -1:
+            if self.wrapping[s] < 0:
+                return None
+            result = _wrapping(self.wrapping[s], x, y, <cnp.dtype>taken[1])
+        else:
+            try:
                 result = scalar_op[0](x, y)
-            elif self.wrapping[s] >= 0:
-                result = _wrapping(self.wrapping[s], x, y, self.scalar_descrs[s])
-            else:
-                return None
-        except Exception as e:
-            raise ExecutionError(f"{self._label(s)} failed: {type(e).__name__}: {e}") from e
+            except Exception as e:
+                raise ExecutionError(f"{self._label(s)} failed: {type(e).__name__}: {e}") from e
         self.scalar_calls[s] += 1
         return result
 
