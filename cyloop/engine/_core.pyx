@@ -5,7 +5,9 @@ read by `LoopSpec.resolve`, shared with the reference driver).
 Design: the planner's invariants, each with the code that keeps it.
 
 1. A run does no dict look-ups and no attribute work: a compiled program is arrays of slot numbers
-   and a list of kernels bound once, with their traits from the registry (`Program.__init__`).
+   and a list of kernels bound once, with their traits from the registry (`Program.__init__`);
+   numpy's types are read once, at import (`_GENERIC` and its neighbours: `np.generic` written in
+   a per-call path is a global and a module attribute look-up on every call).
 2. Sliced inputs are read-only views built from a data pointer: part i of an input starts at
    ``first + i * stride`` elements along its axis; nothing is copied, for any axis, stride sign or
    part size, and no transpose is ever made (`_make_sliced`, `_Sliced.part`).
@@ -77,8 +79,7 @@ from .settings import COUNTERS, GROWTH_CAP_BYTES, PROGRESS_EVERY
 
 cnp.import_array()
 
-# numpy's types, looked up once here: `np.generic` in a per-iteration path is a global and a module
-# attribute look-up on every call (they were a third of W1's engine overhead).
+# numpy's types, read once (invariant 1; those look-ups were a third of W1's engine overhead).
 cdef type _NDARRAY = np.ndarray
 cdef type _GENERIC = np.generic
 cdef type _NUMPY_BOOL = np.bool_
