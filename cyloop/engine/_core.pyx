@@ -429,7 +429,7 @@ def _integers_readable():
     if byteorder != "little":
         return False
     for t in _INTEGERS:
-        high = np.iinfo(t).max  # (every byte set)
+        high = np.iinfo(t).max  # (no byte zero: 0x7f.. or 0xff..)
         if _integer_bits(t(high), np.dtype(t).itemsize) != high:
             return False
     return True
@@ -585,15 +585,15 @@ cdef class Program:
                     return None
                 taken = (type(x), cnp.PyArray_DescrFromScalar(x), type(x) in _INTEGERS)
                 self.scalar_taken[s] = taken
-        if taken[2] and self.wrapping[s] != -1:
-            if self.wrapping[s] < 0:
-                return None
-            result = _wrapping(self.wrapping[s], x, y, <cnp.dtype>taken[1])
-        else:
-            try:
+        if taken[2] and self.wrapping[s] == -2:
+            return None
+        try:
+            if taken[2] and self.wrapping[s] >= 0:
+                result = _wrapping(self.wrapping[s], x, y, <cnp.dtype>taken[1])
+            else:
                 result = scalar_op[0](x, y)
-            except Exception as e:
-                raise ExecutionError(f"{self._label(s)} failed: {type(e).__name__}: {e}") from e
+        except Exception as e:
+            raise ExecutionError(f"{self._label(s)} failed: {type(e).__name__}: {e}") from e
         self.scalar_calls[s] += 1
         return result
 
