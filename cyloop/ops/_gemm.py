@@ -15,8 +15,9 @@ took 23-27 us as it is, 18-19 transposed and 13-17 in halves, while [8,128] @ [1
 7.6-10 as it is and 12-16 transposed. So each shape is timed (`Measured`).
 
 The contiguous copy a candidate needs (``w`` transposed, its halves, or a transposed view made
-contiguous) is made once per weight and kept while the same read-only array comes back; it is
-what the kernel keeps between calls, and only for the last weight it saw (from 64 KiB up in a
+contiguous) is made once per weight and kept while the same read-only array, or a feed of the
+same values, comes back (`_Remembered`); it is what the kernel keeps between calls, and only for
+the last weight it saw (from 64 KiB up in a
 mapping of its own, given back when a losing formulation lets go of it: `_aligned`). It starts
 on a 64-byte boundary: OpenBLAS's small-matrix kernels read the weight with vector loads, and
 at a 16-byte offset (where a large numpy allocation starts) every 64-byte load spans two cache
@@ -48,51 +49,122 @@ __all__ = ["Prepared", "PreparedPair", "weight_product"]
 _COLUMNS_SCRATCH = 64 * 1024
 
 
+class _Remembered:
+    """What a `Prepared` or `PreparedPair` derived from its last read-only operands, and whether
+    it still stands for the operands of a call.
+
+    The same read-only arrays coming back stand for the same values (nothing writes a read-only
+    array while the engine holds it). A weight fed to the model is another array every run (the
+    engine views the caller's array anew, read-only), though its values rarely change: from the
+    second time such operands come, a copy of their values is kept beside what was derived from
+    them, and later operands of the same bits (compared in full: a caller may have changed their
+    array in place) take it over without deriving again. Operands found changed once are taken to
+    change (a weight updated every run, or sliced from an input per iteration): nothing is copied
+    or compared for them again."""
+
+    def __init__(self):
+        # (weak references to the operands, the derived value, copies of the operands' values
+        # or None), replaced whole so that a thread reads one consistent triple
+        self.last: tuple = ((), None, None)
+        self.changing = False
+
+    def recall(self, operands: tuple):
+        """The derived value standing for `operands` (read-only arrays), or None."""
+        refs, derived, values = self.last
+        if derived is None or len(refs) != len(operands):
+            return None
+        if all(ref() is x for ref, x in zip(refs, operands)):
+            return derived
+        if values is None:
+            return None
+        if all(_same_bits(v, x) for v, x in zip(values, operands)):
+            self.last = (tuple(weakref.ref(x) for x in operands), derived, values)
+            return derived
+        self.changing = True
+        return None
+
+    def keep(self, operands: tuple, derived) -> None:
+        """`derived` stands for `operands` from now on (None: nothing is remembered)."""
+        refs = self.last[0]
+        again = bool(refs) and not self.changing  # other operands came before these
+        values = tuple(np.array(x, copy=True) for x in operands) if again else None
+        self.last = (tuple(weakref.ref(x) for x in operands), derived, values)
+
+    def forget(self) -> None:
+        self.last = ((), None, None)
+
+
+# Unsigned integers by size: two arrays are compared bit for bit through views of these (so that
+# -0.0 and 0.0 differ, and a NaN equals itself).
+_BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _same_bits(kept: np.ndarray, x: np.ndarray) -> bool:
+    """Whether `x` holds exactly the values `kept` (a copy made earlier) holds."""
+    bits = _BITS.get(x.dtype.itemsize)
+    if bits is None or x.dtype.hasobject or kept.shape != x.shape or kept.dtype != x.dtype:
+        return False
+    return bool(np.array_equal(kept.view(bits), x.view(bits)))
+
+
 class Prepared:
-    """``make(w)``, remembered for the last read-only `w` (a read-only array is not written
-    while the engine holds it, so its derived array stays valid), laid out in one `aligned` copy
-    unless it is `w` itself (see the module's docstring). The weight itself is held weakly: a
-    caller's feed is not kept alive by a kernel. A writeable `w` gets ``make(w)`` afresh each
-    call, not aligned (that would copy it each call)."""
+    """``make(w)``, remembered for the last read-only `w` (`_Remembered`: the same array, or a
+    feed of the same values, takes it again), laid out in one `aligned` copy unless it is `w`
+    itself (see the module's docstring). The weight itself is held weakly: a caller's feed is not
+    kept alive by a kernel. A writeable `w` gets ``make(w)`` afresh each call, not aligned (that
+    would copy it each call)."""
 
     def __init__(self, make: Callable[[np.ndarray], np.ndarray]):
         self._make = make
-        # (weakref to w, the aligned make(w), or None when that is w itself), replaced whole
-        self._last: tuple = (None, None)
+        self._remembered = _Remembered()
 
     def __call__(self, w: np.ndarray) -> np.ndarray:
-        ref, derived = self._last
-        if ref is not None and ref() is w:
+        refs, derived, _ = self._remembered.last
+        if refs and refs[0]() is w:  # (the common case, first: one weight, call after call)
             return w if derived is None else derived
+        if not w.flags.writeable:
+            derived = self._remembered.recall((w,))
+            if derived is not None:
+                return derived
         derived = self._make(w)
         if w.flags.writeable:
             return derived
-        if derived is not w:
-            derived = aligned(derived)
-        self._last = (weakref.ref(w), None if derived is w else derived)
+        if derived is w:  # w itself: nothing to remember but w
+            self._remembered.last = ((weakref.ref(w),), None, None)
+            return w
+        derived = aligned(derived)
+        self._remembered.keep((w,), derived)
         return derived
 
     def forget(self) -> None:
         """Let go of the derived array (made again if asked for)."""
-        self._last = (None, None)
+        self._remembered.forget()
+
+    def remembers(self, w: np.ndarray | None = None) -> bool:
+        """Whether it holds what it made of a weight (of the array `w`, if given)."""
+        refs = self._remembered.last[0]
+        return bool(refs) and (w is None or refs[0]() is w)
 
 
 class PreparedPair:
     """``make(w, b)`` of two arrays, `aligned` and remembered for the last pair of read-only
-    ones (as `Prepared`: held weakly, derived once while the same two come back)."""
+    ones (as `Prepared`: held weakly, derived once while the same two, or two of the same
+    values, come back)."""
 
     def __init__(self, make: Callable[[np.ndarray, np.ndarray], np.ndarray]):
         self._make = make
-        self._last: tuple = (None, None, None)  # (weakref to w, weakref to b, make(w, b))
+        self._remembered = _Remembered()
 
     def __call__(self, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-        w_ref, b_ref, derived = self._last
-        if w_ref is not None and w_ref() is w and b_ref() is b:
-            return derived
+        read_only = not (w.flags.writeable or b.flags.writeable)
+        if read_only:
+            derived = self._remembered.recall((w, b))
+            if derived is not None:
+                return derived
         derived = self._make(w, b)
-        if not (w.flags.writeable or b.flags.writeable):
+        if read_only:
             derived = aligned(derived)
-            self._last = (weakref.ref(w), weakref.ref(b), derived)
+            self._remembered.keep((w, b), derived)
         return derived
 
 

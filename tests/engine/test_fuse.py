@@ -265,9 +265,9 @@ def test_the_blocked_step_lets_go_of_its_weights_when_not_chosen(rng):
     weights = kernel.measured.candidates["blocked gates"].weights
     kernel.measured.fix("blocked gates")
     blocked = kernel(h, r, c, x)
-    assert weights._last[0]() is r and weights._last[1].flags.c_contiguous
+    assert weights.remembers(r) and weights(r).flags.c_contiguous
     kernel.measured.fix("batch-major gates")
-    assert weights._last == (None, None)
+    assert not weights.remembers()
     for got, want in zip(kernel(h, r, c, x), blocked):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 

@@ -131,6 +131,68 @@ def test_prepared_is_made_once_per_read_only_weight_and_holds_it_weakly(rng):
     assert ref() is None  # the kernel does not keep a caller's array alive
 
 
+def test_a_feed_of_the_same_values_takes_what_was_made_and_a_changed_one_is_made_again(rng):
+    """A weight fed to a model comes as a new read-only view of the caller's array every run:
+    while its bits stay the same, what was made of it is taken again (from the third run: the
+    second keeps a copy of its values); once they change it is made afresh, and from then on
+    nothing is copied or compared for it."""
+    made = []
+    prepared = Prepared(lambda w: made.append(w) or w.T)
+    caller = rng.standard_normal((3, 5)).astype(np.float32)
+
+    def fed():  # as the engine sees a feed: a read-only view made anew
+        view = caller.view()
+        view.flags.writeable = False
+        return view
+
+    results = [prepared(fed()) for _ in range(4)]
+    assert len(made) == 2 and results[3] is results[2] is results[1]
+    assert not results[1].flags.writeable
+    caller[1, 2] += 1  # the caller changes their array in place between runs
+    np.testing.assert_array_equal(prepared(fed()), caller.T)
+    results = [prepared(fed()) for _ in range(3)]  # found changing: made every time, no copy
+    assert len(made) == 6 and prepared._remembered.last[2] is None
+    for got in results:
+        np.testing.assert_array_equal(got, caller.T)
+    # Compared bit for bit: -0.0 is not 0.0 (a product's zeros would keep the wrong sign).
+    prepared = Prepared(lambda w: w.T)
+    caller[0, 0] = 0.0
+    prepared(fed()), prepared(fed())
+    caller[0, 0] = -0.0
+    assert np.signbit(prepared(fed())[0, 0])
+
+
+def test_a_weight_changed_in_place_between_runs_is_read_again():
+    """A model whose weights are feeds: the caller updating them in place between runs gets
+    results from the new values, on every candidate formulation, as the reference driver
+    gives them."""
+    rng = np.random.default_rng(3)
+    hidden, steps, batch, features = 8, 5, 3, 4
+    feeds = {"T": np.array(steps, np.int64),
+             "X": rng.standard_normal((steps, batch, features)).astype(np.float32),
+             "W": rng.standard_normal((features, hidden)).astype(np.float32),
+             "R": rng.standard_normal((hidden, hidden)).astype(np.float32),
+             "B": rng.standard_normal(hidden).astype(np.float32),
+             "h0": rng.standard_normal((batch, hidden)).astype(np.float32)}
+    reference = cyloop.load(_rnn_loop_model(), driver="python", tune=False)
+    for candidate in CANDIDATES:
+        fast = cyloop.load(_rnn_loop_model(), driver="cython")
+        (loop,) = fast._compiled.loops
+        facts = loop.facts()
+        for fn in [step.fn for step in facts.body.steps] + [fn for _, fn in
+                                                           facts.hoisted_kernels]:
+            if getattr(fn, "measured", None) is not None:
+                fn.measured.fix(candidate)
+        for run in range(4):
+            if run >= 2:  # the same arrays, changed in place
+                feeds["R"][run % hidden] *= 0.5
+                feeds["W"][:, run] += 1
+            got, want = fast.run(feeds), reference.run(feeds)
+            for name in want:
+                np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5,
+                                           err_msg=f"{candidate}, run {run}")
+
+
 @pytest.mark.parametrize("offset", [0, 16], ids=["on-a-boundary", "16-bytes-off"])
 def test_a_read_only_weight_laid_out_anew_is_prepared_aligned_once(rng, offset):
     values = rng.standard_normal((4, 6)).astype(np.float32)
@@ -222,9 +284,9 @@ def test_a_formulation_no_shape_uses_lets_go_of_its_copy_of_the_weight(rng):
         np.testing.assert_allclose(product(a, w), a @ w, rtol=1e-5, atol=1e-6)
     chosen = product.measured.trials[trial_key].choice
     for name, weight in product.prepared.items():
-        assert (weight._last[0] is not None) == (name == chosen), name
+        assert weight.remembers() == (name == chosen), name
     product.measured.fix("columns")
-    assert all(weight._last == (None, None) for name, weight in product.prepared.items()
-               if name != "columns")
+    assert not any(weight.remembers() for name, weight in product.prepared.items()
+                   if name != "columns")
     np.testing.assert_allclose(product(a, w), a @ w, rtol=1e-5, atol=1e-6)
-    assert product.prepared["columns"]._last[0]() is w
+    assert product.prepared["columns"].remembers(w)

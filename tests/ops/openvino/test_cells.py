@@ -150,7 +150,7 @@ def test_the_planner_keeps_the_fastest_and_tune_false_the_default(tmp_path, rng)
                                     for name in medians)
     assert trial.choice == min(medians, key=medians.get)
     for name, step in measured.candidates.items():  # the losing layouts let go of their weights
-        assert (step.weights._last[0] is not None) == (name == trial.choice), name
+        assert step.weights.remembers() == (name == trial.choice), name
     plan = str(tuned.plan())
     assert f"on state [3, 7] float32: {trial.choice}, the fastest here" in plan
     assert re.search(r"measured choice: node '\d+:LSTMCell_\d+' \(LSTMCell\): its input "
