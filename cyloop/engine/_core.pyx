@@ -25,7 +25,11 @@ Design: the planner's invariants, each with the code that keeps it.
    axis the slot is strided, and whether it lives there or in a pool (5), read contiguous and
    copied into its slot, is measured a run at a time (`LoopDriver.placements`, chosen per run in
    `_start`, timed at the loop's end). A multi-output kernel's destination is its first
-   result's.
+   result's. An emitted hoisted value's chunk is made in its slots: once the buffer has room for
+   a chunk's rows, they are offered to the hoisted step making the value (and to the steps
+   making what only it reads: `chunks.Hoist._chain`), which writes there if it takes ``out=``;
+   else, and for the first chunk, which sizes the buffer, the rows are copied
+   (`LoopDriver._next_chunk`, `_Concat.slots`).
 5. Back edges alias: a carried value is handed over by reference. A carried result written in
    place gets a pool of buffers, two in steady state (`_Pool`). A buffer is picked only when the
    pool's own list holds the sole reference to it (`_Pool.pick`: refcount 1), so no value the
@@ -988,6 +992,21 @@ cdef class _Concat:
             tally.steady_bytes_copied += nbytes
         return 0
 
+    cdef object slots(self, Py_ssize_t i, Py_ssize_t rows):
+        """The slots of iterations i .. i+rows-1 (all within the buffer) as one writeable array
+        whose row k is iteration i+k's slot: a view, reversed for a reverse output."""
+        cdef Py_ssize_t lo, hi
+        if self.reverse:
+            lo, hi = self.cap - i - rows, self.cap - i
+        else:
+            lo, hi = i, i + rows
+        dst = self._along(self.buffer, lo, hi)
+        if not self.new_axis:  # split the joined axis into (slot, part) (a view)
+            shape = dst.shape
+            dst = dst.reshape(shape[:self.axis] + (rows, self.part) + shape[self.axis + 1:])
+        dst = np.moveaxis(dst, self.axis, 0)
+        return dst[::-1] if self.reverse else dst
+
     cdef int fill(self, _Counters tally, Py_ssize_t i, object block) except -1:
         """Put a hoisted chunk, the results of iterations i .. i+rows-1, in their slots at once
         (for an output whose result is a hoisted value; see hoist.py)."""
@@ -997,16 +1016,7 @@ cdef class _Concat:
                                     f"{self.part_shape} {self.dtype}",
                                     f"{block.shape[1:]} {block.dtype}")
         self.ensure(tally, i + rows - 1, i)
-        if self.reverse:
-            lo, hi = self.cap - i - rows, self.cap - i
-            block = block[::-1]
-        else:
-            lo, hi = i, i + rows
-        dst = self._along(self.buffer, lo, hi)
-        if not self.new_axis:  # split the joined axis into (slot, part) (a view)
-            shape = dst.shape
-            dst = dst.reshape(shape[:self.axis] + (rows, self.part) + shape[self.axis + 1:])
-        np.copyto(dst, np.moveaxis(block, 0, self.axis))
+        np.copyto(self.slots(i, rows), block)
         tally.copies += 1
         tally.bytes_copied += block.nbytes
         # Rows of iterations 2 and on count as steady state, as emit counts them.
@@ -1385,11 +1395,21 @@ cdef class LoopDriver:
         # Free the old chunk first, so that its memory is reused rather than the heap grown
         # chunk after chunk.
         r.hoisted = []
-        arrays = hoist.chunk(r.args, self.n_captures, r.run.slicings, i, rows)
+        # An output whose buffer already has room for these rows offers its slots to the step
+        # making them (Design, 3), unless another output emitting the same value took them.
+        into, owner = {}, {}
+        for cc in r.emitted:
+            if cc.buffer is not None and i + rows <= cc.cap and cc.hoisted not in into:
+                into[cc.hoisted] = cc.slots(i, rows)
+                owner[cc.hoisted] = cc
+        arrays = hoist.chunk(r.args, self.n_captures, r.run.slicings, i, rows, into)
         r.hoisted = [_rows_of(<cnp.ndarray>a, s) for a, s in zip(arrays, self.hoist_slots)
                      if s in self.hoist_bound]
         for cc in r.emitted:
             block = arrays[cc.hoisted]
+            if owner.get(cc.hoisted) is cc and block is into[cc.hoisted]:
+                self.tally.in_place_writes += rows  # written in its slots: nothing to copy
+                continue
             if cc.buffer is None:
                 cc.allocate(self.tally, block[0], r.exact, r.bound)
             cc.fill(self.tally, i, block)

@@ -102,9 +102,33 @@ class Hoist:
                 if name:
                     self._last_use[name] = index
         self._kept = set(frontier)
+        readers: dict[str, int] = {}  # name -> how many hoisted steps read it
+        producer = {}  # name -> the index of the step making it alone
+        for index, step in enumerate(steps):
+            for name in step.inputs:
+                if name:
+                    readers[name] = readers.get(name, 0) + 1
+            if len(step.outputs) == 1 and step.outputs[0]:
+                producer[step.outputs[0]] = index
+        self._sharing = {name: self._chain(name, readers, producer) for name in frontier}
         self.sizing = Measured({name: _rows_for(budget) for name, budget in CHUNK_BUDGETS.items()},
                                rounds=3, key=None, label=_describe_row, unit="us/row")
         self._timing = threading.local()  # this thread's chunk being timed (runs may overlap)
+
+    def _chain(self, name: str, readers: dict, producer: dict) -> list[str]:
+        """`name` and the values whose buffer may be its slots in a loop output (`chunk`'s
+        `into`): back from the step making it, through one input of each step, each value only
+        that step reads and the body does not. Elementwise on one shape, each step then reads
+        its input where it writes its result, and nothing reads the input after it."""
+        chain = [name]
+        while chain[-1] in producer:
+            step = self.steps[producer[chain[-1]]]
+            feeding = [u for u in step.inputs if u in producer and readers[u] == 1
+                       and u not in self._kept and u not in chain]
+            if not feeding:
+                break
+            chain.append(feeding[0])
+        return chain
 
     def _static(self, name, args, n_captures):
         where = self.statics[name]
@@ -155,9 +179,14 @@ class Hoist:
         return ExecutionError(f"iteration {i} is past the end of a hoisted input")
 
     def chunk(self, args, n_captures: int, slicings: dict[int, Slicing], start: int,
-              rows: int) -> list:
+              rows: int, into: dict[int, np.ndarray] | None = None) -> list:
         """The frontier values for iterations [start, start + rows): arrays of `rows` rows.
-        `slicings`: the run's sliced inputs (`LoopRun.slicings`)."""
+        `slicings`: the run's sliced inputs (`LoopRun.slicings`). `into`: frontier index ->
+        where that value's rows go in the end (a loop output's slots): the step making the
+        value writes it there if its kernel can (``out=``); the value returned is then that
+        array itself."""
+        targets = {name: dest for k, dest in (into or {}).items()
+                   for name in self._sharing[self.frontier[k]]}
         timing, now = self._timing, perf_counter()
         if start > 0:
             self._timed(start, now)
@@ -186,7 +215,12 @@ class Hoist:
                     # error it raises at every iteration (every row has one shape) is raised
                     # here, as the body would raise it.
                     _probe(step, [a[0] if b else a for a, b in zip(inputs, step.batched)])
-                results = step.call(inputs, rows, [env[name] for name in dying])
+                reusable = [env[name] for name in dying]
+                target = targets.get(step.outputs[0]) if len(step.outputs) == 1 else None
+                if target is not None:  # first: the slots the value (or what it is made
+                    # from, read only by the step making it) ends in
+                    reusable.insert(0, target)
+                results = step.call(inputs, rows, reusable)
             except CyloopError:
                 raise
             except Exception as e:

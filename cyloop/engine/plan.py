@@ -149,9 +149,11 @@ def describe(facts: LoopFacts) -> LoopPlan:
             elif isinstance(destinations.get(slot), MeasuredPlacement):
                 where = (f"preallocated; {producer[slot]} writes slot i in place, or a "
                          f"ping-pong buffer copied there (measured) ({order})")
+            elif out.result in hoisted:
+                where = (f"preallocated; a hoisted value, its chunks written in their slots "
+                         f"where the node making them takes out=, else copied there ({order})")
             else:
-                source = "a hoisted value" if out.result in hoisted else \
-                    "a body input" if out.result in params else \
+                source = "a body input" if out.result in params else \
                     f"{producer.get(slot, 'an outer value')} (no out=)"
                 where = f"preallocated; copied into slot i from {source} ({order})"
             outputs.append((f"#{j} {out.result}", "concatenated", f"{how} axis {out.axis}: {where}"))

@@ -424,6 +424,85 @@ def test_chunk_buffers_are_reused_only_when_nothing_else_reads_them(rng, chunk_r
     assert _counters(model)["hoist_chunks"] >= 1
 
 
+def _emitting_graph(axis, part, reverse, new_axis):
+    """y = 2x + 1 of each part (hoisted, as a chain: the Mul's result is read only by the Add)
+    emitted as a concatenated output, and a running sum left in the body."""
+    body = GraphBuilder("emit_body")
+    x_t = body.input("x_t", np.float32)
+    acc = body.input("acc", np.float32)
+    y = body.node("Add", body.node("Mul", x_t, body.const(np.float32(2))),
+                  body.const(np.float32(1)), outputs=["y"])
+    body.output(y, body.node("Add", acc, x_t, outputs=["acc_next"]))
+    g = GraphBuilder("emit")
+    x = g.input("x", np.float32, None)
+    acc0 = g.input("acc0", np.float32, None)
+    stride = -part if reverse else part
+    sliced = SlicedInput(0, "x_t", axis=axis, stride=stride, part_size=part, keep_axis=not new_axis)
+    g.loop(body.build(), inputs=[(x, sliced), (acc0, CarriedInput(0, "acc", "acc_next"))],
+           outputs=[ConcatOutput("y", axis, reverse=reverse, new_axis=new_axis),
+                    LastOutput("acc_next")],
+           output_names=["ys", "acc_last"])
+    g.output("ys", "acc_last")
+    return g.build()
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("part, new_axis", [(1, True), (2, False)], ids=["scan", "ti-part-2"])
+def test_a_hoisted_value_emitted_is_written_in_its_slots(rng, axis, reverse, part, new_axis):
+    """A chunk writes the rows of an emitted hoisted value straight into the output's slots
+    (reverse order and a joined axis included): after the first chunk, which sizes the buffer,
+    nothing is copied, and the output is the reference driver's."""
+    shape = (3, 40, 5) if axis == 1 else (40, 3, 5)
+    x = rng.standard_normal(shape).astype(np.float32)
+    acc0 = np.zeros((3, part, 5) if axis == 1 and not new_axis else
+                    (part, 3, 5) if not new_axis else (3, 5), np.float32)
+    with chunks_of(4):
+        model, got, expected = _run(_emitting_graph(axis, part, reverse, new_axis),
+                                    {"x": x, "acc0": acc0}, None)
+        model.run({"x": x, "acc0": acc0})
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+    counters, n = _counters(model), 40 // part
+    assert counters["in_place_writes"] == 2 * (n - 4)  # every chunk but the first, two runs
+    assert counters["steady_bytes_copied"] == 2 * 2 * x.nbytes // n  # the first chunk's rows 2, 3
+
+
+def test_a_step_with_two_chained_inputs_writes_only_one_of_them_in_the_slots():
+    """y = 2x + 3x: each addend is read by the Add alone, but only one of them may be made in
+    y's slots (the other would overwrite it before the Add reads it)."""
+    body = GraphBuilder("b")
+    x_t = body.input("x_t", np.float32)
+    twice = body.node("Mul", x_t, body.const(np.float32(2)))
+    thrice = body.node("Mul", x_t, body.const(np.float32(3)))
+    body.output(body.node("Add", twice, thrice, outputs=["y"]))
+    x = np.arange(60, dtype=np.float32).reshape(20, 3)
+    with chunks_of(4):
+        out = _same_outcome(*_one_loop(body, x))
+    np.testing.assert_array_equal(out["ys"], 5 * x)
+
+
+def test_a_value_two_steps_read_is_not_made_in_the_slots_of_either():
+    """a = 2x feeds y = a + 1 (emitted) and z = a - 3 (summed in the body): made in y's slots,
+    a would be y by the time z reads it."""
+    body = GraphBuilder("b")
+    twice = body.node("Mul", body.input("x_t", np.float32), body.const(np.float32(2)))
+    acc = body.input("acc", np.float32)
+    y = body.node("Add", twice, body.const(np.float32(1)), outputs=["y"])  # (y first)
+    z = body.node("Sub", twice, body.const(np.float32(3)))
+    body.output(y, body.node("Add", acc, z, outputs=["acc_next"]))
+    g = GraphBuilder("g")
+    x, acc0 = g.input("x", np.float32, (20, 3)), g.input("acc0", np.float32, (3,))
+    g.loop(body.build(), inputs=[(x, SlicedInput(0, "x_t")),
+                                 (acc0, CarriedInput(0, "acc", "acc_next"))],
+           outputs=[ConcatOutput("y"), LastOutput("acc_next")], output_names=["ys", "total"])
+    g.output("ys", "total")
+    x = np.arange(60, dtype=np.float32).reshape(20, 3)
+    with chunks_of(4):
+        out = _same_outcome(g.build(), {"x": x, "acc0": np.zeros(3, np.float32)})
+    np.testing.assert_array_equal(out["total"], (2 * x - 3).sum(axis=0))
+
+
 @pytest.mark.parametrize("chunk_rows", CHUNKS)
 @pytest.mark.parametrize("axis", [0, 1])
 def test_sliced_parts_the_body_reads_are_packed(rng, chunk_rows, axis):
