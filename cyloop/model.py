@@ -187,6 +187,11 @@ class Model:
                                          f"{got} on axis {axis}, but {size} in input "
                                          f"{first!r}")
                     bound.setdefault(want, (got, declared.name))
+        # A view of its own for this run, read-only: kernels remember what they derive from a
+        # read-only array by its identity (`ops._gemm.Prepared`), and a caller's array, even a
+        # read-only one, may change between runs (through a writeable base).
+        value = value.view()
+        value.flags.writeable = False
         return value
 
     def run_batched(self, feeds: dict, batch_axis=0, *, chunk_size: int, output_axis=None,

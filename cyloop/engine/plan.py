@@ -150,8 +150,9 @@ def describe(facts: LoopFacts) -> LoopPlan:
                 where = (f"preallocated; {producer[slot]} writes slot i in place, or a "
                          f"ping-pong buffer copied there (measured) ({order})")
             elif out.result in hoisted:
-                where = (f"preallocated; a hoisted value, its chunks written in their slots "
-                         f"where the node making them takes out=, else copied there ({order})")
+                where = (f"preallocated; a hoisted value, its chunks after the first written "
+                         f"in their slots when an elementwise node makes it, else copied there "
+                         f"({order})")
             else:
                 source = "a body input" if out.result in params else \
                     f"{producer.get(slot, 'an outer value')} (no out=)"

@@ -138,7 +138,7 @@ def test_the_plan_names_the_sequence_and_the_nodes():
     assert ("fused: output #1 is the sequence 'seq', appended to by SequenceInsert node "
             "producing 'seq_out' and stacked by ConcatFromSequence node producing 'stacked'"
             in plan), plan
-    assert "a hoisted value, its chunks written in their slots" in plan  # x_t * i: before the loop
+    assert "a hoisted value, its chunks after the first written in their slots" in plan
 
 
 def test_a_loop_that_stops_on_its_condition_stacks_what_it_appended():

@@ -162,10 +162,31 @@ def test_a_feed_of_the_same_values_takes_what_was_made_and_a_changed_one_is_made
     assert np.signbit(prepared(fed())[0, 0])
 
 
-def test_a_weight_changed_in_place_between_runs_is_read_again():
+def test_a_derived_view_of_a_weight_never_stands_for_another_array(rng):
+    """What is made of a weight may be a view of it (one already aligned and contiguous is used
+    as it is): it follows that array's changes, so it never stands for another array of the
+    same values."""
+    values = rng.standard_normal((4, 6)).astype(np.float32)
+    prepared = Prepared(lambda w: w[:2])
+    first, second = at_offset(values, 0), at_offset(values, 0)
+
+    def fed(a):
+        view = a.view()
+        view.flags.writeable = False
+        return view
+
+    prepared(fed(first)), prepared(fed(first))
+    got = prepared(fed(second))
+    first[:] = 7
+    assert not np.shares_memory(got, first)
+    np.testing.assert_array_equal(prepared(fed(second)), values[:2])
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["writeable", "read-only-view"])
+def test_a_weight_changed_in_place_between_runs_is_read_again(read_only):
     """A model whose weights are feeds: the caller updating them in place between runs gets
     results from the new values, on every candidate formulation, as the reference driver
-    gives them."""
+    gives them; a read-only view of the caller's array too (changed through its base)."""
     rng = np.random.default_rng(3)
     hidden, steps, batch, features = 8, 5, 3, 4
     feeds = {"T": np.array(steps, np.int64),
@@ -174,6 +195,11 @@ def test_a_weight_changed_in_place_between_runs_is_read_again():
              "R": rng.standard_normal((hidden, hidden)).astype(np.float32),
              "B": rng.standard_normal(hidden).astype(np.float32),
              "h0": rng.standard_normal((batch, hidden)).astype(np.float32)}
+    bases = {name: feeds[name] for name in ("W", "R")}
+    if read_only:
+        for name, base in bases.items():
+            feeds[name] = base.view()
+            feeds[name].flags.writeable = False
     reference = cyloop.load(_rnn_loop_model(), driver="python", tune=False)
     for candidate in CANDIDATES:
         fast = cyloop.load(_rnn_loop_model(), driver="cython")
@@ -185,8 +211,8 @@ def test_a_weight_changed_in_place_between_runs_is_read_again():
                 fn.measured.fix(candidate)
         for run in range(4):
             if run >= 2:  # the same arrays, changed in place
-                feeds["R"][run % hidden] *= 0.5
-                feeds["W"][:, run] += 1
+                bases["R"][run % hidden] *= 0.5
+                bases["W"][:, run] += 1
             got, want = fast.run(feeds), reference.run(feeds)
             for name in want:
                 np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5,
