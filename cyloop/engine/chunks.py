@@ -6,6 +6,7 @@ block of iterations, for the rows those iterations read (see hoist.py for the co
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -220,7 +221,11 @@ class Hoist:
                 if target is not None:  # first: the slots the value (or what it is made
                     # from, read only by the step making it) ends in
                     reusable.insert(0, target)
-                results = step.call(inputs, rows, reusable)
+                # A run's first chunk (a few rows: a shape class of its own, met once a run) is
+                # no trial's sample: a trial on it would take a run a sample, and hold its
+                # candidates' prepared weights all that while (W2: 256 KiB in every early run).
+                with untimed() if start == 0 else contextlib.nullcontext():
+                    results = step.call(inputs, rows, reusable)
             except CyloopError:
                 raise
             except Exception as e:

@@ -747,6 +747,26 @@ def test_the_first_row_probe_opens_no_trial_on_the_hoisted_product(rng):
     assert "on [4,8] @ [8,16]" not in str(model.plan())
 
 
+def test_a_runs_first_chunk_opens_no_trial_on_the_hoisted_product(rng):
+    """A run's first chunk is a few rows, a shape of its own met once a run: its product runs
+    the default formulation untimed, so a loop that fits in it opens no trial (which would take
+    a run a sample) and no other formulation makes a copy of the weight; a longer loop's later
+    chunks do open one."""
+    graph = _rnn_graph(0, 1, False, False)
+    model = cyloop.Model(graph, driver="cython")
+    ((_, product),) = model._compiled.loops[0].facts().hoisted_kernels
+    short = _rnn_feeds(rng, steps=_chunks.FIRST_CHUNK_ROWS)
+    expected = cyloop.Model(graph, driver="python").run(short)
+    for _ in range(3):
+        np.testing.assert_allclose(model.run(short)["hs"], expected["hs"], rtol=1e-5,
+                                   atol=1e-6)
+    assert product.measured.trials == {}
+    assert not any(weights.remembers() for name, weights in product.prepared.items()
+                   if name != "rows")
+    model.run(_rnn_feeds(rng, steps=4 * _chunks.FIRST_CHUNK_ROWS))
+    assert product.measured.trials
+
+
 def test_untuned_models_keep_the_default_chunk_size(rng):
     graph = _rnn_graph(0, 1, False, False)
     model = cyloop.Model(graph, driver="cython", tune=False)
@@ -844,8 +864,8 @@ def _joined_keys(model):
                                                 (OPENVINO_DOMAIN, True)])
 def test_a_static_bias_joins_the_hoisted_product(rng, chunk_rows, dtype, row_rank, bias_shape,
                                                  bias_first, domain, transposed):
-    steps, batch, k, n = 11, 3, 5, 4
-    x = (rng.standard_normal((steps, batch, k)[-row_rank - 1:]) * 4).astype(dtype)
+    steps, batch, k, n = 40, 3, 5, 4  # (past the first chunk, which opens no trial)
+    x = (rng.standard_normal((steps,) + (batch, k)[-row_rank:]) * 4).astype(dtype)
     w = (rng.standard_normal((n, k) if transposed else (k, n)) * 4).astype(dtype)
     b = (rng.standard_normal({"n": (n,), "1n": (1, n), "bn": (batch, n),
                               "11n": (1, 1, n)}[bias_shape]) * 4).astype(dtype)
@@ -911,7 +931,7 @@ def test_gemm_rows_are_one_product(rng, chunk_rows, dtype, c_shape, alpha, beta,
     """ONNX Gemm of x_t and static B, C: hoisted as one product over the chunk (A not
     transposed), its C joined to the product when alpha and beta are 1 and C is one row; a C
     of other rows, one Gemm per row. Both drivers and numpy agree."""
-    steps, m, k, n = 10, 3, 5, 4
+    steps, m, k, n = 40, 3, 5, 4  # (past the first chunk, which opens no trial)
     x = (rng.standard_normal((steps, k, m) if trans_a else (steps, m, k)) * 4).astype(dtype)
     w = (rng.standard_normal((n, k) if trans_b else (k, n)) * 4).astype(dtype)
     body = GraphBuilder("gemm")
