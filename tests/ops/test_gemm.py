@@ -187,14 +187,8 @@ def test_a_weight_changed_in_place_between_runs_is_read_again(read_only):
     """A model whose weights are feeds: the caller updating them in place between runs gets
     results from the new values, on every candidate formulation, as the reference driver
     gives them; a read-only view of the caller's array too (changed through its base)."""
-    rng = np.random.default_rng(3)
-    hidden, steps, batch, features = 8, 5, 3, 4
-    feeds = {"T": np.array(steps, np.int64),
-             "X": rng.standard_normal((steps, batch, features)).astype(np.float32),
-             "W": rng.standard_normal((features, hidden)).astype(np.float32),
-             "R": rng.standard_normal((hidden, hidden)).astype(np.float32),
-             "B": rng.standard_normal(hidden).astype(np.float32),
-             "h0": rng.standard_normal((batch, hidden)).astype(np.float32)}
+    hidden = 8
+    feeds = _rnn_loop_feeds(np.random.default_rng(3), hidden, steps=5, batch=3, features=4)
     bases = {name: feeds[name] for name in ("W", "R")}
     if read_only:
         for name, base in bases.items():
@@ -203,12 +197,8 @@ def test_a_weight_changed_in_place_between_runs_is_read_again(read_only):
     reference = cyloop.load(_rnn_loop_model(), driver="python", tune=False)
     for candidate in CANDIDATES:
         fast = cyloop.load(_rnn_loop_model(), driver="cython")
-        (loop,) = fast._compiled.loops
-        facts = loop.facts()
-        for fn in [step.fn for step in facts.body.steps] + [fn for _, fn in
-                                                           facts.hoisted_kernels]:
-            if getattr(fn, "measured", None) is not None:
-                fn.measured.fix(candidate)
+        for measured in _measured_kernels(fast):
+            measured.fix(candidate)
         for run in range(4):
             if run >= 2:  # the same arrays, changed in place
                 bases["R"][run % hidden] *= 0.5
@@ -270,23 +260,31 @@ def _rnn_loop_model():
     return model(graph, 13)
 
 
+def _rnn_loop_feeds(rng, hidden, steps, batch, features):
+    return {"T": np.array(steps, np.int64),
+            "X": rng.standard_normal((steps, batch, features)).astype(np.float32),
+            "W": rng.standard_normal((features, hidden)).astype(np.float32),
+            "R": rng.standard_normal((hidden, hidden)).astype(np.float32),
+            "B": rng.standard_normal(hidden).astype(np.float32),
+            "h0": rng.standard_normal((batch, hidden)).astype(np.float32)}
+
+
+def _measured_kernels(fast) -> list:
+    """The measured choices of a model's one loop: its body's and its hoisted kernels'."""
+    (loop,) = fast._compiled.loops
+    facts = loop.facts()
+    kernels = [step.fn for step in facts.body.steps] + [fn for _, fn in facts.hoisted_kernels]
+    return [fn.measured for fn in kernels if getattr(fn, "measured", None) is not None]
+
+
 @pytest.mark.parametrize("candidate", CANDIDATES)
 def test_loop_body_and_hoisted_matmuls_run_either_orientation_like_the_reference(candidate, rng):
     """h @ R in an ONNX Loop body and the hoisted x_t @ W: the choices show in the plan; each
     formulation, forced, matches the pure-Python driver running the body as written."""
-    hidden, steps, batch, features = 8, 6, 3, 5
-    feeds = {"T": np.array(steps, np.int64),
-             "X": rng.standard_normal((steps, batch, features)).astype(np.float32),
-             "W": rng.standard_normal((features, hidden)).astype(np.float32),
-             "R": rng.standard_normal((hidden, hidden)).astype(np.float32),
-             "B": rng.standard_normal(hidden).astype(np.float32),
-             "h0": rng.standard_normal((batch, hidden)).astype(np.float32)}
+    feeds = _rnn_loop_feeds(rng, hidden=8, steps=6, batch=3, features=5)
     fast = cyloop.load(_rnn_loop_model(), driver="cython")
     reference = cyloop.load(_rnn_loop_model(), driver="python", tune=False)
-    (loop,) = fast._compiled.loops
-    facts = loop.facts()
-    kernels = [step.fn for step in facts.body.steps] + [fn for _, fn in facts.hoisted_kernels]
-    measured = [fn.measured for fn in kernels if getattr(fn, "measured", None) is not None]
+    measured = _measured_kernels(fast)
     assert len(measured) == 2  # h_in @ R in the body, x_t @ W hoisted
     for m in measured:
         m.fix(candidate)
