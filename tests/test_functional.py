@@ -255,7 +255,10 @@ def test_random_scans_match_jax(ops, steps, reverse, seed):
             for k in ops:
                 fn = getattr(xp, JAX_OPS[k])
                 a, b = fn(a, x), fn(b, a)
-            return {"a": xp.tanh(a), "b": xp.tanh(b)}, (a, a * b)
+            # clip, not tanh, keeps the carry bounded: XLA's float32 tanh differs from numpy's
+            # in the last bits, and a later add that cancels can make that 1e-4 (seen: 0.053389
+            # against 0.053373, ops add, add, multiply, multiply)
+            return {"a": xp.clip(a, -1, 1), "b": xp.clip(b, -1, 1)}, (a, a * b)
 
         return step
 
@@ -267,8 +270,9 @@ def test_random_scans_match_jax(ops, steps, reverse, seed):
     expected = jax.lax.scan(make_step(jnp), jax.tree_util.tree_map(jnp.asarray, init),
                             jnp.asarray(xs), reverse=reverse)
     expected = jax.tree_util.tree_map(np.asarray, expected)
-    # XLA's float32 tanh is not numpy's to the last bit, and subtract can cancel O(1) values to
-    # ~1e-6 (seen: 0.0 vs -1.2e-6): the absolute tolerance is a few float32 ulps of 1.
+    # XLA's results still differ from numpy's in the last bit now and then, and subtract can
+    # cancel O(1) values to ~1e-6 (seen: 0.0 vs -1.2e-6; 3.8e-6 at most over 400 random cases
+    # with clip): the absolute tolerance is a few float32 ulps of the values.
     np.testing.assert_allclose(got[0]["a"], expected[0]["a"], rtol=2e-5, atol=1e-5)
     np.testing.assert_allclose(got[0]["b"], expected[0]["b"], rtol=2e-5, atol=1e-5)
     for g, e in zip(got[1], expected[1]):

@@ -114,6 +114,7 @@ class Hoist:
         self._sharing = {name: self._chain(name, readers, producer) for name in frontier}
         self.sizing = Measured({name: _rows_for(budget) for name, budget in CHUNK_BUDGETS.items()},
                                rounds=3, key=None, label=_describe_row, unit="us/row")
+        self._default_size = next(iter(CHUNK_BUDGETS))
         self._timing = threading.local()  # this thread's chunk being timed (runs may overlap)
 
     def _chain(self, name: str, readers: dict, producer: dict) -> list[str]:
@@ -193,6 +194,7 @@ class Hoist:
             self._timed(start, now)
         picked, timing.picked = getattr(timing, "picked", None), None
         timing.running = None if picked is None else (*picked, start, now)
+        sampled, timing.sampling = getattr(timing, "sampling", False), False
         env = {}
         for name, source in self.sources.items():
             if isinstance(source, SlicedSource):
@@ -221,10 +223,11 @@ class Hoist:
                 if target is not None:  # first: the slots the value (or what it is made
                     # from, read only by the step making it) ends in
                     reusable.insert(0, target)
-                # A run's first chunk (a few rows: a shape class of its own, met once a run) is
-                # no trial's sample: a trial on it would take a run a sample, and hold its
-                # candidates' prepared weights all that while (W2: 256 KiB in every early run).
-                with untimed() if start == 0 else contextlib.nullcontext():
+                # A run's first chunk (a few rows, met once a run) and those of a chunk size on
+                # trial (met only while it lasts) are no samples of the kernels' own trials: a
+                # trial on their shapes would take a run a sample, or never end, and hold every
+                # candidate's prepared weight meanwhile.
+                with contextlib.nullcontext() if sampled else untimed():
                     results = step.call(inputs, rows, reusable)
             except CyloopError:
                 raise
@@ -248,11 +251,15 @@ class Hoist:
 
     def next_rows(self, done_rows: int, row_bytes: int) -> int:
         """Rows for the next chunk: a small first one, then the measured budget's worth."""
+        timing = self._timing
         if done_rows == 0:
-            self._timing.picked = None
+            timing.picked, timing.sampling = None, False
             return FIRST_CHUNK_ROWS
         name, trial = self.sizing.pick(row_bytes)
-        self._timing.picked = None if trial is None else (trial, name)
+        timing.picked = None if trial is None else (trial, name)
+        # The chunks the hoisted kernels' own trials sample (`chunk`): all but the first, of the
+        # size chosen or, while sizes are on trial, of the default one.
+        timing.sampling = trial is None or name == self._default_size
         return self.sizing.candidates[name](row_bytes)
 
     def finish(self, iterations: int) -> None:

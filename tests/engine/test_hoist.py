@@ -767,6 +767,45 @@ def test_a_runs_first_chunk_opens_no_trial_on_the_hoisted_product(rng):
     assert product.measured.trials
 
 
+def test_chunks_of_a_size_on_trial_are_no_samples_of_the_kernels_trials(rng):
+    """While chunk sizes are on trial, only the default size's chunks time the hoisted product:
+    the others' shapes are met only while that trial lasts, so trials on them would never
+    end (and hold every candidate's copy of the weight)."""
+    graph = _rnn_graph(0, 1, False, False)
+    model = cyloop.Model(graph, driver="cython")
+    hoist = _hoist_of(model)
+    ((_, product),) = model._compiled.loops[0].facts().hoisted_kernels
+    events = []
+    next_rows, report = hoist.next_rows, product.measured.report
+
+    def chunk_rows(done, row_bytes):
+        rows = next_rows(done, row_bytes)
+        picked = hoist._timing.picked
+        events.append(("chunk", done, None if picked is None else picked[1]))
+        return rows
+
+    def sample(trial, name, seconds):
+        events.append(("sample",))
+        return report(trial, name, seconds)
+
+    hoist.next_rows, product.measured.report = chunk_rows, sample
+    # rows of 64 x 64 floats (16 KiB): the three sizes make chunks of 32, 16 and 8 rows
+    feeds = _rnn_feeds(rng, steps=600, batch=64, hidden=64)
+    np.testing.assert_allclose(model.run(feeds)["hs"],
+                               cyloop.Model(graph, driver="python").run(feeds)["hs"],
+                               rtol=1e-4, atol=1e-5)
+    default = next(iter(_chunks.CHUNK_BUDGETS))
+    sized = [e for e in events if e[0] == "chunk"]
+    assert {e[2] for e in sized} >= set(_chunks.CHUNK_BUDGETS)  # every size had its turn
+    current = None
+    for event in events:
+        if event[0] == "chunk":
+            current = event
+        else:  # a product sample: never the first chunk, nor another size's while on trial
+            assert current[1] > 0 and current[2] in (None, default), current
+    assert any(e[0] == "sample" for e in events)
+
+
 def test_untuned_models_keep_the_default_chunk_size(rng):
     graph = _rnn_graph(0, 1, False, False)
     model = cyloop.Model(graph, driver="cython", tune=False)
