@@ -89,8 +89,7 @@ class _Remembered:
         contiguous view of a weight is used as it is: it would follow its operand's changes)."""
         refs = self.last[0]
         again = bool(refs) and not self.changing  # other operands came before these
-        if again and all(_BITS.get(x.dtype.itemsize) and not x.dtype.hasobject
-                         for x in operands) \
+        if again and all(_bits(x.dtype) is not None for x in operands) \
                 and not any(np.may_share_memory(d, x) for d in _arrays(derived)
                             for x in operands):
             values = tuple(np.array(x, copy=True) for x in operands)
@@ -116,10 +115,15 @@ def _arrays(derived):
             yield from _arrays(item)
 
 
+def _bits(dtype):
+    """The unsigned type an array of `dtype` is compared through, or None (not comparable)."""
+    return None if dtype.hasobject else _BITS.get(dtype.itemsize)
+
+
 def _same_bits(kept: np.ndarray, x: np.ndarray) -> bool:
     """Whether `x` holds exactly the values `kept` (a copy made earlier) holds."""
-    bits = _BITS.get(x.dtype.itemsize)
-    if bits is None or x.dtype.hasobject or kept.shape != x.shape or kept.dtype != x.dtype:
+    bits = _bits(x.dtype)
+    if bits is None or kept.shape != x.shape or kept.dtype != x.dtype:
         return False
     return bool(np.array_equal(kept.view(bits), x.view(bits)))
 
