@@ -1,4 +1,5 @@
-"""Build the Cython core (`cyloop.engine._core`); everything else is plain Python.
+"""Build the Cython core (`cyloop.engine._core`) and the products on two cores
+(`cyloop.ops._two_core`); everything else is plain Python.
 
 `CYLOOP_DEBUG_CYTHON=1` turns bounds checks, wraparound and division checks back on.
 The sdist holds the tests, the headers, the benchmarks and the CI script as well as the package
@@ -15,7 +16,8 @@ from setuptools.command.sdist import sdist
 
 SDIST_TREES = ("include", "tests", "asv_benchmarks/benchmarks", ".ci")
 SDIST_FILES = ("asv_benchmarks/asv.conf.json", "asv_benchmarks/compare.py")
-GENERATED = ("cyloop/engine/_core.c", "cyloop/engine/_core.html")
+GENERATED = ("cyloop/engine/_core.c", "cyloop/engine/_core.html", "cyloop/ops/_two_core.c",
+             "cyloop/ops/_two_core.html")
 
 
 class SDist(sdist):
@@ -45,12 +47,14 @@ COMPILER_DIRECTIVES = {
 
 extensions = [
     Extension(
-        "cyloop.engine._core",
-        ["cyloop/engine/_core.pyx"],
+        name,
+        [source],
         include_dirs=[numpy.get_include(), "include"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=["-O2"] if not DEBUG else ["-O0", "-g"],
     )
+    for name, source in (("cyloop.engine._core", "cyloop/engine/_core.pyx"),
+                         ("cyloop.ops._two_core", "cyloop/ops/_two_core.pyx"))
 ]
 
 setup(ext_modules=cythonize(extensions, compiler_directives=COMPILER_DIRECTIVES),

@@ -93,6 +93,7 @@ cdef class _Run:
     cdef list hoisted  # the current chunk of hoisted rows, as _Sliced
     cdef Py_ssize_t chunk_start, chunk_end, hoist_limit, row_bytes
     cdef list placing  # (Measured, candidate, trial) of each placement this run times
+    cdef object cores  # (candidate, trial, products split before) of the cores this run times
     cdef double started  # perf_counter() when the run's iterations began
 
 
@@ -102,6 +103,7 @@ cdef class LoopDriver:
     cdef readonly Program body
     cdef readonly dict destinations
     cdef readonly dict placements  # result slot -> the Measured choice of a MeasuredPlacement
+    cdef readonly object products  # the Measured choice of where the matrix products run, or None
     cdef readonly _Counters tally
     cdef object settings
     cdef Py_ssize_t n_params

@@ -24,7 +24,8 @@ Design: the planner's invariants, each with the code that keeps it.
    iteration reads it there, when that row is contiguous (an output stacked on axis 0). On another
    axis the slot is strided, and whether it lives there or in a pool (5), read contiguous and
    copied into its slot, is measured a run at a time (`LoopDriver.placements`, chosen per run in
-   `_start`, timed at the loop's end). A multi-output kernel's destination is its first
+   `_start`, timed at the loop's end), as is where the loop's matrix products run, on one core
+   or on two (`LoopDriver.products`, ops/_gemm.py). A multi-output kernel's destination is its first
    result's. An emitted hoisted value's chunk is made in its slots: once the buffer has room for
    a chunk's rows, they are offered to the hoisted step making the value (and to the steps
    making what only it reads: `chunks.Hoist._chain`), which writes there if it takes ``out=``;
@@ -77,6 +78,8 @@ import numpy as np
 from ..errors import CyloopError, ExecutionError, LoopLimitError, ModelError, ResourceLimitError
 from ..ir import CarriedInput, ConcatOutput, SlicedInput, read_only, truth
 from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
+from ..ops._gemm import set_products_on_two_cores, two_cores_here
+from ..ops._two_core import products_split
 from ..ops._measured import Measured
 from ..ops.registry import FLOATS, INTEGERS
 from .settings import COUNTERS, GROWTH_CAP_BYTES, PROGRESS_EVERY
@@ -87,6 +90,10 @@ cnp.import_array()
 cdef type _NDARRAY = np.ndarray
 cdef type _GENERIC = np.generic
 cdef type _NUMPY_BOOL = np.bool_
+
+# The candidates of where a loop's matrix products run (`LoopDriver.products`).
+ONE_CORE = "on one core (BLAS's own threads for a large product)"
+TWO_CORES = "on two cores"
 
 cdef extern from "Python.h":
     # The reference count behind a borrowed pointer (no temporary reference taken).
@@ -1122,6 +1129,19 @@ cdef class LoopDriver:
                 if not settings.tune:
                     placement.fix()
                 self.placements[result_slot] = placement
+        # Where the body's and the hoisted part's matrix products run is measured a run at a
+        # time, all of them together (ops/_gemm.py, `set_products_on_two_cores`): on one core,
+        # each in its own measured formulation (BLAS's threads for a large one; what tune=False
+        # keeps), or on two cores. Two cores take their runs first: BLAS's threads spin for a
+        # while after a run on one core, on the core the helper would need.
+        kernels = [step.fn for step in compiled_body.steps]
+        kernels += [step.probe for step in hoist.steps] if hoist is not None else []
+        self.products = None
+        if any(getattr(fn, "products", False) for fn in kernels) and two_cores_here():
+            self.products = Measured({TWO_CORES: True, ONE_CORE: False}, rounds=2,
+                                     unit="us/iteration", consecutive=True)
+            if not settings.tune:
+                self.products.fix(ONE_CORE)
         self.tally = _Counters()
         params = spec.body.inputs
         self.n_params = len(params)
@@ -1202,16 +1222,20 @@ cdef class LoopDriver:
                          [(step.shown or step.label, step.probe) for step in hoist.steps]
                          if hoist is not None else [],
                          hoist.sizing if hoist is not None else None,
-                         self.body.overwriting_steps(), dict(self.placements))
+                         self.body.overwriting_steps(), dict(self.placements), self.products)
 
     def __call__(self, *args):
         """Run the loop; it shares the limits of the run it is part of (`current_limits`), or,
         called on its own, has its own, from its settings."""
         limits = current_limits()
-        if limits is not None:
-            return self._loop(list(args), limits)
-        with running(_limits_of(self.settings)) as limits:
-            return self._loop(list(args), limits)
+        cores = set_products_on_two_cores(False)  # (each run sets its own: `_start`)
+        try:
+            if limits is not None:
+                return self._loop(list(args), limits)
+            with running(_limits_of(self.settings)) as limits:
+                return self._loop(list(args), limits)
+        finally:
+            set_products_on_two_cores(cores)
 
     cdef tuple _loop(self, list args, RunLimits limits):
         cdef str label = self.label
@@ -1294,10 +1318,18 @@ cdef class LoopDriver:
             progress(label, i, None if r.n_max < 0 else r.n_max, True)
         if r.chunk_end > 0:
             self.hoist.finish(i)
-        if r.placing and i > 1:  # the run's time an iteration, under the placement it tried
+        if (r.placing or r.cores is not None) and i > 1:
+            # The run's time an iteration, under the placement and cores it tried.
             elapsed = (perf_counter() - r.started) / i
             for placement, name, trial in r.placing:
                 placement.report(trial, name, elapsed)
+            if r.cores is not None:
+                self.products.report(r.cores[1], r.cores[0], elapsed)
+        if r.cores is not None and i > 1 and self.products.candidates[r.cores[0]] \
+                and products_split() == r.cores[2]:
+            # Its products were all too small to split: on two cores they ran as on one, and
+            # the choice is no choice (the next runs take the default).
+            self.products = None
         return self._finish(r, i)
 
     cdef _Run _start(self, list args, RunLimits limits):
@@ -1327,6 +1359,13 @@ cdef class LoopDriver:
                                 dtype=np.intp)
         r.values = [args[spec.inputs[k].outer] for k, _, _ in self.carried]
         r.last_values = [None] * len(spec.outputs)
+        # Where this run's products run (the caller restores the setting: `__call__`).
+        r.cores = None
+        if self.products is not None:
+            name, trial = self.products.pick(None)
+            set_products_on_two_cores(self.products.candidates[name])
+            if trial is not None:
+                r.cores = (name, trial, products_split())
         # This run's destinations: a measured placement is one or the other for the whole run.
         destinations = self.destinations
         r.placing = []

@@ -106,3 +106,5 @@ class LoopFacts:
     overwriting: dict[int, int] = field(default_factory=dict)
     # Result slot -> the measured choice of where it lives (a `MeasuredPlacement`'s).
     placements: dict[int, object] = field(default_factory=dict)
+    # The measured choice of where the loop's matrix products run (one core or two), or None.
+    products: object = None

@@ -196,6 +196,8 @@ def describe(facts: LoopFacts) -> LoopPlan:
         choices.append(("hoisting chunk size", facts.chunk_sizing.describe()))
     choices += [(f"where {body.slot_names[slot]!r} lives", placement.describe())
                 for slot, placement in facts.placements.items()]
+    if facts.products is not None:
+        choices.append(("where the matrix products run", facts.products.describe()))
     fused = [f"{node.label} runs {node.attrs['fused_from']}" for node in spec.body.nodes
              if "fused_from" in node.attrs]
     fused += [f"output #{j} is the sequence {out.sequence}" for j, out in enumerate(spec.outputs)

@@ -14,6 +14,13 @@ shapes: measured on one x86-64 (Intel Xeon, AVX-512 and AMX, 2 cores), [16,256] 
 took 23-27 us as it is, 18-19 transposed and 13-17 in halves, while [8,128] @ [128,512] took
 7.6-10 as it is and 12-16 transposed. So each shape is timed (`Measured`).
 
+Where numpy's own BLAS is found and a second core is there, a loop may instead run all its
+products on two cores (`on_two_cores`, `_two_core`: each product cut into pieces that this
+thread and a helper thread take in turn; OpenBLAS keeps a product under 10^6 multiply-adds on
+one core). On an AMD EPYC (Zen 4, 2 cores) [16,256] @ [256,256] took 24 us as it is, 20-21 in
+halves and 10-11 on two cores. That is a loop's choice, made a run at a time by the driver
+(`set_products_on_two_cores`), not a product's: see include/cyloop/two_core.h for why.
+
 The contiguous copy a candidate needs (``w`` transposed, its halves, or a transposed view made
 contiguous) is made once per weight and kept while the same read-only array, or a feed of the
 same values, comes back (`_Remembered`); it is what the kernel keeps between calls, and only for
@@ -35,15 +42,19 @@ nothing measurable on an AMD EPYC (Zen 3).
 
 from __future__ import annotations
 
+import functools
+import threading
 import weakref
 from collections.abc import Callable
 
 import numpy as np
 
+from . import _blas, _two_core
 from ._aligned import aligned
 from ._measured import Measured
 
-__all__ = ["Prepared", "PreparedPair", "weight_product"]
+__all__ = ["Prepared", "PreparedPair", "matmul", "on_two_cores", "products_on_two_cores",
+           "set_products_on_two_cores", "two_cores_here", "weight_product"]
 
 # Bytes of scratch the transposed formulation (``columns``) computes a block of rows in.
 _COLUMNS_SCRATCH = 64 * 1024
@@ -234,6 +245,70 @@ def _halves(rows: np.ndarray) -> tuple:
     return None, rows[:, :split], rows[:, split:]
 
 
+@functools.cache
+def two_cores_here() -> bool:
+    """Whether products may run on two cores here (`_two_core`): numpy's own BLAS is found and
+    the process may use a second core. Binds BLAS's entry points the first time."""
+    found = _blas.entries()
+    if not _two_core.HELPER or found is None or not _blas.spare_core():
+        return False
+    _two_core.bind(*found)
+    return True
+
+
+# Where the matrix products of the loop running on this thread go: on two cores (`on_two_cores`)
+# while ``_mode.on``, else to numpy (one core, and BLAS's own threads for a large product). The
+# loop driver sets it a run at a time (`set_products_on_two_cores`): the two cannot be mixed in a
+# run (see include/cyloop/two_core.h), so which runs a loop faster is measured a run at a time.
+_mode = threading.local()
+
+
+def set_products_on_two_cores(on: bool) -> bool:
+    """Run this thread's matrix products on two cores (or not) from now on; returns the setting
+    it replaces."""
+    previous = getattr(_mode, "on", False)
+    _mode.on = on
+    return previous
+
+
+def products_on_two_cores() -> bool:
+    """Whether this thread's matrix products run on two cores (see `set_products_on_two_cores`)."""
+    return getattr(_mode, "on", False)
+
+
+def on_two_cores(a: np.ndarray, w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``np.matmul(a, w, out=out)`` for a [M, K] or [P, M, K] and w [K, N] or [P, K, N], on two
+    cores where `_two_core` takes the operands (see `two_cores_here`), else numpy's."""
+    result = out
+    if result is None:
+        if a.ndim == w.ndim == 2:
+            shape = (a.shape[0], w.shape[1])
+        else:
+            shape = (max(a.shape[0] if a.ndim == 3 else 1, w.shape[0] if w.ndim == 3 else 1),
+                     a.shape[-2], w.shape[-1])
+        result = np.empty(shape, a.dtype)
+    if _two_core.product(a, w, result) == _two_core.UNFIT:
+        return np.matmul(a, w, out=out)
+    return result
+
+
+def _splits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether a @ b is large enough to cut in pieces for two cores (`_two_core.SMALLEST`): a
+    smaller one runs as it would on one core."""
+    return a.size * b.shape[-1] * (b.shape[0] if b.ndim == 3 and a.ndim == 2 else 1) \
+        >= _two_core.SMALLEST
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``np.matmul(a, b, out=out)``, on two cores while this thread's products run there and
+    the product is large enough to split (a kernel's products go through this, or
+    `weight_product`, so that the loop's choice reaches them; such a kernel says so with
+    ``kernel.products = True``)."""
+    if getattr(_mode, "on", False) and _splits(a, b):
+        return on_two_cores(a, b, out)
+    return np.matmul(a, b, out=out)
+
+
 def weight_product(transposed: bool = False) -> Callable:
     """``product(a, w, out=None)`` = ``a @ w`` (``a @ w^T`` if `transposed`), in the measured
     formulation when both are 2-D of one dtype and `w` is read-only; plain ``np.matmul``
@@ -296,9 +371,12 @@ def weight_product(transposed: bool = False) -> Callable:
         if a.dtype.kind == "V" or w.dtype.kind == "V":
             return _narrow_product(a, np.swapaxes(w, -1, -2) if transposed else w, out)
         if a.ndim == 2 and w.ndim == 2 and not w.flags.writeable and a.dtype == w.dtype:
+            if getattr(_mode, "on", False) and _splits(a, w):  # w as it is (w^T laid out)
+                return on_two_cores(a, as_rows(w), out)
             return measured(a, w, out)
-        return np.matmul(a, np.swapaxes(w, -1, -2) if transposed else w, out=out)
+        return matmul(a, np.swapaxes(w, -1, -2) if transposed else w, out=out)
 
     product.measured = measured
     product.prepared = prepared  # each formulation's `Prepared` weight (tests look at them)
+    product.products = True
     return product

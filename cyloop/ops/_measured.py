@@ -95,6 +95,12 @@ class Measured:
     wrote, as every call will once it is chosen, not what the previous candidate left (a
     gate-major step hands on transposed views, which a batch-major one reads strided).
 
+    ``consecutive``: each candidate takes all its turns (its warm-up call and its rounds) before
+    the next one starts, instead of taking turns call by call. For choices whose candidates
+    leave something behind that slows the next one (a run with BLAS's own threads leaves them
+    spinning on the core the next run's helper thread needs: `_gemm.set_products_on_two_cores`):
+    then only a candidate's warm-up call follows another candidate.
+
     A caller that times something other than a call (say, a hoisted chunk and the iterations it
     feeds) uses `pick` and `report` directly; `unit` names what the samples measure."""
 
@@ -102,11 +108,14 @@ class Measured:
                  key: Callable[..., Hashable] | None = None,
                  label: Callable[[Hashable], str] = str, max_keys: int = 16,
                  timing: str = "call", unit: str = "us", streak: int = 1,
-                 on_settled: Callable[[set], None] | None = None):
+                 on_settled: Callable[[set], None] | None = None, consecutive: bool = False):
         if timing not in ("call", "period"):
             raise ValueError(f"timing must be 'call' or 'period', not {timing!r}")
         if streak < 1:
             raise ValueError(f"streak must be at least 1, not {streak}")
+        if streak > 1 and consecutive:
+            raise ValueError("consecutive candidates take their turns in one streak each: "
+                             "give no streak")
         if streak > 1 and timing == "period":
             # A period runs from one call to the next: the period a streak's last call begins
             # would end in the next candidate's first call, and time both.
@@ -115,6 +124,7 @@ class Measured:
         self.candidates = dict(candidates)
         self.rounds = rounds
         self.streak = streak
+        self.consecutive = consecutive
         self.max_keys = max_keys
         self.unit = unit
         self.trials: dict[Hashable, Trial] = {}
@@ -186,6 +196,10 @@ class Measured:
                 return (names[0] if trial is None else trial.choice), None
             turn, trial.turn = trial.turn, trial.turn + 1
         active = trial.active
+        if self.consecutive:  # the first candidate still short of samples (see the class)
+            name = next((n for n in active if n not in trial.warm
+                         or len(trial.samples[n]) < trial.needed), active[-1])
+            return name, trial
         name = active[turn // self.streak % len(active)]
         # Within a streak only the last call is timed.
         return name, (trial if turn % self.streak == self.streak - 1 else None)

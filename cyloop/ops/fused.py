@@ -6,7 +6,7 @@ import numpy as np
 
 from ..ir import LOOP_DOMAIN
 from . import _math
-from ._gemm import Prepared
+from ._gemm import Prepared, matmul
 from ._measured import Measured
 from .registry import kernel
 
@@ -100,7 +100,7 @@ def lstm_step(attrs, n_outputs):
     gate_arithmetic = lstm_gates(attrs, 2)
 
     def as_written(h, r, c, x, out=None):
-        return gate_arithmetic(np.add(x, np.matmul(h, np.swapaxes(r, -1, -2) if r_rows else r)),
+        return gate_arithmetic(np.add(x, matmul(h, np.swapaxes(r, -1, -2) if r_rows else r)),
                                c)
 
     def block_weights(r):
@@ -138,7 +138,7 @@ def lstm_step(attrs, n_outputs):
         if plan is None:
             return as_written(h, r, c, x)
         scale, offset, blocked_x = plan
-        gates = np.matmul(h, weights(r))  # a fresh [4, B, H]
+        gates = matmul(h, weights(r))  # a fresh [4, B, H]
         gates += x.reshape(blocked_x).swapaxes(0, 1)
         gates *= scale
         np.tanh(gates, out=gates)
@@ -164,12 +164,14 @@ def lstm_step(attrs, n_outputs):
 
     if n_outputs == 2:  # (h', c') as the step returns them: no wrapper call per step
         step.measured = step
+        step.products = True  # (its product follows the loop's choice of cores)
         return step
 
     def run(h, r, c, x, out=None):
         return step(h, r, c, x, out=out)[:n_outputs]
 
     run.measured = step
+    run.products = True
     return run
 
 

@@ -103,9 +103,11 @@ def defect_model():
     return ov.Model([out_h, out_y], [x, h0], "ti_defect")
 
 
-def cell_ti_model(cell, steps=6, batch=3, features=5, hidden=7, seed=0, **cell_attrs):
+def cell_ti_model(cell, steps=6, batch=3, features=5, hidden=7, seed=0, scale=0.5,
+                  **cell_attrs):
     """A TensorIterator over axis 1 of X [batch, steps, features] whose body is one LSTMCell,
-    GRUCell or RNNCell; emits every h (concatenated on axis 1) and the last h (and c).
+    GRUCell or RNNCell; emits every h (concatenated on axis 1) and the last h (and c). W and R
+    are standard normal times `scale`.
 
     Returns (ov.Model, weights dict) with the weights as constants of the body."""
     rng = np.random.default_rng(seed)
@@ -113,8 +115,8 @@ def cell_ti_model(cell, steps=6, batch=3, features=5, hidden=7, seed=0, **cell_a
     cell = "lstm" if version1 else cell
     gates = {"lstm": 4, "gru": 3, "rnn": 1}[cell]
     f = np.float32
-    weights = {"W": (rng.standard_normal((gates * hidden, features)) * 0.5).astype(f),
-               "R": (rng.standard_normal((gates * hidden, hidden)) * 0.5).astype(f),
+    weights = {"W": (rng.standard_normal((gates * hidden, features)) * scale).astype(f),
+               "R": (rng.standard_normal((gates * hidden, hidden)) * scale).astype(f),
                "B": rng.standard_normal(((gates + (1 if cell_attrs.get("linear_before_reset")
                                                    else 0)) * hidden,)).astype(f)}
     x = ops.parameter([batch, steps, features], f, name="X")

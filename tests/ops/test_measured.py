@@ -104,12 +104,48 @@ def test_a_streak_times_calls_that_read_what_the_same_candidate_wrote(streak, ke
     assert all(len(samples) == 2 for samples in trial.samples.values())
 
 
+def test_consecutive_candidates_take_all_their_turns_in_a_row(monkeypatch):
+    """`consecutive`: a candidate that slows whatever follows it ("noisy": a run on BLAS's
+    own threads leaves them spinning) takes all its turns before the next one takes any, so
+    only the other's warm-up call, which is no sample, follows it. Taking turns call by call,
+    the other would be timed after it every time, and lose."""
+    clock, noisy_ran_last = [0.0], [False]
+    monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
+    calls = []
+
+    def quiet(x):
+        calls.append("quiet")
+        clock[0] += 3.0 if noisy_ran_last[0] else 1.0
+        noisy_ran_last[0] = False
+        return x
+
+    def noisy(x):
+        calls.append("noisy")
+        clock[0] += 2.0
+        noisy_ran_last[0] = True
+        return x
+
+    for consecutive, kept in ((True, "quiet"), (False, "noisy")):
+        calls.clear()
+        noisy_ran_last[0] = False
+        measured = Measured({"quiet": quiet, "noisy": noisy}, rounds=2, consecutive=consecutive)
+        while not measured.trials or measured.trials[None].choice is None:
+            measured(0)
+        assert measured.trials[None].choice == kept
+        if consecutive:  # each: a warm-up call and two timed ones
+            assert calls == ["quiet"] * 3 + ["noisy"] * 3
+        else:
+            assert calls[:6] == ["quiet", "noisy"] * 3
+
+
 def test_a_streak_must_be_positive_and_timed_by_call():
     with pytest.raises(ValueError, match="streak must be at least 1"):
         Measured(_candidates([]), streak=0)
     with pytest.raises(ValueError, match="a streak needs timing='call'"):
         Measured(_candidates([]), streak=2, timing="period")
     Measured(_candidates([]), streak=1, timing="period")  # no streak: periods are fine
+    with pytest.raises(ValueError, match="give no streak"):
+        Measured(_candidates([]), streak=2, consecutive=True)
 
 
 def test_fix_uses_one_candidate_without_timing():

@@ -40,4 +40,5 @@ def gemm(attrs):
     general.alpha, general.beta, general.trans_b = alpha, beta, trans_b
     general.product = product
     general.measured = product.measured
+    general.products = True
     return general

@@ -31,7 +31,7 @@ import numpy as np
 
 from ...ir import LOOP_DOMAIN
 from .. import _math
-from .._gemm import Prepared, PreparedPair, weight_product
+from .._gemm import Prepared, PreparedPair, matmul, weight_product
 from .._measured import Measured
 from ..registry import kernel
 from ._attrs import DOMAIN, as_bool, as_float
@@ -73,7 +73,7 @@ class _Layout(NamedTuple):
 
     def product(self, h, w):
         """The gates from an oriented state and a prepared weight: h R^T or R h^T."""
-        return np.matmul(w, h) if self.gate_major else np.matmul(h, w)
+        return matmul(w, h) if self.gate_major else matmul(h, w)
 
 
 BATCH_MAJOR = _Layout("batch-major gates", False)
@@ -170,6 +170,7 @@ def cell_projection(attrs):
         return gates.reshape(x.shape[:-1] + (w.shape[0],))
 
     project.measured = product.measured
+    project.products = True
     return project
 
 
@@ -226,9 +227,9 @@ def lstm_step(attrs) -> Measured:
             forget, inp, out_at, cand = _blocks(gate_major, hidden, 4)
             if gate_major:
                 h, c, xw = h.swapaxes(-1, -2), c.swapaxes(-1, -2), xw.swapaxes(-1, -2)
-                gates = np.matmul(prepared, h)  # a fresh buffer the gates are made in
+                gates = matmul(prepared, h)  # a fresh buffer the gates are made in
             else:
-                gates = np.matmul(h, prepared)
+                gates = matmul(h, prepared)
             gates += xw
             sigmoids = gates[_span(gate_major, 0, 3 * hidden)]
             candidate = gates[cand]
@@ -261,7 +262,7 @@ def lstm_step(attrs) -> Measured:
             if len(shape) != 2:  # leading dims join the batch: each row's step is its own
                 h, c, xw = h.reshape(-1, hidden), c.reshape(-1, hidden), xw.reshape(-1, 4 * hidden)
                 out = None  # (a strided destination would not reshape to a view)
-            gates = np.matmul(h, weights(r))  # a fresh buffer
+            gates = matmul(h, weights(r))  # a fresh buffer
             gates += xw.reshape(h.shape[0], 4, hidden).transpose(1, 0, 2)
             sigmoids, candidate = gates[:3], gates[3]
             activate(gates, sigmoids, candidate)
@@ -287,7 +288,7 @@ def lstm_step(attrs) -> Measured:
             if h.ndim != 2 or dtype.kind != "f" or not xw.dtype == c.dtype == r.dtype == dtype:
                 return step(xw, h, c, r, out)
             batch, hidden = h.shape
-            gates = np.matmul(h, weights(r))
+            gates = matmul(h, weights(r))
             gates += xw.reshape(batch, 4, hidden).transpose(1, 0, 2)
             np.tanh(gates, out=gates)
             half = halves.get(dtype)
@@ -384,6 +385,7 @@ def showing(fn, step: Measured):
     """`fn` with `step`'s measured choice as ``fn.measured`` (the engine fixes it when tuning is
     off; the plan shows it)."""
     fn.measured = step
+    fn.products = True  # (its products follow the loop's choice of cores: `_gemm.matmul`)
     return fn
 
 

@@ -25,6 +25,7 @@ def matmul(attrs):
         return by_weight(a, b)
 
     product.measured = transposed_weight.measured if transpose_b else by_weight.measured
+    product.products = True
     return product
 
 

@@ -1,0 +1,152 @@
+"""Matrix products on two cores: one product cut into pieces that this thread and a helper thread
+take in turn, each piece a call of numpy's own BLAS (include/cyloop/two_core.h says why and how).
+A formulation among the measured ones of `_gemm` (DESIGN, "Measured choices"): where it is
+slower than numpy's single call, its trial drops it.
+
+`bind` binds the entry points `_blas` finds (the helper thread starts with the first product that
+needs it); `product` runs one product, or answers `UNFIT` (a negative number) for operands it does
+not take, which the caller then hands to np.matmul.
+"""
+
+cimport numpy as cnp
+from libc.stdint cimport int64_t
+
+cnp.import_array()
+
+# `product`'s answers besides the helper's piece count.
+ALONE = -1  # this thread ran every piece (no helper, the pair busy, or BLAS held to one thread)
+UNFIT = -2  # operands it does not take (another dtype, layout or overlap): nothing was written
+
+cdef bint _has_sgemm = False, _has_dgemm = False
+
+
+def bind(size_t sgemm, size_t dgemm, size_t threads) -> None:
+    """Binds BLAS's ``cblas_sgemm`` and ``cblas_dgemm`` (64-bit integers) and a function giving
+    BLAS's thread count (addresses; 0 for one not found)."""
+    global _has_sgemm, _has_dgemm
+    cyl_two_core_bind(<cyl_sgemm_t>sgemm, <cyl_dgemm_t>dgemm, <cyl_threads_t>threads)
+    _has_sgemm, _has_dgemm = sgemm != 0, dgemm != 0
+
+
+# Products of fewer multiply-adds run as one piece, on the calling thread (a piece handed over
+# would cost more than it saves).
+SMALLEST = CYL_SMALLEST
+# Whether this platform has the helper thread (POSIX threads): elsewhere nothing runs here.
+HELPER = CYL_HELPER != 0
+
+
+def pieces_helped() -> int:
+    """How many pieces the helper thread has run in this process."""
+    return cyl_two_core_pieces_helped()
+
+
+def products_split() -> int:
+    """How many products this process has cut in two pieces or more."""
+    return cyl_two_core_products_split()
+
+
+cdef int64_t _floor_power_of_two(int64_t x):
+    cdef int64_t p = 1
+    while p * 2 <= x:
+        p *= 2
+    return p
+
+
+cdef inline bint _matrix(cnp.ndarray x, int64_t item, int64_t *row, int64_t *batch):
+    """Whether x's last axis is unit-strided and its other strides are whole, non-negative
+    elements (a row stride at least a row); its row and batch strides, in elements."""
+    cdef int nd = cnp.PyArray_NDIM(x)
+    cdef cnp.npy_intp *strides = cnp.PyArray_STRIDES(x)
+    cdef cnp.npy_intp *shape = cnp.PyArray_DIMS(x)
+    if strides[nd - 1] != item or strides[nd - 2] % item or strides[nd - 2] < 0:
+        return False
+    row[0] = strides[nd - 2] // item
+    if row[0] < shape[nd - 1] and shape[nd - 2] > 1:
+        return False
+    if row[0] < shape[nd - 1]:
+        row[0] = shape[nd - 1]  # one row: BLAS still asks for a stride of at least a row
+    batch[0] = 0
+    if nd == 3:
+        if strides[0] % item or strides[0] < 0:
+            return False
+        batch[0] = strides[0] // item
+    return True
+
+
+cdef inline void _extent(cnp.ndarray x, char **low, char **high):
+    """The bytes x's elements span (strides are non-negative here)."""
+    cdef int nd = cnp.PyArray_NDIM(x), axis
+    cdef cnp.npy_intp *strides = cnp.PyArray_STRIDES(x)
+    cdef cnp.npy_intp *shape = cnp.PyArray_DIMS(x)
+    cdef cnp.npy_intp last = 0
+    for axis in range(nd):
+        last += (shape[axis] - 1) * strides[axis]
+    low[0] = <char *>cnp.PyArray_DATA(x)
+    high[0] = low[0] + last + cnp.PyArray_ITEMSIZE(x)
+
+
+cdef inline bint _overlap(cnp.ndarray x, cnp.ndarray y):
+    cdef char *x_low
+    cdef char *x_high
+    cdef char *y_low
+    cdef char *y_high
+    _extent(x, &x_low, &x_high)
+    _extent(y, &y_low, &y_high)
+    return x_low < y_high and y_low < x_high
+
+
+def product(a, b, out) -> int:
+    """``out[...] = a @ b`` on two cores: a [M, K] or [P, M, K], b [K, N] or [P, K, N], out
+    [M, N] or [P, M, N] (P the larger of a's and b's), all float32 or all float64 with a BLAS
+    entry point bound, each unit-strided along its last axis, out writeable and apart from a and
+    b. Returns how many pieces the helper ran, `ALONE`, or `UNFIT` (then nothing is written).
+
+    Each piece is a block of rows (and, where a row is too long, of columns) whose
+    multiply-adds stay under OpenBLAS's threading threshold: at least 8 rows, so that BLAS's
+    row tiles are full, and as many more as fit, in powers of two."""
+    if type(a) is not cnp.ndarray or type(b) is not cnp.ndarray or type(out) is not cnp.ndarray:
+        return UNFIT
+    cdef cnp.ndarray x = <cnp.ndarray>a, w = <cnp.ndarray>b, c = <cnp.ndarray>out
+    cdef int kind = cnp.PyArray_TYPE(c)
+    if cnp.PyArray_TYPE(x) != kind or cnp.PyArray_TYPE(w) != kind \
+            or not (kind == cnp.NPY_FLOAT32 and _has_sgemm
+                    or kind == cnp.NPY_FLOAT64 and _has_dgemm):
+        return UNFIT
+    cdef int nx = cnp.PyArray_NDIM(x), nw = cnp.PyArray_NDIM(w), nc = cnp.PyArray_NDIM(c)
+    if not (2 <= nx <= 3 and 2 <= nw <= 3 and nc == max(nx, nw)) \
+            or not cnp.PyArray_ISWRITEABLE(c):
+        return UNFIT
+    cdef cnp.npy_intp *xs = cnp.PyArray_DIMS(x)
+    cdef cnp.npy_intp *ws = cnp.PyArray_DIMS(w)
+    cdef cnp.npy_intp *cs = cnp.PyArray_DIMS(c)
+    cdef int64_t m = xs[nx - 2], k = xs[nx - 1], n = ws[nw - 1]
+    cdef int64_t count = cs[0] if nc == 3 else 1
+    if ws[nw - 2] != k or cs[nc - 2] != m or cs[nc - 1] != n or m < 1 or n < 1 or k < 1 \
+            or (nx == 3 and xs[0] != count) or (nw == 3 and ws[0] != count) or count < 1:
+        return UNFIT
+    cdef cyl_product_t job
+    cdef int64_t item = cnp.PyArray_ITEMSIZE(c)
+    if not (_matrix(x, item, &job.lda, &job.sa) and _matrix(w, item, &job.ldb, &job.sb)
+            and _matrix(c, item, &job.ldc, &job.sc)) or _overlap(c, x) or _overlap(c, w):
+        return UNFIT
+    job.double_precision = kind == cnp.NPY_FLOAT64
+    job.count, job.m, job.n, job.k = count, m, n, k
+    job.a = <const char *>cnp.PyArray_DATA(x)
+    job.b = <const char *>cnp.PyArray_DATA(w)
+    job.c = <char *>cnp.PyArray_DATA(c)
+    cdef int64_t budget = CYL_PIECE_LIMIT - 1
+    job.rows = min(m, max(8, _floor_power_of_two(max(budget // (k * n), 1))))
+    job.cols = n
+    if job.rows * k * n > budget:
+        job.cols = min(n, _floor_power_of_two(max(budget // (job.rows * k), 1)))
+    if count * m * n * k < CYL_SMALLEST:  # handing a piece over would cost more than it saves
+        job.rows, job.cols = m, n
+    elif count == 1 and job.rows >= m and job.cols >= n:  # one piece: two, for the two cores
+        if m >= 2:
+            job.rows = (m + 1) // 2
+        else:
+            job.cols = (n + 1) // 2
+    cdef int helped
+    with nogil:
+        cyl_two_core_run(&job, &helped)
+    return helped  # (UNFIT where there is no helper: nothing ran)

@@ -1,0 +1,296 @@
+/* Products on two cores: a matrix product cut into pieces, which this thread and one helper
+ * thread take in turn, each piece a call of numpy's own BLAS `gemm` (cyloop/ops/_two_core.pyx).
+ *
+ * Why not BLAS's own threads: OpenBLAS runs a product of under 10^6 multiply-adds on one core,
+ * and one over it through a packing path that is slower on the shapes of a recurrent step (a
+ * [16,256] @ [256,256] product took 24 us as one call, 18.7 as two halves on one core and 9.9
+ * as four pieces on two, AMD EPYC Zen 4). Each piece here stays under OpenBLAS's threading
+ * threshold (`CYL_PIECE_LIMIT`), so no piece wakes OpenBLAS's own threads: two pools taking
+ * turns on one spare core is what costs.
+ *
+ * The helper spins (with a pause, and a yield of its core) for `CYL_SPIN_NS` after its last
+ * piece, so that the next product of a loop finds it awake, then sleeps on a condition variable.
+ * The calling thread never waits for the helper to wake: both take pieces from one counter, so
+ * a sleeping or descheduled helper only means this thread takes more of them, and a product that
+ * wakes the helper runs on its caller alone. One product runs on the pair at a time; a thread
+ * that finds it busy runs its product's pieces alone. A product small enough that handing a
+ * piece over costs more than it saves (under `CYL_SMALLEST` multiply-adds) runs as one piece.
+ *
+ * The helper cannot share its core with BLAS's own threads: OpenBLAS's idle threads spin
+ * (without yielding) for about 0.1 s after a product it ran on several threads, and the helper
+ * then runs only when the scheduler takes the core from them. So a loop's products run on two
+ * cores all together or not at all, a measured choice made a run at a time (engine/_core.pyx).
+ *
+ * POSIX threads only: elsewhere every product runs on the calling thread. */
+#ifndef CYLOOP_TWO_CORE_H
+#define CYLOOP_TWO_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef void (*cyl_sgemm_t)(int, int, int, int64_t, int64_t, int64_t, float, const float *,
+                            int64_t, const float *, int64_t, float, float *, int64_t);
+typedef void (*cyl_dgemm_t)(int, int, int, int64_t, int64_t, int64_t, double, const double *,
+                            int64_t, const double *, int64_t, double, double *, int64_t);
+typedef int (*cyl_threads_t)(void);
+
+/* A product of `count` pairs of matrices: c[p] = a[p] @ b[p] (row-major, unit inner strides;
+ * strides in elements), cut into blocks of `rows` rows and `cols` columns. */
+typedef struct {
+    int double_precision;
+    int64_t count, m, n, k;
+    const char *a, *b;
+    char *c;
+    int64_t lda, ldb, ldc;      /* row strides */
+    int64_t sa, sb, sc;         /* strides from one pair to the next (a's may be 0) */
+    int64_t rows, cols;         /* a piece's block */
+} cyl_product_t;
+
+/* A piece's multiply-adds stay under this, so that OpenBLAS runs it on the calling thread (its
+ * interface splits a product over threads from 2 * 65536 * 4 multiply-adds up). */
+#define CYL_PIECE_LIMIT 524288
+#define CYL_SMALLEST 65536
+#define CYL_SPIN_NS 1000000.0
+
+#if defined(_WIN32)
+
+/* No helper: `CYL_HELPER` tells the binding, which then offers no products on two cores. */
+#define CYL_HELPER 0
+static void cyl_two_core_bind(cyl_sgemm_t s, cyl_dgemm_t d, cyl_threads_t t) {}
+static void cyl_two_core_run(const cyl_product_t *job, int *helped) { *helped = -2; }
+static int64_t cyl_two_core_pieces_helped(void) { return 0; }
+static int64_t cyl_two_core_products_split(void) { return 0; }
+
+#else
+
+#define CYL_HELPER 1
+
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CYL_RELAX() _mm_pause()
+#else
+#define CYL_RELAX() ((void)0)
+#endif
+
+static cyl_sgemm_t cyl_sgemm;
+static cyl_dgemm_t cyl_dgemm;
+static cyl_threads_t cyl_blas_threads;
+
+/* The current product and its pieces. A ticket holds the product's generation (high 32 bits) and
+ * the next piece to take (low 32): the helper takes a piece by a compare-and-swap that fails if
+ * another product has been posted since it read the ticket, so it never runs a piece of a
+ * product whose caller has returned. */
+static const cyl_product_t *cyl_job;
+static int64_t cyl_job_pieces;
+static uint64_t cyl_ticket;
+static int64_t cyl_done;                 /* pieces of the current product finished */
+static int64_t cyl_helped;               /* pieces the helper has run, over the process */
+static int64_t cyl_split;                /* products cut in two pieces or more, likewise */
+static int cyl_sleeping, cyl_busy, cyl_running;
+static pid_t cyl_owner;                  /* the process the helper runs in (fork) */
+static pthread_mutex_t cyl_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cyl_wake = PTHREAD_COND_INITIALIZER;
+
+static double cyl_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static void cyl_piece(const cyl_product_t *job, int64_t index)
+{
+    int64_t row_blocks = (job->m + job->rows - 1) / job->rows;
+    int64_t col_blocks = (job->n + job->cols - 1) / job->cols;
+    int64_t pair = index / (row_blocks * col_blocks);
+    int64_t row = (index / col_blocks) % row_blocks * job->rows;
+    int64_t col = index % col_blocks * job->cols;
+    int64_t m = job->m - row < job->rows ? job->m - row : job->rows;
+    int64_t n = job->n - col < job->cols ? job->n - col : job->cols;
+    size_t item = job->double_precision ? sizeof(double) : sizeof(float);
+    const char *a = job->a + (size_t)(pair * job->sa + row * job->lda) * item;
+    const char *b = job->b + (size_t)(pair * job->sb + col) * item;
+    char *c = job->c + (size_t)(pair * job->sc + row * job->ldc + col) * item;
+    /* 101, 111: CblasRowMajor, CblasNoTrans */
+    if (job->double_precision)
+        cyl_dgemm(101, 111, 111, m, n, job->k, 1.0, (const double *)a, job->lda,
+                  (const double *)b, job->ldb, 0.0, (double *)c, job->ldc);
+    else
+        cyl_sgemm(101, 111, 111, m, n, job->k, 1.0f, (const float *)a, job->lda,
+                  (const float *)b, job->ldb, 0.0f, (float *)c, job->ldc);
+}
+
+/* The caller's share of its product: pieces from the ticket until none is left. */
+static void cyl_take_pieces(const cyl_product_t *job, int64_t pieces)
+{
+    for (;;) {
+        int64_t index = (int64_t)(__atomic_fetch_add(&cyl_ticket, 1, __ATOMIC_ACQ_REL) &
+                                  0xffffffffu);
+        if (index >= pieces)
+            return;
+        cyl_piece(job, index);
+        __atomic_fetch_add(&cyl_done, 1, __ATOMIC_ACQ_REL);
+    }
+}
+
+/* The helper's share of the product of generation `generation`, while it is the current one. */
+static void cyl_help(uint32_t generation)
+{
+    for (;;) {
+        uint64_t ticket = __atomic_load_n(&cyl_ticket, __ATOMIC_ACQUIRE);
+        if ((uint32_t)(ticket >> 32) != generation)
+            return;
+        /* Read after the ticket: this product's, or a later one's (then the swap fails). */
+        const cyl_product_t *job = __atomic_load_n(&cyl_job, __ATOMIC_ACQUIRE);
+        int64_t pieces = __atomic_load_n(&cyl_job_pieces, __ATOMIC_ACQUIRE);
+        int64_t index = (int64_t)(ticket & 0xffffffffu);
+        if (index >= pieces)
+            return;
+        if (!__atomic_compare_exchange_n(&cyl_ticket, &ticket, ticket + 1, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE))
+            continue;
+        /* Piece `index` is ours and not done: its caller waits for it, so `job` is alive. */
+        cyl_piece(job, index);
+        __atomic_fetch_add(&cyl_helped, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&cyl_done, 1, __ATOMIC_ACQ_REL);
+    }
+}
+
+static void *cyl_helper(void *unused)
+{
+    uint32_t seen = (uint32_t)(__atomic_load_n(&cyl_ticket, __ATOMIC_ACQUIRE) >> 32);
+    (void)unused;
+    for (;;) {
+        double idle_since = cyl_now_ns();
+        for (;;) {
+            uint32_t generation = (uint32_t)(__atomic_load_n(&cyl_ticket, __ATOMIC_ACQUIRE) >> 32);
+            if (generation != seen) {
+                seen = generation;
+                cyl_help(generation);
+                idle_since = cyl_now_ns();
+                continue;
+            }
+            for (int k = 0; k < 32; k++)
+                CYL_RELAX();
+            sched_yield();  /* the core, to any thread that has work for it */
+            if (cyl_now_ns() - idle_since > CYL_SPIN_NS)
+                break;
+        }
+        pthread_mutex_lock(&cyl_mutex);
+        __atomic_store_n(&cyl_sleeping, 1, __ATOMIC_RELEASE);
+        while ((uint32_t)(__atomic_load_n(&cyl_ticket, __ATOMIC_ACQUIRE) >> 32) == seen)
+            pthread_cond_wait(&cyl_wake, &cyl_mutex);
+        __atomic_store_n(&cyl_sleeping, 0, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&cyl_mutex);
+        /* The product that woke it is its caller's alone: a helper just woken (its core perhaps
+         * idle in the hypervisor, its caches cold) that took a piece late would hold the caller
+         * up. It helps from the next product on. */
+        seen = (uint32_t)(__atomic_load_n(&cyl_ticket, __ATOMIC_ACQUIRE) >> 32);
+    }
+    return NULL;
+}
+
+/* In a child of fork() the helper is gone (only the forking thread is copied): start afresh. */
+static void cyl_after_fork_in_child(void)
+{
+    pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+    cyl_mutex = mutex;
+    cyl_wake = wake;
+    cyl_running = cyl_sleeping = cyl_busy = 0;
+    cyl_owner = 0;
+}
+
+/* Starts the helper in this process (the caller holds `cyl_busy`); whether it runs. */
+static int cyl_two_core_start(void)
+{
+    static int registered;
+    pthread_t thread;
+    pthread_attr_t attributes;
+    if (!registered) {
+        if (pthread_atfork(NULL, NULL, cyl_after_fork_in_child) != 0)
+            return 0;
+        registered = 1;
+    }
+    cyl_owner = getpid();  /* (tried once per process: a failure is not tried again) */
+    if (pthread_attr_init(&attributes) != 0)
+        return 0;
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    cyl_running = pthread_create(&thread, &attributes, cyl_helper, NULL) == 0;
+    pthread_attr_destroy(&attributes);
+    return cyl_running;
+}
+
+/* Binds the gemm entry points (either may be NULL) and the function giving BLAS's thread count. */
+static void cyl_two_core_bind(cyl_sgemm_t sgemm, cyl_dgemm_t dgemm, cyl_threads_t threads)
+{
+    cyl_sgemm = sgemm;
+    cyl_dgemm = dgemm;
+    cyl_blas_threads = threads;
+}
+
+static int64_t cyl_two_core_pieces(const cyl_product_t *job)
+{
+    return job->count * ((job->m + job->rows - 1) / job->rows) *
+           ((job->n + job->cols - 1) / job->cols);
+}
+
+/* Runs `job` (its entry point bound). *helped: the pieces the helper ran, or -1 if this thread
+ * ran them all alone (one piece; BLAS held to one thread, as threadpoolctl or OPENBLAS_NUM_THREADS=1 hold
+ * it; the pair busy with another thread's product; or no helper could start). The first product
+ * in a process starts the helper (in a child of fork() too). */
+static void cyl_two_core_run(const cyl_product_t *job, int *helped)
+{
+    int64_t pieces = cyl_two_core_pieces(job);
+    int expected = 0;
+    if (pieces > 1)
+        __atomic_fetch_add(&cyl_split, 1, __ATOMIC_RELAXED);
+    int alone = pieces < 2 || (cyl_blas_threads != NULL && cyl_blas_threads() < 2) ||
+                !__atomic_compare_exchange_n(&cyl_busy, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                             __ATOMIC_ACQUIRE);
+    if (!alone && !(cyl_owner == getpid() ? cyl_running : cyl_two_core_start())) {
+        __atomic_store_n(&cyl_busy, 0, __ATOMIC_RELEASE);
+        alone = 1;
+    }
+    if (alone) {
+        for (int64_t index = 0; index < pieces; index++)
+            cyl_piece(job, index);
+        *helped = -1;
+        return;
+    }
+    int64_t before = __atomic_load_n(&cyl_helped, __ATOMIC_ACQUIRE);
+    uint64_t generation = (__atomic_load_n(&cyl_ticket, __ATOMIC_ACQUIRE) >> 32) + 1;
+    __atomic_store_n(&cyl_done, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&cyl_job_pieces, pieces, __ATOMIC_RELAXED);
+    __atomic_store_n(&cyl_job, job, __ATOMIC_RELAXED);
+    /* Publishes the three above: a reader of this ticket sees them. */
+    __atomic_store_n(&cyl_ticket, (generation & 0xffffffffu) << 32, __ATOMIC_RELEASE);
+    if (__atomic_load_n(&cyl_sleeping, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&cyl_mutex);
+        pthread_cond_signal(&cyl_wake);
+        pthread_mutex_unlock(&cyl_mutex);
+    }
+    cyl_take_pieces(job, pieces);
+    while (__atomic_load_n(&cyl_done, __ATOMIC_ACQUIRE) < pieces)
+        CYL_RELAX();
+    *helped = (int)(__atomic_load_n(&cyl_helped, __ATOMIC_ACQUIRE) - before);
+    __atomic_store_n(&cyl_busy, 0, __ATOMIC_RELEASE);
+}
+
+static int64_t cyl_two_core_pieces_helped(void)
+{
+    return __atomic_load_n(&cyl_helped, __ATOMIC_ACQUIRE);
+}
+
+static int64_t cyl_two_core_products_split(void)
+{
+    return __atomic_load_n(&cyl_split, __ATOMIC_ACQUIRE);
+}
+
+#endif /* _WIN32 */
+
+#endif /* CYLOOP_TWO_CORE_H */

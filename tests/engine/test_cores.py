@@ -1,0 +1,169 @@
+"""Where a loop's matrix products run, measured a run at a time (`LoopDriver.products`): on one
+core, each product in its own measured formulation, or all on two cores (ops/_two_core.pyx).
+Either way the loop computes what the reference driver computes; the choice shows in the plan,
+tune=False keeps one core, a loop whose products are too small to split is offered no choice,
+and the setting a run makes never outlives it."""
+
+import numpy as np
+import pytest
+
+import cyloop
+from cyloop.engine._core import ONE_CORE, TWO_CORES
+from cyloop.ops import _two_core
+from cyloop.ops._gemm import products_on_two_cores, set_products_on_two_cores, two_cores_here
+
+from ..conftest import measured_steps
+from ..frontends.openvino_models import cell_ti_model, save
+from ..ops.test_gemm import _rnn_loop_feeds, _rnn_loop_model
+from .test_fuse import _feeds, _lstm_loop
+
+pytestmark = pytest.mark.skipif(not two_cores_here(), reason="numpy's own BLAS is not found "
+                                "here, or the process has one core: no choice to make")
+
+
+# Weights scaled so that a step's sums stay near 1 (no saturated gates, whose rounding a loop
+# would amplify): the products are 64 long.
+STEPS, SCALE = 12, 0.125
+
+
+def _rnn(tmp_path, rng):
+    """h = tanh(x_t W + h R + B) as ONNX MatMul nodes: h @ R [16,64] @ [64,64] in the body,
+    x_t @ W hoisted."""
+    feeds = _rnn_loop_feeds(rng, hidden=64, steps=STEPS, batch=16, features=32)
+    for name in ("W", "R"):
+        feeds[name] *= SCALE
+    return _rnn_loop_model(), feeds
+
+
+def _fused_lstm(tmp_path, rng):
+    """An ONNX Loop spelling the LSTM cell, fused into one LSTMStep ([8,64] @ [4,64,64])."""
+    onnx_model, state, gates = _lstm_loop(hidden=64)
+    feeds = _feeds(rng, state, gates, steps=STEPS, batch=8, features=16)
+    for name in ("W", "R"):
+        feeds[name] *= SCALE
+    return onnx_model, feeds
+
+
+def _cell(kind, batch):
+    def build(tmp_path, rng):
+        ov_model, _ = cell_ti_model(kind, steps=STEPS, batch=batch, features=16, hidden=64,
+                                    scale=SCALE)
+        feeds = {"X": rng.standard_normal((batch, STEPS, 16)).astype(np.float32),
+                 "H0": rng.standard_normal((batch, 64)).astype(np.float32)}
+        if kind == "lstm":
+            feeds["C0"] = rng.standard_normal((batch, 64)).astype(np.float32)
+        return save(ov_model, tmp_path / f"{kind}.xml"), feeds
+    return build
+
+
+LOOPS = {"onnx-rnn": _rnn, "onnx-lstm-fused": _fused_lstm, "openvino-lstm": _cell("lstm", 8),
+         "openvino-gru": _cell("gru", 8), "openvino-rnn": _cell("rnn", 16)}
+
+
+def _loop_of(model):
+    (loop,) = model._compiled.loops
+    return loop
+
+
+@pytest.mark.parametrize("cores", [TWO_CORES, ONE_CORE])
+@pytest.mark.parametrize("name", list(LOOPS))
+def test_either_way_a_loop_computes_what_the_reference_does(name, cores, tmp_path, rng):
+    """Forced to each (and with each candidate of the body's own measured steps), the Cython
+    driver matches the pure-Python one; on two cores, products were cut in pieces."""
+    source, feeds = LOOPS[name](tmp_path, rng)
+    fast = cyloop.load(source, driver="cython")
+    want = cyloop.load(source, driver="python").run(feeds)
+    loop = _loop_of(fast)
+    assert loop.products is not None
+    loop.products.fix(cores)
+    for measured in measured_steps(fast) or [None]:
+        for candidate in measured.candidates if measured is not None else [None]:
+            if measured is not None:
+                measured.fix(candidate)
+            split = _two_core.products_split()
+            got = fast.run(feeds)
+            assert (_two_core.products_split() > split) == (cores == TWO_CORES), candidate
+            for key in want:
+                np.testing.assert_allclose(got[key], want[key], rtol=2e-5, atol=2e-5,
+                                           err_msg=f"{key} ({cores}, {candidate})")
+    assert f"where the matrix products run: {cores} (fixed, not measured)" in str(fast.plan())
+
+
+def test_two_cores_take_their_runs_first_and_the_faster_is_kept(tmp_path, rng):
+    """Two cores run first, a warm-up run and two timed ones, then one core likewise; the
+    choice and both times show in the plan."""
+    source, feeds = _rnn(tmp_path, rng)
+    model = cyloop.load(source, driver="cython")
+    loop = _loop_of(model)
+    seen = []
+    for _ in range(6):
+        model.run(feeds)
+        (trial,) = loop.products.trials.values()
+        seen.append(tuple(len(trial.samples[name]) + (name in trial.warm)
+                          for name in (TWO_CORES, ONE_CORE)))
+    assert seen[:3] == [(1, 0), (2, 0), (3, 0)]
+    assert seen[3:5] == [(3, 1), (3, 2)]
+    if trial.choice is None:  # too close to call: more rounds
+        assert trial.needed > loop.products.rounds
+        return
+    plan = str(model.plan())
+    assert f"where the matrix products run: {trial.choice}, the fastest here ({TWO_CORES} " \
+           in plan and "us/iteration" in plan
+
+
+def test_tune_false_keeps_one_core(tmp_path, rng):
+    source, feeds = _rnn(tmp_path, rng)
+    model = cyloop.load(source, driver="cython", tune=False)
+    split = _two_core.products_split()
+    model.run(feeds)
+    assert _two_core.products_split() == split
+    assert f"where the matrix products run: {ONE_CORE} (fixed, not measured)" in \
+        str(model.plan())
+
+
+def test_a_loop_of_products_too_small_to_split_is_offered_no_choice(rng):
+    """Its products run on one core either way: after a first run finds so, the choice goes
+    (and with it the runs it would take)."""
+    model = cyloop.load(_rnn_loop_model(), driver="cython")
+    assert _loop_of(model).products is not None
+    model.run(_rnn_loop_feeds(rng, hidden=8, steps=6, batch=3, features=5))
+    assert _loop_of(model).products is None
+    assert "where the matrix products run" not in str(model.plan())
+
+
+def test_a_loop_without_products_is_offered_no_choice(rng):
+    from onnx import helper
+
+    from ..ops.test_gemm import model, tensor
+
+    body = helper.make_graph(
+        [helper.make_node("Add", ["a_in", "one"], ["a_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []),
+         tensor("a_in", np.float32, None)],
+        [tensor("cond_out", np.bool_, []), tensor("a_out", np.float32, None)],
+        [helper.make_tensor("one", 1, [], [1.0])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["T", "", "a0"], ["a"], body=body)], "count",
+        [tensor("T", np.int64, []), tensor("a0", np.float32, None)],
+        [tensor("a", np.float32, None)])
+    loaded = cyloop.load(model(graph, 13), driver="cython")
+    assert _loop_of(loaded).products is None
+
+
+@pytest.mark.parametrize("before", [False, True])
+def test_a_run_restores_the_setting_it_found(before, tmp_path, rng):
+    """A run sets where its products run, and puts back what it found, after an error too."""
+    source, feeds = _rnn(tmp_path, rng)
+    model = cyloop.load(source, driver="cython")
+    _loop_of(model).products.fix(TWO_CORES if not before else ONE_CORE)
+    previous = set_products_on_two_cores(before)
+    try:
+        model.run(feeds)
+        assert products_on_two_cores() == before
+        bad = dict(feeds, X=feeds["X"][:, :, :7])  # x_t @ W fails: 7 columns against 32 rows
+        with pytest.raises(cyloop.CyloopError):
+            model.run(bad)
+        assert products_on_two_cores() == before
+    finally:
+        set_products_on_two_cores(previous)

@@ -1,0 +1,183 @@
+"""Products on two cores (`_two_core`, include/cyloop/two_core.h): every product equals numpy's,
+whatever its pieces, layouts and dtype; operands it does not take are left to numpy untouched;
+the helper thread takes pieces, stays out of the way where BLAS is held to one thread, starts
+again in a forked child, and is shared safely by threads."""
+
+import multiprocessing
+import threading
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from threadpoolctl import threadpool_limits
+
+from cyloop.ops import _blas, _two_core
+from cyloop.ops._gemm import on_two_cores, two_cores_here
+
+pytestmark = pytest.mark.skipif(not two_cores_here(), reason="numpy's own BLAS is not found "
+                                "here, or the process has one core: products stay numpy's")
+
+
+def _tolerance(dtype):
+    return {"rtol": 1e-5, "atol": 1e-4} if dtype == np.float32 else {"rtol": 1e-12,
+                                                                      "atol": 1e-10}
+
+
+def _wide(shape, dtype, rng, step):
+    """An array of `shape` whose rows are `step` times as wide as needed (a slot of a wider
+    array, as the engine hands out), the columns between them NaN."""
+    base = np.full((*shape[:-1], shape[-1] * step), np.nan, dtype)
+    view = base[..., :shape[-1]]
+    view[...] = rng.standard_normal(shape)
+    return view
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(m=st.integers(1, 70), k=st.integers(1, 300), n=st.integers(1, 600),
+       count=st.sampled_from([None, 1, 3]), shared=st.sampled_from(["a", "b", "none"]),
+       dtype=st.sampled_from([np.float32, np.float64]), step=st.sampled_from([1, 2]),
+       seed=st.integers(0, 2**16))
+def test_every_product_is_numpys(m, k, n, count, shared, dtype, step, seed):
+    """2-D products and stacks of them (one operand shared by the stack, or neither), the
+    operands and the result C-contiguous or rows of a wider array: the result is numpy's, and
+    nothing beside the result's rows is written."""
+    rng = np.random.default_rng(seed)
+    a_shape = (m, k) if count is None or shared == "a" else (count, m, k)
+    b_shape = (k, n) if count is None or shared == "b" else (count, k, n)
+    a = _wide(a_shape, dtype, rng, step)
+    b = _wide(b_shape, dtype, rng, step)
+    expected = np.matmul(a, b)
+    out = np.full((*expected.shape[:-1], n * 2), np.nan, dtype)
+    helped = _two_core.product(a, b, out[..., :n])
+    assert helped >= _two_core.ALONE
+    np.testing.assert_allclose(out[..., :n], expected, **_tolerance(dtype))
+    assert np.isnan(out[..., n:]).all()
+
+
+def _unfit_cases(rng):
+    f = np.float32
+    a, b = rng.standard_normal((16, 64)).astype(f), rng.standard_normal((64, 32)).astype(f)
+    overlapping = np.zeros((64, 64), f)
+    read_only = np.empty((16, 32), f)
+    read_only.flags.writeable = False
+    return {
+        "int": (a.astype(np.int32), b.astype(np.int32), np.empty((16, 32), np.int32)),
+        "mixed": (a, b.astype(np.float64), np.empty((16, 32), f)),
+        "half": (a.astype(np.float16), b.astype(np.float16), np.empty((16, 32), np.float16)),
+        "strided columns": (np.repeat(a, 2, axis=1)[:, ::2], b, np.empty((16, 32), f)),
+        "reversed rows": (a[::-1], b, np.empty((16, 32), f)),
+        "broadcast rows": (np.broadcast_to(a[:1], (16, 64)), b, np.empty((16, 32), f)),
+        "out over a": (overlapping[:16], overlapping[:, :32], overlapping[:16, 32:]),
+        "read-only out": (a, b, read_only),
+        "1-D": (a[0], b, np.empty(32, f)),
+        "shapes disagree": (a, b[:32], np.empty((16, 32), f)),
+        "empty": (a[:0], b, np.empty((0, 32), f)),
+        "a list": (a.tolist(), b, np.empty((16, 32), f)),
+    }
+
+
+@pytest.mark.parametrize("case", list(_unfit_cases(np.random.default_rng(0))))
+def test_operands_it_does_not_take_are_left_to_numpy(case, rng):
+    """Another dtype, a layout BLAS cannot read, a result over an operand, or one it may not
+    write: nothing is written, and `on_two_cores` hands the product to numpy."""
+    a, b, out = _unfit_cases(rng)[case]
+    before = out.copy()
+    assert _two_core.product(a, b, out) == _two_core.UNFIT
+    np.testing.assert_array_equal(out, before)
+    if case in ("read-only out", "shapes disagree", "a list", "1-D"):
+        return  # (numpy refuses these too, or takes them without `out`)
+    expected = np.matmul(np.array(a), np.array(b))
+    got = on_two_cores(a, b, None if case == "out over a" else out)
+    np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-3)
+
+
+def _large(rng, dtype=np.float32):
+    a = rng.standard_normal((32, 256)).astype(dtype)
+    b = rng.standard_normal((256, 256)).astype(dtype)
+    return a, b, np.empty((32, 256), dtype)
+
+
+def test_the_helper_takes_pieces_of_a_large_product(rng):
+    """Products called one after another (as a loop calls them) find the helper awake: it runs
+    pieces of them. (For a while after numpy ran a product on BLAS's own threads, those threads
+    spin on the helper's core and it seldom runs: products keep coming until it has helped with
+    ten.) A small one runs as one piece, on its caller."""
+    a, b, out = _large(rng)
+    helped, deadline = 0, time.monotonic() + 10
+    while helped < 10 and time.monotonic() < deadline:
+        helped += _two_core.product(a, b, out) > 0
+    assert helped == 10
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-4)
+    split = _two_core.products_split()
+    small = rng.standard_normal((4, 8)).astype(np.float32)
+    assert _two_core.product(small, small.T.copy(), np.empty((4, 4), np.float32)) == \
+        _two_core.ALONE
+    assert _two_core.products_split() == split
+
+
+def test_blas_held_to_one_thread_keeps_products_on_their_caller(rng):
+    """threadpoolctl (or OPENBLAS_NUM_THREADS=1) holding numpy's BLAS to one thread holds the
+    products to their calling thread too."""
+    a, b, out = _large(rng)
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert {_two_core.product(a, b, out) for _ in range(50)} == {_two_core.ALONE}
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-4)
+
+
+def _in_child(queue):
+    rng = np.random.default_rng(1)
+    a, b, out = _large(rng, np.float64)
+    helped, deadline = 0, time.monotonic() + 10  # (see test_the_helper_takes_pieces...)
+    while helped < 10 and time.monotonic() < deadline:
+        helped += _two_core.product(a, b, out) > 0
+    queue.put((bool(np.allclose(out, a @ b)), helped))
+
+
+def test_a_forked_child_has_a_helper_of_its_own(rng):
+    """fork() copies only the forking thread: the child's first product starts a helper of its
+    own (it would otherwise wait for pieces nobody takes), and its products are right."""
+    a, b, out = _large(rng, np.float64)
+    _two_core.product(a, b, out)  # the parent's helper runs
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_in_child, args=(queue,))
+    child.start()
+    right, helped = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0 and right
+    assert helped == 10
+
+
+def test_threads_share_the_pair(rng):
+    """Threads calling products at once: one holds the pair, the others run theirs alone; every
+    result is right."""
+    cases = [(rng.standard_normal((24, 200)).astype(np.float32),
+              rng.standard_normal((200, 300)).astype(np.float32)) for _ in range(4)]
+    results, errors = [None] * len(cases), []
+
+    def work(k):
+        try:
+            a, b = cases[k]
+            out = np.empty((24, 300), np.float32)
+            for _ in range(200):
+                _two_core.product(a, b, out)
+            results[k] = out
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(cases))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    for (a, b), got in zip(cases, results):
+        np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-4)
+
+
+def test_numpys_blas_is_found_with_the_entry_points_it_names():
+    """The entries found are the ones this numpy's bundled OpenBLAS exports (64-bit integers)."""
+    found = _blas.entries()
+    assert found is not None and found.sgemm and found.dgemm and found.threads
