@@ -93,7 +93,7 @@ cdef class _Run:
     cdef list hoisted  # the current chunk of hoisted rows, as _Sliced
     cdef Py_ssize_t chunk_start, chunk_end, hoist_limit, row_bytes
     cdef list placing  # (Measured, candidate, trial) of each placement this run times
-    cdef object cores  # (candidate, trial, products split before) of the cores this run times
+    cdef object cores  # (Measured, candidate, trial, products split before) this run times
     cdef double started  # perf_counter() when the run's iterations began
 
 

@@ -1324,9 +1324,9 @@ cdef class LoopDriver:
             for placement, name, trial in r.placing:
                 placement.report(trial, name, elapsed)
             if r.cores is not None:
-                self.products.report(r.cores[1], r.cores[0], elapsed)
-        if r.cores is not None and i > 1 and self.products.candidates[r.cores[0]] \
-                and products_split() == r.cores[2]:
+                r.cores[0].report(r.cores[2], r.cores[1], elapsed)
+        if r.cores is not None and i > 1 and r.cores[0].candidates[r.cores[1]] \
+                and products_split() == r.cores[3]:
             # Its products were all too small to split: on two cores they ran as on one, and
             # the choice is no choice (the next runs take the default).
             self.products = None
@@ -1361,11 +1361,12 @@ cdef class LoopDriver:
         r.last_values = [None] * len(spec.outputs)
         # Where this run's products run (the caller restores the setting: `__call__`).
         r.cores = None
-        if self.products is not None:
-            name, trial = self.products.pick(None)
-            set_products_on_two_cores(self.products.candidates[name])
+        products = self.products  # (another thread's run may let go of it: see _loop)
+        if products is not None:
+            name, trial = products.pick(None)
+            set_products_on_two_cores(products.candidates[name])
             if trial is not None:
-                r.cores = (name, trial, products_split())
+                r.cores = (products, name, trial, products_split())
         # This run's destinations: a measured placement is one or the other for the whole run.
         destinations = self.destinations
         r.placing = []

@@ -277,8 +277,10 @@ def products_on_two_cores() -> bool:
 
 
 def on_two_cores(a: np.ndarray, w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """``np.matmul(a, w, out=out)`` for a [M, K] or [P, M, K] and w [K, N] or [P, K, N], on two
+    """``np.matmul(a, w, out=out)``: for a [M, K] or [P, M, K] and w [K, N] or [P, K, N] on two
     cores where `_two_core` takes the operands (see `two_cores_here`), else numpy's."""
+    if not (2 <= np.ndim(a) <= 3 and 2 <= np.ndim(w) <= 3):
+        return np.matmul(a, w, out=out)
     result = out
     if result is None:
         if a.ndim == w.ndim == 2:
@@ -292,9 +294,12 @@ def on_two_cores(a: np.ndarray, w: np.ndarray, out: np.ndarray | None = None) ->
     return result
 
 
-def _splits(a: np.ndarray, b: np.ndarray) -> bool:
+def _splits(a, b) -> bool:
     """Whether a @ b is large enough to cut in pieces for two cores (`_two_core.SMALLEST`): a
-    smaller one runs as it would on one core."""
+    smaller one, or one of other than 2-D or 3-D operands, runs as it would on one core."""
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+            and 2 <= a.ndim <= 3 and 2 <= b.ndim <= 3):
+        return False
     return a.size * b.shape[-1] * (b.shape[0] if b.ndim == 3 and a.ndim == 2 else 1) \
         >= _two_core.SMALLEST
 

@@ -53,11 +53,14 @@ cdef int64_t _floor_power_of_two(int64_t x):
 
 
 cdef inline bint _matrix(cnp.ndarray x, int64_t item, int64_t *row, int64_t *batch):
-    """Whether x's last axis is unit-strided and its other strides are whole, non-negative
-    elements (a row stride at least a row); its row and batch strides, in elements."""
+    """Whether x is in native byte order and aligned, its last axis is unit-strided and its
+    other strides are whole, non-negative elements (a row stride at least a row); its row and
+    batch strides, in elements."""
     cdef int nd = cnp.PyArray_NDIM(x)
     cdef cnp.npy_intp *strides = cnp.PyArray_STRIDES(x)
     cdef cnp.npy_intp *shape = cnp.PyArray_DIMS(x)
+    if not (cnp.PyArray_ISNOTSWAPPED(x) and cnp.PyArray_ISALIGNED(x)):
+        return False
     if strides[nd - 1] != item or strides[nd - 2] % item or strides[nd - 2] < 0:
         return False
     row[0] = strides[nd - 2] // item
@@ -98,8 +101,10 @@ cdef inline bint _overlap(cnp.ndarray x, cnp.ndarray y):
 def product(a, b, out) -> int:
     """``out[...] = a @ b`` on two cores: a [M, K] or [P, M, K], b [K, N] or [P, K, N], out
     [M, N] or [P, M, N] (P the larger of a's and b's), all float32 or all float64 with a BLAS
-    entry point bound, each unit-strided along its last axis, out writeable and apart from a and
-    b. Returns how many pieces the helper ran, `ALONE`, or `UNFIT` (then nothing is written).
+    entry point bound, in native byte order, aligned and unit-strided along the last axis; out
+    writeable, apart from a and b, its matrices one after another; K short enough for pieces of
+    8 rows by 16 columns. Returns how many pieces the helper ran, `ALONE`, or `UNFIT` (then
+    nothing is written).
 
     Each piece is a block of rows (and, where a row is too long, of columns) whose
     multiply-adds stay under OpenBLAS's threading threshold: at least 8 rows, so that BLAS's
@@ -129,12 +134,16 @@ def product(a, b, out) -> int:
     if not (_matrix(x, item, &job.lda, &job.sa) and _matrix(w, item, &job.ldb, &job.sb)
             and _matrix(c, item, &job.ldc, &job.sc)) or _overlap(c, x) or _overlap(c, w):
         return UNFIT
+    if count > 1 and job.sc < m * job.ldc:  # the results' matrices one after another, apart
+        return UNFIT
+    cdef int64_t budget = CYL_PIECE_LIMIT - 1
+    if min(m, 8) * k * min(n, 16) > budget:  # too long a k for a piece of useful width
+        return UNFIT
     job.double_precision = kind == cnp.NPY_FLOAT64
     job.count, job.m, job.n, job.k = count, m, n, k
     job.a = <const char *>cnp.PyArray_DATA(x)
     job.b = <const char *>cnp.PyArray_DATA(w)
     job.c = <char *>cnp.PyArray_DATA(c)
-    cdef int64_t budget = CYL_PIECE_LIMIT - 1
     job.rows = min(m, max(8, _floor_power_of_two(max(budget // (k * n), 1))))
     job.cols = n
     if job.rows * k * n > budget:
@@ -146,6 +155,8 @@ def product(a, b, out) -> int:
             job.rows = (m + 1) // 2
         else:
             job.cols = (n + 1) // 2
+    if count * ((m + job.rows - 1) // job.rows) * ((n + job.cols - 1) // job.cols) >= 1 << 31:
+        return UNFIT  # (a ticket counts pieces in 32 bits)
     cdef int helped
     with nogil:
         cyl_two_core_run(&job, &helped)

@@ -8,11 +8,11 @@
  * threshold (`CYL_PIECE_LIMIT`), so no piece wakes OpenBLAS's own threads: two pools taking
  * turns on one spare core is what costs.
  *
- * The helper spins (with a pause, and a yield of its core) for `CYL_SPIN_NS` after its last
- * piece, so that the next product of a loop finds it awake, then sleeps on a condition variable.
- * The calling thread never waits for the helper to wake: both take pieces from one counter, so
- * a sleeping or descheduled helper only means this thread takes more of them, and a product that
- * wakes the helper runs on its caller alone. One product runs on the pair at a time; a thread
+ * The helper spins (with a pause, and a yield of its core) for `CYL_SPIN_NS` after the last
+ * product, so that the next product of a loop finds it awake, then sleeps on a condition
+ * variable. The calling thread never waits for the helper to wake: both take pieces from one
+ * counter, so a sleeping or descheduled helper only means this thread takes more of them, and a
+ * product that wakes the helper runs on its caller alone unless many of its pieces are left. One product runs on the pair at a time; a thread
  * that finds it busy runs its product's pieces alone. A product small enough that handing a
  * piece over costs more than it saves (under `CYL_SMALLEST` multiply-adds) runs as one piece.
  *
@@ -51,6 +51,8 @@ typedef struct {
 #define CYL_PIECE_LIMIT 524288
 #define CYL_SMALLEST 65536
 #define CYL_SPIN_NS 1000000.0
+/* A helper woken by a product joins it if at least this many of its pieces are left. */
+#define CYL_JOIN_LATE 8
 
 #if defined(_WIN32)
 
@@ -177,19 +179,28 @@ static void *cyl_helper(void *unused)
             for (int k = 0; k < 32; k++)
                 CYL_RELAX();
             sched_yield();  /* the core, to any thread that has work for it */
-            if (cyl_now_ns() - idle_since > CYL_SPIN_NS)
+            if (__atomic_load_n(&cyl_busy, __ATOMIC_ACQUIRE))
+                idle_since = cyl_now_ns();  /* a product under way: the next comes soon */
+            else if (cyl_now_ns() - idle_since > CYL_SPIN_NS)
                 break;
         }
         pthread_mutex_lock(&cyl_mutex);
-        __atomic_store_n(&cyl_sleeping, 1, __ATOMIC_RELEASE);
-        while ((uint32_t)(__atomic_load_n(&cyl_ticket, __ATOMIC_ACQUIRE) >> 32) == seen)
+        /* (sequentially consistent with the caller's ticket store and load of `cyl_sleeping`:
+         * one of the two sees the other's store, so a product never finds it awake when it is
+         * about to sleep through it) */
+        __atomic_store_n(&cyl_sleeping, 1, __ATOMIC_SEQ_CST);
+        while ((uint32_t)(__atomic_load_n(&cyl_ticket, __ATOMIC_SEQ_CST) >> 32) == seen)
             pthread_cond_wait(&cyl_wake, &cyl_mutex);
         __atomic_store_n(&cyl_sleeping, 0, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&cyl_mutex);
-        /* The product that woke it is its caller's alone: a helper just woken (its core perhaps
-         * idle in the hypervisor, its caches cold) that took a piece late would hold the caller
-         * up. It helps from the next product on. */
-        seen = (uint32_t)(__atomic_load_n(&cyl_ticket, __ATOMIC_ACQUIRE) >> 32);
+        /* The product that woke it is its caller's, unless many of its pieces are left: a
+         * helper just woken (its core perhaps idle in the hypervisor, its caches cold) that took
+         * one of the last pieces late would hold the caller up. */
+        uint64_t ticket = __atomic_load_n(&cyl_ticket, __ATOMIC_ACQUIRE);
+        seen = (uint32_t)(ticket >> 32);
+        if (__atomic_load_n(&cyl_job_pieces, __ATOMIC_ACQUIRE) -
+                (int64_t)(ticket & 0xffffffffu) >= CYL_JOIN_LATE)
+            cyl_help(seen);
     }
     return NULL;
 }
@@ -268,8 +279,8 @@ static void cyl_two_core_run(const cyl_product_t *job, int *helped)
     __atomic_store_n(&cyl_job_pieces, pieces, __ATOMIC_RELAXED);
     __atomic_store_n(&cyl_job, job, __ATOMIC_RELAXED);
     /* Publishes the three above: a reader of this ticket sees them. */
-    __atomic_store_n(&cyl_ticket, (generation & 0xffffffffu) << 32, __ATOMIC_RELEASE);
-    if (__atomic_load_n(&cyl_sleeping, __ATOMIC_ACQUIRE)) {
+    __atomic_store_n(&cyl_ticket, (generation & 0xffffffffu) << 32, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&cyl_sleeping, __ATOMIC_SEQ_CST)) {
         pthread_mutex_lock(&cyl_mutex);
         pthread_cond_signal(&cyl_wake);
         pthread_mutex_unlock(&cyl_mutex);

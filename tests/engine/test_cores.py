@@ -4,6 +4,8 @@ Either way the loop computes what the reference driver computes; the choice show
 tune=False keeps one core, a loop whose products are too small to split is offered no choice,
 and the setting a run makes never outlives it."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -167,3 +169,53 @@ def test_a_run_restores_the_setting_it_found(before, tmp_path, rng):
         assert products_on_two_cores() == before
     finally:
         set_products_on_two_cores(previous)
+
+
+def test_a_body_product_of_a_vector_runs_on_two_cores_like_the_reference(rng):
+    """MatMul of a 1-D state by a matrix (no 2-D product to cut) in a loop on two cores."""
+    from onnx import helper
+
+    from ..ops.test_gemm import model, tensor
+
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["h_in", "R"], ["hr"]),
+         helper.make_node("Tanh", ["hr"], ["h_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []),
+         tensor("h_in", np.float32, None)],
+        [tensor("cond_out", np.bool_, []), tensor("h_out", np.float32, None)])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["T", "", "h0"], ["h"], body=body)], "vector",
+        [tensor("T", np.int64, []), tensor("h0", np.float32, None),
+         tensor("R", np.float32, None)], [tensor("h", np.float32, None)])
+    onnx_model = model(graph, 13)
+    feeds = {"T": np.array(5, np.int64), "h0": rng.standard_normal(256).astype(np.float32),
+             "R": (rng.standard_normal((256, 256)) / 16).astype(np.float32)}
+    fast = cyloop.load(onnx_model, driver="cython")
+    _loop_of(fast).products.fix(TWO_CORES)
+    np.testing.assert_allclose(fast.run(feeds)["h"],
+                               cyloop.load(onnx_model, driver="python").run(feeds)["h"],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_threads_running_one_model_share_its_choice_of_cores(tmp_path, rng):
+    """One model run from several threads while its choice of cores is on trial (and a run may
+    end it): every run is right."""
+    source, feeds = _rnn(tmp_path, rng)
+    model = cyloop.load(source, driver="cython")
+    want = cyloop.load(source, driver="python").run(feeds)["hs"]
+    errors = []
+
+    def work():
+        try:
+            for _ in range(8):
+                np.testing.assert_allclose(model.run(feeds)["hs"], want, rtol=2e-5, atol=2e-5)
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors[0]
