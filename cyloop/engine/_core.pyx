@@ -66,6 +66,7 @@ from libc.string cimport memcmp, memcpy
 
 from cyloop.engine._aligned_alloc cimport cyl_aligned_alloc, cyl_aligned_free
 from cyloop.engine._strided_copy cimport cyl_strided_copy
+from cyloop.ops._extent cimport cyl_extent, cyl_ranges_overlap
 
 import itertools
 import operator
@@ -338,23 +339,13 @@ def strided_copy(dst, src):
 cdef void _extent(object value, char **lo, char **hi):
     """The byte range [lo, hi) an array's elements occupy (empty for non-arrays)."""
     cdef cnp.ndarray arr
-    cdef int k
-    cdef cnp.npy_intp step
     lo[0] = NULL
     hi[0] = NULL
     if not cnp.PyArray_Check(value):
         return
     arr = <cnp.ndarray>value
-    if cnp.PyArray_SIZE(arr) == 0:
-        return
-    lo[0] = <char *>cnp.PyArray_DATA(arr)
-    hi[0] = lo[0] + cnp.PyArray_ITEMSIZE(arr)
-    for k in range(cnp.PyArray_NDIM(arr)):
-        step = (cnp.PyArray_DIMS(arr)[k] - 1) * cnp.PyArray_STRIDES(arr)[k]
-        if step < 0:
-            lo[0] += step
-        else:
-            hi[0] += step
+    cyl_extent(<char *>cnp.PyArray_DATA(arr), cnp.PyArray_NDIM(arr), cnp.PyArray_DIMS(arr),
+               cnp.PyArray_STRIDES(arr), cnp.PyArray_ITEMSIZE(arr), lo, hi)
 
 
 cdef bint _overlaps(object a, object b):
@@ -364,7 +355,7 @@ cdef bint _overlaps(object a, object b):
     cdef char *bhi
     _extent(a, &alo, &ahi)
     _extent(b, &blo, &bhi)
-    return alo != NULL and blo != NULL and alo < bhi and blo < ahi
+    return cyl_ranges_overlap(alo, ahi, blo, bhi)
 
 
 cdef Py_ssize_t _signature(tuple args, Py_ssize_t count, cnp.npy_intp *sig) except -2:

@@ -11,6 +11,8 @@ not take, which the caller then hands to np.matmul.
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 
+from cyloop.ops._extent cimport cyl_extent, cyl_ranges_overlap
+
 cnp.import_array()
 
 # `product`'s answers besides the helper's piece count.
@@ -76,26 +78,16 @@ cdef inline bint _matrix(cnp.ndarray x, int64_t item, int64_t *row, int64_t *bat
     return True
 
 
-cdef inline void _extent(cnp.ndarray x, char **low, char **high):
-    """The bytes x's elements span (strides are non-negative here)."""
-    cdef int nd = cnp.PyArray_NDIM(x), axis
-    cdef cnp.npy_intp *strides = cnp.PyArray_STRIDES(x)
-    cdef cnp.npy_intp *shape = cnp.PyArray_DIMS(x)
-    cdef cnp.npy_intp last = 0
-    for axis in range(nd):
-        last += (shape[axis] - 1) * strides[axis]
-    low[0] = <char *>cnp.PyArray_DATA(x)
-    high[0] = low[0] + last + cnp.PyArray_ITEMSIZE(x)
-
-
 cdef inline bint _overlap(cnp.ndarray x, cnp.ndarray y):
     cdef char *x_low
     cdef char *x_high
     cdef char *y_low
     cdef char *y_high
-    _extent(x, &x_low, &x_high)
-    _extent(y, &y_low, &y_high)
-    return x_low < y_high and y_low < x_high
+    cyl_extent(<char *>cnp.PyArray_DATA(x), cnp.PyArray_NDIM(x), cnp.PyArray_DIMS(x),
+               cnp.PyArray_STRIDES(x), cnp.PyArray_ITEMSIZE(x), &x_low, &x_high)
+    cyl_extent(<char *>cnp.PyArray_DATA(y), cnp.PyArray_NDIM(y), cnp.PyArray_DIMS(y),
+               cnp.PyArray_STRIDES(y), cnp.PyArray_ITEMSIZE(y), &y_low, &y_high)
+    return cyl_ranges_overlap(x_low, x_high, y_low, y_high)
 
 
 def product(a, b, out) -> int:
