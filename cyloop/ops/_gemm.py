@@ -276,11 +276,17 @@ def products_on_two_cores() -> bool:
     return getattr(_mode, "on", False)
 
 
-def on_two_cores(a: np.ndarray, w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """``np.matmul(a, w, out=out)``: for a [M, K] or [P, M, K] and w [K, N] or [P, K, N] on two
-    cores where `_two_core` takes the operands (see `two_cores_here`), else numpy's."""
-    if not (2 <= np.ndim(a) <= 3 and 2 <= np.ndim(w) <= 3):
+def on_two_cores(a, w, out: np.ndarray | None = None) -> np.ndarray:
+    """``np.matmul(a, w, out=out)``: for arrays a [M, K] or [P, M, K] and w [K, N] or
+    [P, K, N] on two cores where `_two_core` takes the operands (see `two_cores_here`), else
+    numpy's."""
+    if not _stackable(a, w):
         return np.matmul(a, w, out=out)
+    return _on_two_cores(a, w, out)
+
+
+def _on_two_cores(a: np.ndarray, w: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """`on_two_cores` of two arrays known to be 2-D or 3-D (the hot path: no checks twice)."""
     result = out
     if result is None:
         if a.ndim == w.ndim == 2:
@@ -294,12 +300,15 @@ def on_two_cores(a: np.ndarray, w: np.ndarray, out: np.ndarray | None = None) ->
     return result
 
 
-def _splits(a, b) -> bool:
-    """Whether a @ b is large enough to cut in pieces for two cores (`_two_core.SMALLEST`): a
-    smaller one, or one of other than 2-D or 3-D operands, runs as it would on one core."""
-    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
-            and 2 <= a.ndim <= 3 and 2 <= b.ndim <= 3):
-        return False
+def _stackable(a, b) -> bool:
+    """Whether a and b are arrays of 2 or 3 dimensions (what `_two_core` multiplies)."""
+    return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) \
+        and 2 <= a.ndim <= 3 and 2 <= b.ndim <= 3
+
+
+def _splits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether a @ b, of 2-D or 3-D arrays, is large enough to cut in pieces for two cores
+    (`_two_core.SMALLEST`): a smaller one runs as it would on one core."""
     return a.size * b.shape[-1] * (b.shape[0] if b.ndim == 3 and a.ndim == 2 else 1) \
         >= _two_core.SMALLEST
 
@@ -309,8 +318,8 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     the product is large enough to split (a kernel's products go through this, or
     `weight_product`, so that the loop's choice reaches them; such a kernel says so with
     ``kernel.products = True``)."""
-    if getattr(_mode, "on", False) and _splits(a, b):
-        return on_two_cores(a, b, out)
+    if getattr(_mode, "on", False) and _stackable(a, b) and _splits(a, b):
+        return _on_two_cores(a, b, out)
     return np.matmul(a, b, out=out)
 
 
@@ -377,7 +386,7 @@ def weight_product(transposed: bool = False) -> Callable:
             return _narrow_product(a, np.swapaxes(w, -1, -2) if transposed else w, out)
         if a.ndim == 2 and w.ndim == 2 and not w.flags.writeable and a.dtype == w.dtype:
             if getattr(_mode, "on", False) and _splits(a, w):  # w as it is (w^T laid out)
-                return on_two_cores(a, as_rows(w), out)
+                return _on_two_cores(a, as_rows(w), out)
             return measured(a, w, out)
         return matmul(a, np.swapaxes(w, -1, -2) if transposed else w, out=out)
 
