@@ -53,8 +53,9 @@ from . import _blas, _two_core
 from ._aligned import aligned
 from ._measured import Measured
 
-__all__ = ["Prepared", "PreparedPair", "matmul", "on_two_cores", "products_on_two_cores",
-           "set_products_on_two_cores", "two_cores_here", "weight_product"]
+__all__ = ["Prepared", "PreparedPair", "matmul", "matmul_plus", "on_two_cores",
+           "products_on_two_cores", "set_products_on_two_cores", "two_cores_here",
+           "weight_product"]
 
 # Bytes of scratch the transposed formulation (``columns``) computes a block of rows in.
 _COLUMNS_SCRATCH = 64 * 1024
@@ -245,15 +246,25 @@ def _halves(rows: np.ndarray) -> tuple:
     return None, rows[:, :split], rows[:, split:]
 
 
+_bound: bool | None = None  # whether numpy's own BLAS is bound to `_two_core` (None: not tried)
+
+
+def _blas_bound() -> bool:
+    """Whether numpy's own BLAS is found (`_blas`) and bound to `_two_core` (this binds it)."""
+    global _bound
+    if _bound is None:
+        found = _blas.entries()
+        if found is not None:
+            _two_core.bind(*found)
+        _bound = found is not None
+    return _bound
+
+
 @functools.cache
 def two_cores_here() -> bool:
     """Whether products may run on two cores here (`_two_core`): numpy's own BLAS is found and
     the process may use a second core. Binds BLAS's entry points the first time."""
-    found = _blas.entries()
-    if not _two_core.HELPER or found is None or not _blas.spare_core():
-        return False
-    _two_core.bind(*found)
-    return True
+    return bool(_two_core.HELPER) and _blas.spare_core() and _blas_bound()
 
 
 # Where the matrix products of the loop running on this thread go: on two cores (`on_two_cores`)
@@ -287,17 +298,12 @@ def on_two_cores(a, w, out: np.ndarray | None = None) -> np.ndarray:
 
 def _on_two_cores(a: np.ndarray, w: np.ndarray, out: np.ndarray | None) -> np.ndarray:
     """`on_two_cores` of two arrays known to be 2-D or 3-D (the hot path: no checks twice)."""
-    result = out
-    if result is None:
-        if a.ndim == w.ndim == 2:
-            shape = (a.shape[0], w.shape[1])
-        else:
-            shape = (max(a.shape[0] if a.ndim == 3 else 1, w.shape[0] if w.ndim == 3 else 1),
-                     a.shape[-2], w.shape[-1])
-        result = np.empty(shape, a.dtype)
-    if _two_core.product(a, w, result) == _two_core.UNFIT:
+    if out is None:
+        result = _two_core.multiply(a, w, None, True)
+        return np.matmul(a, w) if result is None else result
+    if _two_core.product(a, w, out) == _two_core.UNFIT:
         return np.matmul(a, w, out=out)
-    return result
+    return out
 
 
 def _stackable(a, b) -> bool:
@@ -321,6 +327,22 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     if getattr(_mode, "on", False) and _stackable(a, b) and _splits(a, b):
         return _on_two_cores(a, b, out)
     return np.matmul(a, b, out=out)
+
+
+def matmul_plus(a: np.ndarray, b: np.ndarray, addend: np.ndarray) -> np.ndarray:
+    """``a @ b + addend`` as a fresh array, `addend` broadcasting to the product's shape (not
+    widening it): BLAS adds the product to a copy of the addend (`_two_core.product`), so that
+    no pass over the result adds it afterwards, on two cores under the same conditions as
+    `matmul`, else on this thread; where `_two_core` does not take the operands, numpy's product
+    and then the add. A recurrent step's gates: the product of the state and the hoisted
+    projection's row."""
+    if _blas_bound():
+        result = _two_core.multiply(a, b, addend, getattr(_mode, "on", False))
+        if result is not None:
+            return result
+    result = matmul(a, b)
+    result += addend
+    return result
 
 
 def weight_product(transposed: bool = False) -> Callable:

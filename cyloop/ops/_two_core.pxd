@@ -18,6 +18,9 @@ cdef extern from "cyloop/two_core.h" nogil:
         int64_t lda, ldb, ldc
         int64_t sa, sb, sc
         int64_t rows, cols
+        const char *d
+        int64_t sd, ldd, cold
+        int alone
     int64_t CYL_PIECE_LIMIT
     int64_t CYL_SMALLEST
     int CYL_HELPER

@@ -90,20 +90,83 @@ cdef inline bint _overlap(cnp.ndarray x, cnp.ndarray y):
     return cyl_ranges_overlap(x_low, x_high, y_low, y_high)
 
 
-def product(a, b, out) -> int:
-    """``out[...] = a @ b`` on two cores: a [M, K] or [P, M, K], b [K, N] or [P, K, N], out
-    [M, N] or [P, M, N] (P the larger of a's and b's), all float32 or all float64 with a BLAS
-    entry point bound, in native byte order, aligned and unit-strided along the last axis; out
-    writeable, apart from a and b, its matrices one after another; K short enough for pieces of
-    8 rows by 16 columns. Returns how many pieces the helper ran, `ALONE`, or `UNFIT` (then
-    nothing is written).
+cdef bint _addend(object addend, cnp.ndarray c, int kind, cyl_product_t *job):
+    """Whether `addend` is an array of out's type `kind`, aligned, in native byte order, that
+    broadcasts to c's shape and is apart from c; sets job's addend and its strides (elements,
+    0 where it broadcasts)."""
+    if type(addend) is not cnp.ndarray:
+        return False
+    cdef cnp.ndarray d = <cnp.ndarray>addend
+    cdef int nd = cnp.PyArray_NDIM(d), nc = cnp.PyArray_NDIM(c)
+    if cnp.PyArray_TYPE(d) != kind or nd > nc \
+            or not (cnp.PyArray_ISNOTSWAPPED(d) and cnp.PyArray_ISALIGNED(d)):
+        return False
+    cdef cnp.npy_intp *shape = cnp.PyArray_DIMS(d)
+    cdef cnp.npy_intp *strides = cnp.PyArray_STRIDES(d)
+    cdef cnp.npy_intp *target = cnp.PyArray_DIMS(c)
+    cdef int64_t item = cnp.PyArray_ITEMSIZE(c)
+    cdef int64_t found[3]
+    cdef int axis, at
+    found[0] = found[1] = found[2] = 0
+    for axis in range(nd):
+        at = 3 - nd + axis  # (out's axes, aligned from the right, as [pair, row, column])
+        if shape[axis] != 1 and shape[axis] != target[nc - nd + axis]:
+            return False
+        if shape[axis] != 1:
+            if strides[axis] % item:
+                return False
+            found[at] = strides[axis] // item
+    if _overlap(c, d):
+        return False
+    job.d = <const char *>cnp.PyArray_DATA(d)
+    job.sd, job.ldd, job.cold = found[0], found[1], found[2]
+    return True
+
+
+def product(a, b, out, addend=None, bint alone=False) -> int:
+    """``out[...] = a @ b`` (``addend + a @ b`` with an addend) on two cores: a [M, K] or
+    [P, M, K], b [K, N] or [P, K, N], out [M, N] or [P, M, N] (P the larger of a's and b's), all
+    float32 or all float64 with a BLAS entry point bound, in native byte order, aligned and
+    unit-strided along the last axis; out writeable, apart from a and b, its matrices one after
+    another; K short enough for pieces of 8 rows by 16 columns. The addend, of their type,
+    aligned and in native byte order, broadcasts to out's shape and is apart from out; any
+    strides. `alone`: all on this thread, as one piece per matrix (the product's own BLAS call:
+    a large one may take BLAS's own threads). Returns how many pieces the helper ran, `ALONE`,
+    or `UNFIT` (then nothing is written).
 
     Each piece is a block of rows (and, where a row is too long, of columns) whose
     multiply-adds stay under OpenBLAS's threading threshold: at least 8 rows, so that BLAS's
-    row tiles are full, and as many more as fit, in powers of two."""
+    row tiles are full, and as many more as fit, in powers of two. It copies its block of the
+    addend into out, and its gemm adds the product to it."""
     if type(a) is not cnp.ndarray or type(b) is not cnp.ndarray or type(out) is not cnp.ndarray:
         return UNFIT
-    cdef cnp.ndarray x = <cnp.ndarray>a, w = <cnp.ndarray>b, c = <cnp.ndarray>out
+    return _product(<cnp.ndarray>a, <cnp.ndarray>b, <cnp.ndarray>out, addend, alone)
+
+
+def multiply(a, b, addend=None, bint two_cores=False):
+    """`product` into a fresh array (C order), or None where `product` would answer `UNFIT`;
+    on two cores if `two_cores`, else `alone`."""
+    if type(a) is not cnp.ndarray or type(b) is not cnp.ndarray:
+        return None
+    cdef cnp.ndarray x = <cnp.ndarray>a, w = <cnp.ndarray>b
+    cdef int nx = cnp.PyArray_NDIM(x), nw = cnp.PyArray_NDIM(w)
+    if not (2 <= nx <= 3 and 2 <= nw <= 3):
+        return None
+    cdef cnp.npy_intp shape[3]
+    cdef int nc = max(nx, nw)
+    shape[nc - 2] = cnp.PyArray_DIMS(x)[nx - 2]
+    shape[nc - 1] = cnp.PyArray_DIMS(w)[nw - 1]
+    if nc == 3:
+        shape[0] = max(cnp.PyArray_DIMS(x)[0] if nx == 3 else 1,
+                       cnp.PyArray_DIMS(w)[0] if nw == 3 else 1)
+    cdef cnp.ndarray c = cnp.PyArray_EMPTY(nc, shape, cnp.PyArray_TYPE(x), 0)
+    if _product(x, w, c, addend, not two_cores) == UNFIT:
+        return None
+    return c
+
+
+cdef int _product(cnp.ndarray x, cnp.ndarray w, cnp.ndarray c, object addend, bint alone):
+    """`product` of arrays."""
     cdef int kind = cnp.PyArray_TYPE(c)
     if cnp.PyArray_TYPE(x) != kind or cnp.PyArray_TYPE(w) != kind \
             or not (kind == cnp.NPY_FLOAT32 and _has_sgemm
@@ -131,6 +194,11 @@ def product(a, b, out) -> int:
     cdef int64_t budget = CYL_PIECE_LIMIT - 1
     if min(m, 8) * k * min(n, 16) > budget:  # too long a k for a piece of useful width
         return UNFIT
+    job.d = NULL
+    job.sd = job.ldd = job.cold = 0
+    job.alone = alone
+    if addend is not None and not _addend(addend, c, kind, &job):
+        return UNFIT
     job.double_precision = kind == cnp.NPY_FLOAT64
     job.count, job.m, job.n, job.k = count, m, n, k
     job.a = <const char *>cnp.PyArray_DATA(x)
@@ -140,7 +208,7 @@ def product(a, b, out) -> int:
     job.cols = n
     if job.rows * k * n > budget:
         job.cols = min(n, _floor_power_of_two(max(budget // (job.rows * k), 1)))
-    if count * m * n * k < CYL_SMALLEST:  # handing a piece over would cost more than it saves
+    if alone or count * m * n * k < CYL_SMALLEST:  # (small: a piece handed over costs more)
         job.rows, job.cols = m, n
     elif count == 1 and job.rows >= m and job.cols >= n:  # one piece: two, for the two cores
         if m >= 2:

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..ir import LOOP_DOMAIN
 from . import _math
-from ._gemm import Prepared, matmul
+from ._gemm import Prepared, matmul, matmul_plus
 from ._measured import Measured
 from .registry import kernel
 
@@ -138,8 +138,7 @@ def lstm_step(attrs, n_outputs):
         if plan is None:
             return as_written(h, r, c, x)
         scale, offset, blocked_x = plan
-        gates = matmul(h, weights(r))  # a fresh [4, B, H]
-        gates += x.reshape(blocked_x).swapaxes(0, 1)
+        gates = matmul_plus(h, weights(r), x.reshape(blocked_x).swapaxes(0, 1))  # [4, B, H]
         gates *= scale
         np.tanh(gates, out=gates)
         gates *= scale

@@ -27,6 +27,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef void (*cyl_sgemm_t)(int, int, int, int64_t, int64_t, int64_t, float, const float *,
                             int64_t, const float *, int64_t, float, float *, int64_t);
@@ -35,7 +36,10 @@ typedef void (*cyl_dgemm_t)(int, int, int, int64_t, int64_t, int64_t, double, co
 typedef int (*cyl_threads_t)(void);
 
 /* A product of `count` pairs of matrices: c[p] = a[p] @ b[p] (row-major, unit inner strides;
- * strides in elements), cut into blocks of `rows` rows and `cols` columns. */
+ * strides in elements), cut into blocks of `rows` rows and `cols` columns; with an addend d,
+ * c[p] = d[p] + a[p] @ b[p]: each piece copies its block of d into c, and its gemm adds to it
+ * (beta = 1), so that no pass over c adds d afterwards. d's strides are any whole elements (0
+ * where it broadcasts); it is apart from c. `alone`: the calling thread runs every piece. */
 typedef struct {
     int double_precision;
     int64_t count, m, n, k;
@@ -44,6 +48,9 @@ typedef struct {
     int64_t lda, ldb, ldc;      /* row strides */
     int64_t sa, sb, sc;         /* strides from one pair to the next (a's may be 0) */
     int64_t rows, cols;         /* a piece's block */
+    const char *d;              /* the addend, or NULL */
+    int64_t sd, ldd, cold;      /* its strides: pair, row, column */
+    int alone;
 } cyl_product_t;
 
 /* A piece's multiply-adds stay under this, so that OpenBLAS runs it on the calling thread (its
@@ -54,12 +61,81 @@ typedef struct {
 /* A helper woken by a product joins it if at least this many of its pieces are left. */
 #define CYL_JOIN_LATE 8
 
+static cyl_sgemm_t cyl_sgemm;
+static cyl_dgemm_t cyl_dgemm;
+static cyl_threads_t cyl_blas_threads;
+
+/* Binds the gemm entry points (either may be NULL) and the function giving BLAS's thread count. */
+static void cyl_two_core_bind(cyl_sgemm_t sgemm, cyl_dgemm_t dgemm, cyl_threads_t threads)
+{
+    cyl_sgemm = sgemm;
+    cyl_dgemm = dgemm;
+    cyl_blas_threads = threads;
+}
+
+/* d's block of piece (pair, row, col), m by n, into c's. */
+static void cyl_copy_addend(const cyl_product_t *job, int64_t pair, int64_t row, int64_t col,
+                            int64_t m, int64_t n, char *c)
+{
+    size_t item = job->double_precision ? sizeof(double) : sizeof(float);
+    for (int64_t i = 0; i < m; i++) {
+        const char *from = job->d + (pair * job->sd + (row + i) * job->ldd + col * job->cold) *
+                                    (int64_t)item;
+        char *to = c + (size_t)(i * job->ldc) * item;
+        if (job->cold == 1)
+            memcpy(to, from, (size_t)n * item);
+        else if (job->double_precision)
+            for (int64_t j = 0; j < n; j++)
+                ((double *)to)[j] = *(const double *)(from + j * job->cold * (int64_t)item);
+        else
+            for (int64_t j = 0; j < n; j++)
+                ((float *)to)[j] = *(const float *)(from + j * job->cold * (int64_t)item);
+    }
+}
+
+static void cyl_piece(const cyl_product_t *job, int64_t index)
+{
+    int64_t row_blocks = (job->m + job->rows - 1) / job->rows;
+    int64_t col_blocks = (job->n + job->cols - 1) / job->cols;
+    int64_t pair = index / (row_blocks * col_blocks);
+    int64_t row = (index / col_blocks) % row_blocks * job->rows;
+    int64_t col = index % col_blocks * job->cols;
+    int64_t m = job->m - row < job->rows ? job->m - row : job->rows;
+    int64_t n = job->n - col < job->cols ? job->n - col : job->cols;
+    size_t item = job->double_precision ? sizeof(double) : sizeof(float);
+    const char *a = job->a + (size_t)(pair * job->sa + row * job->lda) * item;
+    const char *b = job->b + (size_t)(pair * job->sb + col) * item;
+    char *c = job->c + (size_t)(pair * job->sc + row * job->ldc + col) * item;
+    if (job->d != NULL)
+        cyl_copy_addend(job, pair, row, col, m, n, c);
+    /* 101, 111: CblasRowMajor, CblasNoTrans */
+    if (job->double_precision)
+        cyl_dgemm(101, 111, 111, m, n, job->k, 1.0, (const double *)a, job->lda,
+                  (const double *)b, job->ldb, job->d != NULL ? 1.0 : 0.0, (double *)c,
+                  job->ldc);
+    else
+        cyl_sgemm(101, 111, 111, m, n, job->k, 1.0f, (const float *)a, job->lda,
+                  (const float *)b, job->ldb, job->d != NULL ? 1.0f : 0.0f, (float *)c,
+                  job->ldc);
+}
+
+static int64_t cyl_two_core_pieces(const cyl_product_t *job)
+{
+    return job->count * ((job->m + job->rows - 1) / job->rows) *
+           ((job->n + job->cols - 1) / job->cols);
+}
+
 #if defined(_WIN32)
 
-/* No helper: `CYL_HELPER` tells the binding, which then offers no products on two cores. */
+/* No helper: `CYL_HELPER` tells the binding, which then offers no products on two cores; the
+ * calling thread runs every piece. */
 #define CYL_HELPER 0
-static void cyl_two_core_bind(cyl_sgemm_t s, cyl_dgemm_t d, cyl_threads_t t) {}
-static void cyl_two_core_run(const cyl_product_t *job, int *helped) { *helped = -2; }
+static void cyl_two_core_run(const cyl_product_t *job, int *helped)
+{
+    for (int64_t index = 0; index < cyl_two_core_pieces(job); index++)
+        cyl_piece(job, index);
+    *helped = -1;
+}
 static int64_t cyl_two_core_pieces_helped(void) { return 0; }
 static int64_t cyl_two_core_products_split(void) { return 0; }
 
@@ -78,9 +154,6 @@ static int64_t cyl_two_core_products_split(void) { return 0; }
 #define CYL_RELAX() ((void)0)
 #endif
 
-static cyl_sgemm_t cyl_sgemm;
-static cyl_dgemm_t cyl_dgemm;
-static cyl_threads_t cyl_blas_threads;
 
 /* The current product and its pieces. A ticket holds the product's generation (high 32 bits) and
  * the next piece to take (low 32): the helper takes a piece by a compare-and-swap that fails if
@@ -102,28 +175,6 @@ static double cyl_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static void cyl_piece(const cyl_product_t *job, int64_t index)
-{
-    int64_t row_blocks = (job->m + job->rows - 1) / job->rows;
-    int64_t col_blocks = (job->n + job->cols - 1) / job->cols;
-    int64_t pair = index / (row_blocks * col_blocks);
-    int64_t row = (index / col_blocks) % row_blocks * job->rows;
-    int64_t col = index % col_blocks * job->cols;
-    int64_t m = job->m - row < job->rows ? job->m - row : job->rows;
-    int64_t n = job->n - col < job->cols ? job->n - col : job->cols;
-    size_t item = job->double_precision ? sizeof(double) : sizeof(float);
-    const char *a = job->a + (size_t)(pair * job->sa + row * job->lda) * item;
-    const char *b = job->b + (size_t)(pair * job->sb + col) * item;
-    char *c = job->c + (size_t)(pair * job->sc + row * job->ldc + col) * item;
-    /* 101, 111: CblasRowMajor, CblasNoTrans */
-    if (job->double_precision)
-        cyl_dgemm(101, 111, 111, m, n, job->k, 1.0, (const double *)a, job->lda,
-                  (const double *)b, job->ldb, 0.0, (double *)c, job->ldc);
-    else
-        cyl_sgemm(101, 111, 111, m, n, job->k, 1.0f, (const float *)a, job->lda,
-                  (const float *)b, job->ldb, 0.0f, (float *)c, job->ldc);
 }
 
 /* The caller's share of its product: pieces from the ticket until none is left. */
@@ -236,31 +287,17 @@ static int cyl_two_core_start(void)
     return cyl_running;
 }
 
-/* Binds the gemm entry points (either may be NULL) and the function giving BLAS's thread count. */
-static void cyl_two_core_bind(cyl_sgemm_t sgemm, cyl_dgemm_t dgemm, cyl_threads_t threads)
-{
-    cyl_sgemm = sgemm;
-    cyl_dgemm = dgemm;
-    cyl_blas_threads = threads;
-}
-
-static int64_t cyl_two_core_pieces(const cyl_product_t *job)
-{
-    return job->count * ((job->m + job->rows - 1) / job->rows) *
-           ((job->n + job->cols - 1) / job->cols);
-}
-
 /* Runs `job` (its entry point bound). *helped: the pieces the helper ran, or -1 if this thread
- * ran them all alone (one piece; BLAS held to one thread, as threadpoolctl or OPENBLAS_NUM_THREADS=1 hold
- * it; the pair busy with another thread's product; or no helper could start). The first product
- * in a process starts the helper (in a child of fork() too). */
+ * ran them all alone (`alone`; one piece; BLAS held to one thread, as threadpoolctl or
+ * OPENBLAS_NUM_THREADS=1 hold it; the pair busy with another thread's product; or no helper
+ * could start). The first product in a process starts the helper (in a child of fork() too). */
 static void cyl_two_core_run(const cyl_product_t *job, int *helped)
 {
     int64_t pieces = cyl_two_core_pieces(job);
     int expected = 0;
-    if (pieces > 1)
+    if (pieces > 1 && !job->alone)
         __atomic_fetch_add(&cyl_split, 1, __ATOMIC_RELAXED);
-    int alone = pieces < 2 || (cyl_blas_threads != NULL && cyl_blas_threads() < 2) ||
+    int alone = job->alone || pieces < 2 || (cyl_blas_threads != NULL && cyl_blas_threads() < 2) ||
                 !__atomic_compare_exchange_n(&cyl_busy, &expected, 1, 0, __ATOMIC_ACQ_REL,
                                              __ATOMIC_ACQUIRE);
     if (!alone && !(cyl_owner == getpid() ? cyl_running : cyl_two_core_start())) {

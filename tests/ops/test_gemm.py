@@ -10,7 +10,7 @@ import pytest
 
 import cyloop
 from cyloop.ops._aligned import ALIGNMENT
-from cyloop.ops._gemm import Prepared, weight_product
+from cyloop.ops._gemm import Prepared, matmul_plus, set_products_on_two_cores, weight_product
 from cyloop.ops._measured import MAX_ROUNDS_FACTOR
 
 from ..conftest import address, at_offset
@@ -314,3 +314,40 @@ def test_a_formulation_no_shape_uses_lets_go_of_its_copy_of_the_weight(rng):
                    if name != "columns")
     np.testing.assert_allclose(product(a, w), a @ w, rtol=1e-5, atol=1e-6)
     assert product.prepared["columns"].remembers(w)
+
+
+def _plus_cases(rng):
+    f = np.float32
+    a, b = rng.standard_normal((8, 32)).astype(f), rng.standard_normal((4, 32, 16)).astype(f)
+    gates = rng.standard_normal((8, 64)).astype(f)
+    return {
+        "gate blocks": (a, b, gates.reshape(8, 4, 16).transpose(1, 0, 2)),
+        "a bias row": (a, b[0], gates[0, :16]),
+        "float64": (a.astype(np.float64), b.astype(np.float64), gates[:, :16].astype(np.float64)),
+        "int32": (a.astype(np.int32), b.astype(np.int32), gates[:, :16].astype(np.int32)),
+        "4-D": (a[None, None], b[None], gates.reshape(8, 4, 16).transpose(1, 0, 2)[None]),
+        "mixed types": (a, b[0], gates[:, :16].astype(np.float64)),
+        "empty": (a[:0], b[0], gates[:0, :16]),
+    }
+
+
+@pytest.mark.parametrize("two_cores", [False, True])
+@pytest.mark.parametrize("case", list(_plus_cases(np.random.default_rng(0))))
+def test_matmul_plus_is_the_product_plus_the_addend(case, two_cores, rng):
+    """`matmul_plus` (a recurrent step's gates: the product and the projection's row) is
+    ``a @ b + addend`` in a fresh array of the product's type, whether BLAS adds the addend or
+    numpy does (other types and ranks), and leaves its operands as they were."""
+    a, b, addend = _plus_cases(rng)[case]
+    before = [x.copy() for x in (a, b, addend)]
+    expected = np.matmul(a, b)
+    expected += addend
+    previous = set_products_on_two_cores(two_cores)
+    try:
+        got = matmul_plus(a, b, addend)
+    finally:
+        set_products_on_two_cores(previous)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert not any(np.shares_memory(got, x) for x in (a, b, addend))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    for x, kept in zip((a, b, addend), before):
+        np.testing.assert_array_equal(x, kept)

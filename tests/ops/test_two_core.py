@@ -56,6 +56,92 @@ def test_every_product_is_numpys(m, k, n, count, shared, dtype, step, seed):
     assert np.isnan(out[..., n:]).all()
 
 
+def _addend(shape, dtype, rng, how):
+    """An addend of `shape` (the product's): C-contiguous, strided (the rows of a transposed
+    wider array, as a hoisted projection's row is read in gate blocks), reversed, or
+    broadcasting from one row or one column."""
+    if how == "contiguous":
+        return rng.standard_normal(shape).astype(dtype)
+    if how == "transposed":
+        return np.swapaxes(rng.standard_normal(shape[:-2] + shape[:-3:-1]).astype(dtype), -1, -2)
+    if how == "reversed":
+        return rng.standard_normal(shape).astype(dtype)[..., ::-1, ::-1]
+    if how == "row":
+        return rng.standard_normal(shape[-1]).astype(dtype)
+    return rng.standard_normal(shape[:-1] + (1,)).astype(dtype)  # a column
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(m=st.integers(1, 40), k=st.integers(1, 200), n=st.integers(1, 300),
+       count=st.sampled_from([None, 1, 4]),
+       how=st.sampled_from(["contiguous", "transposed", "reversed", "row", "column"]),
+       dtype=st.sampled_from([np.float32, np.float64]), alone=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_a_product_plus_an_addend_is_numpys(m, k, n, count, how, dtype, alone, seed):
+    """``addend + a @ b`` for addends of any strides (broadcast ones too), on two cores or
+    alone, into a result that is a slot of a wider array: numpy's sum of numpy's product, and
+    nothing beside the result's rows written; `multiply` gives the same in a fresh array."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k) if count is None else (count, m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    shape = (m, n) if count is None else (count, m, n)
+    addend = _addend(shape, dtype, rng, how)
+    expected = np.matmul(a, b) + addend
+    out = np.full((*shape[:-1], n * 2), np.nan, dtype)
+    assert _two_core.product(a, b, out[..., :n], addend, alone) >= _two_core.ALONE
+    np.testing.assert_allclose(out[..., :n], expected, **_tolerance(dtype))
+    assert np.isnan(out[..., n:]).all()
+    fresh = _two_core.multiply(a, b, addend, not alone)
+    assert fresh.shape == shape and fresh.flags.c_contiguous
+    np.testing.assert_allclose(fresh, expected, **_tolerance(dtype))
+
+
+def test_alone_keeps_the_product_on_its_caller(rng):
+    """`alone`: every piece on the calling thread, and the product not counted as split."""
+    a, b, out = _large(rng)
+    helped, split = _two_core.pieces_helped(), _two_core.products_split()
+    for _ in range(50):
+        assert _two_core.product(a, b, out, None, True) == _two_core.ALONE
+        assert _two_core.multiply(a, b, out[0], False) is not None
+    assert _two_core.pieces_helped() == helped and _two_core.products_split() == split
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-4)
+
+
+def _unfit_addends(rng):
+    f = np.float32
+    a, b = rng.standard_normal((16, 64)).astype(f), rng.standard_normal((64, 32)).astype(f)
+    out = np.zeros((16, 64), f)
+    unaligned = np.zeros(16 * 32 * 4 + 1, np.uint8)[1:].view(f).reshape(16, 32)
+    assert not unaligned.flags.aligned
+    return a, b, out, {
+        "another dtype": rng.standard_normal((16, 32)),
+        "byte-swapped": rng.standard_normal((16, 32)).astype(">f4"),
+        "unaligned": unaligned,
+        "widening": rng.standard_normal((2, 16, 32)).astype(f),
+        "shape disagrees": rng.standard_normal((16, 31)).astype(f),
+        "over the result": out[:, 16:48],
+        "a list": [[1.0] * 32] * 16,
+    }
+
+
+@pytest.mark.parametrize("case", list(_unfit_addends(np.random.default_rng(0))[3]))
+def test_addends_it_does_not_take_are_refused(case, rng):
+    """An addend of another type or byte order, an unaligned one, one that widens the product
+    or does not broadcast to it, or one over the result: nothing written, and `multiply` gives
+    None."""
+    a, b, out, cases = _unfit_addends(rng)
+    addend = cases[case]
+    target = out[:, :32]
+    before = out.copy()
+    assert _two_core.product(a, b, target, addend) == _two_core.UNFIT
+    np.testing.assert_array_equal(out, before)
+    if case == "over the result":  # (a fresh result is apart from it)
+        np.testing.assert_allclose(_two_core.multiply(a, b, addend), a @ b + addend, rtol=1e-5,
+                                   atol=1e-4)
+    else:
+        assert _two_core.multiply(a, b, addend) is None
+
+
 def _unfit_cases(rng):
     f = np.float32
     a, b = rng.standard_normal((16, 64)).astype(f), rng.standard_normal((64, 32)).astype(f)

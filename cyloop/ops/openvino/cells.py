@@ -31,7 +31,7 @@ import numpy as np
 
 from ...ir import LOOP_DOMAIN
 from .. import _math
-from .._gemm import Prepared, PreparedPair, matmul, weight_product
+from .._gemm import Prepared, PreparedPair, matmul, matmul_plus, weight_product
 from .._measured import Measured
 from ..registry import kernel
 from ._attrs import DOMAIN, as_bool, as_float
@@ -71,9 +71,12 @@ class _Layout(NamedTuple):
         weight's out in one aligned copy)."""
         return w if self.gate_major else w.T
 
-    def product(self, h, w):
-        """The gates from an oriented state and a prepared weight: h R^T or R h^T."""
-        return matmul(w, h) if self.gate_major else matmul(h, w)
+    def product(self, h, w, addend=None):
+        """The gates from an oriented state and a prepared weight: h R^T or R h^T (a fresh
+        array), plus an oriented `addend` if given."""
+        if addend is None:
+            return matmul(w, h) if self.gate_major else matmul(h, w)
+        return matmul_plus(w, h, addend) if self.gate_major else matmul_plus(h, w, addend)
 
 
 BATCH_MAJOR = _Layout("batch-major gates", False)
@@ -227,10 +230,7 @@ def lstm_step(attrs) -> Measured:
             forget, inp, out_at, cand = _blocks(gate_major, hidden, 4)
             if gate_major:
                 h, c, xw = h.swapaxes(-1, -2), c.swapaxes(-1, -2), xw.swapaxes(-1, -2)
-                gates = matmul(prepared, h)  # a fresh buffer the gates are made in
-            else:
-                gates = matmul(h, prepared)
-            gates += xw
+            gates = layout.product(h, prepared, xw)  # a fresh buffer the gates are made in
             sigmoids = gates[_span(gate_major, 0, 3 * hidden)]
             candidate = gates[cand]
             activate(gates, sigmoids, candidate)
@@ -262,8 +262,8 @@ def lstm_step(attrs) -> Measured:
             if len(shape) != 2:  # leading dims join the batch: each row's step is its own
                 h, c, xw = h.reshape(-1, hidden), c.reshape(-1, hidden), xw.reshape(-1, 4 * hidden)
                 out = None  # (a strided destination would not reshape to a view)
-            gates = matmul(h, weights(r))  # a fresh buffer
-            gates += xw.reshape(h.shape[0], 4, hidden).transpose(1, 0, 2)
+            gates = matmul_plus(h, weights(r),  # a fresh buffer
+                                xw.reshape(h.shape[0], 4, hidden).transpose(1, 0, 2))
             sigmoids, candidate = gates[:3], gates[3]
             activate(gates, sigmoids, candidate)
             if halved:
@@ -288,8 +288,7 @@ def lstm_step(attrs) -> Measured:
             if h.ndim != 2 or dtype.kind != "f" or not xw.dtype == c.dtype == r.dtype == dtype:
                 return step(xw, h, c, r, out)
             batch, hidden = h.shape
-            gates = matmul(h, weights(r))
-            gates += xw.reshape(batch, 4, hidden).transpose(1, 0, 2)
+            gates = matmul_plus(h, weights(r), xw.reshape(batch, 4, hidden).transpose(1, 0, 2))
             np.tanh(gates, out=gates)
             half = halves.get(dtype)
             if half is None:
@@ -334,17 +333,16 @@ def gru_step(attrs) -> Measured:
             update_reset, candidate_weights = weights(r)
             z_at, reset_at, candidate_at = _blocks(gate_major, hidden, 3)
             h_t, xw_t = layout.oriented(h), layout.oriented(xw)
-            zr = layout.product(h_t, update_reset)
-            zr += xw_t[_span(gate_major, 0, 2 * hidden)]
+            zr = layout.product(h_t, update_reset, xw_t[_span(gate_major, 0, 2 * hidden)])
             f(_clip(zr, clip), out=zr)
             z, reset = zr[z_at], zr[reset_at]
             if linear_before_reset:
-                candidate = layout.product(h_t, candidate_weights)
-                candidate += layout.oriented(b[None, 3 * hidden:])
+                candidate = layout.product(h_t, candidate_weights,
+                                           layout.oriented(b[None, 3 * hidden:]))
                 candidate *= reset
+                candidate += xw_t[candidate_at]
             else:
-                candidate = layout.product(reset * h_t, candidate_weights)
-            candidate += xw_t[candidate_at]
+                candidate = layout.product(reset * h_t, candidate_weights, xw_t[candidate_at])
             g(_clip(candidate, clip), out=candidate)
             # (1 - z) * candidate + z * h
             dest = layout.oriented(out) if out is not None and candidate.dtype == h.dtype else None
@@ -368,8 +366,7 @@ def rnn_step(attrs) -> Measured:
         weights = Prepared(layout.prepared)
 
         def step(xw, h, r, out=None):
-            pre = layout.product(layout.oriented(h), weights(r))
-            pre += layout.oriented(xw)
+            pre = layout.product(layout.oriented(h), weights(r), layout.oriented(xw))
             if out is not None and pre.dtype == h.dtype:
                 f(_clip(pre, clip), out=layout.oriented(out))
                 return out
