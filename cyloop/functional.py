@@ -4,12 +4,16 @@ They call the function once per step, so their floor is the plain Python loop th
 the first step has fixed the structure and types of the pytrees, a step is that call plus, for
 `scan`, storing each ``y`` leaf into its preallocated row of ``ys`` (row i of ``ys`` goes with
 ``xs[i]``, ``reverse=True`` included). Nothing is flattened, validated or dispatched per step
-beyond the type check a ``y`` leaf needs to be stored.
+beyond the type check a ``y`` leaf needs to be stored. The steps after the first of `scan` and
+`while_loop` run in Cython (engine/_steps.pyx: `scan`'s copy of a ``y`` into its row is there);
+fori_loop's stay a Python loop, which calls a Python function more cheaply than C can.
 
 The carry the function receives is the loop's own: the initial one is a copy of `init`, writable,
 and later ones are what the function returned, so it may update its carry in place
 (``buf[k] = y; return buf, ...``). ``xs`` rows are read-only views, and no ``ys`` row is ever a
-carry (rows are written by copy), so nothing the caller passed is written.
+carry (rows are written by copy), so nothing the caller passed is written. A Python scalar in
+`init` (int, float, bool, complex: immutable) is handed on as it is, as the plain loop would hand
+it, and its type is numpy's for it (``np.asarray``).
 
 Pytrees are nested tuples, lists and dicts (dict keys sorted) of arrays; scalars become arrays in
 the results. A carry must keep its structure, shapes and dtypes: a change raises `LoopCarryError`
@@ -26,15 +30,19 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from itertools import count, repeat
+from itertools import repeat
 from typing import Any
 
 import numpy as np
 
+from .engine import _steps
 from .engine.settings import DEFAULT_MAX_ITERATIONS, count_limit
 from .errors import CyloopError, InputError, LoopCarryError, LoopLimitError
 
 __all__ = ["fori_loop", "scan", "while_loop"]
+
+# A while_loop's max_iterations past this is no limit to `_steps.while_steps` (machine integers).
+_BOUND = 2**62
 
 
 # -- pytrees ----------------------------------------------------------------------------------
@@ -119,8 +127,7 @@ class _Checked:
     def __init__(self, what: str, structure, leaves):
         self.what = what
         self.structure = structure
-        self.types = [(leaf.shape, leaf.dtype) for leaf in leaves]
-        self.paths = _paths(structure, what)
+        self.types = [(leaf.shape, leaf.dtype) for leaf in _as_arrays(leaves)]
 
     def __call__(self, tree, when: str = "now") -> list:
         leaves, structure = _flatten(tree)
@@ -128,9 +135,9 @@ class _Checked:
             raise LoopCarryError(f"{self.what} changed structure: {_describe(self.structure)} "
                                  f"at the start, {_describe(structure)} {when}")
         leaves = _as_arrays(leaves)
-        for path, leaf, (shape, dtype) in zip(self.paths, leaves, self.types):
+        for k, (leaf, (shape, dtype)) in enumerate(zip(leaves, self.types)):
             if leaf.shape != shape or leaf.dtype != dtype:
-                raise _changed(path, shape, dtype, leaf, when)
+                raise _changed(_paths(self.structure, self.what)[k], shape, dtype, leaf, when)
         return leaves
 
 
@@ -140,9 +147,16 @@ def _changed(path, shape, dtype, leaf, when="now") -> LoopCarryError:
         f"loop carry must keep its shape and dtype (cast it, e.g. np.asarray(..., dtype={dtype}))")
 
 
+# Leaves of these types are immutable values: a loop hands them on as they are, and the function
+# computes with them as the plain loop would (a Python int stays a Python int, whose arithmetic
+# and indexing cost a fraction of a numpy scalar's).
+_SCALARS = (int, float, bool, complex)
+
+
 def _own(leaves) -> list:
-    """The loop's own copies of the caller's leaves (writable; the caller's stay untouched)."""
-    return [np.array(leaf) for leaf in leaves]
+    """The loop's own copies of the caller's leaves (writable; the caller's stay untouched), and
+    Python scalars as they are (`_SCALARS`)."""
+    return [leaf if type(leaf) in _SCALARS else np.array(leaf) for leaf in leaves]
 
 
 # -- steps ------------------------------------------------------------------------------------
@@ -171,15 +185,21 @@ class _Rows:
         leaves, self.structure = _flatten(first_y)
         leaves = _as_arrays(leaves)
         self.types = [(leaf.shape, leaf.dtype) for leaf in leaves]
-        self.paths = _paths(self.structure, "y")
         self.rows = [np.empty((steps, *leaf.shape), leaf.dtype) for leaf in leaves]
         self.check = _Checked("y", self.structure, leaves)
+        # The rows the step loop copies leaves into itself (`_steps.scan_steps`): those of one
+        # leaf or of a flat tuple of leaves, unless a dtype holds objects (copied by reference).
+        self.copied = None
         if self.structure is None:
             self.store = self._leaf_storer()
+            self.copied = self.rows
         elif self.structure[0] is tuple and all(c is None for c in self.structure[2]):
             self.store = self._store_tuple
+            self.copied = self.rows
         else:
             self.store = self._store_tree
+        if self.copied is not None and any(rows.dtype.hasobject for rows in self.rows):
+            self.copied = None
 
     def _put(self, k: int, i: int, leaf) -> None:
         shape, dtype = self.types[k]
@@ -191,7 +211,7 @@ class _Rows:
             pass
         array = np.asarray(leaf)
         if array.shape != shape or array.dtype != dtype:
-            raise _changed(self.paths[k], shape, dtype, array, f"at step {i}")
+            raise _changed(_paths(self.structure, "y")[k], shape, dtype, array, f"at step {i}")
         self.rows[k][i] = array
 
     def _leaf_storer(self):
@@ -334,25 +354,30 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         carry_check(carry_out)
         y_leaves, y_structure = _flatten(y)
         empty = [np.empty((0, *leaf.shape), leaf.dtype) for leaf in _as_arrays(y_leaves)]
-        return _unflatten(carry_structure, _own(carry_leaves)), _unflatten(y_structure, empty)
+        carry = [np.array(leaf) for leaf in carry_leaves]  # (arrays, apart from the caller's)
+        return _unflatten(carry_structure, carry), _unflatten(y_structure, empty)
 
     x_trees = repeat(None, steps) if xs is None else _x_trees(xs_structure, xs_leaves, reverse)
     order = range(steps - 1, -1, -1) if reverse else range(steps)
-    i = order[0]
+    at = _steps.Steps()
+    at.at = order[0]
     try:
         # The first step fixes the structure and types of the carry (checked here) and of ys.
         carry, y = f(carry, next(x_trees))
         carry_check(carry, "after the first step")
         ys = _Rows(y, steps)
-        ys.store(i, y)
-        store = ys.store
-        for i, x in zip(order[1:], x_trees):
-            carry, y = f(carry, x)
-            store(i, y)
+        ys.store(at.at, y)
+        pairs = zip(order[1:], x_trees)
+        while True:
+            carry, result = _steps.scan_steps(f, carry, pairs, ys.copied, ys.store, at)
+            if result is _steps.END:
+                break
+            carry, y = result  # (not a tuple of two: unpacked here, as a loop would)
+            ys.store(at.at, y)
     except Exception as error:
         if _unpacking(error):
-            raise _pair(error, i) from None
-        _noted(error, "scan", i)
+            raise _pair(error, at.at) from None
+        _noted(error, "scan", at.at)
         raise
     return _finished(carry_check, carry_structure, carry), ys.result()
 
@@ -373,32 +398,23 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val,
     leaves = _own(leaves)
     check = _Checked("val", structure, leaves)
     val = _unflatten(structure, leaves)
-    steps = 0  # body_fun calls made (and the step a call of either function belongs to)
+    steps = _steps.Steps()  # .at: body_fun calls made (the step a call of either belongs to)
     try:
         if _truth(cond_fun(val)):
             if limit == 0:
                 raise _reached(limit)
             val = body_fun(val)
-            steps = 1
+            steps.at = 1
             check(val, "after the first step")
-            # The steps after the first, counted by the loop itself (no test of the count each
-            # step): their body_fun calls take the loop to `limit` calls at most.
-            for steps in count(1) if limit < 0 else range(1, limit):
-                go = cond_fun(val)
-                try:
-                    if not go:
-                        _truth(go)  # checked once, at the end: a falsy result must be a boolean
-                        break
-                except ValueError:  # an array of several values (or none): say so
-                    _truth(go)
-                    raise
-                val = body_fun(val)
-            else:  # `limit` calls made: one more true condition is one too many
-                steps = limit
-                if _truth(cond_fun(val)):
+            val, go, ended = _steps.while_steps(cond_fun, body_fun, val,
+                                                limit if limit < _BOUND else -1, steps)
+            if ended == _steps.LIMIT:  # `limit` calls made: one more true condition is one
+                if _truth(cond_fun(val)):  # too many
                     raise _reached(limit)
+            else:  # (a falsy result must be a boolean: checked once, at the end; one whose
+                _truth(go)  # truth raised, an array of several values, is refused here)
     except Exception as error:
-        _noted(error, "while_loop", steps)
+        _noted(error, "while_loop", steps.at)
         raise
     return _finished(check, structure, val)
 
@@ -434,6 +450,8 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val,
         if lower < upper:
             val = body_fun(lower, val)
             check(val, "after the first step")
+            # (A Python loop: CPython calls a Python function from its own loop more cheaply
+            # than from C, and a fori_loop's step has nothing else to do.)
             for i in range(lower + 1, upper):
                 val = body_fun(i, val)
     except Exception as error:

@@ -1,6 +1,8 @@
 """cyloop.scan / while_loop / fori_loop against plain Python loops (and jax.lax where jax is
 installed): pytrees, reverse, length without xs, zero length, carry errors."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -412,3 +414,78 @@ def test_max_iterations_bounds_every_loop():
         assert len(calls) == limit
     with pytest.raises(cyloop.LoopLimitError):
         cyloop.while_loop(lambda v: True, count, np.int64(0), max_iterations=0)
+
+
+def _ys_in_every_form(c, x):
+    """y in the forms scan stores: a C-contiguous row, a strided view, a numpy scalar, a Python
+    float, an object row, changing form from step to step."""
+    k = int(x)
+    row = np.arange(6.0).reshape(2, 3) * x
+    return c + x, (row if k % 2 else np.asfortranarray(row), row.T[::-1],
+                   np.float64(x) if k % 3 else float(x), np.array([k, None], dtype=object))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_every_form_of_y_is_stored_as_a_loop_stacks_it(reverse):
+    """Leaves the step loop copies itself (C-contiguous arrays and numpy scalars of their row's
+    type) and those it hands to the checked store (strided views, Python scalars, objects) land
+    in their rows alike, in either order."""
+    xs = np.arange(7.0)
+    carry, ys = cyloop.scan(_ys_in_every_form, 0.0, xs, reverse=reverse)
+    expected_carry, expected = python_scan(_ys_in_every_form, 0.0, xs, reverse=reverse)
+    assert_tree_equal(carry, expected_carry)
+    for got, want in zip(ys[:3], expected[:3]):
+        assert_tree_equal(got, want)
+    assert ys[3].dtype == object and ys[3].tolist() == expected[3].tolist()
+
+
+@pytest.mark.parametrize("leaf, bad, types", [
+    (1, lambda x: np.float32(x), ("float64[]", "float32[]")),
+    (1, lambda x: np.zeros(2), ("float64[]", "float64[2]")),
+    (1, lambda x: "four", ("float64[]", "<U4[]")),
+    (0, lambda x: np.ones(2), ("float64[3]", "float64[2]")),
+    (0, lambda x: np.ones(3, np.int64), ("float64[3]", "int64[3]")),
+])
+def test_a_y_leaf_that_changes_later_is_refused_at_its_step(leaf, bad, types):
+    """A leaf of a flat tuple y that changes type at a later step (one the step loop would
+    otherwise copy bytewise) is refused there, naming it."""
+    def step(c, x):
+        y = [np.ones(3) * x, np.float64(x)]
+        if x == 4:
+            y[leaf] = bad(x)
+        return c, tuple(y)
+
+    error = re.escape(f"y[{leaf}] changed type: {types[0]} at the start, {types[1]} at step 4")
+    with pytest.raises(cyloop.LoopCarryError, match=error):
+        cyloop.scan(step, 0.0, np.arange(6.0))
+
+
+def test_a_step_returning_a_list_pair_is_taken_as_a_loop_would():
+    """``carry, y = f(carry, x)`` unpacks any pair, not only a tuple: a list works at every
+    step, mixed with tuples."""
+    def step(c, x):
+        pair = (c + x, c * 2)
+        return list(pair) if int(x) % 2 else pair
+
+    xs = np.arange(9.0)
+    assert_tree_equal(cyloop.scan(step, 1.0, xs), python_scan(step, 1.0, xs))
+
+
+def test_python_scalars_are_handed_on_as_they_are():
+    """A Python scalar in init reaches the function as itself (as the plain loop hands it: no
+    numpy scalar arithmetic per step); the result holds it as an array of numpy's type for it."""
+    seen = []
+
+    def body(val):
+        buf, k, total = val
+        seen.append((type(k), type(total)))
+        buf[k] = total
+        return buf, k + 1, total + 0.5
+
+    buf, k, total = cyloop.while_loop(lambda v: v[1] < 4, body, (np.zeros(4), 0, 1.0))
+    assert set(seen) == {(int, float)}
+    assert isinstance(k, np.ndarray) and k.dtype == np.asarray(0).dtype and k == 4
+    assert isinstance(total, np.ndarray) and total == 3.0
+    np.testing.assert_array_equal(buf, [1.0, 1.5, 2.0, 2.5])
+    assert [type(v) for v in cyloop.fori_loop(0, 3, lambda i, v: (v[0] + i, v[1]),
+                                              (0, True))] == [np.ndarray, np.ndarray]
