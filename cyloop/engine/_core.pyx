@@ -1109,14 +1109,15 @@ cdef class LoopDriver:
         self.body = Program(compiled_body)
         self.destinations = dict(destinations)
         # Where a result both carried and emitted into strided slots lives is measured a run at
-        # a time: its slot (the first, kept untuned) or a ping-pong pool copied into it.
+        # a time: its slot (the first, kept untuned) or a ping-pong pool copied into it. (Run-level
+        # trials take no more rounds when close: each round is a run the user waits for.)
         self.placements = {}
         for result_slot, destination in self.destinations.items():
             if isinstance(destination, MeasuredPlacement):
                 placement = Measured({"in its slot": destination.as_row,
                                       "a ping-pong pool, copied into its slot":
                                           destination.as_pool},
-                                     rounds=3, unit="us/iteration")
+                                     rounds=3, unit="us/iteration", extend=False)
                 if not settings.tune:
                     placement.fix()
                 self.placements[result_slot] = placement
@@ -1130,7 +1131,7 @@ cdef class LoopDriver:
         self.products = None
         if any(getattr(fn, "products", False) for fn in kernels) and two_cores_here():
             self.products = Measured({TWO_CORES: True, ONE_CORE: False}, rounds=2,
-                                     unit="us/iteration", consecutive=True)
+                                     unit="us/iteration", consecutive=True, extend=False)
             if not settings.tune:
                 self.products.fix(ONE_CORE)
         self.tally = _Counters()

@@ -101,6 +101,11 @@ class Measured:
     spinning on the core the next run's helper thread needs: `_gemm.set_products_on_two_cores`):
     then only a candidate's warm-up call follows another candidate.
 
+    ``extend=False``: a trial too close to call after its rounds keeps the faster candidate then,
+    without more rounds. For choices whose calls are whole runs of a model, which the user waits
+    for: between runs the time moves by more than 10% on a shared machine, which three times as
+    many rounds do not resolve, and two candidates within 10% cost within 10% whichever is kept.
+
     A caller that times something other than a call (say, a hoisted chunk and the iterations it
     feeds) uses `pick` and `report` directly; `unit` names what the samples measure."""
 
@@ -108,7 +113,8 @@ class Measured:
                  key: Callable[..., Hashable] | None = None,
                  label: Callable[[Hashable], str] = str, max_keys: int = 16,
                  timing: str = "call", unit: str = "us", streak: int = 1,
-                 on_settled: Callable[[set], None] | None = None, consecutive: bool = False):
+                 on_settled: Callable[[set], None] | None = None, consecutive: bool = False,
+                 extend: bool = True):
         if timing not in ("call", "period"):
             raise ValueError(f"timing must be 'call' or 'period', not {timing!r}")
         if streak < 1:
@@ -125,6 +131,7 @@ class Measured:
         self.rounds = rounds
         self.streak = streak
         self.consecutive = consecutive
+        self.extend = extend
         self.max_keys = max_keys
         self.unit = unit
         self.trials: dict[Hashable, Trial] = {}
@@ -248,7 +255,7 @@ class Measured:
         if all(len(s) >= trial.needed for s in samples.values()):
             medians = sorted((statistics.median(s), n) for n, s in samples.items())
             close = medians[1][0] < medians[0][0] * (1 + CLOSE)
-            if close and trial.needed < MAX_ROUNDS_FACTOR * self.rounds:
+            if close and self.extend and trial.needed < MAX_ROUNDS_FACTOR * self.rounds:
                 trial.needed += self.rounds  # too close to call on this many: more rounds
             else:
                 self._choose(trial, medians[0][1])

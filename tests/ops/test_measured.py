@@ -311,3 +311,27 @@ def test_settled_hears_which_candidates_are_still_in_use(monkeypatch):
     measured(2)  # a new shape: its trial uses both again
     measured.fix("b")
     assert heard[-1] == {"b"}
+
+
+@pytest.mark.parametrize("extend", [True, False])
+def test_a_trial_too_close_to_call_takes_more_rounds_unless_told_not_to(monkeypatch, extend):
+    """Two candidates within 10% of each other: by default each takes up to three times its
+    rounds before the choice; with ``extend=False`` (choices whose calls are whole runs) the
+    faster after its rounds is kept then."""
+    clock = [0.0]
+    monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
+    calls = []
+
+    def run(name, cost):
+        def candidate(x):
+            calls.append(name)
+            clock[0] += cost
+            return x
+        return candidate
+
+    measured = Measured({"a": run("a", 1.05), "b": run("b", 1.0)}, rounds=2, extend=extend)
+    while not measured.trials or measured.trials[None].choice is None:
+        measured(0)
+    rounds = _measured.MAX_ROUNDS_FACTOR * 2 if extend else 2
+    assert calls == ["a", "b"] * (1 + rounds)
+    assert measured.trials[None].choice == "b"
