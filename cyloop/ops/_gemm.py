@@ -330,17 +330,19 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
 
 
 def matmul_plus(a: np.ndarray, b: np.ndarray, addend: np.ndarray) -> np.ndarray:
-    """``a @ b + addend`` as a fresh array, `addend` broadcasting to the product's shape (not
-    widening it): BLAS adds the product to a copy of the addend (`_two_core.product`), so that
-    no pass over the result adds it afterwards, on two cores under the same conditions as
-    `matmul`, else on this thread; where `_two_core` does not take the operands, numpy's product
-    and then the add. A recurrent step's gates: the product of the state and the hoisted
-    projection's row."""
+    """``a @ b + addend`` as a fresh array: BLAS adds the product to a copy of the addend
+    (`_two_core.product`), so that no pass over the result adds it afterwards, on two cores under
+    the same conditions as `matmul`, else on this thread. Where `_two_core` does not take the
+    operands (other types, an addend widening the product), numpy's product and then the add,
+    in place where the addend broadcasts to the product. A recurrent step's gates: the product
+    of the state and the hoisted projection's row."""
     if _blas_bound():
         result = _two_core.multiply(a, b, addend, getattr(_mode, "on", False))
         if result is not None:
             return result
     result = matmul(a, b)
+    if np.broadcast_shapes(result.shape, np.shape(addend)) != result.shape:
+        return np.add(result, addend)
     result += addend
     return result
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..ir import LOOP_DOMAIN
 from . import _math
-from ._gemm import Prepared, matmul, matmul_plus
+from ._gemm import Prepared, matmul_plus
 from ._measured import Measured
 from .registry import kernel
 
@@ -100,8 +100,7 @@ def lstm_step(attrs, n_outputs):
     gate_arithmetic = lstm_gates(attrs, 2)
 
     def as_written(h, r, c, x, out=None):
-        return gate_arithmetic(np.add(x, matmul(h, np.swapaxes(r, -1, -2) if r_rows else r)),
-                               c)
+        return gate_arithmetic(matmul_plus(h, np.swapaxes(r, -1, -2) if r_rows else r, x), c)
 
     def block_weights(r):
         """r's four column blocks, [4, H, H], each the right operand of h @ (its block)."""

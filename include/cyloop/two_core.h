@@ -8,13 +8,14 @@
  * threshold (`CYL_PIECE_LIMIT`), so no piece wakes OpenBLAS's own threads: two pools taking
  * turns on one spare core is what costs.
  *
- * The helper spins (with a pause, and a yield of its core) for `CYL_SPIN_NS` after the last
- * product, so that the next product of a loop finds it awake, then sleeps on a condition
- * variable. The calling thread never waits for the helper to wake: both take pieces from one
+ * The helper spins (watching for a product between pauses, yielding its core every
+ * `CYL_WATCH_PAUSES` of them) for `CYL_SPIN_NS` after the last product, so that the next
+ * product of a loop finds it awake, then sleeps on a condition variable. The calling thread never waits for the helper to wake: both take pieces from one
  * counter, so a sleeping or descheduled helper only means this thread takes more of them, and a
- * product that wakes the helper runs on its caller alone unless many of its pieces are left. One product runs on the pair at a time; a thread
- * that finds it busy runs its product's pieces alone. A product small enough that handing a
- * piece over costs more than it saves (under `CYL_SMALLEST` multiply-adds) runs as one piece.
+ * product that wakes the helper runs on its caller alone unless many of its pieces are left. One
+ * product runs on the pair at a time; a thread that finds it busy runs its product's pieces
+ * alone. A product small enough that handing a piece over costs more than it saves (under
+ * `CYL_SMALLEST` multiply-adds) runs as one piece.
  *
  * The helper cannot share its core with BLAS's own threads: OpenBLAS's idle threads spin
  * (without yielding) for about 0.1 s after a product it ran on several threads, and the helper
@@ -60,6 +61,8 @@ typedef struct {
 #define CYL_SPIN_NS 1000000.0
 /* A helper woken by a product joins it if at least this many of its pieces are left. */
 #define CYL_JOIN_LATE 8
+/* Pauses between the idle helper's yields of its core (x86's pause is some 10-150 cycles). */
+#define CYL_WATCH_PAUSES 256
 
 static cyl_sgemm_t cyl_sgemm;
 static cyl_dgemm_t cyl_dgemm;
@@ -227,9 +230,17 @@ static void *cyl_helper(void *unused)
                 idle_since = cyl_now_ns();
                 continue;
             }
-            for (int k = 0; k < 32; k++)
+            /* Watches the ticket between pauses, so that it takes a piece within a pause of
+             * the product's start, and yields its core now and then to any thread with work
+             * for it (a yield is a system call: after each pause, it would be the delay). */
+            int posted = 0;
+            for (int k = 0; k < CYL_WATCH_PAUSES && !posted; k++) {
                 CYL_RELAX();
-            sched_yield();  /* the core, to any thread that has work for it */
+                posted = (uint32_t)(__atomic_load_n(&cyl_ticket, __ATOMIC_ACQUIRE) >> 32) != seen;
+            }
+            if (posted)
+                continue;
+            sched_yield();
             if (__atomic_load_n(&cyl_busy, __ATOMIC_ACQUIRE))
                 idle_since = cyl_now_ns();  /* a product under way: the next comes soon */
             else if (cyl_now_ns() - idle_since > CYL_SPIN_NS)

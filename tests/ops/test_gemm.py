@@ -328,6 +328,7 @@ def _plus_cases(rng):
         "4-D": (a[None, None], b[None], gates.reshape(8, 4, 16).transpose(1, 0, 2)[None]),
         "mixed types": (a, b[0], gates[:, :16].astype(np.float64)),
         "empty": (a[:0], b[0], gates[:0, :16]),
+        "widening": (a[:1], b[0], gates[:, :16]),
     }
 
 
@@ -336,11 +337,15 @@ def _plus_cases(rng):
 def test_matmul_plus_is_the_product_plus_the_addend(case, two_cores, rng):
     """`matmul_plus` (a recurrent step's gates: the product and the projection's row) is
     ``a @ b + addend`` in a fresh array of the product's type, whether BLAS adds the addend or
-    numpy does (other types and ranks), and leaves its operands as they were."""
+    numpy does (other types and ranks, an addend widening the product), and leaves its operands
+    as they were."""
     a, b, addend = _plus_cases(rng)[case]
     before = [x.copy() for x in (a, b, addend)]
     expected = np.matmul(a, b)
-    expected += addend
+    if case == "widening":
+        expected = expected + addend
+    else:  # (in the product's type)
+        expected += addend
     previous = set_products_on_two_cores(two_cores)
     try:
         got = matmul_plus(a, b, addend)
