@@ -19,6 +19,10 @@ bias), the product and the sum join it too: ``LSTMStep(h, R, c, x) -> (h', c')``
 sum of the other addends, made by Add nodes of the model's spelling placed before it (they need
 nothing from the state, so a hoisted x W and a bias become one hoisted row).
 
+Any other Add tree of a carried state's product and other addends (a plain RNN's
+``Tanh(x W + h R + b)``) becomes ``ProductPlus(h, R, x)``, x again the other addends' sum: BLAS
+adds the product to x, and no pass over the sum is left.
+
 The GRU cell's, with the reset gate applied after the recurrent product (PyTorch's and Keras'
 GRU, ONNX's linear_before_reset), from the input and recurrent pre-activations ``x`` and ``r``
 and the state ``h``:
@@ -60,6 +64,10 @@ def fuse_loop(spec: LoopSpec) -> LoopSpec:
     body = _fuse(body, "LSTMGates",
                  lambda gates, graph, uses: _match_lstm_step(gates, graph, uses, carried))
     body = _fuse(body, "Tanh", _match_gru_gates)
+    roots = _product_sum_roots(body, carried)  # (met once each: a body may have many Adds)
+    body = _fuse(body, "Add",
+                 lambda root, graph, uses: _match_product_plus(root, graph, uses, carried),
+                 wanted=lambda node: id(node) in roots)
     return spec if body is spec.body else dataclasses.replace(spec, body=body)
 
 
@@ -212,17 +220,7 @@ def _match_lstm_step(gates: Node, graph: Graph, uses: Uses, carried: set[str]):
         return None
     (at, (matmul, r_rows)), = products
     others = [leaf for k, leaf in enumerate(leaves) if k != at]
-    # The other addends are summed first, by Add nodes of the model's own spelling that need
-    # nothing from the state (a hoisted x W and a bias become one hoisted row): the sum is the
-    # same to rounding, in another order.
-    add = adds[0]
-    made, taken = [], graph.names()
-    addend = others[0]
-    for k, other in enumerate(others[1:], 1):
-        name = fresh_name(f"{gates.outputs[0]}/addends{k}", taken)
-        made.append(Node(add.op_type, [addend, other], [name], dict(add.attrs), add.domain,
-                         name, version=add.version))
-        addend = name
+    made, addend = _summed(graph, adds[0], others, gates.outputs[0])
     replaced = [matmul, *adds, gates]
     fused = Node("LSTMStep", [matmul.inputs[0], matmul.inputs[1], gates.inputs[1], addend],
                  list(gates.outputs),
@@ -232,6 +230,63 @@ def _match_lstm_step(gates: Node, graph: Graph, uses: Uses, carried: set[str]):
                                            gates.attrs["fused_from"]])},
                  LOOP_DOMAIN, version=1)
     return [*made, fused], replaced, gates
+
+
+def _summed(graph: Graph, add: Node, others: list[str], output: str) -> tuple[list, str]:
+    """(Add nodes of `add`'s spelling summing `others`, the name of their sum). They need
+    nothing from the state (a hoisted x W and a bias become one hoisted row): with the product
+    added last, the sum is the same to rounding, in another order."""
+    made, taken = [], graph.names()
+    addend = others[0]
+    for k, other in enumerate(others[1:], 1):
+        name = fresh_name(f"{output}/addends{k}", taken)
+        made.append(Node(add.op_type, [addend, other], [name], dict(add.attrs), add.domain,
+                         name, version=add.version))
+        addend = name
+    return made, addend
+
+
+def _product_sum_roots(graph: Graph, carried: set[str]) -> set[int]:
+    """The ids of the Add nodes at the root of a chain of Adds reading a carried state's
+    product (the only candidates of `_match_product_plus`)."""
+    uses, roots = Uses(graph), set()
+    for node in graph.nodes:
+        if _is(node, "MatMul") and node.inputs and node.inputs[0] in carried:
+            add, root = uses.only_reader(node.outputs[0]), None
+            while _is(add, "Add") and root is not add:
+                root, add = add, uses.only_reader(add.outputs[0])
+            if root is not None:
+                roots.add(id(root))
+    return roots
+
+
+def _match_product_plus(root: Node, graph: Graph, uses: Uses, carried: set[str]):
+    """(fused nodes, the nodes they replace, the last of them) for an Add tree summing a carried
+    state's product ``h @ R`` and other addends (x W, a bias) that no Add reads (a plain RNN's
+    pre-activations, say), or None: ``ProductPlus(h, R, x)``, where BLAS adds the product to x,
+    the other addends' sum (`_summed`)."""
+    if not _is(root, "Add") or len(root.inputs) != 2:
+        return None
+    reader = uses.only_reader(root.outputs[0])
+    if _is(reader, "Add"):
+        return None  # not the tree's root: its root is met in turn
+    leaves, adds = [], [root]
+    for operand in root.inputs:
+        _sum_tree(graph, uses, operand, root, leaves, adds)
+    found = [(k, _recurrent_product(graph, uses, leaf, next(a for a in adds if leaf in a.inputs),
+                                    carried)) for k, leaf in enumerate(leaves)]
+    products = [(k, p) for k, p in found if p is not None]
+    if len(products) != 1:
+        return None
+    (at, (matmul, r_rows)), = products
+    made, addend = _summed(graph, root, [leaf for k, leaf in enumerate(leaves) if k != at],
+                           root.outputs[0])
+    replaced = [matmul, *adds]
+    fused = Node("ProductPlus", [matmul.inputs[0], matmul.inputs[1], addend], list(root.outputs),
+                 {"r_rows": r_rows,
+                  "fused_from": ", ".join(node.label for node in replaced)},
+                 LOOP_DOMAIN, version=1)
+    return [*made, fused], replaced, root
 
 
 def _split_part(graph: Graph, uses: Uses, name: str | None, reader: Node):
@@ -375,14 +430,15 @@ def _producer(graph: Graph, name: str | None) -> Node | None:
     return None
 
 
-def _fuse(graph: Graph, anchor: str, match) -> Graph:
-    """`graph` with every pattern `match` finds (from each node of type `anchor`) fused. The
-    fused node (or nodes, in order) takes the place of the replaced node `match` names as its
-    last: every input of the pattern is made before that, and every reader of what it hands
-    out comes after."""
+def _fuse(graph: Graph, anchor: str, match, wanted=None) -> Graph:
+    """`graph` with every pattern `match` finds (from each node of type `anchor`, or of those
+    `wanted` accepts) fused. The fused node (or nodes, in order) takes the place of the replaced
+    node `match` names as its last: every input of the pattern is made before that, and every
+    reader of what it hands out comes after."""
     nodes = list(graph.nodes)
     fused_any = False
-    for start in [node for node in graph.nodes if node.op_type == anchor]:
+    for start in [node for node in graph.nodes if node.op_type == anchor
+                  and (wanted is None or wanted(node))]:
         if not any(node is start for node in nodes):
             continue  # replaced by an earlier match
         current = dataclasses.replace(graph, nodes=nodes)

@@ -54,7 +54,7 @@ from ._aligned import aligned
 from ._measured import Measured
 
 __all__ = ["Prepared", "PreparedPair", "matmul", "matmul_plus", "on_two_cores",
-           "products_on_two_cores", "set_products_on_two_cores", "two_cores_here",
+           "products_on_two_cores", "set_products_on_two_cores", "splits_now", "two_cores_here",
            "weight_product"]
 
 # Bytes of scratch the transposed formulation (``columns``) computes a block of rows in.
@@ -304,6 +304,12 @@ def _on_two_cores(a: np.ndarray, w: np.ndarray, out: np.ndarray | None) -> np.nd
     if _two_core.product(a, w, out) == _two_core.UNFIT:
         return np.matmul(a, w, out=out)
     return out
+
+
+def splits_now(multiply_adds: int) -> bool:
+    """Whether a product of this many multiply-adds runs on two cores now: this thread's
+    products run there and it is large enough to cut in pieces (see `_splits`)."""
+    return getattr(_mode, "on", False) and multiply_adds >= _two_core.SMALLEST
 
 
 def _stackable(a, b) -> bool:

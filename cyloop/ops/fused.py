@@ -6,7 +6,7 @@ import numpy as np
 
 from ..ir import LOOP_DOMAIN
 from . import _math
-from ._gemm import Prepared, matmul_plus
+from ._gemm import Prepared, matmul_plus, splits_now, weight_product
 from ._measured import Measured
 from .registry import kernel
 
@@ -170,6 +170,30 @@ def lstm_step(attrs, n_outputs):
 
     run.measured = step
     run.products = True
+    return run
+
+
+@kernel("ProductPlus", domain=LOOP_DOMAIN, since=1)
+def product_plus(attrs):
+    """``(h, r, x) -> h @ r + x`` (``h @ r^T + x`` if ``r_rows``). Where the product runs on
+    two cores (`splits_now`), BLAS writes it into a copy of x (`matmul_plus`; a read-only r^T
+    laid out once); else the MatMul's own product, in its measured formulation
+    (`weight_product`), then x added in place."""
+    r_rows = bool(attrs.get("r_rows"))
+    product = weight_product(transposed=r_rows)
+    as_rows = product.prepared["rows"]  # r, or r^T laid out
+
+    def run(h, r, x):
+        if h.ndim == 2 and r.ndim == 2 and splits_now(h.size * r.shape[0 if r_rows else 1]):
+            return matmul_plus(h, as_rows(r), x)
+        result = product(h, r)
+        if np.broadcast_shapes(result.shape, np.shape(x)) != result.shape:
+            return np.add(result, x)
+        result += x
+        return result
+
+    run.measured = product.measured
+    run.products = True  # (its product follows the loop's choice of cores)
     return run
 
 

@@ -20,9 +20,10 @@ def _counters(model):
 @pytest.mark.parametrize("steps", [5, 50], ids=["5-steps", "50-steps"])
 def test_carried_and_emitted_value_costs_no_copy_in_steady_state(steps):
     graph, feeds = _examples.rnn(steps=steps)
-    # Not hoisted and not tuned (a measured product may sum in another order), so the values
-    # are bit-identical to the reference driver's (test_hoist.py covers the hoisted plan,
-    # test_gemm.py every formulation of a product).
+    # Not hoisted and not tuned (test_hoist.py covers the hoisted plan, test_gemm.py every
+    # formulation of a product); the fused h U + (x W + b) (ProductPlus) sums in another order
+    # than the body's (x W + h U) + b, so the values agree with the reference driver's to
+    # rounding.
     model = cyloop.Model(graph, driver="cython", hoist=False, tune=False)
     out = model.run(feeds)
     c = _counters(model)
@@ -33,7 +34,7 @@ def test_carried_and_emitted_value_costs_no_copy_in_steady_state(steps):
     assert c["allocations"] == 1
     assert c["last_preallocated_bytes"] == out["h_all"].nbytes
     reference = cyloop.Model(graph, driver="python", tune=False).run(feeds)
-    np.testing.assert_array_equal(out["h_all"], reference["h_all"])
+    np.testing.assert_allclose(out["h_all"], reference["h_all"], rtol=1e-5, atol=1e-6)
 
 
 def _vector_counter(n):

@@ -467,3 +467,129 @@ def test_an_openvino_body_with_r_transposed_is_fused(tmp_path, rng):
     # h, emitted on axis 1 (strided slots) and carried: in its slot or a pool buffer, measured.
     assert re.search(r"alias: h <- \S+: lives in slot i of output #0 \(strided.* or LSTMStep "
                      r"writes a ping-pong buffer pair, copied into the slot", plan), plan
+
+
+# -- ProductPlus: any other Add tree of a carried state's product and other addends -----------
+
+def _rnn_loop(terms=("xw", "hr", "B"), leak=None, dtype=np.float32, feeds=None):
+    """An ONNX Loop whose body is ``h' = Tanh(sum of terms)``, the terms summed left to right
+    by Add nodes: "xw" = x_t @ W (hoisted), "hr" = h @ R (the recurrent product), "hr2" = a
+    second product of h, "B" a bias, "h" the state itself; `leak` names a value the body also
+    returns. Emits every h'. Inputs of unknown shape, unless `feeds` gives them."""
+    node = helper.make_node
+    products = {"xw": node("MatMul", ["x_t", "W"], ["xw"]), "hr": node("MatMul", ["h_in", "R"],
+                                                                       ["hr"]),
+                "hr2": node("MatMul", ["h_in", "R"], ["hr2"])}
+    nodes = [node("Gather", ["X", "i"], ["x_t"], axis=0)]
+    nodes += [products[t] for t in terms if t in products]
+    names = {"h": "h_in"}
+    total = names.get(terms[0], terms[0])
+    for k, term in enumerate(terms[1:]):
+        nodes.append(node("Add", [total, names.get(term, term)], [f"s{k}"]))
+        total = f"s{k}"
+    nodes += [node("Tanh", [total], ["h_out"]), node("Identity", ["h_out"], ["y"]),
+              node("Identity", ["cond_in"], ["cond_out"])]
+    outputs = [tensor("cond_out", np.bool_, []), tensor("h_out", dtype, None),
+               tensor("y", dtype, None)]
+    if leak is not None:
+        outputs.append(tensor(leak, dtype, None))
+    body = helper.make_graph(nodes, "body", [tensor("i", np.int64, []),
+                                             tensor("cond_in", np.bool_, []),
+                                             tensor("h_in", dtype, None)], outputs)
+    loop_outputs = ["h_last", "hs"] + (["leaked"] if leak is not None else [])
+    graph = helper.make_graph(
+        [node("Loop", ["T", "", "H0"], loop_outputs, body=body)], "rnn",
+        [tensor("T", np.int64, [])] + [tensor(name, dtype, None if feeds is None else
+                                              list(feeds[name].shape))
+                                       for name in ("X", "W", "R", "B", "H0")],
+        [tensor(name, dtype, None) for name in loop_outputs])
+    return model(graph, 13)
+
+
+def _rnn_feeds(rng, dtype=np.float32, h_shape=(3, 6), x_rows=3, steps=6, features=4):
+    hidden = h_shape[-1]
+    scale = 1 if np.dtype(dtype).kind == "f" else 3
+
+    def draw(*shape):
+        values = rng.standard_normal(shape) * 0.5 * scale
+        return values.astype(dtype)
+
+    return {"T": np.array(steps, np.int64), "X": draw(steps, x_rows, features),
+            "W": draw(features, hidden), "R": draw(hidden, hidden), "B": draw(hidden),
+            "H0": draw(*h_shape)}
+
+
+@pytest.mark.parametrize("terms, fused_expected", [
+    (("xw", "hr", "B"), True), (("hr", "xw"), True), (("B", "xw", "hr"), True),
+    (("hr", "B"), True), (("xw", "hr", "B", "h"), True),
+    (("hr", "hr2"), False),  # two products of the state: neither is the one
+    (("hr",), False),  # no sum
+])
+def test_a_sum_with_the_states_product_is_fused_and_computes_the_same(terms, fused_expected,
+                                                                     rng):
+    """``Tanh(x W + h R + b)`` in any order, with more addends (the state itself too), becomes
+    one ProductPlus node (the other addends summed before it, hoisted where they can be) and
+    agrees with the reference driver and onnxruntime; a sum of two products of the state, or
+    none, is left as written."""
+    onnx_model = _rnn_loop(terms)
+    feeds = _rnn_feeds(rng)
+    fast, reference, got, want, peer = run_three_ways(onnx_model, feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
+        np.testing.assert_allclose(got[name], peer[name], rtol=2e-5, atol=2e-5, err_msg=name)
+    plan = str(fast.plan())
+    assert ("fused: ProductPlus node producing " in plan) == fused_expected, plan
+    assert "fused:" not in str(reference.plan())  # the reference driver runs the body as written
+    if fused_expected and "xw" in terms and "B" in terms:
+        assert "the bias joined to the product" in plan  # x W + b: one hoisted product
+
+
+def test_a_product_read_elsewhere_keeps_the_sum_as_written(rng):
+    onnx_model = _rnn_loop(("xw", "hr", "B"), leak="hr")
+    fast, _, got, want, peer = run_three_ways(onnx_model, _rnn_feeds(rng))
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
+        np.testing.assert_allclose(got[name], peer[name], rtol=2e-5, atol=2e-5, err_msg=name)
+    assert "ProductPlus" not in str(fast.plan())
+
+
+@pytest.mark.parametrize("dtype, h_shape, x_rows", [
+    (np.float64, (3, 6), 3),
+    (np.int32, (3, 6), 3),  # numpy's product, then the add
+    (np.float32, (1, 6), 3),  # a state of one row: the sum widens the product
+    (np.float32, (2, 3, 6), 3),  # a stack of states: numpy's product, the add in place
+])
+def test_product_plus_of_other_types_and_shapes_computes_the_same(dtype, h_shape, x_rows, rng):
+    onnx_model = _rnn_loop(("xw", "hr", "B"), dtype=dtype)
+    feeds = _rnn_feeds(rng, dtype=dtype, h_shape=h_shape, x_rows=x_rows)
+    fast = cyloop.load(onnx_model, driver="cython")
+    got, want = fast.run(feeds), cyloop.load(onnx_model, driver="python").run(feeds)
+    assert "fused: ProductPlus node producing " in str(fast.plan())
+    for name in want:
+        assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+def test_the_rnn_ir_openvino_converts_is_fused(tmp_path, rng):
+    """The IR openvino.convert_model writes for the ONNX spelling: fused, agreeing with the
+    reference driver."""
+    feeds = _rnn_feeds(rng)
+    plan = _through_openvino_ir(tmp_path, _rnn_loop(("xw", "hr", "B"), feeds=feeds), feeds)
+    assert re.search(r"fused: ProductPlus node producing '[^']+' runs node '\d+:hr' \(MatMul\)",
+                     plan), plan
+
+
+@pytest.mark.parametrize("r_rows", [False, True])
+def test_the_product_plus_kernel_against_numpy(r_rows, rng):
+    """``h @ R + x`` (R^T with r_rows, a read-only R laid out once), for every layout of x the
+    fusion hands it: a row, a broadcast bias, a wider sum."""
+    run = fused.product_plus({"r_rows": r_rows})
+    h = rng.standard_normal((4, 6)).astype(np.float32)
+    r = rng.standard_normal((6, 6)).astype(np.float32)
+    r.flags.writeable = False
+    for x in (rng.standard_normal((4, 6)).astype(np.float32),
+              rng.standard_normal(6).astype(np.float32),
+              rng.standard_normal((2, 4, 6)).astype(np.float32)):
+        want = h @ (r.T if r_rows else r) + x
+        for _ in range(2):
+            np.testing.assert_allclose(run(h, r, x), want, rtol=1e-5, atol=1e-5)

@@ -31,7 +31,7 @@ import numpy as np
 
 from ...ir import LOOP_DOMAIN
 from .. import _math
-from .._gemm import Prepared, PreparedPair, matmul, matmul_plus, weight_product
+from .._gemm import Prepared, PreparedPair, matmul, matmul_plus, splits_now, weight_product
 from .._measured import Measured
 from ..registry import kernel
 from ._attrs import DOMAIN, as_bool, as_float
@@ -142,7 +142,8 @@ def cell_projection(attrs):
 
     The bias joins the GEMM as the weight of a column of ones, ``[X 1] [W B]^T``: X is copied
     into the wider rows (a chunk of a sliced input is strided and would be copied anyway), and
-    no pass adds B afterwards."""
+    no pass adds B afterwards; where the product runs on two cores (`splits_now`), BLAS adds B
+    instead (`matmul_plus`: the product is K long, not K + 1)."""
     arrange = (_lstm_arranged(_halves_sigmoids(attrs))
                if attrs.get("recurrence") == "LSTMCellRecurrence" else (lambda rows: rows))
 
@@ -164,6 +165,11 @@ def cell_projection(attrs):
         if not (x.dtype == w.dtype == b.dtype and x.dtype.kind == "f"):
             gates = product(np.reshape(x, (-1, x.shape[-1])), arranged_w(w))
             gates += arranged_b(b)[:w.shape[0]]
+            return gates.reshape(x.shape[:-1] + (w.shape[0],))
+        if splits_now(x.size * w.shape[0]):  # BLAS adds B, copied into each piece's rows
+            gates = matmul_plus(np.reshape(x, (-1, x.shape[-1])),
+                                product.prepared["rows"](arranged_w(w)),
+                                arranged_b(b)[:w.shape[0]])
             return gates.reshape(x.shape[:-1] + (w.shape[0],))
         joined = weights(w, b)
         rows = np.empty(x.shape[:-1] + (x.shape[-1] + 1,), x.dtype)
