@@ -21,6 +21,19 @@ def _candidates(calls):
     return {"slow": slow, "fast": fast}
 
 
+def _costing(clock, calls):
+    """``run(name, cost)``: a candidate that logs its call and moves the fake clock on by its
+    cost."""
+    def run(name, cost):
+        def candidate(x):
+            calls.append(name)
+            clock[0] += cost
+            return x
+        return candidate
+
+    return run
+
+
 def test_each_candidate_warms_up_then_runs_its_rounds_and_the_fastest_is_kept(monkeypatch):
     """Candidates within the early margin (here 1.25x) run all their rounds."""
     clock, cost = [0.0], {"slow": 1.25, "fast": 1.0}
@@ -50,16 +63,9 @@ def test_a_clearly_slower_candidate_drops_out_after_two_rounds(monkeypatch):
     """Past the early margin (1.3x between the slow one's fastest sample and the best one's
     slowest), a candidate stops taking turns after two timed calls; of three, the two close
     ones go on to their rounds."""
-    clock = [0.0]
+    clock, calls = [0.0], []
     monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
-    calls = []
-
-    def run(name, cost):
-        def candidate(x):
-            calls.append(name)
-            clock[0] += cost
-            return x
-        return candidate
+    run = _costing(clock, calls)
 
     pair = Measured({"slow": run("slow", 2.5), "fast": run("fast", 1.0)}, rounds=5)
     while not pair.trials or pair.trials[None].choice is None:
@@ -318,16 +324,9 @@ def test_a_trial_too_close_to_call_takes_more_rounds_unless_told_not_to(monkeypa
     """Two candidates within 10% of each other: by default each takes up to three times its
     rounds before the choice; with ``extend=False`` (choices whose calls are whole runs) the
     faster after its rounds is kept then."""
-    clock = [0.0]
+    clock, calls = [0.0], []
     monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
-    calls = []
-
-    def run(name, cost):
-        def candidate(x):
-            calls.append(name)
-            clock[0] += cost
-            return x
-        return candidate
+    run = _costing(clock, calls)
 
     measured = Measured({"a": run("a", 1.05), "b": run("b", 1.0)}, rounds=2, extend=extend)
     while not measured.trials or measured.trials[None].choice is None:
