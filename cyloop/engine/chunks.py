@@ -17,7 +17,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..errors import CyloopError, ExecutionError
 from ..ir import SlicedInput, Slicing, read_only
-from ..ops._gemm import PreparedPair, matmul_plus, splits_now
+from ..ops._gemm import Prepared, PreparedPair, matmul_plus, splits_now
 from ..ops._measured import Measured, untimed
 from ..ops.registry import FLOATS, INTEGERS, type_keeping
 from .settings import CHUNK_BUDGETS, FIRST_CHUNK_ROWS, MAX_CHUNK_ROWS, MIN_CHUNK_ROWS
@@ -403,6 +403,7 @@ class _JoinedBias:
     def __init__(self, product, transposed: bool):
         self.product, self.transposed = product, transposed
         self.weights = PreparedPair(self._join)
+        self.rows = Prepared(lambda w: w.T if transposed else w)  # w as [K, N] (two cores)
 
     def _join(self, w, b):
         row = b.reshape(-1)
@@ -426,7 +427,7 @@ class _JoinedBias:
     def __call__(self, x, w, b):
         lead, k = x.shape[:-1], x.shape[-1]
         if splits_now(x.size * b.size):  # BLAS adds b, copied into each piece's block of rows
-            weight = self.product.prepared["rows"](w)  # [K, N], laid out once
+            weight = self.rows(w)  # [K, N], laid out once
             result = matmul_plus(np.reshape(x, (-1, k)), weight, b.reshape(-1))
             return result.reshape(lead + result.shape[-1:])
         ones = np.empty(lead + (k + 1,), x.dtype)

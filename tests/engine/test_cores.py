@@ -58,8 +58,32 @@ def _cell(kind, batch):
     return build
 
 
+def _converted_rnn(tmp_path, rng):
+    """`_rnn` as the IR openvino.convert_model writes for it (OpenVINO's MatMul and Add: the
+    hoisted x W + B, joined, and h @ R + the rest, fused), converted in a child interpreter
+    (OpenVINO's conversion of some Loops leaves numpy's threaded products spinning after it)."""
+    import subprocess
+    import sys
+
+    import onnx
+
+    onnx_model, feeds = _rnn(tmp_path, rng)
+    for declared in onnx_model.graph.input:  # (the IR's inputs take the shapes declared here)
+        dims = declared.type.tensor_type.shape
+        dims.ClearField("dim")
+        for size in feeds[declared.name].shape:
+            dims.dim.add().dim_value = size
+    onnx.save(onnx_model, str(tmp_path / "rnn.onnx"))
+    path = tmp_path / "rnn.xml"
+    subprocess.run([sys.executable, "-c", "import sys, openvino as ov; ov.save_model("
+                    "ov.convert_model(sys.argv[1]), sys.argv[2], compress_to_fp16=False)",
+                    str(tmp_path / "rnn.onnx"), str(path)], check=True)
+    return path, feeds
+
+
 LOOPS = {"onnx-rnn": _rnn, "onnx-lstm-fused": _fused_lstm, "openvino-lstm": _cell("lstm", 8),
-         "openvino-gru": _cell("gru", 8), "openvino-rnn": _cell("rnn", 16)}
+         "openvino-gru": _cell("gru", 8), "openvino-rnn": _cell("rnn", 16),
+         "openvino-converted-rnn": _converted_rnn}
 
 
 def _loop_of(model):
