@@ -75,9 +75,10 @@ def _converted_rnn(tmp_path, rng):
             dims.dim.add().dim_value = size
     onnx.save(onnx_model, str(tmp_path / "rnn.onnx"))
     path = tmp_path / "rnn.xml"
-    subprocess.run([sys.executable, "-c", "import sys, openvino as ov; ov.save_model("
-                    "ov.convert_model(sys.argv[1]), sys.argv[2], compress_to_fp16=False)",
-                    str(tmp_path / "rnn.onnx"), str(path)], check=True)
+    convert = ("import sys, openvino as ov; ov.save_model(ov.convert_model(sys.argv[1]), "
+               "sys.argv[2], compress_to_fp16=False)")
+    subprocess.run([sys.executable, "-c", convert, str(tmp_path / "rnn.onnx"), str(path)],
+                   check=True)
     return path, feeds
 
 
