@@ -17,7 +17,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..errors import CyloopError, ExecutionError
 from ..ir import SlicedInput, Slicing, read_only
-from ..ops._gemm import Prepared, PreparedPair, matmul_plus, splits_now
+from ..ops._gemm import Prepared, PreparedPair, rows_plus, splits_now
 from ..ops._measured import Measured, untimed
 from ..ops.registry import FLOATS, INTEGERS, type_keeping
 from .settings import CHUNK_BUDGETS, FIRST_CHUNK_ROWS, MAX_CHUNK_ROWS, MIN_CHUNK_ROWS
@@ -427,9 +427,7 @@ class _JoinedBias:
     def __call__(self, x, w, b):
         lead, k = x.shape[:-1], x.shape[-1]
         if splits_now(x.size * b.size):  # BLAS adds b, copied into each piece's block of rows
-            weight = self.rows(w)  # [K, N], laid out once
-            result = matmul_plus(np.reshape(x, (-1, k)), weight, b.reshape(-1))
-            return result.reshape(lead + result.shape[-1:])
+            return rows_plus(x, self.rows(w), b.reshape(-1))  # (w as [K, N], laid out once)
         ones = np.empty(lead + (k + 1,), x.dtype)
         ones[..., :-1] = x
         ones[..., -1] = 1

@@ -54,8 +54,8 @@ from ._aligned import aligned
 from ._measured import Measured
 
 __all__ = ["Prepared", "PreparedPair", "matmul", "matmul_plus", "on_two_cores",
-           "products_on_two_cores", "set_products_on_two_cores", "splits_now", "two_cores_here",
-           "weight_product"]
+           "products_on_two_cores", "rows_plus", "set_products_on_two_cores", "splits_now",
+           "two_cores_here", "weight_product"]
 
 # Bytes of scratch the transposed formulation (``columns``) computes a block of rows in.
 _COLUMNS_SCRATCH = 64 * 1024
@@ -351,6 +351,17 @@ def matmul_plus(a: np.ndarray, b: np.ndarray, addend: np.ndarray) -> np.ndarray:
         return np.add(result, addend)
     result += addend
     return result
+
+
+def rows_plus(x: np.ndarray, w: np.ndarray, addend: np.ndarray) -> np.ndarray:
+    """``x @ w + addend`` for rows x [..., K] and w [K, N], as [..., N] (`matmul_plus`): the
+    rows multiplied where they lie, a 3-D x whose matrices are strided apart (a chunk of an
+    input sliced along axis 1) as a stack of products, where making them one matrix would copy
+    them."""
+    if x.ndim == 3 and not x.flags.c_contiguous:
+        return matmul_plus(x, w, addend)
+    result = matmul_plus(np.reshape(x, (-1, x.shape[-1])), w, addend)
+    return result.reshape(x.shape[:-1] + result.shape[-1:])
 
 
 def weight_product(transposed: bool = False) -> Callable:

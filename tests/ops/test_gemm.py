@@ -10,7 +10,13 @@ import pytest
 
 import cyloop
 from cyloop.ops._aligned import ALIGNMENT
-from cyloop.ops._gemm import Prepared, matmul_plus, set_products_on_two_cores, weight_product
+from cyloop.ops._gemm import (
+    Prepared,
+    matmul_plus,
+    rows_plus,
+    set_products_on_two_cores,
+    weight_product,
+)
 from cyloop.ops._measured import MAX_ROUNDS_FACTOR
 
 from ..conftest import address, at_offset
@@ -356,3 +362,26 @@ def test_matmul_plus_is_the_product_plus_the_addend(case, two_cores, rng):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
     for x, kept in zip((a, b, addend), before):
         np.testing.assert_array_equal(x, kept)
+
+
+@pytest.mark.parametrize("two_cores", [False, True])
+@pytest.mark.parametrize("layout", ["contiguous", "axis-1 chunk", "4-D", "transposed"])
+def test_rows_plus_multiplies_rows_where_they_lie(layout, two_cores, rng):
+    """`rows_plus` (a hoisted projection with its bias): ``x @ w + b`` as [..., N] for rows of
+    any layout, a chunk of an input sliced along axis 1 among them (its matrices strided apart:
+    a stack of products, no copy of x), and x left as it was."""
+    f = np.float32
+    whole = rng.standard_normal((16, 40, 64)).astype(f)
+    x = {"contiguous": whole[:, :8].copy(), "axis-1 chunk": whole[:, 8:40].swapaxes(0, 1),
+         "4-D": whole[:4].reshape(4, 2, 20, 64), "transposed": whole[:, 3].T[:, :16].T}[layout]
+    w = rng.standard_normal((64, 96)).astype(f)
+    b = rng.standard_normal(96).astype(f)
+    before = x.copy()
+    previous = set_products_on_two_cores(two_cores)
+    try:
+        got = rows_plus(x, w, b)
+    finally:
+        set_products_on_two_cores(previous)
+    assert got.shape == x.shape[:-1] + (96,)
+    np.testing.assert_allclose(got, x @ w + b, rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(x, before)

@@ -31,7 +31,15 @@ import numpy as np
 
 from ...ir import LOOP_DOMAIN
 from .. import _math
-from .._gemm import Prepared, PreparedPair, matmul, matmul_plus, splits_now, weight_product
+from .._gemm import (
+    Prepared,
+    PreparedPair,
+    matmul,
+    matmul_plus,
+    rows_plus,
+    splits_now,
+    weight_product,
+)
 from .._measured import Measured
 from ..registry import kernel
 from ._attrs import DOMAIN, as_bool, as_float
@@ -167,10 +175,8 @@ def cell_projection(attrs):
             gates += arranged_b(b)[:w.shape[0]]
             return gates.reshape(x.shape[:-1] + (w.shape[0],))
         if splits_now(x.size * w.shape[0]):  # BLAS adds B, copied into each piece's rows
-            gates = matmul_plus(np.reshape(x, (-1, x.shape[-1])),
-                                product.prepared["rows"](arranged_w(w)),
-                                arranged_b(b)[:w.shape[0]])
-            return gates.reshape(x.shape[:-1] + (w.shape[0],))
+            return rows_plus(x, product.prepared["rows"](arranged_w(w)),
+                             arranged_b(b)[:w.shape[0]])
         joined = weights(w, b)
         rows = np.empty(x.shape[:-1] + (x.shape[-1] + 1,), x.dtype)
         rows[..., :-1] = x
