@@ -11,9 +11,9 @@ fori_loop's stay a Python loop, which calls a Python function more cheaply than 
 The carry the function receives is the loop's own: the initial one is a copy of `init`, writable,
 and later ones are what the function returned, so it may update its carry in place
 (``buf[k] = y; return buf, ...``). ``xs`` rows are read-only views, and no ``ys`` row is ever a
-carry (rows are written by copy), so nothing the caller passed is written. A Python scalar in
-`init` (int, float, bool, complex: immutable) is handed on as it is, as the plain loop would hand
-it, and its type is numpy's for it (``np.asarray``).
+carry (rows are written by copy), so nothing the caller passed is written. A Python int or bool
+in `init` (immutable) is handed on as it is, as the plain loop would hand it, and its type is
+numpy's for it (``np.asarray``); other scalars become 0-d arrays.
 
 Pytrees are nested tuples, lists and dicts (dict keys sorted) of arrays; scalars become arrays in
 the results. A carry must keep its structure, shapes and dtypes: a change raises `LoopCarryError`
@@ -147,10 +147,12 @@ def _changed(path, shape, dtype, leaf, when="now") -> LoopCarryError:
         f"loop carry must keep its shape and dtype (cast it, e.g. np.asarray(..., dtype={dtype}))")
 
 
-# Leaves of these types are immutable values: a loop hands them on as they are, and the function
-# computes with them as the plain loop would (a Python int stays a Python int, whose arithmetic
-# and indexing cost a fraction of a numpy scalar's).
-_SCALARS = (int, float, bool, complex)
+# Leaves of these types are immutable values a loop hands on as they are: the function computes
+# with them as the plain loop would (a Python int counter stays a Python int, whose arithmetic
+# and indexing cost a fraction of a numpy scalar's). A Python float is not among them: it would
+# take the type of the first numpy float it meets (0.0 + a float32 is a float32, NEP 50), where
+# the carry keeps the float64 its 0-d array has.
+_SCALARS = (int, bool)
 
 
 def _own(leaves) -> list:

@@ -471,21 +471,25 @@ def test_a_step_returning_a_list_pair_is_taken_as_a_loop_would():
     assert_tree_equal(cyloop.scan(step, 1.0, xs), python_scan(step, 1.0, xs))
 
 
-def test_python_scalars_are_handed_on_as_they_are():
-    """A Python scalar in init reaches the function as itself (as the plain loop hands it: no
-    numpy scalar arithmetic per step); the result holds it as an array of numpy's type for it."""
+def test_python_ints_are_handed_on_as_they_are():
+    """A Python int (or bool) in init reaches the function as itself (as the plain loop hands
+    it: no numpy scalar arithmetic per step); the result holds it as an array of numpy's type
+    for it. A Python float becomes a 0-d float64 array, which adding float32 values keeps
+    float64 (as a Python float it would turn float32 and change the carry's type)."""
     seen = []
 
     def body(val):
         buf, k, total = val
         seen.append((type(k), type(total)))
         buf[k] = total
-        return buf, k + 1, total + 0.5
+        return buf, k + 1, total + np.float32(0.5)
 
     buf, k, total = cyloop.while_loop(lambda v: v[1] < 4, body, (np.zeros(4), 0, 1.0))
-    assert set(seen) == {(int, float)}
+    assert {kind for kind, _ in seen} == {int}
     assert isinstance(k, np.ndarray) and k.dtype == np.asarray(0).dtype and k == 4
-    assert isinstance(total, np.ndarray) and total == 3.0
+    assert isinstance(total, np.ndarray) and total.dtype == np.float64 and total == 3.0
     np.testing.assert_array_equal(buf, [1.0, 1.5, 2.0, 2.5])
+    carry, ys = cyloop.scan(lambda c, x: (c + x, c), 0.0, np.arange(4, dtype=np.float32))
+    assert carry.dtype == np.float64 and carry == 6.0 and ys.dtype == np.float64
     assert [type(v) for v in cyloop.fori_loop(0, 3, lambda i, v: (v[0] + i, v[1]),
                                               (0, True))] == [np.ndarray, np.ndarray]
