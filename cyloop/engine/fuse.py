@@ -212,14 +212,10 @@ def _match_lstm_step(gates: Node, graph: Graph, uses: Uses, carried: set[str]):
     _sum_tree(graph, uses, gates.inputs[0], gates, leaves, adds)
     if not adds:
         return None
-    found = [(k, _recurrent_product(graph, uses, leaf, next(a for a in adds
-                                                            if leaf in a.inputs), carried))
-             for k, leaf in enumerate(leaves)]
-    products = [(k, p) for k, p in found if p is not None]
-    if len(products) != 1:
+    split = _one_product(graph, uses, leaves, adds, carried)
+    if split is None:
         return None
-    (at, (matmul, r_rows)), = products
-    others = [leaf for k, leaf in enumerate(leaves) if k != at]
+    matmul, r_rows, others = split
     made, addend = _summed(graph, adds[0], others, gates.outputs[0])
     replaced = [matmul, *adds, gates]
     fused = Node("LSTMStep", [matmul.inputs[0], matmul.inputs[1], gates.inputs[1], addend],
@@ -230,6 +226,19 @@ def _match_lstm_step(gates: Node, graph: Graph, uses: Uses, carried: set[str]):
                                            gates.attrs["fused_from"]])},
                  LOOP_DOMAIN, version=1)
     return [*made, fused], replaced, gates
+
+
+def _one_product(graph: Graph, uses: Uses, leaves: list[str], adds: list[Node],
+                 carried: set[str]):
+    """(the MatMul, whether it takes its weight transposed, the other leaves) if exactly
+    one of an Add tree's `leaves` (`_sum_tree`) is a carried state's product, else None."""
+    found = [(k, _recurrent_product(graph, uses, leaf, next(a for a in adds if leaf in a.inputs),
+                                    carried)) for k, leaf in enumerate(leaves)]
+    products = [(k, p) for k, p in found if p is not None]
+    if len(products) != 1:
+        return None
+    (at, (matmul, r_rows)), = products
+    return matmul, r_rows, [leaf for k, leaf in enumerate(leaves) if k != at]
 
 
 def _summed(graph: Graph, add: Node, others: list[str], output: str) -> tuple[list, str]:
@@ -273,14 +282,11 @@ def _match_product_plus(root: Node, graph: Graph, uses: Uses, carried: set[str])
     leaves, adds = [], [root]
     for operand in root.inputs:
         _sum_tree(graph, uses, operand, root, leaves, adds)
-    found = [(k, _recurrent_product(graph, uses, leaf, next(a for a in adds if leaf in a.inputs),
-                                    carried)) for k, leaf in enumerate(leaves)]
-    products = [(k, p) for k, p in found if p is not None]
-    if len(products) != 1:
+    split = _one_product(graph, uses, leaves, adds, carried)
+    if split is None:
         return None
-    (at, (matmul, r_rows)), = products
-    made, addend = _summed(graph, root, [leaf for k, leaf in enumerate(leaves) if k != at],
-                           root.outputs[0])
+    matmul, r_rows, others = split
+    made, addend = _summed(graph, root, others, root.outputs[0])
     replaced = [matmul, *adds]
     fused = Node("ProductPlus", [matmul.inputs[0], matmul.inputs[1], addend], list(root.outputs),
                  {"r_rows": r_rows,

@@ -53,7 +53,7 @@ from . import _blas, _two_core
 from ._aligned import aligned
 from ._measured import Measured
 
-__all__ = ["Prepared", "PreparedPair", "matmul", "matmul_plus", "on_two_cores",
+__all__ = ["Prepared", "PreparedPair", "matmul", "matmul_plus", "on_two_cores", "plus",
            "products_on_two_cores", "rows_plus", "set_products_on_two_cores", "splits_now",
            "two_cores_here", "weight_product"]
 
@@ -346,11 +346,16 @@ def matmul_plus(a: np.ndarray, b: np.ndarray, addend: np.ndarray) -> np.ndarray:
         result = _two_core.multiply(a, b, addend, getattr(_mode, "on", False))
         if result is not None:
             return result
-    result = matmul(a, b)
-    if np.broadcast_shapes(result.shape, np.shape(addend)) != result.shape:
-        return np.add(result, addend)
-    result += addend
-    return result
+    return plus(matmul(a, b), addend)
+
+
+def plus(product: np.ndarray, addend) -> np.ndarray:
+    """``product + addend``, written over `product` (a fresh array of the caller's) where the
+    addend broadcasts to it, else a new array (the addend widens it)."""
+    try:
+        return np.add(product, addend, out=product)
+    except ValueError:  # (a non-broadcastable output: the sum is wider)
+        return np.add(product, addend)
 
 
 def rows_plus(x: np.ndarray, w: np.ndarray, addend: np.ndarray) -> np.ndarray:

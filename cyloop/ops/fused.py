@@ -6,7 +6,7 @@ import numpy as np
 
 from ..ir import LOOP_DOMAIN
 from . import _math
-from ._gemm import Prepared, matmul_plus, splits_now, weight_product
+from ._gemm import Prepared, matmul_plus, plus, splits_now, weight_product
 from ._measured import Measured
 from .registry import kernel
 
@@ -186,11 +186,7 @@ def product_plus(attrs):
     def run(h, r, x):
         if h.ndim == 2 and r.ndim == 2 and splits_now(h.size * r.shape[0 if r_rows else 1]):
             return matmul_plus(h, as_rows(r), x)
-        result = product(h, r)
-        if np.broadcast_shapes(result.shape, np.shape(x)) != result.shape:
-            return np.add(result, x)
-        result += x
-        return result
+        return plus(product(h, r), x)
 
     run.measured = product.measured
     run.products = True  # (its product follows the loop's choice of cores)
