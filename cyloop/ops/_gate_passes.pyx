@@ -1,0 +1,269 @@
+"""The gate arithmetic of an LSTM step as one call: numpy's own ufunc inner loops, called from C.
+
+After its product, an LSTM step (B=8, H=128 on W4) is eight elementwise passes over 1K-4K
+values, and a ufunc call costs about 0.4-1 us before it touches data: the calls, not the data,
+are most of their cost. `lstm_tail` makes the same passes, in the same order, with the inner
+loops numpy's ufuncs run (tanh, multiply, add, found in each ufunc's loop table at import, so
+its SIMD kernels for this CPU), handed the operands' pointers directly. The values are numpy's:
+each element goes through the same loop as in the ufunc calls (tests compare the two exactly).
+
+What a ufunc call does besides its loop and this does not: casting, broadcasting, buffering
+(operands are checked instead: one float type, rows contiguous, nothing written that is read
+later), and its floating-point error report, which is made here after the passes, from the
+flags each pass raised, as numpy makes it (`np.errstate`: ignore, warn, raise, call, print,
+log; the message names the ufunc).
+"""
+
+import sys
+import warnings
+
+cimport numpy as cnp
+from numpy cimport npy_intp
+
+import numpy as np
+
+from cyloop.ops._extent cimport cyl_extent, cyl_ranges_overlap
+
+cnp.import_array()
+cnp.import_ufunc()
+
+cdef extern from "<fenv.h>" nogil:
+    int FE_DIVBYZERO, FE_OVERFLOW, FE_UNDERFLOW, FE_INVALID
+    int feclearexcept(int excepts)
+    int fetestexcept(int excepts)
+
+ctypedef void (*loop_t)(char **args, npy_intp *dimensions, npy_intp *steps,
+                        void *data) noexcept nogil
+
+
+cdef struct Loop:
+    loop_t fn
+    void *data
+
+
+cdef struct Loops:  # one float type's loops (fn NULL: numpy has none of that type)
+    Loop tanh, multiply, add
+
+
+cdef Loops _f32, _f64
+
+
+cdef Loop _find(cnp.ufunc ufunc, int type_num):
+    """`ufunc`'s inner loop over operands all of `type_num` (fn NULL if it has none)."""
+    cdef Loop found
+    cdef int i, j
+    found.fn, found.data = NULL, NULL
+    for i in range(ufunc.ntypes):
+        if all(ufunc.types[i * ufunc.nargs + j] == type_num for j in range(ufunc.nargs)):
+            found.fn, found.data = <loop_t>ufunc.functions[i], ufunc.data[i]
+            break
+    return found
+
+
+cdef Loops _loops(int type_num):
+    cdef Loops loops
+    loops.tanh = _find(np.tanh, type_num)
+    loops.multiply = _find(np.multiply, type_num)
+    loops.add = _find(np.add, type_num)
+    return loops
+
+
+_f32 = _loops(cnp.NPY_FLOAT)
+_f64 = _loops(cnp.NPY_DOUBLE)
+
+# The passes of `lstm_tail`, in order, by the ufunc each runs (the error report names it).
+cdef enum:
+    HALVE, TANH, SIGMOID_SCALE, SIGMOID_OFFSET, FORGET, INPUT, CELL, HIDDEN, OUTPUT, PASSES
+_UFUNC_OF_PASS = ("multiply", "tanh", "multiply", "add", "multiply", "multiply", "add", "tanh",
+                  "multiply")
+cdef int _WATCHED = FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID
+
+
+cdef struct Rows:  # a [rows, n] operand whose rows are contiguous
+    char *data
+    npy_intp stride  # bytes from one row to the next
+
+
+cdef inline void _unary(Loop loop, Rows a, Rows out, npy_intp rows, npy_intp n,
+                        npy_intp item) noexcept nogil:
+    cdef char *args[2]
+    cdef npy_intp steps[2]
+    cdef npy_intp r, count = n
+    steps[0] = steps[1] = item
+    if a.stride == n * item and out.stride == n * item:  # one run over all the rows
+        count, rows = n * rows, 1
+    for r in range(rows):
+        args[0], args[1] = a.data + r * a.stride, out.data + r * out.stride
+        loop.fn(args, &count, steps, loop.data)
+
+
+cdef inline void _binary(Loop loop, Rows a, Rows b, npy_intp b_step, Rows out, npy_intp rows,
+                         npy_intp n, npy_intp item) noexcept nogil:
+    """out = a (op) b over [rows, n]; b_step 0: b is one value (its stride is ignored)."""
+    cdef char *args[3]
+    cdef npy_intp steps[3]
+    cdef npy_intp r, count = n
+    steps[0], steps[1], steps[2] = item, b_step, item
+    if a.stride == n * item and out.stride == n * item \
+            and (b_step == 0 or b.stride == n * item):
+        count, rows = n * rows, 1
+    for r in range(rows):
+        args[0], args[2] = a.data + r * a.stride, out.data + r * out.stride
+        args[1] = b.data if b_step == 0 else b.data + r * b.stride
+        loop.fn(args, &count, steps, loop.data)
+
+
+cdef inline int _flags_of(int *raised, int at) noexcept nogil:
+    """Records the floating-point flags pass `at` raised (then clears them); nonzero if any."""
+    cdef int flags = fetestexcept(_WATCHED)
+    raised[at] = flags
+    if flags:
+        feclearexcept(_WATCHED)
+    return flags
+
+
+cdef bint _rows_of(cnp.ndarray a, int type_num, npy_intp rows, npy_intp n, Rows *into):
+    """Whether `a` is a [rows, n] array of `type_num` with contiguous rows (then in `into`)."""
+    if cnp.PyArray_TYPE(a) != type_num or cnp.PyArray_NDIM(a) != 2 \
+            or cnp.PyArray_DIM(a, 0) != rows or cnp.PyArray_DIM(a, 1) != n:
+        return False
+    if n > 1 and cnp.PyArray_STRIDE(a, 1) != cnp.PyArray_ITEMSIZE(a):
+        return False
+    into.data = <char *>cnp.PyArray_DATA(a)
+    into.stride = cnp.PyArray_STRIDE(a, 0) if rows > 1 else n * cnp.PyArray_ITEMSIZE(a)
+    return True
+
+
+cdef bint _overlap(cnp.ndarray a, cnp.ndarray b):
+    cdef char *a_lo
+    cdef char *a_hi
+    cdef char *b_lo
+    cdef char *b_hi
+    cyl_extent(<char *>cnp.PyArray_DATA(a), cnp.PyArray_NDIM(a), cnp.PyArray_DIMS(a),
+               cnp.PyArray_STRIDES(a), cnp.PyArray_ITEMSIZE(a), &a_lo, &a_hi)
+    cyl_extent(<char *>cnp.PyArray_DATA(b), cnp.PyArray_NDIM(b), cnp.PyArray_DIMS(b),
+               cnp.PyArray_STRIDES(b), cnp.PyArray_ITEMSIZE(b), &b_lo, &b_hi)
+    return cyl_ranges_overlap(a_lo, a_hi, b_lo, b_hi)
+
+
+def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, int f_at, int i_at, int g_at,
+              int o_at, bint halve):
+    """(h', c') of an LSTM step from its gates' pre-activations ``gates`` [4, B, H], C-contiguous,
+    whose blocks f, i, g, o are ``gates[f_at]`` ... (a permutation of 0-3), and its cell state
+    c [B, H]; or None for operands it does not take (nothing is written then).
+
+    The passes, as numpy's ufunc calls would make them: with ``halve``, the sigmoid blocks are
+    halved first (else they come halved: weights scaled by 1/2); then tanh over all of ``gates``,
+    the sigmoid blocks times 1/2 plus 1/2 (sigmoid(x) = tanh(x/2)/2 + 1/2), ``c' = f * c``,
+    ``i *= g``, ``c' += i``, ``h' = tanh(c')``, ``h' *= o``. ``gates`` is overwritten; c' is a
+    fresh array, h' is written into ``out`` (a [B, H] array with contiguous rows that overlaps
+    neither ``gates`` nor c) or a fresh array. Every operand has one float type (float32 or
+    float64) and contiguous rows.
+    """
+    cdef int type_num = cnp.PyArray_TYPE(gates)
+    cdef Loops *loops = &_f32 if type_num == cnp.NPY_FLOAT else &_f64
+    cdef npy_intp batch, hidden, block, item, k
+    cdef Rows whole, blocks[4], cell, c_new, h_new, one
+    cdef int raised[PASSES]
+    cdef int flagged = 0
+    cdef double half64 = 0.5
+    cdef float half32 = 0.5
+    if type_num not in (cnp.NPY_FLOAT, cnp.NPY_DOUBLE) or loops.tanh.fn == NULL \
+            or loops.multiply.fn == NULL or loops.add.fn == NULL \
+            or cnp.PyArray_NDIM(gates) != 3 or cnp.PyArray_DIM(gates, 0) != 4 \
+            or not cnp.PyArray_IS_C_CONTIGUOUS(gates) \
+            or sorted((f_at, i_at, g_at, o_at)) != [0, 1, 2, 3]:
+        return None
+    batch, hidden = cnp.PyArray_DIM(gates, 1), cnp.PyArray_DIM(gates, 2)
+    if not _rows_of(c, type_num, batch, hidden, &cell):
+        return None
+    if out is not None and (not isinstance(out, np.ndarray)
+                            or not _rows_of(out, type_num, batch, hidden, &h_new)
+                            or _overlap(out, gates) or _overlap(out, c)):
+        return None
+    if batch * hidden == 0:
+        return None
+    c_out = np.empty((batch, hidden), c.dtype)
+    _rows_of(c_out, type_num, batch, hidden, &c_new)
+    h_out = out if out is not None else np.empty((batch, hidden), c.dtype)
+    _rows_of(h_out, type_num, batch, hidden, &h_new)
+    item = cnp.PyArray_ITEMSIZE(gates)
+    block = batch * hidden
+    whole.data, whole.stride = <char *>cnp.PyArray_DATA(gates), 4 * block * item
+    for k in range(4):
+        blocks[k].data, blocks[k].stride = whole.data + k * block * item, block * item
+    one.data = <char *>&half32 if type_num == cnp.NPY_FLOAT else <char *>&half64
+    one.stride = 0
+    with nogil:
+        feclearexcept(_WATCHED)
+        raised[HALVE] = 0
+        if halve:
+            for k in range(4):
+                if k != g_at:
+                    _binary(loops.multiply, blocks[k], one, 0, blocks[k], 1, block, item)
+            flagged |= _flags_of(raised, HALVE)
+        _unary(loops.tanh, whole, whole, 1, 4 * block, item)
+        flagged |= _flags_of(raised, TANH)
+        for k in range(4):
+            if k != g_at:
+                _binary(loops.multiply, blocks[k], one, 0, blocks[k], 1, block, item)
+        flagged |= _flags_of(raised, SIGMOID_SCALE)
+        for k in range(4):
+            if k != g_at:
+                _binary(loops.add, blocks[k], one, 0, blocks[k], 1, block, item)
+        flagged |= _flags_of(raised, SIGMOID_OFFSET)
+        # The [B, H] passes: a gate block's rows are contiguous, one after the other.
+        blocks[f_at].stride = blocks[i_at].stride = blocks[g_at].stride = hidden * item
+        blocks[o_at].stride = hidden * item
+        _binary(loops.multiply, blocks[f_at], cell, item, c_new, batch, hidden, item)
+        flagged |= _flags_of(raised, FORGET)
+        _binary(loops.multiply, blocks[i_at], blocks[g_at], item, blocks[i_at], batch, hidden,
+                item)
+        flagged |= _flags_of(raised, INPUT)
+        _binary(loops.add, c_new, blocks[i_at], item, c_new, batch, hidden, item)
+        flagged |= _flags_of(raised, CELL)
+        _unary(loops.tanh, c_new, h_new, batch, hidden, item)
+        flagged |= _flags_of(raised, HIDDEN)
+        _binary(loops.multiply, h_new, blocks[o_at], item, h_new, batch, hidden, item)
+        flagged |= _flags_of(raised, OUTPUT)
+    if flagged:
+        _report([(_UFUNC_OF_PASS[k], raised[k]) for k in range(PASSES) if raised[k]])
+    return h_out, c_out
+
+
+# numpy's errstate kinds in the order it reports them: (errstate key, fenv flag, numpy's bit
+# for it, the words of its messages: "overflow encountered in multiply").
+_KINDS = (("divide", FE_DIVBYZERO, 1, "divide by zero"), ("over", FE_OVERFLOW, 2, "overflow"),
+          ("under", FE_UNDERFLOW, 4, "underflow"), ("invalid", FE_INVALID, 8, "invalid value"))
+
+
+def _report(raised) -> None:
+    """Reports the flags each pass raised, [(ufunc name, fenv flags)], as numpy reports those of
+    a ufunc call under the current `np.errstate` (numpy/_core/src/umath/extobj.c): nothing
+    ('ignore'), a RuntimeWarning ('warn'), FloatingPointError ('raise', at the first), the
+    errcall with the kind and every flag raised ('call'), its ``write`` ('log') or a line on
+    stderr ('print')."""
+    modes = np.geterr()
+    for name, flags in raised:
+        status = sum(bit for _, flag, bit, _ in _KINDS if flags & flag)
+        for kind, flag, _, words in _KINDS:
+            mode = modes[kind]
+            if not flags & flag or mode == "ignore":
+                continue
+            message = f"{words} encountered in {name}"
+            if mode == "warn":
+                # (Cython functions have no Python frames: 1 is the line calling lstm_tail)
+                warnings.warn(message, RuntimeWarning, stacklevel=1)
+            elif mode == "raise":
+                raise FloatingPointError(message)
+            elif mode == "print":
+                sys.stderr.write(f"Warning: {message}\n")
+            elif np.geterrcall() is None:
+                raise NameError(f"{'python callback' if mode == 'call' else 'log'} specified "
+                                f"for {words} (in {name}) but no "
+                                f"{'function' if mode == 'call' else 'object with write method'}"
+                                " found.")
+            elif mode == "call":
+                np.geterrcall()(words, status)
+            else:  # log
+                np.geterrcall().write(f"Warning: {message}\n")

@@ -1,0 +1,250 @@
+"""An LSTM step's gate passes as one call (`_gate_passes.lstm_tail`, numpy's own inner loops
+called from C): the values are exactly those of the same passes made as ufunc calls, whatever
+the dtype, shapes, gate order and row strides; operands it does not take are left untouched
+(None); floating-point errors are reported as numpy reports them; and the LSTM kernels that use
+it make the same values through their ufunc passes where it declines."""
+
+import contextlib
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cyloop.ops import fused
+from cyloop.ops._gate_passes import lstm_tail
+from cyloop.ops.openvino import cells
+
+
+def _numpy_passes(gates, c, out, f_at, i_at, g_at, o_at, halve):
+    """`lstm_tail`'s passes as numpy ufunc calls (the oracle: the same loops, dispatched)."""
+    half = gates.dtype.type(0.5)
+    sigmoids = [k for k in range(4) if k != g_at]
+    if halve:
+        for k in sigmoids:
+            gates[k] *= half
+    np.tanh(gates, out=gates)
+    for k in sigmoids:
+        gates[k] *= half
+    for k in sigmoids:
+        gates[k] += half
+    c_new = np.multiply(gates[f_at], c)
+    inp = gates[i_at]
+    inp *= gates[g_at]
+    c_new += inp
+    h_new = np.tanh(c_new, out=out)
+    h_new *= gates[o_at]
+    return h_new, c_new
+
+
+def _lstm_in_float64(pre, c, f_at, i_at, g_at, o_at, halved):
+    """The LSTM equations from pre-activations (halved on the sigmoid blocks if `halved`)."""
+    pre = pre.astype(np.float64) * np.array([2.0 if halved and k != g_at else 1.0
+                                             for k in range(4)])[:, None, None]
+    sigmoid = 1 / (1 + np.exp(-pre))
+    c_new = sigmoid[f_at] * c + sigmoid[i_at] * np.tanh(pre[g_at])
+    return sigmoid[o_at] * np.tanh(c_new), c_new
+
+
+def _rows(rng, batch, hidden, dtype, strided):
+    """A [B, H] array, contiguous or with rows strided apart (a slot of a [B, T, H] output)."""
+    if strided:
+        return rng.standard_normal((batch, 3, hidden)).astype(dtype)[:, 1]
+    return rng.standard_normal((batch, hidden)).astype(dtype)
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=st.sampled_from(["float32", "float64"]), batch=st.integers(1, 9),
+       hidden=st.integers(1, 40), order=st.permutations(range(4)), halve=st.booleans(),
+       out_form=st.sampled_from(["none", "contiguous", "strided"]), c_strided=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_the_passes_make_what_numpy_s_ufunc_calls_make(dtype, batch, hidden, order, halve,
+                                                        out_form, c_strided, seed):
+    rng = np.random.default_rng(seed)
+    pre = (rng.standard_normal((4, batch, hidden)) * 3).astype(dtype)
+    c = _rows(rng, batch, hidden, dtype, c_strided)
+    c_before = c.copy()
+    output = np.full((batch, 3, hidden), np.nan, dtype)  # [B, T, H]: slot 1 is strided
+    out = {"none": None, "contiguous": np.full((batch, hidden), np.nan, dtype),
+           "strided": output[:, 1]}[out_form]
+    want_gates = pre.copy()
+    want_h, want_c = _numpy_passes(want_gates, c, None, *order, halve)
+    gates = pre.copy()
+    h, c_new = lstm_tail(gates, c, out, *order, halve)
+    np.testing.assert_array_equal(h, want_h)
+    np.testing.assert_array_equal(c_new, want_c)
+    np.testing.assert_array_equal(gates, want_gates)  # overwritten as the ufunc calls do
+    np.testing.assert_array_equal(c, c_before)
+    assert h.dtype == c_new.dtype == np.dtype(dtype)
+    assert c_new.flags.c_contiguous and not np.shares_memory(c_new, c)
+    if out is not None:
+        assert h is out
+        if out_form == "strided":  # nothing beside the slot is written
+            assert np.isnan(output[:, [0, 2]]).all()
+    # ... and they are the LSTM's equations.
+    exact_h, exact_c = _lstm_in_float64(pre, c, *order, halved=not halve)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(h, exact_h, rtol=tol, atol=tol)
+    np.testing.assert_allclose(c_new, exact_c, rtol=tol, atol=tol)
+
+
+def _unfit_cases(rng):
+    f32 = np.float32
+
+    def gates(dtype=f32, shape=(4, 3, 5)):
+        return rng.standard_normal(shape).astype(dtype)
+
+    def state(dtype=f32, shape=(3, 5)):
+        return rng.standard_normal(shape).astype(dtype)
+
+    blocks = (0, 1, 2, 3)
+    shared = gates()
+    return {
+        "float16": (gates(np.float16), state(np.float16), None, blocks),
+        "int": (gates(np.int32), state(np.int32), None, blocks),
+        "mixed dtypes": (gates(), state(np.float64), None, blocks),
+        "out of another dtype": (gates(), state(), state(np.float64), blocks),
+        "gates not contiguous": (gates(shape=(4, 3, 10))[..., ::2], state(), None, blocks),
+        "gates not four blocks": (gates(shape=(3, 3, 5)), state(), None, blocks),
+        "gates 2-D": (gates(shape=(4, 15)), state(), None, blocks),
+        "c of another shape": (gates(), state(shape=(3, 4)), None, blocks),
+        "c columns strided": (gates(), state(shape=(3, 10))[:, ::2], None, blocks),
+        "out columns strided": (gates(), state(), state(shape=(3, 10))[:, ::2], blocks),
+        "out not an array": (gates(), state(), [[0.0] * 5] * 3, blocks),
+        "out overlapping the gates": (shared, state(), shared[2], blocks),
+        "blocks not a permutation": (gates(), state(), None, (0, 1, 1, 3)),
+        "blocks out of range": (gates(), state(), None, (0, 1, 2, 4)),
+        "empty": (gates(shape=(4, 0, 5)), state(shape=(0, 5)), None, blocks),
+    }
+
+
+@pytest.mark.parametrize("case", list(_unfit_cases(np.random.default_rng(0))))
+def test_operands_it_does_not_take_are_declined_untouched(case, rng):
+    gates, c, out, blocks = _unfit_cases(rng)[case]
+    before = [np.array(a, copy=True) for a in (gates, c, out) if isinstance(a, np.ndarray)]
+    assert lstm_tail(gates, c, out, *blocks, True) is None
+    after = [a for a in (gates, c, out) if isinstance(a, np.ndarray)]
+    for was, now in zip(before, after):
+        np.testing.assert_array_equal(now, was)
+
+
+def test_an_out_that_is_c_itself_is_declined(rng):
+    """h' into c's own memory: declined (the ufunc passes, which read c first, then run)."""
+    gates = rng.standard_normal((4, 2, 3)).astype(np.float32)
+    c = rng.standard_normal((2, 3)).astype(np.float32)
+    assert lstm_tail(gates, c, c, 0, 1, 2, 3, False) is None
+
+
+# A cell state of inf with the forget gate shut (sigmoid 0): f * c is 0 * inf, an invalid
+# value, in the first multiply after the activations.
+def _invalid_operands():
+    gates = np.full((4, 2, 3), -1e30, np.float32)
+    return gates, np.full((2, 3), np.inf, np.float32)
+
+
+class _Log:
+    def __init__(self):
+        self.lines = []
+
+    def write(self, line):
+        self.lines.append(line)
+
+
+@pytest.mark.parametrize("mode", ["ignore", "warn", "raise", "call", "log", "print"])
+def test_floating_point_errors_are_reported_as_numpy_reports_them(mode, capfd):
+    """Under each errstate mode, the same warning, exception, callback, log line or stderr line
+    as the ufunc calls make (numpy itself is the oracle)."""
+
+    def outcome(run):
+        calls, log = [], _Log()
+        handler = log if mode == "log" else (lambda *args: calls.append(args))
+        with warnings.catch_warnings(record=True) as caught, \
+                np.errstate(all="ignore", invalid=mode, call=handler):
+            warnings.simplefilter("always")
+            try:
+                run(*_invalid_operands())
+                raised = None
+            except FloatingPointError as e:
+                raised = str(e)
+        return ([(w.category, str(w.message)) for w in caught], raised, calls, log.lines,
+                capfd.readouterr().err)
+
+    want = outcome(lambda gates, c: _numpy_passes(gates, c, None, 0, 1, 2, 3, False))
+    got = outcome(lambda gates, c: lstm_tail(gates, c, None, 0, 1, 2, 3, False))
+    assert got == want
+    assert any(want) == (mode != "ignore")
+
+
+def test_a_warning_points_at_the_line_that_made_the_call():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lstm_tail(*_invalid_operands(), None, 0, 1, 2, 3, False)
+    (warning,) = caught
+    assert warning.filename == __file__
+
+
+def test_flags_raised_before_the_call_are_not_reported(rng):
+    """A flag left by earlier code (here numpy's own overflow, ignored) is not the passes'."""
+    with np.errstate(over="ignore"):
+        np.multiply(np.float32(3e38), np.float32(10))
+    gates = rng.standard_normal((4, 2, 3)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lstm_tail(gates, rng.standard_normal((2, 3)).astype(np.float32), None, 0, 1, 2, 3, True)
+
+
+def test_every_float_type_has_its_loops():
+    """numpy's loop tables have what the passes need for float32 and float64 (else every call
+    would decline, and a W4 step would quietly lose its fast path)."""
+    gates = np.zeros((4, 1, 1), np.float64)
+    for dtype in (np.float32, np.float64):
+        assert lstm_tail(gates.astype(dtype), np.zeros((1, 1), dtype), None, 0, 1, 2, 3,
+                         False) is not None
+
+
+@contextlib.contextmanager
+def _declining(monkeypatch):
+    """The LSTM kernels with `lstm_tail` declining every call: their ufunc passes run."""
+    with monkeypatch.context() as patch:
+        for module in (cells, fused):
+            patch.setattr(module, "lstm_tail", lambda *args: None)
+        yield
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kernel", ["LSTMCell blocked", "LSTMStep blocked"])
+def test_the_kernels_make_the_same_values_where_it_declines(kernel, dtype, monkeypatch, rng):
+    """Each LSTM kernel's blocked step, with every gate order the fused step takes, returns the
+    same (h', c') and writes the same out= whether its passes are one call or ufunc calls."""
+    batch, hidden = 3, 5
+    if kernel == "LSTMCell blocked":
+        orders = [None]
+    else:
+        orders = list(itertools.permutations(range(4)))[::5]
+    for blocks in orders:
+        if blocks is None:
+            step = cells.lstm_step({}).candidates[cells.BLOCKED]
+            r = rng.standard_normal((4 * hidden, hidden)).astype(dtype)
+            xw = rng.standard_normal((batch, 4 * hidden)).astype(dtype)
+            h, c = (rng.standard_normal((batch, hidden)).astype(dtype) for _ in range(2))
+            args = (xw, h, c, r)
+        else:
+            step = fused.lstm_step({"axis": -1, "blocks": list(blocks)}, 2).candidates[
+                "blocked gates"]
+            r = rng.standard_normal((hidden, 4 * hidden)).astype(dtype)
+            x = rng.standard_normal((batch, 4 * hidden)).astype(dtype)
+            h, c = (rng.standard_normal((batch, hidden)).astype(dtype) for _ in range(2))
+            args = (h, r, c, x)
+        r.flags.writeable = False
+        results = []
+        for declining in (False, True):
+            out = np.full((batch, 2, hidden), np.nan, dtype)[:, 1]
+            with _declining(monkeypatch) if declining else contextlib.nullcontext():
+                h_new, c_new = step(*args, out)
+            assert h_new is out
+            results.append((h_new.copy(), c_new))
+        for one_call, ufunc_calls in zip(*results):
+            np.testing.assert_array_equal(one_call, ufunc_calls, err_msg=str(blocks))
+
