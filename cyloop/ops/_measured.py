@@ -99,7 +99,8 @@ class Measured:
     the next one starts, instead of taking turns call by call. For choices whose candidates
     leave something behind that slows the next one (a run with BLAS's own threads leaves them
     spinning on the core the next run's helper thread needs: `_gemm.set_products_on_two_cores`):
-    then only a candidate's warm-up call follows another candidate.
+    then only a candidate's warm-up call follows another candidate. A later candidate clearly
+    slower than the best before it (by the margin above) drops out after its first timed call.
 
     ``extend=False``: a trial too close to call after its rounds keeps the faster candidate then,
     without more rounds. For choices whose calls are whole runs of a model, which the user waits
@@ -244,7 +245,10 @@ class Measured:
         else:  # a first call pays one-time costs (caches, page faults): not a sample
             trial.warm.add(name)
         samples = {n: trial.samples[n] for n in trial.active}
-        if all(len(s) >= EARLY_ROUNDS for s in samples.values()):
+        # Consecutive candidates are compared from the later one's first sample on (those before
+        # it have all their rounds): a whole run on the clearly slower one is what it saves.
+        early = 1 if self.consecutive else EARLY_ROUNDS
+        if all(len(s) >= early for s in samples.values()):
             best = min(samples, key=lambda n: statistics.median(samples[n]))
             ceiling = CLEAR * max(samples[best])
             trial.active = [n for n in trial.active if n == best or min(samples[n]) <= ceiling]

@@ -138,10 +138,28 @@ def test_consecutive_candidates_take_all_their_turns_in_a_row(monkeypatch):
         while not measured.trials or measured.trials[None].choice is None:
             measured(0)
         assert measured.trials[None].choice == kept
-        if consecutive:  # each: a warm-up call and two timed ones
-            assert calls == ["quiet"] * 3 + ["noisy"] * 3
+        if consecutive:  # quiet: a warm-up call and two timed ones; noisy, clearly slower
+            # (2 against 1), drops out after its first timed call
+            assert calls == ["quiet"] * 3 + ["noisy"] * 2
         else:
             assert calls[:6] == ["quiet", "noisy"] * 3
+
+
+@pytest.mark.parametrize("later_cost, later_calls", [(1.5, 2), (1.2, 3), (0.9, 3), (0.5, 2)])
+def test_a_consecutive_candidate_is_compared_from_its_first_timed_call(monkeypatch, later_cost,
+                                                                      later_calls):
+    """Past the early margin (1.3x the first candidate's slowest sample), a later consecutive
+    candidate drops out after its warm-up and one timed call; within it, or faster, it runs its
+    rounds, and the faster is kept."""
+    clock, calls = [0.0], []
+    monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
+    run = _costing(clock, calls)
+    measured = Measured({"first": run("first", 1.0), "later": run("later", later_cost)},
+                        rounds=2, consecutive=True)
+    while not measured.trials or measured.trials[None].choice is None:
+        measured(0)
+    assert calls == ["first"] * 3 + ["later"] * later_calls
+    assert measured.trials[None].choice == ("later" if later_cost < 1 else "first")
 
 
 def test_a_streak_must_be_positive_and_timed_by_call():
