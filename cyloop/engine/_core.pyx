@@ -1110,14 +1110,15 @@ cdef class LoopDriver:
         self.destinations = dict(destinations)
         # Where a result both carried and emitted into strided slots lives is measured a run at
         # a time: its slot (the first, kept untuned) or a ping-pong pool copied into it. (Run-level
-        # trials take no more rounds when close: each round is a run the user waits for.)
+        # trials take two rounds, and no more when close: each round is a run the user waits
+        # for, and the slower candidate's runs are half a trial's runs.)
         self.placements = {}
         for result_slot, destination in self.destinations.items():
             if isinstance(destination, MeasuredPlacement):
                 placement = Measured({"in its slot": destination.as_row,
                                       "a ping-pong pool, copied into its slot":
                                           destination.as_pool},
-                                     rounds=3, unit="us/iteration", extend=False)
+                                     rounds=2, unit="us/iteration", extend=False)
                 if not settings.tune:
                     placement.fix()
                 self.placements[result_slot] = placement
