@@ -146,15 +146,15 @@ class Measured:
         self._on_settled = on_settled
 
     def __call__(self, *args, out=None):
-        if out is not None:  # (a destination the candidates take as one more positional)
-            return self._call(args, args + (out,))
+        # (``out``, a destination, reaches the candidates as one more positional; the chosen
+        # one is called from here, the hot path of a loop body's step: no call more.)
         if self._all is not None:
-            return self._all(*args)
+            return self._all(*args) if out is None else self._all(*args, out)
         key = self._key(*args) if self._key is not None else None
         chosen = self._chosen_fn.get(key)
         if chosen is not None:
-            return chosen(*args)
-        return self._call(args, args)
+            return chosen(*args) if out is None else chosen(*args, out)
+        return self._call(args, args if out is None else args + (out,))
 
     def _call(self, keyed, args):
         """A call with `args`, keyed and chosen by `keyed` (args but a destination)."""
