@@ -81,7 +81,7 @@ from ..ir import CarriedInput, ConcatOutput, SlicedInput, read_only, truth
 from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
 from ..ops._gemm import set_products_on_two_cores, two_cores_here
 from ..ops._two_core import products_split
-from ..ops._measured import Measured
+from ..ops._measured import Measured, untimed
 from ..ops.registry import FLOATS, INTEGERS
 from .settings import COUNTERS, GROWTH_CAP_BYTES, PROGRESS_EVERY
 
@@ -1008,7 +1008,7 @@ cdef class _Concat:
     cdef int fill(self, _Counters tally, Py_ssize_t i, object block) except -1:
         """Put a hoisted chunk, the results of iterations i .. i+rows-1, in their slots at once
         (for an output whose result is a hoisted value; see hoist.py)."""
-        cdef Py_ssize_t rows = block.shape[0], lo, hi
+        cdef Py_ssize_t rows = block.shape[0]
         if block.shape[1:] != self.part_shape or block.dtype != self.dtype:
             raise self.desc.changed(self.label, self.index, i, "shape and dtype",
                                     f"{self.part_shape} {self.dtype}",
@@ -1361,12 +1361,19 @@ cdef class LoopDriver:
             if trial is not None:
                 r.cores = (products, name, trial, products_split())
         # This run's destinations: a measured placement is one or the other for the whole run.
+        # One run-level trial at a time: while the choice of cores is on trial, a placement
+        # keeps its choice, or its default, untimed (a run on one core, with that core's own
+        # trials of its products' formulations, would be timed as the placement's).
         destinations = self.destinations
         r.placing = []
         if self.placements:
             destinations = dict(destinations)
             for result_slot, placement in self.placements.items():
-                name, trial = placement.pick(None)
+                if r.cores is not None:
+                    with untimed():
+                        name, trial = placement.pick(None)
+                else:
+                    name, trial = placement.pick(None)
                 destinations[result_slot] = placement.candidates[name]
                 if trial is not None:
                     r.placing.append((placement, name, trial))

@@ -14,7 +14,7 @@ from cyloop.engine._core import ONE_CORE, TWO_CORES
 from cyloop.ops import _measured, _two_core
 from cyloop.ops._gemm import products_on_two_cores, set_products_on_two_cores, two_cores_here
 
-from ..conftest import measured_steps
+from ..conftest import measured_steps, placements
 from ..frontends.openvino_models import cell_ti_model, save
 from ..ops.test_gemm import _rnn_loop_feeds, _rnn_loop_model
 from .test_fuse import _feeds, _lstm_loop
@@ -138,6 +138,27 @@ def test_two_cores_take_their_runs_first_and_the_faster_is_kept(tmp_path, rng):
     plan = str(model.plan())
     assert f"where the matrix products run: {trial.choice}, the fastest here ({TWO_CORES} " \
            in plan and "us/iteration" in plan
+
+
+def test_where_a_value_lives_is_tried_once_the_cores_are_chosen(tmp_path, rng):
+    """One run-level trial at a time: while the cores are on trial, the placement of the LSTM
+    cell's h (carried, and emitted on axis 1) keeps its default untimed; its own trial starts in
+    the first run after the choice of cores, and ends with a choice."""
+    source, feeds = _cell("lstm", 8)(tmp_path, rng)
+    model = cyloop.load(source, driver="cython")
+    loop = _loop_of(model)
+    (placement,) = placements(model)
+    runs = 0
+    while loop.products.trials.get(None) is None or loop.products.trials[None].choice is None:
+        model.run(feeds)
+        runs += 1
+        assert not placement.trials, runs  # (no trial opened: no warm-up run, no sample)
+    model.run(feeds)
+    (trial,) = placement.trials.values()
+    assert trial.warm or any(trial.samples.values())
+    for _ in range(10):
+        model.run(feeds)
+    assert trial.choice in placement.candidates
 
 
 def test_tune_false_keeps_one_core(tmp_path, rng):
