@@ -128,6 +128,7 @@ cdef class LoopDriver:
     cdef list hoist_bound
 
     cdef tuple _loop(self, list args, RunLimits limits)
+    cdef tuple _iterate(self, _Run r, RunLimits limits)
     cdef _Run _start(self, list args, RunLimits limits)
     cdef int _next_chunk(self, _Run r, Py_ssize_t i) except -1
     cdef void _reset_slots(self, list slots)

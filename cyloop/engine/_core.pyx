@@ -1231,8 +1231,20 @@ cdef class LoopDriver:
             set_products_on_two_cores(cores)
 
     cdef tuple _loop(self, list args, RunLimits limits):
-        cdef str label = self.label
         cdef _Run r = self._start(args, limits)
+        if r.cores is not None and not r.cores[0].candidates[r.cores[1]]:
+            # A run on one core for the products trial makes every other measured choice
+            # untimed (its choice so far, or its default): the one-core formulations of its
+            # products would otherwise be on trial in it, their slow candidates timed as part
+            # of one core's run (W4-ti's hoisted projection "columns": 10x its "rows"), and they
+            # are moot if two cores are kept. (Once one core is, they take their trials.)
+            with untimed():
+                return self._iterate(r, limits)
+        return self._iterate(r, limits)
+
+    cdef tuple _iterate(self, _Run r, RunLimits limits):
+        """The iterations of a run `_start` set up."""
+        cdef str label = self.label
         cdef Py_ssize_t i = 0, k, n_carried = len(self.carried)
         cdef Py_ssize_t n_last = self.last_index.shape[0], n_fixed = len(r.fixed)
         cdef bint go = r.run.go, has_cond_result = self.cond_result_slot >= 0

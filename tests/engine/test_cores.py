@@ -140,6 +140,38 @@ def test_two_cores_take_their_runs_first_and_the_faster_is_kept(tmp_path, rng):
            in plan and "us/iteration" in plan
 
 
+def _timed_calls(measured) -> int:
+    """Calls a `Measured` has taken as samples or warm-ups, over all its trials."""
+    return sum(sum(map(len, trial.samples.values())) + len(trial.warm)
+               for trial in measured.trials.values())
+
+
+@pytest.mark.parametrize("name", ["onnx-rnn", "openvino-lstm"])
+def test_a_run_on_one_core_on_trial_times_nothing_else(name, tmp_path, rng):
+    """A run on one core for the products trial leaves every other measured choice of the body
+    untimed (its one-core formulations' trials would be timed as part of one core's run); a
+    run on two cores times them as usual."""
+    source, feeds = LOOPS[name](tmp_path, rng)
+    model = cyloop.load(source, driver="cython")
+    loop = _loop_of(model)
+    body = measured_steps(model)
+    assert body
+    one_core_runs = 0
+    while loop.products.trials.get(None) is None or loop.products.trials[None].choice is None:
+        trial = loop.products.trials.get(None)
+        before_cores = 0 if trial is None else _timed_calls(loop.products)
+        one_before = 0 if trial is None else \
+            len(trial.samples[ONE_CORE]) + (ONE_CORE in trial.warm)
+        before = [_timed_calls(m) for m in body]
+        model.run(feeds)
+        trial = loop.products.trials[None]
+        assert _timed_calls(loop.products) == before_cores + 1
+        if len(trial.samples[ONE_CORE]) + (ONE_CORE in trial.warm) > one_before:
+            one_core_runs += 1
+            assert [_timed_calls(m) for m in body] == before
+    assert one_core_runs >= 2  # (its warm-up run and a timed one)
+
+
 def test_where_a_value_lives_is_tried_once_the_cores_are_chosen(tmp_path, rng):
     """One run-level trial at a time: while the cores are on trial, the placement of the LSTM
     cell's h (carried, and emitted on axis 1) keeps its default untimed; its own trial starts in
