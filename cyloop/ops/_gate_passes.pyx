@@ -22,7 +22,7 @@ from numpy cimport npy_intp
 
 import numpy as np
 
-from cyloop.ops._extent cimport cyl_extent, cyl_ranges_overlap
+from cyloop.ops._extent cimport arrays_overlap
 
 cnp.import_array()
 cnp.import_ufunc()
@@ -134,18 +134,6 @@ cdef bint _rows_of(cnp.ndarray a, int type_num, npy_intp rows, npy_intp n, Rows 
     return True
 
 
-cdef bint _overlap(cnp.ndarray a, cnp.ndarray b):
-    cdef char *a_lo
-    cdef char *a_hi
-    cdef char *b_lo
-    cdef char *b_hi
-    cyl_extent(<char *>cnp.PyArray_DATA(a), cnp.PyArray_NDIM(a), cnp.PyArray_DIMS(a),
-               cnp.PyArray_STRIDES(a), cnp.PyArray_ITEMSIZE(a), &a_lo, &a_hi)
-    cyl_extent(<char *>cnp.PyArray_DATA(b), cnp.PyArray_NDIM(b), cnp.PyArray_DIMS(b),
-               cnp.PyArray_STRIDES(b), cnp.PyArray_ITEMSIZE(b), &b_lo, &b_hi)
-    return cyl_ranges_overlap(a_lo, a_hi, b_lo, b_hi)
-
-
 def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, int f_at, int i_at, int g_at,
               int o_at, bint halve):
     """(h', c') of an LSTM step from its gates' pre-activations ``gates`` [4, B, H], C-contiguous,
@@ -179,7 +167,7 @@ def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, int f_at, int i_at, 
         return None
     if out is not None and (not isinstance(out, np.ndarray)
                             or not _rows_of(out, type_num, batch, hidden, &h_new)
-                            or _overlap(out, gates) or _overlap(out, c)):
+                            or arrays_overlap(out, gates) or arrays_overlap(out, c)):
         return None
     if batch * hidden == 0:
         return None

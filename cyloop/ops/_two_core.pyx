@@ -11,7 +11,7 @@ not take, which the caller then hands to np.matmul.
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 
-from cyloop.ops._extent cimport cyl_extent, cyl_ranges_overlap
+from cyloop.ops._extent cimport arrays_overlap
 
 cnp.import_array()
 
@@ -78,18 +78,6 @@ cdef inline bint _matrix(cnp.ndarray x, int64_t item, int64_t *row, int64_t *bat
     return True
 
 
-cdef inline bint _overlap(cnp.ndarray x, cnp.ndarray y):
-    cdef char *x_low
-    cdef char *x_high
-    cdef char *y_low
-    cdef char *y_high
-    cyl_extent(<char *>cnp.PyArray_DATA(x), cnp.PyArray_NDIM(x), cnp.PyArray_DIMS(x),
-               cnp.PyArray_STRIDES(x), cnp.PyArray_ITEMSIZE(x), &x_low, &x_high)
-    cyl_extent(<char *>cnp.PyArray_DATA(y), cnp.PyArray_NDIM(y), cnp.PyArray_DIMS(y),
-               cnp.PyArray_STRIDES(y), cnp.PyArray_ITEMSIZE(y), &y_low, &y_high)
-    return cyl_ranges_overlap(x_low, x_high, y_low, y_high)
-
-
 cdef bint _addend(object addend, cnp.ndarray c, int kind, cyl_product_t *job):
     """Whether `addend` is an array of out's type `kind`, aligned, in native byte order, that
     broadcasts to c's shape and is apart from c; sets job's addend and its strides (elements,
@@ -116,7 +104,7 @@ cdef bint _addend(object addend, cnp.ndarray c, int kind, cyl_product_t *job):
             if strides[axis] % item:
                 return False
             found[at] = strides[axis] // item
-    if _overlap(c, d):
+    if arrays_overlap(c, d):
         return False
     job.d = <const char *>cnp.PyArray_DATA(d)
     job.sd, job.ldd, job.cold = found[0], found[1], found[2]
@@ -187,7 +175,8 @@ cdef int _product(cnp.ndarray x, cnp.ndarray w, cnp.ndarray c, object addend, bi
     cdef cyl_product_t job
     cdef int64_t item = cnp.PyArray_ITEMSIZE(c)
     if not (_matrix(x, item, &job.lda, &job.sa) and _matrix(w, item, &job.ldb, &job.sb)
-            and _matrix(c, item, &job.ldc, &job.sc)) or _overlap(c, x) or _overlap(c, w):
+            and _matrix(c, item, &job.ldc, &job.sc)) \
+            or arrays_overlap(c, x) or arrays_overlap(c, w):
         return UNFIT
     if count > 1 and job.sc < m * job.ldc:  # the results' matrices one after another, apart
         return UNFIT
