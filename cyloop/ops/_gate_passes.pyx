@@ -55,7 +55,8 @@ cdef Loop _find(cnp.ufunc ufunc, int type_num):
     found.fn, found.data = NULL, NULL
     for i in range(ufunc.ntypes):
         if all(ufunc.types[i * ufunc.nargs + j] == type_num for j in range(ufunc.nargs)):
-            found.fn, found.data = <loop_t>ufunc.functions[i], ufunc.data[i]
+            # (numpy's inner loops run without the GIL: its ufuncs release it around them)
+            found.fn, found.data = <loop_t><void *>ufunc.functions[i], ufunc.data[i]
             break
     return found
 
@@ -151,7 +152,8 @@ def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, int f_at, int i_at, 
     cdef int type_num = cnp.PyArray_TYPE(gates)
     cdef Loops *loops = &_f32 if type_num == cnp.NPY_FLOAT else &_f64
     cdef npy_intp batch, hidden, block, item, k
-    cdef Rows whole, blocks[4], cell, c_new, h_new, one
+    cdef Rows whole, cell, c_new, h_new, one
+    cdef Rows blocks[4]
     cdef int raised[PASSES]
     cdef int flagged = 0
     cdef double half64 = 0.5
