@@ -1,6 +1,6 @@
 """Build the Cython core (`cyloop.engine._core`), the functional API's step loops
-(`cyloop.engine._steps`), the products on two cores (`cyloop.ops._two_core`) and an LSTM step's
-gate passes (`cyloop.ops._gate_passes`); everything else is plain Python.
+(`cyloop.engine._steps`), the products on two cores (`cyloop.ops._two_core`) and a recurrent
+step's gate passes (`cyloop.ops._gate_passes`); everything else is plain Python.
 
 `CYLOOP_DEBUG_CYTHON=1` turns bounds checks, wraparound and division checks back on.
 The sdist holds the tests, the headers, the benchmarks and the CI script as well as the package

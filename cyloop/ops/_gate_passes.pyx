@@ -1,11 +1,13 @@
-"""The gate arithmetic of an LSTM step as one call: numpy's own ufunc inner loops, called from C.
+"""The gate arithmetic of a recurrent step as one call: numpy's own ufunc inner loops, called
+from C.
 
 After its product, an LSTM step (B=8, H=128 on W4) is eight elementwise passes over 1K-4K
-values, and a ufunc call costs about 0.4-1 us before it touches data: the calls, not the data,
-are most of their cost. `lstm_tail` makes the same passes, in the same order, with the inner
-loops numpy's ufuncs run (tanh, multiply, add, found in each ufunc's loop table at import, so
-its SIMD kernels for this CPU), handed the operands' pointers directly. The values are numpy's:
-each element goes through the same loop as in the ufunc calls (tests compare the two exactly).
+values, a GRU step eleven around its two products, and a ufunc call costs about 0.4-1 us before
+it touches data: the calls, not the data, are most of their cost. `lstm_tail`, `gru_gates` and
+`gru_blend` make the same passes, in the same order, with the inner loops numpy's ufuncs run
+(found in each ufunc's loop table at import, so its SIMD kernels for this CPU), handed the
+operands' pointers directly. The values are numpy's: each element goes through the same loop as
+in the ufunc calls (tests compare the two exactly).
 
 What a ufunc call does besides its loop and this does not: casting, broadcasting, buffering
 (operands are checked instead: one float type, rows contiguous, nothing written that is read
@@ -42,7 +44,7 @@ cdef struct Loop:
 
 
 cdef struct Loops:  # one float type's loops (fn NULL: numpy has none of that type)
-    Loop tanh, multiply, add
+    Loop tanh, multiply, add, subtract, negative, minimum, exp, reciprocal
 
 
 cdef Loops _f32, _f64
@@ -66,6 +68,27 @@ cdef Loops _loops(int type_num):
     loops.tanh = _find(np.tanh, type_num)
     loops.multiply = _find(np.multiply, type_num)
     loops.add = _find(np.add, type_num)
+    loops.subtract = _find(np.subtract, type_num)
+    loops.negative = _find(np.negative, type_num)
+    loops.minimum = _find(np.minimum, type_num)
+    loops.exp = _find(np.exp, type_num)
+    loops.reciprocal = _find(np.reciprocal, type_num)
+    return loops
+
+
+cdef Loops *_loops_of(int type_num):
+    """The loops of float32 or float64, all found; else NULL (its operands are declined)."""
+    cdef Loops *loops
+    if type_num == cnp.NPY_FLOAT:
+        loops = &_f32
+    elif type_num == cnp.NPY_DOUBLE:
+        loops = &_f64
+    else:
+        return NULL
+    if loops.tanh.fn == NULL or loops.multiply.fn == NULL or loops.add.fn == NULL \
+            or loops.subtract.fn == NULL or loops.negative.fn == NULL \
+            or loops.minimum.fn == NULL or loops.exp.fn == NULL or loops.reciprocal.fn == NULL:
+        return NULL
     return loops
 
 
@@ -150,7 +173,7 @@ def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, int f_at, int i_at, 
     float64) and contiguous rows.
     """
     cdef int type_num = cnp.PyArray_TYPE(gates)
-    cdef Loops *loops = &_f32 if type_num == cnp.NPY_FLOAT else &_f64
+    cdef Loops *loops = _loops_of(type_num)
     cdef npy_intp batch, hidden, block, item, k
     cdef Rows whole, cell, c_new, h_new, one
     cdef Rows blocks[4]
@@ -158,9 +181,7 @@ def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, int f_at, int i_at, 
     cdef int flagged = 0
     cdef double half64 = 0.5
     cdef float half32 = 0.5
-    if type_num not in (cnp.NPY_FLOAT, cnp.NPY_DOUBLE) or loops.tanh.fn == NULL \
-            or loops.multiply.fn == NULL or loops.add.fn == NULL \
-            or cnp.PyArray_NDIM(gates) != 3 or cnp.PyArray_DIM(gates, 0) != 4 \
+    if loops == NULL or cnp.PyArray_NDIM(gates) != 3 or cnp.PyArray_DIM(gates, 0) != 4 \
             or not cnp.PyArray_IS_C_CONTIGUOUS(gates) \
             or sorted((f_at, i_at, g_at, o_at)) != [0, 1, 2, 3]:
         return None
@@ -219,6 +240,131 @@ def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, int f_at, int i_at, 
     if flagged:
         _report([(_UFUNC_OF_PASS[k], raised[k]) for k in range(PASSES) if raised[k]])
     return h_out, c_out
+
+
+# The passes of `gru_gates` and `gru_blend`, in order, by the ufunc each runs.
+cdef enum:
+    G_NEGATIVE, G_MINIMUM, G_EXP, G_ADD, G_RECIPROCAL, G_RESET, G_PASSES
+_UFUNC_OF_GATES_PASS = ("negative", "minimum", "exp", "add", "reciprocal", "multiply")
+cdef enum:
+    B_RESET, B_INPUT, B_TANH, B_SUBTRACT, B_SCALE, B_ADD, B_PASSES
+_UFUNC_OF_BLEND_PASS = ("multiply", "add", "tanh", "subtract", "multiply", "add")
+
+
+def gru_gates(cnp.ndarray zr, cnp.ndarray h, cnp.ndarray cap, bint reset_h):
+    """A GRU step's update and reset gates: sigmoid over ``zr`` [B, 2H] (C-contiguous: z, then
+    the reset gate), in place, with the passes of `_math.sigmoid` (negative, minimum with
+    ``cap``, a 0-d array of zr's type, exp, plus 1, reciprocal); with ``reset_h``, then also the
+    reset gate times h [B, H] (rows contiguous), as a fresh array, which it returns (else zr).
+    None for operands it does not take (nothing is written then)."""
+    cdef int type_num = cnp.PyArray_TYPE(zr)
+    cdef Loops *loops = _loops_of(type_num)
+    cdef npy_intp batch, hidden, item
+    cdef Rows whole, state, reset, product, limit, one
+    cdef int raised[G_PASSES]
+    cdef int flagged = 0
+    cdef double one64 = 1
+    cdef float one32 = 1
+    if loops == NULL or cnp.PyArray_NDIM(zr) != 2 or not cnp.PyArray_IS_C_CONTIGUOUS(zr) \
+            or cnp.PyArray_NDIM(h) != 2 or cnp.PyArray_TYPE(cap) != type_num \
+            or cnp.PyArray_NDIM(cap) != 0:
+        return None
+    batch, hidden = cnp.PyArray_DIM(h, 0), cnp.PyArray_DIM(h, 1)
+    if cnp.PyArray_DIM(zr, 0) != batch or cnp.PyArray_DIM(zr, 1) != 2 * hidden \
+            or batch * hidden == 0 or not _rows_of(h, type_num, batch, hidden, &state):
+        return None
+    item = cnp.PyArray_ITEMSIZE(zr)
+    whole.data, whole.stride = <char *>cnp.PyArray_DATA(zr), 2 * batch * hidden * item
+    reset.data, reset.stride = whole.data + hidden * item, 2 * hidden * item
+    limit.data, limit.stride = <char *>cnp.PyArray_DATA(cap), 0
+    one.data = <char *>&one32 if type_num == cnp.NPY_FLOAT else <char *>&one64
+    one.stride = 0
+    result = np.empty((batch, hidden), zr.dtype) if reset_h else zr
+    product.data, product.stride = <char *>cnp.PyArray_DATA(result), hidden * item
+    with nogil:
+        feclearexcept(_WATCHED)
+        _unary(loops.negative, whole, whole, 1, 2 * batch * hidden, item)
+        flagged |= _flags_of(raised, G_NEGATIVE)
+        _binary(loops.minimum, whole, limit, 0, whole, 1, 2 * batch * hidden, item)
+        flagged |= _flags_of(raised, G_MINIMUM)
+        _unary(loops.exp, whole, whole, 1, 2 * batch * hidden, item)
+        flagged |= _flags_of(raised, G_EXP)
+        _binary(loops.add, whole, one, 0, whole, 1, 2 * batch * hidden, item)
+        flagged |= _flags_of(raised, G_ADD)
+        _unary(loops.reciprocal, whole, whole, 1, 2 * batch * hidden, item)
+        flagged |= _flags_of(raised, G_RECIPROCAL)
+        raised[G_RESET] = 0
+        if reset_h:
+            _binary(loops.multiply, reset, state, item, product, batch, hidden, item)
+            flagged |= _flags_of(raised, G_RESET)
+    if flagged:
+        _report([(_UFUNC_OF_GATES_PASS[k], raised[k]) for k in range(G_PASSES) if raised[k]])
+    return result
+
+
+def gru_blend(cnp.ndarray candidate, cnp.ndarray h, cnp.ndarray zr, object out, object xw):
+    """A GRU step's new state from its candidate's pre-activation [B, H] (C-contiguous,
+    overwritten), h [B, H] and the activated gates ``zr`` [B, 2H] (`gru_gates`), with the passes
+    of the cell's step: with ``xw`` (the input projection [B, 3H]: linear_before_reset), first
+    the candidate times the reset gate plus xw's third block; then tanh over the candidate n,
+    and ``h' = h - n``, ``h' *= z``, ``h' += n`` ((1 - z) n + z h). h' goes into ``out`` (a
+    [B, H] array overlapping no operand) or a fresh array, which it returns; None for operands
+    it does not take (nothing is written then). Every operand has one float type and contiguous
+    rows."""
+    cdef int type_num = cnp.PyArray_TYPE(candidate)
+    cdef Loops *loops = _loops_of(type_num)
+    cdef npy_intp batch, hidden, item
+    cdef Rows n, state, z, reset, x_n, h_new
+    cdef int raised[B_PASSES]
+    cdef int flagged = 0
+    cdef bint linear_before_reset = xw is not None
+    if loops == NULL or cnp.PyArray_NDIM(candidate) != 2 \
+            or not cnp.PyArray_IS_C_CONTIGUOUS(candidate) or cnp.PyArray_NDIM(zr) != 2 \
+            or not cnp.PyArray_IS_C_CONTIGUOUS(zr) or cnp.PyArray_TYPE(zr) != type_num:
+        return None
+    batch, hidden = cnp.PyArray_DIM(candidate, 0), cnp.PyArray_DIM(candidate, 1)
+    if batch * hidden == 0 or cnp.PyArray_DIM(zr, 0) != batch \
+            or cnp.PyArray_DIM(zr, 1) != 2 * hidden \
+            or not _rows_of(h, type_num, batch, hidden, &state) \
+            or arrays_overlap(candidate, h) or arrays_overlap(candidate, zr):
+        return None
+    if linear_before_reset and (not isinstance(xw, np.ndarray)
+                                or not _rows_of(xw, type_num, batch, 3 * hidden, &x_n)
+                                or arrays_overlap(candidate, xw)):
+        return None
+    if out is not None and (not isinstance(out, np.ndarray)
+                            or not _rows_of(out, type_num, batch, hidden, &h_new)
+                            or arrays_overlap(out, candidate) or arrays_overlap(out, h)
+                            or arrays_overlap(out, zr)
+                            or linear_before_reset and arrays_overlap(out, xw)):
+        return None
+    result = out if out is not None else np.empty((batch, hidden), candidate.dtype)
+    _rows_of(result, type_num, batch, hidden, &h_new)
+    item = cnp.PyArray_ITEMSIZE(candidate)
+    n.data, n.stride = <char *>cnp.PyArray_DATA(candidate), hidden * item
+    z.data, z.stride = <char *>cnp.PyArray_DATA(zr), 2 * hidden * item
+    reset.data, reset.stride = z.data + hidden * item, z.stride
+    if linear_before_reset:
+        x_n.data += 2 * hidden * item  # (its third block)
+    with nogil:
+        feclearexcept(_WATCHED)
+        raised[B_RESET] = raised[B_INPUT] = 0
+        if linear_before_reset:
+            _binary(loops.multiply, n, reset, item, n, batch, hidden, item)
+            flagged |= _flags_of(raised, B_RESET)
+            _binary(loops.add, n, x_n, item, n, batch, hidden, item)
+            flagged |= _flags_of(raised, B_INPUT)
+        _unary(loops.tanh, n, n, batch, hidden, item)
+        flagged |= _flags_of(raised, B_TANH)
+        _binary(loops.subtract, state, n, item, h_new, batch, hidden, item)
+        flagged |= _flags_of(raised, B_SUBTRACT)
+        _binary(loops.multiply, h_new, z, item, h_new, batch, hidden, item)
+        flagged |= _flags_of(raised, B_SCALE)
+        _binary(loops.add, h_new, n, item, h_new, batch, hidden, item)
+        flagged |= _flags_of(raised, B_ADD)
+    if flagged:
+        _report([(_UFUNC_OF_BLEND_PASS[k], raised[k]) for k in range(B_PASSES) if raised[k]])
+    return result
 
 
 # numpy's errstate kinds in the order it reports them: (errstate key, fenv flag, numpy's bit

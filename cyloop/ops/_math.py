@@ -7,7 +7,8 @@ import math
 import numpy as np
 
 __all__ = ["einsum", "erf", "gelu", "hard_sigmoid", "inf_test", "lstm_gate_affine", "mish",
-           "power", "prelu", "round_half_away", "selu", "sigmoid", "softmax", "softsign"]
+           "power", "prelu", "round_half_away", "selu", "sigmoid", "sigmoid_cap", "softmax",
+           "softsign"]
 
 _scalar_erf = np.frompyfunc(math.erf, 1, 1)
 
@@ -24,7 +25,15 @@ def _exp_cap(dtype):
 # Per dtype, as 0-d arrays: a ufunc skips converting a 0-d array operand, which it must do for a
 # numpy or Python scalar on every call; the gates of a cell make many such calls per step.
 _EXP_CAPS = {np.dtype(t): np.asarray(_exp_cap(np.dtype(t))) for t in (np.float32, np.float64)}
+for _cap in _EXP_CAPS.values():
+    _cap.flags.writeable = False
 _ONES = {t: np.ones((), t) for t in _EXP_CAPS}
+
+
+def sigmoid_cap(dtype):
+    """The cap `sigmoid` puts on exp's argument for `dtype` (a read-only 0-d array), or None where
+    it has none (it then computes another way: float16 in float32)."""
+    return _EXP_CAPS.get(np.dtype(dtype))
 
 
 def sigmoid(x, out=None):

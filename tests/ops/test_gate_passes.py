@@ -1,8 +1,9 @@
-"""An LSTM step's gate passes as one call (`_gate_passes.lstm_tail`, numpy's own inner loops
-called from C): the values are exactly those of the same passes made as ufunc calls, whatever
-the dtype, shapes, gate order and row strides; operands it does not take are left untouched
-(None); floating-point errors are reported as numpy reports them; and the LSTM kernels that use
-it make the same values through their ufunc passes where it declines."""
+"""A recurrent step's gate passes as one call (`_gate_passes`: an LSTM's `lstm_tail`, a GRU's
+`gru_gates` and `gru_blend`; numpy's own inner loops called from C): the values are exactly those
+of the same passes made as ufunc calls, whatever the dtype, shapes, gate order and row strides;
+operands they do not take are left untouched (None); floating-point errors are reported as numpy
+reports them; and the kernels that use them make the same values through their ufunc passes
+where they decline."""
 
 import contextlib
 import itertools
@@ -13,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cyloop.ops import fused
-from cyloop.ops._gate_passes import lstm_tail
+from cyloop.ops import _math, fused
+from cyloop.ops._gate_passes import gru_blend, gru_gates, lstm_tail
 from cyloop.ops.openvino import cells
 
 
@@ -206,10 +207,13 @@ def test_every_float_type_has_its_loops():
 
 @contextlib.contextmanager
 def _declining(monkeypatch):
-    """The LSTM kernels with `lstm_tail` declining every call: their ufunc passes run."""
+    """The cell kernels with the passes of `_gate_passes` declining every call: their ufunc
+    passes run."""
     with monkeypatch.context() as patch:
         for module in (cells, fused):
             patch.setattr(module, "lstm_tail", lambda *args: None)
+        patch.setattr(cells, "gru_gates", lambda *args: None)
+        patch.setattr(cells, "gru_blend", lambda *args: None)
         yield
 
 
@@ -248,3 +252,191 @@ def test_the_kernels_make_the_same_values_where_it_declines(kernel, dtype, monke
         for one_call, ufunc_calls in zip(*results):
             np.testing.assert_array_equal(one_call, ufunc_calls, err_msg=str(blocks))
 
+
+
+def _gru_numpy_gates(zr, h, reset_h):
+    """`gru_gates`'s passes as the cell's numpy calls: (reset * h if `reset_h` else None, z,
+    the reset gate)."""
+    hidden = h.shape[1]
+    _math.sigmoid(zr, out=zr)
+    z, reset = zr[:, :hidden], zr[:, hidden:]
+    return (reset * h if reset_h else None), z, reset
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=st.sampled_from(["float32", "float64"]), batch=st.integers(1, 9),
+       hidden=st.integers(1, 40), linear_before_reset=st.booleans(),
+       out_form=st.sampled_from(["none", "contiguous", "strided"]), h_strided=st.booleans(),
+       scale=st.sampled_from([3.0, 200.0]), seed=st.integers(0, 2**16))
+def test_the_gru_passes_make_what_numpy_s_ufunc_calls_make(dtype, batch, hidden,
+                                                           linear_before_reset, out_form,
+                                                           h_strided, scale, seed):
+    """(At scale 200, gates far past exp's cap: sigmoid's capped passes matter.)"""
+    rng = np.random.default_rng(seed)
+    pre_zr = (rng.standard_normal((batch, 2 * hidden)) * scale).astype(dtype)
+    pre_n = (rng.standard_normal((batch, hidden)) * 3).astype(dtype)
+    h = _rows(rng, batch, hidden, dtype, h_strided)
+    h_before = h.copy()
+    xw = rng.standard_normal((batch, 2, 3 * hidden)).astype(dtype)[:, 1] \
+        if linear_before_reset else None
+    output = np.full((batch, 3, hidden), np.nan, dtype)
+    out = {"none": None, "contiguous": np.full((batch, hidden), np.nan, dtype),
+           "strided": output[:, 1]}[out_form]
+    # The oracle: the cell's ufunc calls.
+    want_zr = pre_zr.copy()
+    want_reset_h, z, reset = _gru_numpy_gates(want_zr, h, not linear_before_reset)
+    n = pre_n.copy()
+    if linear_before_reset:
+        n *= reset
+        n += xw[:, 2 * hidden:]
+    np.tanh(n, out=n)
+    want_h = np.subtract(h, n)
+    want_h *= z
+    want_h += n
+    # The passes as calls.
+    zr = pre_zr.copy()
+    gated = gru_gates(zr, h, _math.sigmoid_cap(dtype), not linear_before_reset)
+    np.testing.assert_array_equal(zr, want_zr)
+    if linear_before_reset:
+        assert gated is zr
+    else:
+        np.testing.assert_array_equal(gated, want_reset_h)
+        assert gated.flags.c_contiguous and not np.shares_memory(gated, h)
+    candidate = pre_n.copy()
+    h_new = gru_blend(candidate, h, zr, out, xw)
+    np.testing.assert_array_equal(h_new, want_h)
+    np.testing.assert_array_equal(candidate, n)  # (overwritten with n, as the ufunc calls do)
+    np.testing.assert_array_equal(h, h_before)
+    if out is not None:
+        assert h_new is out
+        if out_form == "strided":
+            assert np.isnan(output[:, [0, 2]]).all()
+    # ... and they are the GRU's equations.
+    with np.errstate(over="ignore"):
+        sig = 1 / (1 + np.exp(-pre_zr.astype(np.float64)))
+    exact_n = pre_n.astype(np.float64)
+    if linear_before_reset:
+        exact_n = exact_n * sig[:, hidden:] + xw[:, 2 * hidden:]
+    exact_n = np.tanh(exact_n)
+    exact = (1 - sig[:, :hidden]) * exact_n + sig[:, :hidden] * h
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    with np.errstate(over="ignore"):  # (exp of -200 * -3 and so on, in the float64 oracle)
+        np.testing.assert_allclose(h_new, exact, rtol=tol, atol=tol)
+
+
+def _gru_unfit_cases(rng):
+    f32 = np.float32
+
+    def a(shape, dtype=f32):
+        return rng.standard_normal(shape).astype(dtype)
+
+    cap32 = _math.sigmoid_cap(f32)
+    shared = a((3, 10))
+    return {
+        "gates: float16": ("gates", a((3, 10), np.float16), a((3, 5), np.float16),
+                           np.asarray(np.float16(10)), True),
+        "gates: h of another dtype": ("gates", a((3, 10)), a((3, 5), np.float64), cap32, True),
+        "gates: cap of another dtype": ("gates", a((3, 10)), a((3, 5)),
+                                        _math.sigmoid_cap(np.float64), True),
+        "gates: cap not 0-d": ("gates", a((3, 10)), a((3, 5)), np.full(1, 80, f32), True),
+        "gates: zr not contiguous": ("gates", a((3, 20))[:, ::2], a((3, 5)), cap32, True),
+        "gates: zr not 2H wide": ("gates", a((3, 9)), a((3, 5)), cap32, True),
+        "gates: h columns strided": ("gates", a((3, 10)), a((3, 10))[:, ::2], cap32, True),
+        "gates: empty": ("gates", a((0, 10)), a((0, 5)), cap32, True),
+        "blend: candidate not contiguous": ("blend", a((3, 10))[:, ::2], a((3, 5)), a((3, 10)),
+                                            None, None),
+        "blend: mixed dtypes": ("blend", a((3, 5)), a((3, 5), np.float64), a((3, 10)), None,
+                                None),
+        "blend: zr of another width": ("blend", a((3, 5)), a((3, 5)), a((3, 8)), None, None),
+        "blend: xw of another width": ("blend", a((3, 5)), a((3, 5)), a((3, 10)), None,
+                                       a((3, 10))),
+        "blend: out overlapping h": ("blend", a((3, 5)), shared[:, :5], a((3, 10)),
+                                     shared[:, 5:], None),
+        "blend: out overlapping zr": ("blend", a((3, 5)), a((3, 5)), shared, shared[:, 5:],
+                                      None),
+        "blend: out of another dtype": ("blend", a((3, 5)), a((3, 5)), a((3, 10)),
+                                        a((3, 5), np.float64), None),
+        "blend: out not an array": ("blend", a((3, 5)), a((3, 5)), a((3, 10)),
+                                    [[0.0] * 5] * 3, None),
+    }
+
+
+@pytest.mark.parametrize("case", list(_gru_unfit_cases(np.random.default_rng(0))))
+def test_gru_operands_it_does_not_take_are_declined_untouched(case, rng):
+    which, *args = _gru_unfit_cases(rng)[case]
+    before = [np.array(a, copy=True) for a in args if isinstance(a, np.ndarray)]
+    assert (gru_gates if which == "gates" else gru_blend)(*args) is None
+    for was, now in zip(before, [a for a in args if isinstance(a, np.ndarray)]):
+        np.testing.assert_array_equal(now, was)
+
+
+@pytest.mark.parametrize("mode", ["ignore", "warn", "raise", "call", "log", "print"])
+@pytest.mark.parametrize("which", ["gates", "blend"])
+def test_gru_floating_point_errors_are_reported_as_numpy_reports_them(which, mode, capfd):
+    """The gates: exp underflowing on large gates (sigmoid 1); the blend: an update gate of
+    exactly 0 times a state of inf (invalid, in the multiply)."""
+    def gates_by_numpy(zr, h):
+        _gru_numpy_gates(zr, h, True)
+
+    def gates_in_one_call(zr, h):
+        gru_gates(zr, h, _math.sigmoid_cap(np.float32), True)
+
+    def blend_by_numpy(candidate, h, zr):
+        np.tanh(candidate, out=candidate)
+        h_new = np.subtract(h, candidate)
+        h_new *= zr[:, :h.shape[1]]
+        h_new += candidate
+
+    def blend_in_one_call(candidate, h, zr):
+        gru_blend(candidate, h, zr, None, None)
+
+    def operands():
+        if which == "gates":
+            return np.full((2, 6), 200.0, np.float32), np.ones((2, 3), np.float32)
+        return (np.ones((2, 3), np.float32), np.full((2, 3), np.inf, np.float32),
+                np.zeros((2, 6), np.float32))
+
+    def outcome(run):
+        calls, log = [], _Log()
+        handler = log if mode == "log" else (lambda *args: calls.append(args))
+        kind = "under" if which == "gates" else "invalid"
+        with warnings.catch_warnings(record=True) as caught, \
+                np.errstate(all="ignore", **{kind: mode}, call=handler):
+            warnings.simplefilter("always")
+            try:
+                run(*operands())
+                raised = None
+            except FloatingPointError as e:
+                raised = str(e)
+        return ([(w.category, str(w.message)) for w in caught], raised, calls, log.lines,
+                capfd.readouterr().err)
+
+    by_numpy, in_one_call = {"gates": (gates_by_numpy, gates_in_one_call),
+                             "blend": (blend_by_numpy, blend_in_one_call)}[which]
+    want = outcome(by_numpy)
+    assert outcome(in_one_call) == want
+    assert any(want) == (mode != "ignore")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("linear_before_reset", [False, True])
+def test_the_gru_step_makes_the_same_values_where_they_decline(linear_before_reset, dtype,
+                                                               monkeypatch, rng):
+    """OpenVINO's GRUCell step, batch-major, returns the same h' and writes the same out=
+    whether its passes are two calls or ufunc calls."""
+    batch, hidden = 3, 5
+    step = cells.gru_step({"linear_before_reset": linear_before_reset}).candidates[
+        "batch-major gates"]
+    r = rng.standard_normal((3 * hidden, hidden)).astype(dtype)
+    r.flags.writeable = False
+    xw = rng.standard_normal((batch, 3 * hidden)).astype(dtype)
+    h = rng.standard_normal((batch, hidden)).astype(dtype)
+    b = rng.standard_normal(4 * hidden).astype(dtype)
+    results = []
+    for declining in (False, True):
+        out = np.full((batch, 2, hidden), np.nan, dtype)[:, 1]
+        with _declining(monkeypatch) if declining else contextlib.nullcontext():
+            got = step(xw, h, r, b, out)
+        assert got is out
+        results.append(got.copy())
+    np.testing.assert_array_equal(*results)

@@ -31,7 +31,7 @@ import numpy as np
 
 from ...ir import LOOP_DOMAIN
 from .. import _math
-from .._gate_passes import lstm_tail
+from .._gate_passes import gru_blend, gru_gates, lstm_tail
 from .._gemm import (
     Prepared,
     PreparedPair,
@@ -336,6 +336,9 @@ def gru_step(attrs) -> Measured:
     f, g = _activations(attrs, ["sigmoid", "tanh"])
     clip = as_float(attrs, "clip", 0.0)
     linear_before_reset = as_bool(attrs, "linear_before_reset")
+    # The default activations without clip, batch-major on a [B, H] state: the passes around
+    # the two products as two calls (`gru_gates`, `gru_blend`) where they take the operands.
+    one_call = f is _math.sigmoid and g is np.tanh and not clip
 
     def step_in(layout):
         def split(r):
@@ -344,6 +347,7 @@ def gru_step(attrs) -> Measured:
 
         weights = Prepared(split)
         gate_major = layout.gate_major
+        passes = one_call and not gate_major
 
         def step(xw, h, r, b, out=None):
             hidden = h.shape[-1]
@@ -351,21 +355,34 @@ def gru_step(attrs) -> Measured:
             z_at, reset_at, candidate_at = _blocks(gate_major, hidden, 3)
             h_t, xw_t = layout.oriented(h), layout.oriented(xw)
             zr = layout.product(h_t, update_reset, xw_t[_span(gate_major, 0, 2 * hidden)])
-            f(_clip(zr, clip), out=zr)
+            gated = None
+            if passes and h.ndim == 2:
+                cap = _math.sigmoid_cap(zr.dtype)
+                if cap is not None:  # (reset * h with the gates, where the product takes it)
+                    gated = gru_gates(zr, h_t, cap, not linear_before_reset)
+            if gated is None:
+                f(_clip(zr, clip), out=zr)
             z, reset = zr[z_at], zr[reset_at]
             if linear_before_reset:
                 candidate = layout.product(h_t, candidate_weights,
                                            layout.oriented(b[None, 3 * hidden:]))
-                candidate *= reset
-                candidate += xw_t[candidate_at]
             else:
-                candidate = layout.product(reset * h_t, candidate_weights, xw_t[candidate_at])
-            g(_clip(candidate, clip), out=candidate)
-            # (1 - z) * candidate + z * h
+                candidate = layout.product(reset * h_t if gated is None else gated,
+                                           candidate_weights, xw_t[candidate_at])
             dest = layout.oriented(out) if out is not None and candidate.dtype == h.dtype else None
-            h_new = np.subtract(h_t, candidate, out=dest)
-            h_new *= z
-            h_new += candidate
+            h_new = None
+            if gated is not None:
+                h_new = gru_blend(candidate, h_t, zr, dest,
+                                  xw_t if linear_before_reset else None)
+            if h_new is None:
+                if linear_before_reset:
+                    candidate *= reset
+                    candidate += xw_t[candidate_at]
+                g(_clip(candidate, clip), out=candidate)
+                # (1 - z) * candidate + z * h
+                h_new = np.subtract(h_t, candidate, out=dest)
+                h_new *= z
+                h_new += candidate
             return out if dest is not None else layout.oriented(h_new).astype(h.dtype, copy=False)
 
         step.weights = weights
