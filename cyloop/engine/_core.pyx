@@ -71,6 +71,7 @@ from cyloop.ops._extent cimport cyl_extent, cyl_ranges_overlap
 import itertools
 import operator
 import threading
+from contextlib import nullcontext
 from sys import byteorder, getswitchinterval
 from time import monotonic, perf_counter
 
@@ -1232,15 +1233,14 @@ cdef class LoopDriver:
 
     cdef tuple _loop(self, list args, RunLimits limits):
         cdef _Run r = self._start(args, limits)
-        if r.cores is not None and not r.cores[0].candidates[r.cores[1]]:
-            # A run on one core for the products trial makes every other measured choice
-            # untimed (its choice so far, or its default): the one-core formulations of its
-            # products would otherwise be on trial in it, their slow candidates timed as part
-            # of one core's run (W4-ti's hoisted projection "columns": 10x its "rows"), and they
-            # are moot if two cores are kept. (Once one core is, they take their trials.)
-            with untimed():
-                return self._iterate(r, limits)
-        return self._iterate(r, limits)
+        # A run on one core for the products trial makes every other measured choice untimed
+        # (its choice so far, or its default): the one-core formulations of its products would
+        # otherwise be on trial in it, their slow candidates timed as part of one core's run
+        # (W4-ti's hoisted projection "columns": 10x its "rows"), and they are moot if two
+        # cores are kept. (Once one core is, they take their trials.)
+        one_core_on_trial = r.cores is not None and not r.cores[0].candidates[r.cores[1]]
+        with untimed() if one_core_on_trial else nullcontext():
+            return self._iterate(r, limits)
 
     cdef tuple _iterate(self, _Run r, RunLimits limits):
         """The iterations of a run `_start` set up."""
@@ -1381,10 +1381,7 @@ cdef class LoopDriver:
         if self.placements:
             destinations = dict(destinations)
             for result_slot, placement in self.placements.items():
-                if r.cores is not None:
-                    with untimed():
-                        name, trial = placement.pick(None)
-                else:
+                with untimed() if r.cores is not None else nullcontext():
                     name, trial = placement.pick(None)
                 destinations[result_slot] = placement.candidates[name]
                 if trial is not None:

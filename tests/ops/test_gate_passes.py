@@ -153,24 +153,29 @@ class _Log:
         self.lines.append(line)
 
 
+def _fp_outcome(run, operands, kind, mode, capfd):
+    """What `run(*operands())` reports of its floating-point errors of `kind` under `mode`:
+    (warnings, the FloatingPointError's message, errcall calls, log lines, stderr)."""
+    calls, log = [], _Log()
+    handler = log if mode == "log" else (lambda *args: calls.append(args))
+    with warnings.catch_warnings(record=True) as caught, \
+            np.errstate(all="ignore", **{kind: mode}, call=handler):
+        warnings.simplefilter("always")
+        try:
+            run(*operands())
+            raised = None
+        except FloatingPointError as e:
+            raised = str(e)
+    return ([(w.category, str(w.message)) for w in caught], raised, calls, log.lines,
+            capfd.readouterr().err)
+
+
 @pytest.mark.parametrize("mode", ["ignore", "warn", "raise", "call", "log", "print"])
 def test_floating_point_errors_are_reported_as_numpy_reports_them(mode, capfd):
     """Under each errstate mode, the same warning, exception, callback, log line or stderr line
     as the ufunc calls make (numpy itself is the oracle)."""
-
     def outcome(run):
-        calls, log = [], _Log()
-        handler = log if mode == "log" else (lambda *args: calls.append(args))
-        with warnings.catch_warnings(record=True) as caught, \
-                np.errstate(all="ignore", invalid=mode, call=handler):
-            warnings.simplefilter("always")
-            try:
-                run(*_invalid_operands())
-                raised = None
-            except FloatingPointError as e:
-                raised = str(e)
-        return ([(w.category, str(w.message)) for w in caught], raised, calls, log.lines,
-                capfd.readouterr().err)
+        return _fp_outcome(run, _invalid_operands, "invalid", mode, capfd)
 
     want = outcome(lambda gates, c: _numpy_passes(gates, c, None, 0, 1, 2, 3, False))
     got = outcome(lambda gates, c: lstm_tail(gates, c, None, 0, 1, 2, 3, False))
@@ -397,19 +402,8 @@ def test_gru_floating_point_errors_are_reported_as_numpy_reports_them(which, mod
                 np.zeros((2, 6), np.float32))
 
     def outcome(run):
-        calls, log = [], _Log()
-        handler = log if mode == "log" else (lambda *args: calls.append(args))
-        kind = "under" if which == "gates" else "invalid"
-        with warnings.catch_warnings(record=True) as caught, \
-                np.errstate(all="ignore", **{kind: mode}, call=handler):
-            warnings.simplefilter("always")
-            try:
-                run(*operands())
-                raised = None
-            except FloatingPointError as e:
-                raised = str(e)
-        return ([(w.category, str(w.message)) for w in caught], raised, calls, log.lines,
-                capfd.readouterr().err)
+        return _fp_outcome(run, operands, "under" if which == "gates" else "invalid", mode,
+                           capfd)
 
     by_numpy, in_one_call = {"gates": (gates_by_numpy, gates_in_one_call),
                              "blend": (blend_by_numpy, blend_in_one_call)}[which]
