@@ -1233,13 +1233,20 @@ cdef class LoopDriver:
 
     cdef tuple _loop(self, list args, RunLimits limits):
         cdef _Run r = self._start(args, limits)
-        # A run on one core for the products trial makes every other measured choice untimed
-        # (its choice so far, or its default): the one-core formulations of its products would
-        # otherwise be on trial in it, their slow candidates timed as part of one core's run
-        # (W4-ti's hoisted projection "columns": 10x its "rows"), and they are moot if two
-        # cores are kept. (Once one core is, they take their trials.)
-        one_core_on_trial = r.cores is not None and not r.cores[0].candidates[r.cores[1]]
-        with untimed() if one_core_on_trial else nullcontext():
+        # A run of the products trial times no other measured choice (each runs its choice so
+        # far, or its default), so that one core and two are timed doing the same work:
+        # - on one core, the one-core formulations of its products would otherwise be on trial,
+        #   their slow candidates timed as part of one core's run (W4-ti's hoisted projection
+        #   "columns": 10x its "rows"), and they are moot if two cores are kept;
+        # - on two cores, the chunk sizes' trial would otherwise run in the two-core runs, its
+        #   slower sizes timed as two cores' (W4-loop's 128 KiB chunks: 1.46x a row what its
+        #   512 KiB ones cost; with them in its two-core runs it kept one core).
+        # Only the trial's first run, a warm-up whose time counts for nothing, lets the others
+        # take their samples: the kernels' own per-call trials settle within it. The rest take
+        # theirs once the cores are chosen, under that choice.
+        quiet = r.cores is not None and (not r.cores[0].candidates[r.cores[1]]
+                                         or r.cores[1] in r.cores[2].warm)
+        with untimed() if quiet else nullcontext():
             return self._iterate(r, limits)
 
     cdef tuple _iterate(self, _Run r, RunLimits limits):

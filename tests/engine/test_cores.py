@@ -28,10 +28,10 @@ pytestmark = pytest.mark.skipif(not two_cores_here(), reason="numpy's own BLAS i
 STEPS, SCALE = 12, 0.125
 
 
-def _rnn(tmp_path, rng):
+def _rnn(tmp_path, rng, steps=STEPS):
     """h = tanh(x_t W + h R + B) as ONNX MatMul nodes: h @ R [16,64] @ [64,64] in the body,
     x_t @ W hoisted."""
-    feeds = _rnn_loop_feeds(rng, hidden=64, steps=STEPS, batch=16, features=32)
+    feeds = _rnn_loop_feeds(rng, hidden=64, steps=steps, batch=16, features=32)
     for name in ("W", "R"):
         feeds[name] *= SCALE
     return _rnn_loop_model(), feeds
@@ -47,10 +47,10 @@ def _fused_lstm(tmp_path, rng):
 
 
 def _cell(kind, batch):
-    def build(tmp_path, rng):
-        ov_model, _ = cell_ti_model(kind, steps=STEPS, batch=batch, features=16, hidden=64,
+    def build(tmp_path, rng, steps=STEPS):
+        ov_model, _ = cell_ti_model(kind, steps=steps, batch=batch, features=16, hidden=64,
                                     scale=SCALE)
-        feeds = {"X": rng.standard_normal((batch, STEPS, 16)).astype(np.float32),
+        feeds = {"X": rng.standard_normal((batch, steps, 16)).astype(np.float32),
                  "H0": rng.standard_normal((batch, 64)).astype(np.float32)}
         if kind == "lstm":
             feeds["C0"] = rng.standard_normal((batch, 64)).astype(np.float32)
@@ -147,29 +147,35 @@ def _timed_calls(measured) -> int:
 
 
 @pytest.mark.parametrize("name", ["onnx-rnn", "openvino-lstm"])
-def test_a_run_on_one_core_on_trial_times_nothing_else(name, tmp_path, rng):
-    """A run on one core for the products trial leaves every other measured choice of the body
-    untimed (its one-core formulations' trials would be timed as part of one core's run); a
-    run on two cores times them as usual."""
-    source, feeds = LOOPS[name](tmp_path, rng)
+def test_a_timed_run_of_the_cores_trial_times_nothing_else(name, tmp_path, rng):
+    """While the cores are on trial, a run times no other measured choice (the body's kernels,
+    the hoisted ones, the chunk sizes: one core's formulations would be timed as part of its
+    run, and the slower chunk sizes as part of two cores'), but for the trial's first run, a
+    warm-up on two cores, in which the others take their samples."""
+    source, feeds = LOOPS[name](tmp_path, rng, steps=40)  # (chunks past the first: sized)
     model = cyloop.load(source, driver="cython")
     loop = _loop_of(model)
-    body = measured_steps(model)
-    assert body
-    one_core_runs = 0
+    others = measured_steps(model) + [loop.hoist.sizing] + [
+        step.probe.measured for step in loop.hoist.steps
+        if getattr(step.probe, "measured", None) is not None]
+    runs = []  # (the cores a run had, whether they were warm, whether it timed nothing else)
     while loop.products.trials.get(None) is None or loop.products.trials[None].choice is None:
         trial = loop.products.trials.get(None)
-        before_cores = 0 if trial is None else _timed_calls(loop.products)
-        one_before = 0 if trial is None else \
-            len(trial.samples[ONE_CORE]) + (ONE_CORE in trial.warm)
-        before = [_timed_calls(m) for m in body]
+        counts = {n: 0 for n in (TWO_CORES, ONE_CORE)} if trial is None else \
+            {n: len(trial.samples[n]) + (n in trial.warm) for n in (TWO_CORES, ONE_CORE)}
+        warm = set() if trial is None else set(trial.warm)
+        before = [_timed_calls(m) for m in others]
         model.run(feeds)
         trial = loop.products.trials[None]
-        assert _timed_calls(loop.products) == before_cores + 1
-        if len(trial.samples[ONE_CORE]) + (ONE_CORE in trial.warm) > one_before:
-            one_core_runs += 1
-            assert [_timed_calls(m) for m in body] == before
-    assert one_core_runs >= 2  # (its warm-up run and a timed one)
+        (cores,) = [n for n in counts if len(trial.samples[n]) + (n in trial.warm) > counts[n]]
+        runs.append((cores, cores in warm, [_timed_calls(m) for m in others] == before))
+    assert runs[0] == (TWO_CORES, False, False)
+    assert all(quiet for _, _, quiet in runs[1:]), runs
+    assert (ONE_CORE, False, True) in runs and (ONE_CORE, True, True) in runs
+    assert runs[1] == (TWO_CORES, True, True)
+    settled = [_timed_calls(m) for m in others]
+    model.run(feeds)  # the choice made, the others take their samples again
+    assert [_timed_calls(m) for m in others] != settled
 
 
 def test_where_a_value_lives_is_tried_once_the_cores_are_chosen(tmp_path, rng):
