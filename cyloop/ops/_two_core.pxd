@@ -1,30 +1,18 @@
-# Mirrors include/cyloop/two_core.h.
+# What other extensions take from `_two_core`: jobs of pieces run on two cores, and the gemm of
+# numpy's own BLAS (include/cyloop/two_core_job.h; the helper's own state is in two_core.h,
+# which only _two_core.pyx includes).
 
 from libc.stdint cimport int64_t
 
-cdef extern from "cyloop/two_core.h" nogil:
-    ctypedef void (*cyl_sgemm_t)(int, int, int, int64_t, int64_t, int64_t, float, const float *,
-                                 int64_t, const float *, int64_t, float, float *, int64_t)
-    ctypedef void (*cyl_dgemm_t)(int, int, int, int64_t, int64_t, int64_t, double,
-                                 const double *, int64_t, const double *, int64_t, double,
-                                 double *, int64_t)
-    ctypedef int (*cyl_threads_t)()
-    ctypedef struct cyl_product_t:
-        int double_precision
-        int64_t count, m, n, k
-        const char *a
-        const char *b
-        char *c
-        int64_t lda, ldb, ldc
-        int64_t sa, sb, sc
-        int64_t rows, cols
-        const char *d
-        int64_t sd, ldd, cold
-        int alone
+cdef extern from "cyloop/two_core_job.h" nogil:
     int64_t CYL_PIECE_LIMIT
-    int64_t CYL_SMALLEST
-    int CYL_HELPER
-    void cyl_two_core_bind(cyl_sgemm_t sgemm, cyl_dgemm_t dgemm, cyl_threads_t threads)
-    void cyl_two_core_run(const cyl_product_t *job, int *helped)
-    int64_t cyl_two_core_pieces_helped()
-    int64_t cyl_two_core_products_split()
+    ctypedef struct cyl_job_t:
+        void (*run)(const void *job, int64_t index) noexcept nogil
+        int64_t pieces
+        int alone
+
+cdef int run_job(cyl_job_t *job) noexcept nogil
+cdef bint has_gemm(bint double_precision) noexcept nogil
+cdef void gemm(bint double_precision, int64_t m, int64_t n, int64_t k, const char *a,
+               int64_t lda, const char *b, int64_t ldb, char *c, int64_t ldc,
+               bint accumulate) noexcept nogil

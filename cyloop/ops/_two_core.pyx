@@ -15,6 +15,38 @@ from cyloop.ops._extent cimport arrays_overlap
 
 cnp.import_array()
 
+cdef extern from "cyloop/two_core.h" nogil:
+    ctypedef void (*cyl_sgemm_t)(int, int, int, int64_t, int64_t, int64_t, float, const float *,
+                                 int64_t, const float *, int64_t, float, float *, int64_t)
+    ctypedef void (*cyl_dgemm_t)(int, int, int, int64_t, int64_t, int64_t, double,
+                                 const double *, int64_t, const double *, int64_t, double,
+                                 double *, int64_t)
+    ctypedef int (*cyl_threads_t)()
+    ctypedef struct cyl_product_t:
+        cyl_job_t job
+        int double_precision
+        int64_t count, m, n, k
+        const char *a
+        const char *b
+        char *c
+        int64_t lda, ldb, ldc
+        int64_t sa, sb, sc
+        int64_t rows, cols
+        const char *d
+        int64_t sd, ldd, cold
+    int64_t CYL_SMALLEST
+    int CYL_HELPER
+    cyl_sgemm_t cyl_sgemm
+    cyl_dgemm_t cyl_dgemm
+    void cyl_two_core_bind(cyl_sgemm_t sgemm, cyl_dgemm_t dgemm, cyl_threads_t threads)
+    void cyl_gemm(int double_precision, int64_t m, int64_t n, int64_t k, const char *a,
+                  int64_t lda, const char *b, int64_t ldb, char *c, int64_t ldc,
+                  int accumulate)
+    void cyl_two_core_run(const cyl_job_t *job, int *helped)
+    void cyl_two_core_product(cyl_product_t *job, int *helped)
+    int64_t cyl_two_core_pieces_helped()
+    int64_t cyl_two_core_products_split()
+
 # `product`'s answers besides the helper's piece count.
 ALONE = -1  # this thread ran every piece (no helper, the pair busy, or BLAS held to one thread)
 UNFIT = -2  # operands it does not take (another dtype, layout or overlap): nothing was written
@@ -35,6 +67,27 @@ def bind(size_t sgemm, size_t dgemm, size_t threads) -> None:
 SMALLEST = CYL_SMALLEST
 # Whether this platform has the helper thread (POSIX threads): elsewhere nothing runs here.
 HELPER = CYL_HELPER != 0
+
+
+cdef int run_job(cyl_job_t *job) noexcept nogil:
+    """Runs `job`'s pieces on two cores (`cyl_two_core_run`): how many the helper ran, or
+    `ALONE`."""
+    cdef int helped
+    cyl_two_core_run(job, &helped)
+    return helped
+
+
+cdef bint has_gemm(bint double_precision) noexcept nogil:
+    """Whether BLAS's gemm of that precision is bound (`bind`)."""
+    return (cyl_dgemm if double_precision else cyl_sgemm) != NULL
+
+
+cdef void gemm(bint double_precision, int64_t m, int64_t n, int64_t k, const char *a,
+               int64_t lda, const char *b, int64_t ldb, char *c, int64_t ldc,
+               bint accumulate) noexcept nogil:
+    """c = a @ b (c += a @ b if `accumulate`) of row-major [m, k] and [k, n] matrices with unit
+    column strides and row strides in elements, by BLAS's bound gemm (`has_gemm`)."""
+    cyl_gemm(double_precision, m, n, k, a, lda, b, ldb, c, ldc, accumulate)
 
 
 def pieces_helped() -> int:
@@ -185,7 +238,7 @@ cdef int _product(cnp.ndarray x, cnp.ndarray w, cnp.ndarray c, object addend, bi
         return UNFIT
     job.d = NULL
     job.sd = job.ldd = job.cold = 0
-    job.alone = alone
+    job.job.alone = alone
     if addend is not None and not _addend(addend, c, kind, &job):
         return UNFIT
     job.double_precision = kind == cnp.NPY_FLOAT64
@@ -208,5 +261,5 @@ cdef int _product(cnp.ndarray x, cnp.ndarray w, cnp.ndarray c, object addend, bi
         return UNFIT  # (a ticket counts pieces in 32 bits)
     cdef int helped
     with nogil:
-        cyl_two_core_run(&job, &helped)
+        cyl_two_core_product(&job, &helped)
     return helped  # (UNFIT where there is no helper: nothing ran)

@@ -30,6 +30,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cyloop/two_core_job.h"
+
 typedef void (*cyl_sgemm_t)(int, int, int, int64_t, int64_t, int64_t, float, const float *,
                             int64_t, const float *, int64_t, float, float *, int64_t);
 typedef void (*cyl_dgemm_t)(int, int, int, int64_t, int64_t, int64_t, double, const double *,
@@ -40,8 +42,9 @@ typedef int (*cyl_threads_t)(void);
  * strides in elements), cut into blocks of `rows` rows and `cols` columns; with an addend d,
  * c[p] = d[p] + a[p] @ b[p]: each piece copies its block of d into c, and its gemm adds to it
  * (beta = 1), so that no pass over c adds d afterwards. d's strides are any whole elements (0
- * where it broadcasts); it is apart from c. `alone`: the calling thread runs every piece. */
+ * where it broadcasts); it is apart from c. `cyl_two_core_product` sets `job` but its `alone`. */
 typedef struct {
+    cyl_job_t job;
     int double_precision;
     int64_t count, m, n, k;
     const char *a, *b;
@@ -51,12 +54,8 @@ typedef struct {
     int64_t rows, cols;         /* a piece's block */
     const char *d;              /* the addend, or NULL */
     int64_t sd, ldd, cold;      /* its strides: pair, row, column */
-    int alone;
 } cyl_product_t;
 
-/* A piece's multiply-adds stay under this, so that OpenBLAS runs it on the calling thread (its
- * interface splits a product over threads from 2 * 65536 * 4 multiply-adds up). */
-#define CYL_PIECE_LIMIT 524288
 #define CYL_SMALLEST 65536
 #define CYL_SPIN_NS 1000000.0
 /* A helper woken by a product joins it if at least this many of its pieces are left. */
@@ -77,6 +76,21 @@ static void cyl_two_core_bind(cyl_sgemm_t sgemm, cyl_dgemm_t dgemm, cyl_threads_
 }
 
 /* d's block of piece (pair, row, col), m by n, into c's. */
+/* c = a @ b (c += a @ b if `accumulate`) of row-major matrices, unit column strides, row strides
+ * in elements, by the bound gemm of that precision. */
+static void cyl_gemm(int double_precision, int64_t m, int64_t n, int64_t k, const char *a,
+                     int64_t lda, const char *b, int64_t ldb, char *c, int64_t ldc,
+                     int accumulate)
+{
+    /* 101, 111: CblasRowMajor, CblasNoTrans */
+    if (double_precision)
+        cyl_dgemm(101, 111, 111, m, n, k, 1.0, (const double *)a, lda, (const double *)b, ldb,
+                  accumulate ? 1.0 : 0.0, (double *)c, ldc);
+    else
+        cyl_sgemm(101, 111, 111, m, n, k, 1.0f, (const float *)a, lda, (const float *)b, ldb,
+                  accumulate ? 1.0f : 0.0f, (float *)c, ldc);
+}
+
 static void cyl_copy_addend(const cyl_product_t *job, int64_t pair, int64_t row, int64_t col,
                             int64_t m, int64_t n, char *c)
 {
@@ -96,8 +110,9 @@ static void cyl_copy_addend(const cyl_product_t *job, int64_t pair, int64_t row,
     }
 }
 
-static void cyl_piece(const cyl_product_t *job, int64_t index)
+static void cyl_product_piece(const void *product, int64_t index)
 {
+    const cyl_product_t *job = (const cyl_product_t *)product;
     int64_t row_blocks = (job->m + job->rows - 1) / job->rows;
     int64_t col_blocks = (job->n + job->cols - 1) / job->cols;
     int64_t pair = index / (row_blocks * col_blocks);
@@ -111,15 +126,8 @@ static void cyl_piece(const cyl_product_t *job, int64_t index)
     char *c = job->c + (size_t)(pair * job->sc + row * job->ldc + col) * item;
     if (job->d != NULL)
         cyl_copy_addend(job, pair, row, col, m, n, c);
-    /* 101, 111: CblasRowMajor, CblasNoTrans */
-    if (job->double_precision)
-        cyl_dgemm(101, 111, 111, m, n, job->k, 1.0, (const double *)a, job->lda,
-                  (const double *)b, job->ldb, job->d != NULL ? 1.0 : 0.0, (double *)c,
-                  job->ldc);
-    else
-        cyl_sgemm(101, 111, 111, m, n, job->k, 1.0f, (const float *)a, job->lda,
-                  (const float *)b, job->ldb, job->d != NULL ? 1.0f : 0.0f, (float *)c,
-                  job->ldc);
+    cyl_gemm(job->double_precision, m, n, job->k, a, job->lda, b, job->ldb, c, job->ldc,
+             job->d != NULL);
 }
 
 static int64_t cyl_two_core_pieces(const cyl_product_t *job)
@@ -133,10 +141,10 @@ static int64_t cyl_two_core_pieces(const cyl_product_t *job)
 /* No helper: `CYL_HELPER` tells the binding, which then offers no products on two cores; the
  * calling thread runs every piece. */
 #define CYL_HELPER 0
-static void cyl_two_core_run(const cyl_product_t *job, int *helped)
+static void cyl_two_core_run(const cyl_job_t *job, int *helped)
 {
-    for (int64_t index = 0; index < cyl_two_core_pieces(job); index++)
-        cyl_piece(job, index);
+    for (int64_t index = 0; index < job->pieces; index++)
+        job->run(job, index);
     *helped = -1;
 }
 static int64_t cyl_two_core_pieces_helped(void) { return 0; }
@@ -158,16 +166,16 @@ static int64_t cyl_two_core_products_split(void) { return 0; }
 #endif
 
 
-/* The current product and its pieces. A ticket holds the product's generation (high 32 bits) and
+/* The current job and its pieces. A ticket holds the product's generation (high 32 bits) and
  * the next piece to take (low 32): the helper takes a piece by a compare-and-swap that fails if
  * another product has been posted since it read the ticket, so it never runs a piece of a
  * product whose caller has returned. */
-static const cyl_product_t *cyl_job;
+static const cyl_job_t *cyl_job;
 static int64_t cyl_job_pieces;
 static uint64_t cyl_ticket;
 static int64_t cyl_done;                 /* pieces of the current product finished */
 static int64_t cyl_helped;               /* pieces the helper has run, over the process */
-static int64_t cyl_split;                /* products cut in two pieces or more, likewise */
+static int64_t cyl_split;                /* jobs cut in two pieces or more, likewise */
 static int cyl_sleeping, cyl_busy, cyl_running;
 static pid_t cyl_owner;                  /* the process the helper runs in (fork) */
 static pthread_mutex_t cyl_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -181,14 +189,14 @@ static double cyl_now_ns(void)
 }
 
 /* The caller's share of its product: pieces from the ticket until none is left. */
-static void cyl_take_pieces(const cyl_product_t *job, int64_t pieces)
+static void cyl_take_pieces(const cyl_job_t *job, int64_t pieces)
 {
     for (;;) {
         int64_t index = (int64_t)(__atomic_fetch_add(&cyl_ticket, 1, __ATOMIC_ACQ_REL) &
                                   0xffffffffu);
         if (index >= pieces)
             return;
-        cyl_piece(job, index);
+        job->run(job, index);
         __atomic_fetch_add(&cyl_done, 1, __ATOMIC_ACQ_REL);
     }
 }
@@ -201,7 +209,7 @@ static void cyl_help(uint32_t generation)
         if ((uint32_t)(ticket >> 32) != generation)
             return;
         /* Read after the ticket: this product's, or a later one's (then the swap fails). */
-        const cyl_product_t *job = __atomic_load_n(&cyl_job, __ATOMIC_ACQUIRE);
+        const cyl_job_t *job = __atomic_load_n(&cyl_job, __ATOMIC_ACQUIRE);
         int64_t pieces = __atomic_load_n(&cyl_job_pieces, __ATOMIC_ACQUIRE);
         int64_t index = (int64_t)(ticket & 0xffffffffu);
         if (index >= pieces)
@@ -210,7 +218,7 @@ static void cyl_help(uint32_t generation)
                                          __ATOMIC_ACQUIRE))
             continue;
         /* Piece `index` is ours and not done: its caller waits for it, so `job` is alive. */
-        cyl_piece(job, index);
+        job->run(job, index);
         __atomic_fetch_add(&cyl_helped, 1, __ATOMIC_RELAXED);
         __atomic_fetch_add(&cyl_done, 1, __ATOMIC_ACQ_REL);
     }
@@ -298,13 +306,14 @@ static int cyl_two_core_start(void)
     return cyl_running;
 }
 
-/* Runs `job` (its entry point bound). *helped: the pieces the helper ran, or -1 if this thread
- * ran them all alone (`alone`; one piece; BLAS held to one thread, as threadpoolctl or
- * OPENBLAS_NUM_THREADS=1 hold it; the pair busy with another thread's product; or no helper
- * could start). The first product in a process starts the helper (in a child of fork() too). */
-static void cyl_two_core_run(const cyl_product_t *job, int *helped)
+/* Runs `job`'s pieces (gemm's entry points bound, for a job that calls them). *helped: the pieces
+ * the helper ran, or -1 if this thread ran them all alone (`alone`; one piece; BLAS held to one
+ * thread, as threadpoolctl or OPENBLAS_NUM_THREADS=1 hold it; the pair busy with another
+ * thread's job; or no helper could start). The first job in a process starts the helper (in a
+ * child of fork() too). */
+static void cyl_two_core_run(const cyl_job_t *job, int *helped)
 {
-    int64_t pieces = cyl_two_core_pieces(job);
+    int64_t pieces = job->pieces;
     int expected = 0;
     if (pieces > 1 && !job->alone)
         __atomic_fetch_add(&cyl_split, 1, __ATOMIC_RELAXED);
@@ -317,7 +326,7 @@ static void cyl_two_core_run(const cyl_product_t *job, int *helped)
     }
     if (alone) {
         for (int64_t index = 0; index < pieces; index++)
-            cyl_piece(job, index);
+            job->run(job, index);
         *helped = -1;
         return;
     }
@@ -351,5 +360,13 @@ static int64_t cyl_two_core_products_split(void)
 }
 
 #endif /* _WIN32 */
+
+/* Runs the product `job` (its `job.alone` set) as a job of pieces: see `cyl_two_core_run`. */
+static void cyl_two_core_product(cyl_product_t *job, int *helped)
+{
+    job->job.run = cyl_product_piece;
+    job->job.pieces = cyl_two_core_pieces(job);
+    cyl_two_core_run(&job->job, helped);
+}
 
 #endif /* CYLOOP_TWO_CORE_H */

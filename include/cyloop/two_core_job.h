@@ -1,0 +1,21 @@
+/* A job for the two cores of include/cyloop/two_core.h: `pieces` pieces, which the calling thread
+ * and the helper thread take in turn. `run(job, index)` runs piece `index`, on either thread,
+ * without the GIL; the job stays alive until its caller returns. A product (`cyl_product_t`) is
+ * one; a job of another kind (an LSTM step: cyloop/ops/_gate_passes.pyx) begins with one. Apart
+ * from two_core.h, whose static state belongs to the one extension running the helper. */
+#ifndef CYLOOP_TWO_CORE_JOB_H
+#define CYLOOP_TWO_CORE_JOB_H
+
+#include <stdint.h>
+
+/* A gemm call in a piece stays under this many multiply-adds, so that OpenBLAS runs it on the
+ * calling thread (its interface splits a product over threads from 2 * 65536 * 4 up). */
+#define CYL_PIECE_LIMIT 524288
+
+typedef struct {
+    void (*run)(const void *job, int64_t index);
+    int64_t pieces;
+    int alone;  /* the calling thread runs every piece */
+} cyl_job_t;
+
+#endif /* CYLOOP_TWO_CORE_JOB_H */
