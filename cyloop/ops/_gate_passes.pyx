@@ -24,7 +24,11 @@ from numpy cimport npy_intp
 
 import numpy as np
 
+from libc.stdint cimport int64_t
+from libc.string cimport memcpy
+
 from cyloop.ops._extent cimport arrays_overlap
+from cyloop.ops._two_core cimport CYL_PIECE_LIMIT, cyl_job_t, gemm, has_gemm, run_job
 
 cnp.import_array()
 cnp.import_ufunc()
@@ -158,6 +162,57 @@ cdef bint _rows_of(cnp.ndarray a, int type_num, npy_intp rows, npy_intp n, Rows 
     return True
 
 
+cdef int _lstm_passes(const Loops *loops, char *gates, npy_intp gate_stride, Rows cell,
+                      Rows c_new, Rows h_new, npy_intp rows, npy_intp hidden, npy_intp item,
+                      const int *at, bint halve, int *raised) noexcept nogil:
+    """`lstm_tail`'s passes over `rows` rows of the batch: block k of the gates starts at
+    ``gates + k * gate_stride``, its rows one after another (one run of rows * hidden values),
+    and ``at`` says which block is f, i, g and o; cell, c_new and h_new are [rows, hidden]. Each
+    pass's flags go to `raised` (the flags are cleared first); nonzero if any was raised."""
+    cdef Rows blocks[4]
+    cdef Rows one
+    cdef double half64 = 0.5
+    cdef float half32 = 0.5
+    cdef npy_intp block = rows * hidden, k
+    cdef int flagged = 0
+    for k in range(4):
+        blocks[k].data, blocks[k].stride = gates + k * gate_stride, hidden * item
+    one.data = <char *>&half64 if item == sizeof(double) else <char *>&half32
+    one.stride = 0
+    feclearexcept(_WATCHED)
+    raised[HALVE] = 0
+    if halve:
+        for k in range(4):
+            if k != at[2]:
+                _binary(loops.multiply, blocks[k], one, 0, blocks[k], 1, block, item)
+        flagged |= _flags_of(raised, HALVE)
+    if gate_stride == block * item:  # the blocks one after another: one run over them all
+        _unary(loops.tanh, blocks[0], blocks[0], 1, 4 * block, item)
+    else:
+        for k in range(4):
+            _unary(loops.tanh, blocks[k], blocks[k], 1, block, item)
+    flagged |= _flags_of(raised, TANH)
+    for k in range(4):
+        if k != at[2]:
+            _binary(loops.multiply, blocks[k], one, 0, blocks[k], 1, block, item)
+    flagged |= _flags_of(raised, SIGMOID_SCALE)
+    for k in range(4):
+        if k != at[2]:
+            _binary(loops.add, blocks[k], one, 0, blocks[k], 1, block, item)
+    flagged |= _flags_of(raised, SIGMOID_OFFSET)
+    _binary(loops.multiply, blocks[at[0]], cell, item, c_new, rows, hidden, item)
+    flagged |= _flags_of(raised, FORGET)
+    _binary(loops.multiply, blocks[at[1]], blocks[at[2]], item, blocks[at[1]], rows, hidden, item)
+    flagged |= _flags_of(raised, INPUT)
+    _binary(loops.add, c_new, blocks[at[1]], item, c_new, rows, hidden, item)
+    flagged |= _flags_of(raised, CELL)
+    _unary(loops.tanh, c_new, h_new, rows, hidden, item)
+    flagged |= _flags_of(raised, HIDDEN)
+    _binary(loops.multiply, h_new, blocks[at[3]], item, h_new, rows, hidden, item)
+    flagged |= _flags_of(raised, OUTPUT)
+    return flagged
+
+
 def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, int f_at, int i_at, int g_at,
               int o_at, bint halve):
     """(h', c') of an LSTM step from its gates' pre-activations ``gates`` [4, B, H], C-contiguous,
@@ -174,13 +229,11 @@ def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, int f_at, int i_at, 
     """
     cdef int type_num = cnp.PyArray_TYPE(gates)
     cdef Loops *loops = _loops_of(type_num)
-    cdef npy_intp batch, hidden, block, item, k
-    cdef Rows whole, cell, c_new, h_new, one
-    cdef Rows blocks[4]
+    cdef npy_intp batch, hidden, item
+    cdef Rows cell, c_new, h_new
+    cdef int at[4]
     cdef int raised[PASSES]
-    cdef int flagged = 0
-    cdef double half64 = 0.5
-    cdef float half32 = 0.5
+    cdef int flagged
     if loops == NULL or cnp.PyArray_NDIM(gates) != 3 or cnp.PyArray_DIM(gates, 0) != 4 \
             or not cnp.PyArray_IS_C_CONTIGUOUS(gates) \
             or sorted((f_at, i_at, g_at, o_at)) != [0, 1, 2, 3]:
@@ -199,45 +252,159 @@ def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, int f_at, int i_at, 
     h_out = out if out is not None else np.empty((batch, hidden), c.dtype)
     _rows_of(h_out, type_num, batch, hidden, &h_new)
     item = cnp.PyArray_ITEMSIZE(gates)
-    block = batch * hidden
-    whole.data, whole.stride = <char *>cnp.PyArray_DATA(gates), 4 * block * item
-    for k in range(4):
-        blocks[k].data, blocks[k].stride = whole.data + k * block * item, block * item
-    one.data = <char *>&half32 if type_num == cnp.NPY_FLOAT else <char *>&half64
-    one.stride = 0
+    at[0], at[1], at[2], at[3] = f_at, i_at, g_at, o_at
     with nogil:
-        feclearexcept(_WATCHED)
-        raised[HALVE] = 0
-        if halve:
-            for k in range(4):
-                if k != g_at:
-                    _binary(loops.multiply, blocks[k], one, 0, blocks[k], 1, block, item)
-            flagged |= _flags_of(raised, HALVE)
-        _unary(loops.tanh, whole, whole, 1, 4 * block, item)
-        flagged |= _flags_of(raised, TANH)
-        for k in range(4):
-            if k != g_at:
-                _binary(loops.multiply, blocks[k], one, 0, blocks[k], 1, block, item)
-        flagged |= _flags_of(raised, SIGMOID_SCALE)
-        for k in range(4):
-            if k != g_at:
-                _binary(loops.add, blocks[k], one, 0, blocks[k], 1, block, item)
-        flagged |= _flags_of(raised, SIGMOID_OFFSET)
-        # The [B, H] passes: a gate block's rows are contiguous, one after the other.
-        blocks[f_at].stride = blocks[i_at].stride = blocks[g_at].stride = hidden * item
-        blocks[o_at].stride = hidden * item
-        _binary(loops.multiply, blocks[f_at], cell, item, c_new, batch, hidden, item)
-        flagged |= _flags_of(raised, FORGET)
-        _binary(loops.multiply, blocks[i_at], blocks[g_at], item, blocks[i_at], batch, hidden,
-                item)
-        flagged |= _flags_of(raised, INPUT)
-        _binary(loops.add, c_new, blocks[i_at], item, c_new, batch, hidden, item)
-        flagged |= _flags_of(raised, CELL)
-        _unary(loops.tanh, c_new, h_new, batch, hidden, item)
-        flagged |= _flags_of(raised, HIDDEN)
-        _binary(loops.multiply, h_new, blocks[o_at], item, h_new, batch, hidden, item)
-        flagged |= _flags_of(raised, OUTPUT)
+        flagged = _lstm_passes(loops, <char *>cnp.PyArray_DATA(gates), batch * hidden * item,
+                               cell, c_new, h_new, batch, hidden, item, at, halve, raised)
     if flagged:
+        _report([(_UFUNC_OF_PASS[k], raised[k]) for k in range(PASSES) if raised[k]])
+    return h_out, c_out
+
+
+cdef extern from *:
+    int __atomic_fetch_or(int *target, int value, int order) noexcept nogil
+    int __ATOMIC_RELAXED
+
+
+cdef struct LstmJob:  # `lstm_product_tail` as a job of pieces, each a block of the batch's rows
+    cyl_job_t job  # (first: the runner sees a cyl_job_t)
+    const Loops *loops
+    bint double_precision
+    npy_intp batch, hidden, inputs, item, rows  # rows: a piece's (the last may have fewer)
+    const char *h  # [batch, inputs], rows `h_stride` elements apart
+    npy_intp h_stride
+    const char *w  # [4, inputs, hidden]: rows `w_stride` elements apart, blocks `w_block`
+    npy_intp w_stride, w_block
+    const char *x  # [batch, 4 * hidden], rows `x_stride` bytes apart (0: one row for all)
+    npy_intp x_stride
+    char *gates  # [4, batch, hidden], C-contiguous
+    Rows cell, c_new, h_new
+    int at[4]
+    bint halve
+    int *raised  # each pass's flags, over every piece
+
+
+cdef void _lstm_piece(const void *job_, int64_t index) noexcept nogil:
+    """Piece `index` of an `LstmJob`: its rows' gates (x's row copied in, then h's rows times
+    each block of w added by one gemm), then their passes."""
+    cdef const LstmJob *job = <const LstmJob *>job_
+    cdef npy_intp first = index * job.rows, hidden = job.hidden, item = job.item
+    cdef npy_intp rows = min(job.rows, job.batch - first), gate_stride = job.batch * hidden * item
+    cdef npy_intp k, r
+    cdef char *block
+    cdef Rows cell = job.cell, c_new = job.c_new, h_new = job.h_new
+    cdef int raised[PASSES]
+    for k in range(4):
+        block = job.gates + k * gate_stride + first * hidden * item
+        for r in range(rows):
+            memcpy(block + r * hidden * item,
+                   job.x + (first + r) * job.x_stride + k * hidden * item, hidden * item)
+        gemm(job.double_precision, rows, hidden, job.inputs,
+             job.h + first * job.h_stride * item, job.h_stride, job.w + k * job.w_block * item,
+             job.w_stride, block, hidden, True)
+    cell.data += first * cell.stride
+    c_new.data += first * c_new.stride
+    h_new.data += first * h_new.stride
+    if _lstm_passes(job.loops, job.gates + first * hidden * item, gate_stride, cell, c_new,
+                    h_new, rows, hidden, item, job.at, job.halve, raised):
+        for k in range(PASSES):
+            if raised[k]:
+                __atomic_fetch_or(&job.raised[k], raised[k], __ATOMIC_RELAXED)
+
+
+cdef bint _operand(cnp.ndarray a, int type_num, int nd) noexcept:
+    """Whether `a` has `nd` axes, is of `type_num`, aligned, in native byte order, unit-strided
+    along its last axis and with whole-element, non-negative other strides."""
+    cdef npy_intp item = cnp.PyArray_ITEMSIZE(a), k
+    if nd < 1 or cnp.PyArray_TYPE(a) != type_num or cnp.PyArray_NDIM(a) != nd \
+            or not (cnp.PyArray_ISNOTSWAPPED(a) and cnp.PyArray_ISALIGNED(a)):
+        return False
+    if cnp.PyArray_DIM(a, nd - 1) > 1 and cnp.PyArray_STRIDE(a, nd - 1) != item:
+        return False
+    for k in range(nd - 1):
+        if cnp.PyArray_STRIDE(a, k) < 0 or cnp.PyArray_STRIDE(a, k) % item:
+            return False
+    return True
+
+
+def lstm_product_tail(cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c, object out,
+                      int f_at, int i_at, int g_at, int o_at, bint halve, bint two_cores):
+    """(h', c') of an LSTM step whose gates' pre-activations are, block k of four,
+    ``x[:, k H : (k + 1) H] + h @ w[k]``, followed by `lstm_tail`'s passes; or None for operands
+    it does not take (nothing is written then).
+
+    h [B, K], w [4, K, H], x [B, 4H] (or one row for every batch row: [1, 4H] or [4H]) and c
+    [B, H], all of one float type, aligned, in native byte order and unit-strided along their
+    last axis; ``out`` as `lstm_tail`'s, overlapping no operand. One job of pieces, each a block
+    of the batch's rows: its four gemm calls (numpy's own BLAS, `_two_core.gemm`), each under
+    OpenBLAS's threading threshold, and its passes (`lstm_tail`'s, the same loops); with
+    ``two_cores``, this thread and `_two_core`'s helper take the pieces in turn (rows of 8 from
+    16 on, else halves), else it is one piece on this thread. The passes' values are
+    `lstm_tail`'s on the gates the gemm calls make, and its floating-point report is
+    `lstm_tail`'s of every piece's flags."""
+    cdef int type_num = cnp.PyArray_TYPE(c)
+    cdef Loops *loops = _loops_of(type_num)
+    cdef LstmJob job
+    cdef npy_intp batch, hidden, inputs, item
+    cdef int raised[PASSES]
+    cdef int k
+    if loops == NULL or not has_gemm(type_num == cnp.NPY_DOUBLE) \
+            or sorted((f_at, i_at, g_at, o_at)) != [0, 1, 2, 3] \
+            or not (_operand(h, type_num, 2) and _operand(w, type_num, 3)
+                    and _operand(x, type_num, cnp.PyArray_NDIM(x))):
+        return None
+    batch, inputs = cnp.PyArray_DIM(h, 0), cnp.PyArray_DIM(h, 1)
+    hidden = cnp.PyArray_DIM(c, 1) if cnp.PyArray_NDIM(c) == 2 else 0
+    item = cnp.PyArray_ITEMSIZE(c)
+    if batch * hidden * inputs == 0 or cnp.PyArray_DIM(w, 0) != 4 \
+            or cnp.PyArray_DIM(w, 1) != inputs or cnp.PyArray_DIM(w, 2) != hidden \
+            or cnp.PyArray_STRIDE(w, 1) < hidden * item \
+            or cnp.PyArray_STRIDE(h, 0) < inputs * item and batch > 1 \
+            or not 1 <= cnp.PyArray_NDIM(x) <= 2 or cnp.PyArray_DIM(x, cnp.PyArray_NDIM(x) - 1) \
+            != 4 * hidden or cnp.PyArray_NDIM(x) == 2 and cnp.PyArray_DIM(x, 0) not in (1, batch) \
+            or not _rows_of(c, type_num, batch, hidden, &job.cell):
+        return None
+    if out is not None and (not isinstance(out, np.ndarray)
+                            or not _rows_of(out, type_num, batch, hidden, &job.h_new)
+                            or any(arrays_overlap(out, a) for a in (h, w, x, c))):
+        return None
+    job.rows = batch  # (one piece: each gemm is the product's own BLAS call)
+    if two_cores:
+        # A piece's gemm stays under OpenBLAS's threading threshold: rows of 8 (its row tiles
+        # full) from a batch of 16 on, else halves; fewer where K x H is large.
+        job.rows = 8 if batch >= 16 else (batch + 1) // 2
+        while job.rows > 1 and job.rows * inputs * hidden >= CYL_PIECE_LIMIT:
+            job.rows = (job.rows + 1) // 2
+        if inputs * hidden >= CYL_PIECE_LIMIT:
+            return None
+    gates = cnp.PyArray_EMPTY(3, [4, batch, hidden], type_num, 0)
+    c_out = cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
+    h_out = out if out is not None else cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
+    _rows_of(c_out, type_num, batch, hidden, &job.c_new)
+    _rows_of(h_out, type_num, batch, hidden, &job.h_new)
+    job.loops = loops
+    job.double_precision = type_num == cnp.NPY_DOUBLE
+    job.batch, job.hidden, job.inputs, job.item = batch, hidden, inputs, item
+    job.h, job.h_stride = <const char *>cnp.PyArray_DATA(h), cnp.PyArray_STRIDE(h, 0) // item
+    if batch == 1:
+        job.h_stride = inputs
+    job.w = <const char *>cnp.PyArray_DATA(w)
+    job.w_stride, job.w_block = cnp.PyArray_STRIDE(w, 1) // item, cnp.PyArray_STRIDE(w, 0) // item
+    job.x = <const char *>cnp.PyArray_DATA(x)
+    job.x_stride = 0 if cnp.PyArray_NDIM(x) == 1 or cnp.PyArray_DIM(x, 0) == 1 \
+        else cnp.PyArray_STRIDE(x, 0)
+    job.gates = <char *>cnp.PyArray_DATA(gates)
+    job.at[0], job.at[1], job.at[2], job.at[3] = f_at, i_at, g_at, o_at
+    job.halve = halve
+    for k in range(PASSES):
+        raised[k] = 0
+    job.raised = raised
+    job.job.run = _lstm_piece
+    job.job.pieces = (batch + job.rows - 1) // job.rows
+    job.job.alone = not two_cores
+    with nogil:
+        run_job(&job.job)
+    if any(raised[k] for k in range(PASSES)):
         _report([(_UFUNC_OF_PASS[k], raised[k]) for k in range(PASSES) if raised[k]])
     return h_out, c_out
 

@@ -6,8 +6,15 @@ import numpy as np
 
 from ..ir import LOOP_DOMAIN
 from . import _math
-from ._gate_passes import lstm_tail
-from ._gemm import Prepared, matmul_plus, plus, splits_now, weight_product
+from ._gate_passes import lstm_product_tail, lstm_tail
+from ._gemm import (
+    Prepared,
+    matmul_plus,
+    plus,
+    products_on_two_cores,
+    splits_now,
+    weight_product,
+)
 from ._measured import Measured
 from .registry import kernel
 
@@ -94,8 +101,9 @@ def lstm_step(attrs, n_outputs):
     state [B, H], r [H, 4H] (or [4H, H]), c [B, H], the gates on the last axis and x of
     [B, 4H], [1, 4H] or [4H], all of one float type; other shapes run as written. The blocked
     form writes h' into ``out=`` (the slot of an emitted output the planner gives it); as written,
-    h' is a fresh array the engine copies there. The blocked form's gate passes are one call
-    (`lstm_tail`, numpy's own loops) where it takes the operands."""
+    h' is a fresh array the engine copies there. The blocked form's product and gate passes are
+    one call (`lstm_product_tail`: BLAS, then numpy's own loops; on two cores, the batch's
+    rows cut in two) where it takes the operands."""
     axis = int(attrs["axis"])
     f_at, i_at, g_at, o_at = (int(k) for k in attrs["blocks"])
     r_rows = bool(attrs.get("r_rows"))
@@ -139,7 +147,13 @@ def lstm_step(attrs, n_outputs):
         if plan is None:
             return as_written(h, r, c, x)
         scale, offset, blocked_x = plan
-        gates = matmul_plus(h, weights(r), x.reshape(blocked_x).swapaxes(0, 1))  # [4, B, H]
+        prepared = weights(r)
+        # The product and the passes below, as one call:
+        done = lstm_product_tail(h, prepared, x, c, out, f_at, i_at, g_at, o_at, True,
+                                 products_on_two_cores())
+        if done is not None:
+            return done
+        gates = matmul_plus(h, prepared, x.reshape(blocked_x).swapaxes(0, 1))  # [4, B, H]
         done = lstm_tail(gates, c, out, f_at, i_at, g_at, o_at, True)  # the passes below
         if done is not None:
             return done

@@ -3,7 +3,8 @@
 of the same passes made as ufunc calls, whatever the dtype, shapes, gate order and row strides;
 operands they do not take are left untouched (None); floating-point errors are reported as numpy
 reports them; and the kernels that use them make the same values through their ufunc passes
-where they decline."""
+where they decline. `lstm_product_tail` is an LSTM step's product and passes as one call, on
+one core or two: the same values as the product and then `lstm_tail`."""
 
 import contextlib
 import itertools
@@ -14,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cyloop.ops import _math, fused
-from cyloop.ops._gate_passes import gru_blend, gru_gates, lstm_tail
+from cyloop.ops import _gemm, _math, _two_core, fused
+from cyloop.ops._gate_passes import gru_blend, gru_gates, lstm_product_tail, lstm_tail
 from cyloop.ops.openvino import cells
 
 
@@ -210,12 +211,181 @@ def test_every_float_type_has_its_loops():
                          False) is not None
 
 
+def _product_then_passes(h, w, x, c, order, halve):
+    """The gates x + h @ w[k] as the blocked kernels made them before `lstm_product_tail`
+    (one BLAS call per block, x copied in first: `_two_core.multiply` on one core), then
+    `lstm_tail`."""
+    hidden = w.shape[2]
+    blocked_x = np.broadcast_to(x, (h.shape[0], 4 * hidden)).reshape(-1, 4, hidden)
+    gates = _two_core.multiply(h, w, blocked_x.swapaxes(0, 1), False)
+    return lstm_tail(gates, c, None, *order, halve)
+
+
+@pytest.fixture(scope="module")
+def _blas():
+    """numpy's own BLAS bound to `_two_core` (what the kernels' first product does)."""
+    if not _gemm._blas_bound():
+        pytest.skip("numpy's own BLAS is not found here: lstm_product_tail declines everything")
+
+
+@settings(max_examples=80, deadline=None)
+@given(dtype=st.sampled_from(["float32", "float64"]), batch=st.integers(1, 20),
+       inputs=st.integers(1, 40), hidden=st.integers(1, 40), order=st.permutations(range(4)),
+       halve=st.booleans(), x_form=st.sampled_from(["rows", "strided rows", "one row", "1-D"]),
+       out_form=st.sampled_from(["none", "contiguous", "strided"]), two_cores=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_the_product_and_passes_make_what_the_product_then_the_passes_make(
+        _blas, dtype, batch, inputs, hidden, order, halve, x_form, out_form, two_cores, seed):
+    """On one core, exactly the product's own BLAS calls then `lstm_tail`; on two cores, where
+    each piece's gemm makes its rows' gates, the same to rounding; both the LSTM's equations."""
+    rng = np.random.default_rng(seed)
+    h = rng.standard_normal((batch, inputs)).astype(dtype)
+    w = (rng.standard_normal((4, inputs, hidden)) / np.sqrt(inputs)).astype(dtype)
+    x = {"rows": lambda: rng.standard_normal((batch, 4 * hidden)),
+         "strided rows": lambda: rng.standard_normal((batch, 3, 4 * hidden))[:, 1],
+         "one row": lambda: rng.standard_normal((1, 4 * hidden)),
+         "1-D": lambda: rng.standard_normal(4 * hidden)}[x_form]().astype(dtype)
+    c = rng.standard_normal((batch, hidden)).astype(dtype)
+    before = [a.copy() for a in (h, w, x, c)]
+    output = np.full((batch, 3, hidden), np.nan, dtype)
+    out = {"none": None, "contiguous": np.full((batch, hidden), np.nan, dtype),
+           "strided": output[:, 1]}[out_form]
+    want_h, want_c = _product_then_passes(h, w, x, c, order, halve)
+    h_new, c_new = lstm_product_tail(h, w, x, c, out, *order, halve, two_cores)
+    if two_cores:
+        tol = 1e-6 if dtype == "float32" else 1e-14
+        np.testing.assert_allclose(h_new, want_h, rtol=tol, atol=tol)
+        np.testing.assert_allclose(c_new, want_c, rtol=tol, atol=tol)
+    else:
+        np.testing.assert_array_equal(h_new, want_h)
+        np.testing.assert_array_equal(c_new, want_c)
+    for was, now in zip(before, (h, w, x, c)):
+        np.testing.assert_array_equal(now, was)
+    assert h_new.dtype == c_new.dtype == np.dtype(dtype)
+    assert c_new.flags.c_contiguous and not np.shares_memory(c_new, c)
+    if out is not None:
+        assert h_new is out
+        if out_form == "strided":
+            assert np.isnan(output[:, [0, 2]]).all()
+    pre = np.broadcast_to(x.astype(np.float64), (batch, 4 * hidden)).reshape(
+        batch, 4, hidden).swapaxes(0, 1) + h.astype(np.float64) @ w.astype(np.float64)
+    exact_h, exact_c = _lstm_in_float64(pre, c, *order, halved=not halve)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(h_new, exact_h, rtol=tol, atol=tol)
+    np.testing.assert_allclose(c_new, exact_c, rtol=tol, atol=tol)
+
+
+def test_on_two_cores_the_batch_s_rows_are_cut_in_pieces(_blas, rng):
+    """A batch of 8 runs as two pieces, which the helper thread takes its turn at."""
+    if not _gemm.two_cores_here():
+        pytest.skip("no second core here")
+    h, c = (rng.standard_normal((8, 64)).astype(np.float32) for _ in range(2))
+    w = rng.standard_normal((4, 64, 64)).astype(np.float32)
+    x = rng.standard_normal((8, 256)).astype(np.float32)
+    split, helped = _two_core.products_split(), _two_core.pieces_helped()
+    for _ in range(200):
+        lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, True)
+    assert _two_core.products_split() == split + 200
+    assert _two_core.pieces_helped() > helped
+    lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, False)
+    assert _two_core.products_split() == split + 200  # (one core: one piece)
+
+
+def _product_unfit_cases(rng):
+    f32 = np.float32
+
+    def a(*shape, dtype=f32):
+        return rng.standard_normal(shape).astype(dtype)
+
+    h, w, x, c = a(3, 4), a(4, 4, 5), a(3, 20), a(3, 5)
+    shared = a(3, 20)
+    return {
+        "float16": (h.astype(np.float16), w.astype(np.float16), x.astype(np.float16),
+                    c.astype(np.float16), None),
+        "int": (a(3, 4, dtype=np.int32), a(4, 4, 5, dtype=np.int32), a(3, 20, dtype=np.int32),
+                a(3, 5, dtype=np.int32), None),
+        "mixed dtypes": (h, w.astype(np.float64), x, c, None),
+        "h columns strided": (a(3, 8)[:, ::2], w, x, c, None),
+        "h 1-D": (a(4), w, x, c, None),
+        "w not four blocks": (h, a(3, 4, 5), x, c, None),
+        "w of another length": (h, a(4, 5, 5), x, c, None),
+        "w columns strided": (h, a(4, 4, 10)[..., ::2], x, c, None),
+        "w rows overlapping": (h, np.lib.stride_tricks.as_strided(a(40), (4, 4, 5), (40, 4, 4)),
+                               x, c, None),
+        "x of another width": (h, w, a(3, 21), c, None),
+        "x of another batch": (h, w, a(2, 20), c, None),
+        "x columns strided": (h, w, a(3, 40)[:, ::2], c, None),
+        "x 3-D": (h, w, a(1, 3, 20), c, None),
+        "x 0-D": (h, w, a(), c, None),
+        "c of another shape": (h, w, x, a(3, 4), None),
+        "c columns strided": (h, w, x, a(3, 10)[:, ::2], None),
+        "out columns strided": (h, w, x, c, a(3, 10)[:, ::2]),
+        "out of another dtype": (h, w, x, c, a(3, 5, dtype=np.float64)),
+        "out not an array": (h, w, x, c, [[0.0] * 5] * 3),
+        "out overlapping x": (h, w, shared, c, shared[:, :5]),
+        "out overlapping h": (shared[:, :4], w, x, c, shared[:, 10:15]),
+        "out that is c": (h, w, x, c, c),
+        "empty": (a(0, 4), w, a(0, 20), a(0, 5), None),
+        "not swapped": (h.astype(">f4"), w.astype(">f4"), x.astype(">f4"), c.astype(">f4"),
+                        None),
+    }
+
+
+@pytest.mark.parametrize("two_cores", [False, True])
+@pytest.mark.parametrize("case", list(_product_unfit_cases(np.random.default_rng(0))))
+def test_product_operands_it_does_not_take_are_declined_untouched(_blas, case, two_cores, rng):
+    operands = _product_unfit_cases(rng)[case]
+    before = [np.array(a, copy=True) for a in operands if isinstance(a, np.ndarray)]
+    assert lstm_product_tail(*operands, 0, 1, 2, 3, True, two_cores) is None
+    for was, now in zip(before, [a for a in operands if isinstance(a, np.ndarray)]):
+        np.testing.assert_array_equal(now, was)
+
+
+def test_a_piece_s_product_too_long_for_one_core_s_blas_call_is_declined_on_two(_blas, rng):
+    """K x H at OpenBLAS's threading threshold: a one-row piece's gemm would take BLAS's own
+    threads, which the helper cannot share its core with; on one core it is the product's own
+    call, as numpy would make it."""
+    h, c = rng.standard_normal((2, 1024)).astype(np.float32), np.zeros((2, 512), np.float32)
+    w = rng.standard_normal((4, 1024, 512)).astype(np.float32)
+    x = np.zeros((2, 2048), np.float32)
+    assert lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, True) is None
+    assert lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, False) is not None
+
+
+@pytest.mark.parametrize("mode", ["ignore", "warn", "raise", "call", "log", "print"])
+def test_floating_point_errors_of_every_piece_are_reported_as_numpy_reports_them(_blas, mode,
+                                                                                  capfd):
+    """An invalid value in the batch's last rows only (the second piece, which the helper thread
+    may run on two cores): reported as `lstm_tail` reports it, whichever thread ran it."""
+    batch, hidden = 8, 3
+
+    def operands():
+        h = np.zeros((batch, 2), np.float32)
+        w = np.zeros((4, 2, hidden), np.float32)
+        x = np.zeros((batch, 4 * hidden), np.float32)
+        x[batch // 2:] = -1e30  # (the forget gate shut: 0 * inf)
+        c = np.zeros((batch, hidden), np.float32)
+        c[batch // 2:] = np.inf
+        return h, w, x, c
+
+    def outcome(run):
+        return _fp_outcome(run, operands, "invalid", mode, capfd)
+
+    want = outcome(lambda h, w, x, c: _product_then_passes(h, w, x, c, (0, 1, 2, 3), False))
+    assert any(want) == (mode != "ignore")
+    for two_cores in [False] + [True] * 20:
+        got = outcome(lambda h, w, x, c, two=two_cores: lstm_product_tail(
+            h, w, x, c, None, 0, 1, 2, 3, False, two))
+        assert got == want, two_cores
+
+
 @contextlib.contextmanager
 def _declining(monkeypatch):
     """The cell kernels with the passes of `_gate_passes` declining every call: their ufunc
     passes run."""
     with monkeypatch.context() as patch:
         for module in (cells, fused):
+            patch.setattr(module, "lstm_product_tail", lambda *args: None)
             patch.setattr(module, "lstm_tail", lambda *args: None)
         patch.setattr(cells, "gru_gates", lambda *args: None)
         patch.setattr(cells, "gru_blend", lambda *args: None)

@@ -31,12 +31,13 @@ import numpy as np
 
 from ...ir import LOOP_DOMAIN
 from .. import _math
-from .._gate_passes import gru_blend, gru_gates, lstm_tail
+from .._gate_passes import gru_blend, gru_gates, lstm_product_tail, lstm_tail
 from .._gemm import (
     Prepared,
     PreparedPair,
     matmul,
     matmul_plus,
+    products_on_two_cores,
     rows_plus,
     splits_now,
     weight_product,
@@ -295,12 +296,17 @@ def lstm_step(attrs) -> Measured:
 
         def plain_step(xw, h, c, r, out=None):
             """`step` with the default activations and no clip on a [B, H] state, xw [B, 4H]
-            and r of its type: the same passes, without the Python around them (about 2.5 us
-            of a W4-ti step, Intel Xeon KVM), as one call (`lstm_tail`) where it takes the
-            operands."""
+            and r of its type: the same product and passes, without the Python around them
+            (about 2.5 us of a W4-ti step, Intel Xeon KVM), as one call (`lstm_product_tail`;
+            the batch's rows cut in two for two cores) where it takes the operands, else the
+            product and one call for the passes (`lstm_tail`)."""
             dtype = h.dtype
             if h.ndim != 2 or dtype.kind != "f" or not xw.dtype == c.dtype == r.dtype == dtype:
                 return step(xw, h, c, r, out)
+            done = lstm_product_tail(h, weights(r), xw, c, out, 0, 1, 3, 2, False,
+                                     products_on_two_cores())  # (arranged: f, i, o, c)
+            if done is not None:
+                return done
             batch, hidden = h.shape
             gates = matmul_plus(h, weights(r), xw.reshape(batch, 4, hidden).transpose(1, 0, 2))
             done = lstm_tail(gates, c, out, 0, 1, 3, 2, False)  # (arranged: f, i, o, c)
