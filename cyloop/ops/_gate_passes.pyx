@@ -28,7 +28,15 @@ from libc.stdint cimport int64_t
 from libc.string cimport memcpy
 
 from cyloop.ops._extent cimport arrays_overlap
-from cyloop.ops._two_core cimport CYL_PIECE_LIMIT, cyl_job_t, gemm, has_gemm, run_job
+from cyloop.ops._two_core cimport (
+    CYL_PIECE_LIMIT,
+    CYL_SMALLEST,
+    cyl_job_or,
+    cyl_job_t,
+    gemm,
+    has_gemm,
+    run_job,
+)
 
 cnp.import_array()
 cnp.import_ufunc()
@@ -150,9 +158,25 @@ cdef inline int _flags_of(int *raised, int at) noexcept nogil:
     return flags
 
 
+cdef bint _native(cnp.ndarray a, int type_num) noexcept:
+    """Whether `a` is of `type_num`, aligned and in native byte order (what numpy's loops and
+    BLAS read)."""
+    return cnp.PyArray_TYPE(a) == type_num and cnp.PyArray_ISNOTSWAPPED(a) \
+        and cnp.PyArray_ISALIGNED(a)
+
+
+cdef bint _written(cnp.ndarray a) noexcept:
+    """Whether the passes may write `a`, a [rows, n] array: writeable, and its rows apart (each
+    element written once)."""
+    return cnp.PyArray_ISWRITEABLE(a) and (
+        cnp.PyArray_DIM(a, 0) < 2
+        or abs(cnp.PyArray_STRIDE(a, 0)) >= cnp.PyArray_DIM(a, 1) * cnp.PyArray_ITEMSIZE(a))
+
+
 cdef bint _rows_of(cnp.ndarray a, int type_num, npy_intp rows, npy_intp n, Rows *into):
-    """Whether `a` is a [rows, n] array of `type_num` with contiguous rows (then in `into`)."""
-    if cnp.PyArray_TYPE(a) != type_num or cnp.PyArray_NDIM(a) != 2 \
+    """Whether `a` is a [rows, n] array of `type_num` (`_native`) with contiguous rows (then in
+    `into`)."""
+    if not _native(a, type_num) or cnp.PyArray_NDIM(a) != 2 \
             or cnp.PyArray_DIM(a, 0) != rows or cnp.PyArray_DIM(a, 1) != n:
         return False
     if n > 1 and cnp.PyArray_STRIDE(a, 1) != cnp.PyArray_ITEMSIZE(a):
@@ -235,7 +259,8 @@ def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, int f_at, int i_at, 
     cdef int raised[PASSES]
     cdef int flagged
     if loops == NULL or cnp.PyArray_NDIM(gates) != 3 or cnp.PyArray_DIM(gates, 0) != 4 \
-            or not cnp.PyArray_IS_C_CONTIGUOUS(gates) \
+            or not cnp.PyArray_IS_C_CONTIGUOUS(gates) or not _native(gates, type_num) \
+            or not cnp.PyArray_ISWRITEABLE(gates) \
             or sorted((f_at, i_at, g_at, o_at)) != [0, 1, 2, 3]:
         return None
     batch, hidden = cnp.PyArray_DIM(gates, 1), cnp.PyArray_DIM(gates, 2)
@@ -243,6 +268,7 @@ def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, int f_at, int i_at, 
         return None
     if out is not None and (not isinstance(out, np.ndarray)
                             or not _rows_of(out, type_num, batch, hidden, &h_new)
+                            or not _written(out)
                             or arrays_overlap(out, gates) or arrays_overlap(out, c)):
         return None
     if batch * hidden == 0:
@@ -259,11 +285,6 @@ def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, int f_at, int i_at, 
     if flagged:
         _report([(_UFUNC_OF_PASS[k], raised[k]) for k in range(PASSES) if raised[k]])
     return h_out, c_out
-
-
-cdef extern from *:
-    int __atomic_fetch_or(int *target, int value, int order) noexcept nogil
-    int __ATOMIC_RELAXED
 
 
 cdef struct LstmJob:  # `lstm_product_tail` as a job of pieces, each a block of the batch's rows
@@ -309,7 +330,7 @@ cdef void _lstm_piece(const void *job_, int64_t index) noexcept nogil:
                     h_new, rows, hidden, item, job.at, job.halve, raised):
         for k in range(PASSES):
             if raised[k]:
-                __atomic_fetch_or(&job.raised[k], raised[k], __ATOMIC_RELAXED)
+                cyl_job_or(&job.raised[k], raised[k])
 
 
 cdef bint _operand(cnp.ndarray a, int type_num, int nd) noexcept:
@@ -339,9 +360,10 @@ def lstm_product_tail(cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c
     of the batch's rows: its four gemm calls (numpy's own BLAS, `_two_core.gemm`), each under
     OpenBLAS's threading threshold, and its passes (`lstm_tail`'s, the same loops); with
     ``two_cores``, this thread and `_two_core`'s helper take the pieces in turn (rows of 8 from
-    16 on, else halves), else it is one piece on this thread. The passes' values are
-    `lstm_tail`'s on the gates the gemm calls make, and its floating-point report is
-    `lstm_tail`'s of every piece's flags."""
+    16 on, else halves; one piece for a step of under `CYL_SMALLEST` multiply-adds), else it is
+    one piece on this thread. The passes' values are `lstm_tail`'s on the gates the gemm calls
+    make, and its floating-point report is `lstm_tail`'s of every piece's flags (the gemm
+    calls' own are not reported, as those of `_two_core`'s products are not)."""
     cdef int type_num = cnp.PyArray_TYPE(c)
     cdef Loops *loops = _loops_of(type_num)
     cdef LstmJob job
@@ -366,10 +388,11 @@ def lstm_product_tail(cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c
         return None
     if out is not None and (not isinstance(out, np.ndarray)
                             or not _rows_of(out, type_num, batch, hidden, &job.h_new)
+                            or not _written(out)
                             or any(arrays_overlap(out, a) for a in (h, w, x, c))):
         return None
     job.rows = batch  # (one piece: each gemm is the product's own BLAS call)
-    if two_cores:
+    if two_cores and 4 * batch * inputs * hidden >= CYL_SMALLEST:  # (else: not worth a hand-over)
         # A piece's gemm stays under OpenBLAS's threading threshold: rows of 8 (its row tiles
         # full) from a batch of 16 on, else halves; fewer where K x H is large.
         job.rows = 8 if batch >= 16 else (batch + 1) // 2
@@ -433,7 +456,8 @@ def gru_gates(cnp.ndarray zr, cnp.ndarray h, cnp.ndarray cap, bint reset_h):
     cdef double one64 = 1
     cdef float one32 = 1
     if loops == NULL or cnp.PyArray_NDIM(zr) != 2 or not cnp.PyArray_IS_C_CONTIGUOUS(zr) \
-            or cnp.PyArray_NDIM(h) != 2 or cnp.PyArray_TYPE(cap) != type_num \
+            or not _native(zr, type_num) or not cnp.PyArray_ISWRITEABLE(zr) \
+            or cnp.PyArray_NDIM(h) != 2 or not _native(cap, type_num) \
             or cnp.PyArray_NDIM(cap) != 0:
         return None
     batch, hidden = cnp.PyArray_DIM(h, 0), cnp.PyArray_DIM(h, 1)
@@ -486,8 +510,9 @@ def gru_blend(cnp.ndarray candidate, cnp.ndarray h, cnp.ndarray zr, object out, 
     cdef int flagged = 0
     cdef bint linear_before_reset = xw is not None
     if loops == NULL or cnp.PyArray_NDIM(candidate) != 2 \
-            or not cnp.PyArray_IS_C_CONTIGUOUS(candidate) or cnp.PyArray_NDIM(zr) != 2 \
-            or not cnp.PyArray_IS_C_CONTIGUOUS(zr) or cnp.PyArray_TYPE(zr) != type_num:
+            or not cnp.PyArray_IS_C_CONTIGUOUS(candidate) or not _native(candidate, type_num) \
+            or not cnp.PyArray_ISWRITEABLE(candidate) or cnp.PyArray_NDIM(zr) != 2 \
+            or not cnp.PyArray_IS_C_CONTIGUOUS(zr) or not _native(zr, type_num):
         return None
     batch, hidden = cnp.PyArray_DIM(candidate, 0), cnp.PyArray_DIM(candidate, 1)
     if batch * hidden == 0 or cnp.PyArray_DIM(zr, 0) != batch \
@@ -501,6 +526,7 @@ def gru_blend(cnp.ndarray candidate, cnp.ndarray h, cnp.ndarray zr, object out, 
         return None
     if out is not None and (not isinstance(out, np.ndarray)
                             or not _rows_of(out, type_num, batch, hidden, &h_new)
+                            or not _written(out)
                             or arrays_overlap(out, candidate) or arrays_overlap(out, h)
                             or arrays_overlap(out, zr)
                             or linear_before_reset and arrays_overlap(out, xw)):

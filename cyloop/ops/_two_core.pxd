@@ -6,6 +6,8 @@ from libc.stdint cimport int64_t
 
 cdef extern from "cyloop/two_core_job.h" nogil:
     int64_t CYL_PIECE_LIMIT
+    int64_t CYL_SMALLEST
+    void cyl_job_or(int *target, int value)
     ctypedef struct cyl_job_t:
         void (*run)(const void *job, int64_t index) noexcept nogil
         int64_t pieces

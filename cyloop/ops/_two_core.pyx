@@ -34,7 +34,6 @@ cdef extern from "cyloop/two_core.h" nogil:
         int64_t rows, cols
         const char *d
         int64_t sd, ldd, cold
-    int64_t CYL_SMALLEST
     int CYL_HELPER
     cyl_sgemm_t cyl_sgemm
     cyl_dgemm_t cyl_dgemm

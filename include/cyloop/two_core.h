@@ -56,7 +56,6 @@ typedef struct {
     int64_t sd, ldd, cold;      /* its strides: pair, row, column */
 } cyl_product_t;
 
-#define CYL_SMALLEST 65536
 #define CYL_SPIN_NS 1000000.0
 /* A helper woken by a product joins it if at least this many of its pieces are left. */
 #define CYL_JOIN_LATE 8
@@ -75,7 +74,6 @@ static void cyl_two_core_bind(cyl_sgemm_t sgemm, cyl_dgemm_t dgemm, cyl_threads_
     cyl_blas_threads = threads;
 }
 
-/* d's block of piece (pair, row, col), m by n, into c's. */
 /* c = a @ b (c += a @ b if `accumulate`) of row-major matrices, unit column strides, row strides
  * in elements, by the bound gemm of that precision. */
 static void cyl_gemm(int double_precision, int64_t m, int64_t n, int64_t k, const char *a,
@@ -91,6 +89,7 @@ static void cyl_gemm(int double_precision, int64_t m, int64_t n, int64_t k, cons
                   accumulate ? 1.0f : 0.0f, (float *)c, ldc);
 }
 
+/* d's block of piece (pair, row, col), m by n, into c's. */
 static void cyl_copy_addend(const cyl_product_t *job, int64_t pair, int64_t row, int64_t col,
                             int64_t m, int64_t n, char *c)
 {
@@ -161,8 +160,15 @@ static int64_t cyl_two_core_products_split(void) { return 0; }
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define CYL_RELAX() _mm_pause()
+/* The floating-point control (rounding, flush-to-zero, denormals-are-zero, masks) of SSE/AVX
+ * arithmetic, which numpy's loops and BLAS use: MXCSR less its flags. */
+#define CYL_FP_CONTROL() (_mm_getcsr() & ~0x3fu)
+#define CYL_SET_FP_CONTROL(control) _mm_setcsr((_mm_getcsr() & 0x3fu) | (control))
 #else
+#include <fenv.h>
 #define CYL_RELAX() ((void)0)
+#define CYL_FP_CONTROL() ((unsigned)fegetround())
+#define CYL_SET_FP_CONTROL(control) fesetround((int)(control))
 #endif
 
 
@@ -172,6 +178,10 @@ static int64_t cyl_two_core_products_split(void) { return 0; }
  * product whose caller has returned. */
 static const cyl_job_t *cyl_job;
 static int64_t cyl_job_pieces;
+/* The caller's floating-point control, which the helper takes on for the job's pieces: a thread
+ * starts with its creator's, and the caller's may change later (a library setting
+ * flush-to-zero), so that the rows the helper computes would round otherwise. */
+static unsigned cyl_job_fp_control;
 static uint64_t cyl_ticket;
 static int64_t cyl_done;                 /* pieces of the current product finished */
 static int64_t cyl_helped;               /* pieces the helper has run, over the process */
@@ -218,6 +228,9 @@ static void cyl_help(uint32_t generation)
                                          __ATOMIC_ACQUIRE))
             continue;
         /* Piece `index` is ours and not done: its caller waits for it, so `job` is alive. */
+        unsigned control = __atomic_load_n(&cyl_job_fp_control, __ATOMIC_RELAXED);
+        if (CYL_FP_CONTROL() != control)
+            CYL_SET_FP_CONTROL(control);
         job->run(job, index);
         __atomic_fetch_add(&cyl_helped, 1, __ATOMIC_RELAXED);
         __atomic_fetch_add(&cyl_done, 1, __ATOMIC_ACQ_REL);
@@ -335,7 +348,8 @@ static void cyl_two_core_run(const cyl_job_t *job, int *helped)
     __atomic_store_n(&cyl_done, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&cyl_job_pieces, pieces, __ATOMIC_RELAXED);
     __atomic_store_n(&cyl_job, job, __ATOMIC_RELAXED);
-    /* Publishes the three above: a reader of this ticket sees them. */
+    __atomic_store_n(&cyl_job_fp_control, CYL_FP_CONTROL(), __ATOMIC_RELAXED);
+    /* Publishes the four above: a reader of this ticket sees them. */
     __atomic_store_n(&cyl_ticket, (generation & 0xffffffffu) << 32, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&cyl_sleeping, __ATOMIC_SEQ_CST)) {
         pthread_mutex_lock(&cyl_mutex);

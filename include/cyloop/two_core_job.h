@@ -11,11 +11,24 @@
 /* A gemm call in a piece stays under this many multiply-adds, so that OpenBLAS runs it on the
  * calling thread (its interface splits a product over threads from 2 * 65536 * 4 up). */
 #define CYL_PIECE_LIMIT 524288
+/* A job of fewer multiply-adds runs as one piece, on the calling thread (a piece handed over
+ * would cost more than it saves). */
+#define CYL_SMALLEST 65536
 
 typedef struct {
     void (*run)(const void *job, int64_t index);
     int64_t pieces;
     int alone;  /* the calling thread runs every piece */
 } cyl_job_t;
+
+/* *target |= value, for flags the pieces of a job gather (from either thread). */
+static inline void cyl_job_or(int *target, int value)
+{
+#if defined(_WIN32)
+    *target |= value;  /* (no helper there: every piece runs on the calling thread) */
+#else
+    __atomic_fetch_or(target, value, __ATOMIC_RELAXED);
+#endif
+}
 
 #endif /* CYLOOP_TWO_CORE_JOB_H */

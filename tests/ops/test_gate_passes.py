@@ -7,6 +7,8 @@ where they decline. `lstm_product_tail` is an LSTM step's product and passes as 
 one core or two: the same values as the product and then `lstm_tail`."""
 
 import contextlib
+import ctypes
+import ctypes.util
 import itertools
 import warnings
 
@@ -18,6 +20,25 @@ from hypothesis import strategies as st
 from cyloop.ops import _gemm, _math, _two_core, fused
 from cyloop.ops._gate_passes import gru_blend, gru_gates, lstm_product_tail, lstm_tail
 from cyloop.ops.openvino import cells
+
+
+def _read_only(a):
+    a = a.copy()
+    a.flags.writeable = False
+    return a
+
+
+def _unaligned(a):
+    """A copy of `a` one byte past an aligned address (its items misaligned)."""
+    raw = np.empty(a.nbytes + 1, np.uint8)[1:]
+    out = raw.view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def _rows_on_one(a):
+    """An array of a's shape whose rows all share one row's memory (row stride 0)."""
+    return np.lib.stride_tricks.as_strided(a[:1].copy(), a.shape, (0, a.strides[1]))
 
 
 def _numpy_passes(gates, c, out, f_at, i_at, g_at, o_at, halve):
@@ -116,6 +137,13 @@ def _unfit_cases(rng):
         "out columns strided": (gates(), state(), state(shape=(3, 10))[:, ::2], blocks),
         "out not an array": (gates(), state(), [[0.0] * 5] * 3, blocks),
         "out overlapping the gates": (shared, state(), shared[2], blocks),
+        "out read-only": (gates(), state(), _read_only(state()), blocks),
+        "out rows on one row": (gates(), state(), _rows_on_one(state()), blocks),
+        "out byte-swapped": (gates(), state(), state().astype(">f4"), blocks),
+        "c byte-swapped": (gates(), state().astype(">f4"), None, blocks),
+        "c unaligned": (gates(), _unaligned(state()), None, blocks),
+        "gates read-only": (_read_only(gates()), state(), None, blocks),
+        "gates byte-swapped": (gates().astype(">f4"), state(), None, blocks),
         "blocks not a permutation": (gates(), state(), None, (0, 1, 1, 3)),
         "blocks out of range": (gates(), state(), None, (0, 1, 2, 4)),
         "empty": (gates(shape=(4, 0, 5)), state(shape=(0, 5)), None, blocks),
@@ -325,6 +353,12 @@ def _product_unfit_cases(rng):
         "out overlapping x": (h, w, shared, c, shared[:, :5]),
         "out overlapping h": (shared[:, :4], w, x, c, shared[:, 10:15]),
         "out that is c": (h, w, x, c, c),
+        "out read-only": (h, w, x, c, _read_only(c)),
+        "out rows on one row": (h, w, x, c, _rows_on_one(c)),
+        "out byte-swapped": (h, w, x, c, c.astype(">f4")),
+        "c byte-swapped": (h, w, x, c.astype(">f4"), None),
+        "c unaligned": (h, w, x, _unaligned(c), None),
+        "h unaligned": (_unaligned(h), w, x, c, None),
         "empty": (a(0, 4), w, a(0, 20), a(0, 5), None),
         "not swapped": (h.astype(">f4"), w.astype(">f4"), x.astype(">f4"), c.astype(">f4"),
                         None),
@@ -377,6 +411,45 @@ def test_floating_point_errors_of_every_piece_are_reported_as_numpy_reports_them
         got = outcome(lambda h, w, x, c, two=two_cores: lstm_product_tail(
             h, w, x, c, None, 0, 1, 2, 3, False, two))
         assert got == want, two_cores
+
+
+@contextlib.contextmanager
+def _rounding_upward():
+    """The calling thread rounds toward +inf (C's fesetround), restored after."""
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    before = libm.fegetround()
+    if libm.fesetround(0x800) != 0:  # (FE_UPWARD on x86)
+        pytest.skip("no upward rounding to set here")
+    try:
+        yield
+    finally:
+        libm.fesetround(before)
+
+
+def test_the_helper_computes_its_rows_under_the_caller_s_rounding(_blas):
+    """With the caller's rounding changed after the helper thread started, the rows the helper
+    computes round as the caller's do: the same values as on one core. (The gemm calls are exact
+    here, integers, so that only the passes' rounding can differ.)"""
+    if not _gemm.two_cores_here():
+        pytest.skip("no second core here")
+    batch, inputs, hidden = 16, 32, 64
+    rng = np.random.default_rng(5)
+    h = rng.integers(-2, 3, (batch, inputs)).astype(np.float32)
+    w = rng.integers(-2, 3, (4, inputs, hidden)).astype(np.float32) / 8
+    x = rng.integers(-8, 9, (batch, 4 * hidden)).astype(np.float32) / 8
+    c = rng.standard_normal((batch, hidden)).astype(np.float32)
+    nearest = lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, False)
+    with _rounding_upward():
+        one_core = lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, False)
+        helped = _two_core.pieces_helped()
+        for _ in range(2000):  # (until the helper, woken by the first, has taken some pieces)
+            two_cores = lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, True)
+            for got, want in zip(two_cores, one_core):
+                np.testing.assert_array_equal(got, want)
+            if _two_core.pieces_helped() >= helped + 20:
+                break
+    assert _two_core.pieces_helped() >= helped + 20
+    assert not np.array_equal(one_core[0], nearest[0])  # (the rounding mattered)
 
 
 @contextlib.contextmanager
@@ -533,6 +606,16 @@ def _gru_unfit_cases(rng):
                                         a((3, 5), np.float64), None),
         "blend: out not an array": ("blend", a((3, 5)), a((3, 5)), a((3, 10)),
                                     [[0.0] * 5] * 3, None),
+        "blend: out read-only": ("blend", a((3, 5)), a((3, 5)), a((3, 10)),
+                                 _read_only(a((3, 5))), None),
+        "blend: out rows on one row": ("blend", a((3, 5)), a((3, 5)), a((3, 10)),
+                                       _rows_on_one(a((3, 5))), None),
+        "blend: candidate read-only": ("blend", _read_only(a((3, 5))), a((3, 5)), a((3, 10)),
+                                       None, None),
+        "blend: h byte-swapped": ("blend", a((3, 5)), a((3, 5)).astype(">f4"), a((3, 10)),
+                                  None, None),
+        "gates: zr read-only": ("gates", _read_only(a((3, 10))), a((3, 5)), cap32, True),
+        "gates: zr byte-swapped": ("gates", a((3, 10)).astype(">f4"), a((3, 5)), cap32, True),
     }
 
 
