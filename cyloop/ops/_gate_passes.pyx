@@ -27,7 +27,7 @@ import numpy as np
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
 
-from cyloop.ops._extent cimport arrays_overlap
+from cyloop.ops._extent cimport arrays_overlap, rows_overlap
 from cyloop.ops._two_core cimport (
     CYL_PIECE_LIMIT,
     CYL_SMALLEST,
@@ -388,8 +388,8 @@ def lstm_product_tail(cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c
         return None
     if out is not None and (not isinstance(out, np.ndarray)
                             or not _rows_of(out, type_num, batch, hidden, &job.h_new)
-                            or not _written(out)
-                            or any(arrays_overlap(out, a) for a in (h, w, x, c))):
+                            or not _written(out) or rows_overlap(out, h)
+                            or any(arrays_overlap(out, a) for a in (w, x, c))):
         return None
     job.rows = batch  # (one piece: each gemm is the product's own BLAS call)
     if two_cores and 4 * batch * inputs * hidden >= CYL_SMALLEST:  # (else: not worth a hand-over)

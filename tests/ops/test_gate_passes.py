@@ -327,6 +327,9 @@ def _product_unfit_cases(rng):
 
     h, w, x, c = a(3, 4), a(4, 4, 5), a(3, 20), a(3, 5)
     shared = a(3, 20)
+    stacked = a(4, 5)  # (rows 0-2 and rows 1-3: one row apart)
+    square = a(3, 5)  # (h [3, K=5] and out [3, H=5] both)
+    slots = a(3, 2, 6)
     return {
         "float16": (h.astype(np.float16), w.astype(np.float16), x.astype(np.float16),
                     c.astype(np.float16), None),
@@ -352,6 +355,10 @@ def _product_unfit_cases(rng):
         "out not an array": (h, w, x, c, [[0.0] * 5] * 3),
         "out overlapping x": (h, w, shared, c, shared[:, :5]),
         "out overlapping h": (shared[:, :4], w, x, c, shared[:, 10:15]),
+        "out that is h": (square, a(4, 5, 5), a(3, 20), c, square),
+        "out one row past h": (stacked[:3], a(4, 5, 5), a(3, 20), c, stacked[1:]),
+        "out h's rows, another column": (slots[:, 0, 1:6], a(4, 5, 5), a(3, 20), c,
+                                         slots[:, 0, :5]),
         "out that is c": (h, w, x, c, c),
         "out read-only": (h, w, x, c, _read_only(c)),
         "out rows on one row": (h, w, x, c, _rows_on_one(c)),
@@ -373,6 +380,25 @@ def test_product_operands_it_does_not_take_are_declined_untouched(_blas, case, t
     assert lstm_product_tail(*operands, 0, 1, 2, 3, True, two_cores) is None
     for was, now in zip(before, [a for a in operands if isinstance(a, np.ndarray)]):
         np.testing.assert_array_equal(now, was)
+
+
+@pytest.mark.parametrize("two_cores", [False, True])
+def test_h_and_out_in_neighbouring_slots_of_one_output_are_taken(_blas, two_cores, rng):
+    """The state read from slot t - 1 of a [B, T, H] output and h' written into slot t: their
+    rows interleave, sharing no byte (a loop's emitted state living in its output)."""
+    batch, steps, hidden = 8, 4, 16
+    output = np.full((batch, steps, hidden), np.nan, np.float32)
+    output[:, 1] = rng.standard_normal((batch, hidden))
+    w = rng.standard_normal((4, hidden, hidden)).astype(np.float32) / 4
+    x = rng.standard_normal((batch, 4 * hidden)).astype(np.float32)
+    c = rng.standard_normal((batch, hidden)).astype(np.float32)
+    h = output[:, 1]
+    want_h, want_c = _product_then_passes(h, w, x, c, (0, 1, 2, 3), False)
+    done = lstm_product_tail(h, w, x, c, output[:, 2], 0, 1, 2, 3, False, two_cores)
+    assert done is not None and done[0].base is output
+    np.testing.assert_allclose(output[:, 2], want_h, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(done[1], want_c, rtol=1e-6, atol=1e-6)
+    assert np.isnan(output[:, [0, 3]]).all()
 
 
 def test_a_piece_s_product_too_long_for_one_core_s_blas_call_is_declined_on_two(_blas, rng):
