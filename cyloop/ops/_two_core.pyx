@@ -95,7 +95,8 @@ def pieces_helped() -> int:
 
 
 def products_split() -> int:
-    """How many products this process has cut in two pieces or more."""
+    """How many products this process has cut in two pieces or more (jobs of other kinds, an
+    LSTM step's rows, included: `run_job`)."""
     return cyl_two_core_products_split()
 
 

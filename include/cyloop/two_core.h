@@ -1,5 +1,8 @@
 /* Products on two cores: a matrix product cut into pieces, which this thread and one helper
  * thread take in turn, each piece a call of numpy's own BLAS `gemm` (cyloop/ops/_two_core.pyx).
+ * A product is one kind of job (`cyl_job_t`, two_core_job.h); another extension's job (an LSTM
+ * step's rows, each a gemm per gate and its passes: cyloop/ops/_gate_passes.pyx) runs the same
+ * way, through `_two_core.run_job`.
  *
  * Why not BLAS's own threads: OpenBLAS runs a product of under 10^6 multiply-adds on one core,
  * and one over it through a packing path that is slower on the shapes of a recurrent step (a
@@ -10,12 +13,13 @@
  *
  * The helper spins (watching for a product between pauses, yielding its core every
  * `CYL_WATCH_PAUSES` of them) for `CYL_SPIN_NS` after the last product, so that the next
- * product of a loop finds it awake, then sleeps on a condition variable. The calling thread never waits for the helper to wake: both take pieces from one
- * counter, so a sleeping or descheduled helper only means this thread takes more of them, and a
- * product that wakes the helper runs on its caller alone unless many of its pieces are left. One
- * product runs on the pair at a time; a thread that finds it busy runs its product's pieces
- * alone. A product small enough that handing a piece over costs more than it saves (under
- * `CYL_SMALLEST` multiply-adds) runs as one piece.
+ * product of a loop finds it awake, then sleeps on a condition variable. The calling thread
+ * never waits for the helper to wake: both take pieces from one counter, so a sleeping or
+ * descheduled helper only means this thread takes more of them, and a product that wakes the
+ * helper runs on its caller alone unless many of its pieces are left. One product runs on the
+ * pair at a time; a thread that finds it busy runs its product's pieces alone. A product small
+ * enough that handing a piece over costs more than it saves (under `CYL_SMALLEST`
+ * multiply-adds) runs as one piece.
  *
  * The helper cannot share its core with BLAS's own threads: OpenBLAS's idle threads spin
  * (without yielding) for about 0.1 s after a product it ran on several threads, and the helper
