@@ -1116,10 +1116,13 @@ cdef class LoopDriver:
         self.placements = {}
         for result_slot, destination in self.destinations.items():
             if isinstance(destination, MeasuredPlacement):
+                # (No warm-up run: neither pays a one-time cost in its first, the pool's two
+                # small buffers aside, so the trial takes four runs, not six.)
                 placement = Measured({"in its slot": destination.as_row,
                                       "a ping-pong pool, copied into its slot":
                                           destination.as_pool},
-                                     rounds=2, unit="us/iteration", extend=False)
+                                     rounds=2, unit="us/iteration", extend=False,
+                                     warm_up=False)
                 if not settings.tune:
                     placement.fix()
                 self.placements[result_slot] = placement

@@ -107,6 +107,10 @@ class Measured:
     for: between runs the time moves by more than 10% on a shared machine, which three times as
     many rounds do not resolve, and two candidates within 10% cost within 10% whichever is kept.
 
+    ``warm_up=False``: each candidate's first call is a sample too. For choices whose
+    candidates pay no one-time cost on their first call (where a value lives: a pool's first
+    run makes two small buffers), so that a trial of whole runs takes two fewer.
+
     A caller that times something other than a call (say, a hoisted chunk and the iterations it
     feeds) uses `pick` and `report` directly; `unit` names what the samples measure."""
 
@@ -115,7 +119,7 @@ class Measured:
                  label: Callable[[Hashable], str] = str, max_keys: int = 16,
                  timing: str = "call", unit: str = "us", streak: int = 1,
                  on_settled: Callable[[set], None] | None = None, consecutive: bool = False,
-                 extend: bool = True):
+                 extend: bool = True, warm_up: bool = True):
         if timing not in ("call", "period"):
             raise ValueError(f"timing must be 'call' or 'period', not {timing!r}")
         if streak < 1:
@@ -133,6 +137,7 @@ class Measured:
         self.streak = streak
         self.consecutive = consecutive
         self.extend = extend
+        self.warm_up = warm_up
         self.max_keys = max_keys
         self.unit = unit
         self.trials: dict[Hashable, Trial] = {}
@@ -200,6 +205,8 @@ class Measured:
             trial = self.trials.get(key)
             if trial is None and len(self.trials) < self.max_keys:
                 trial = self.trials[key] = Trial(key, names, self.rounds)
+                if not self.warm_up:
+                    trial.warm.update(names)
             if trial is None or trial.choice is not None:
                 return (names[0] if trial is None else trial.choice), None
             turn, trial.turn = trial.turn, trial.turn + 1

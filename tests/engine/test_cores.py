@@ -181,7 +181,7 @@ def test_a_timed_run_of_the_cores_trial_times_nothing_else(name, tmp_path, rng):
 def test_where_a_value_lives_is_tried_once_the_cores_are_chosen(tmp_path, rng):
     """One run-level trial at a time: while the cores are on trial, the placement of the LSTM
     cell's h (carried, and emitted on axis 1) keeps its default untimed; its own trial starts in
-    the first run after the choice of cores, and ends with a choice."""
+    the first run after the choice of cores, and ends with a choice four runs later."""
     source, feeds = _cell("lstm", 8)(tmp_path, rng)
     model = cyloop.load(source, driver="cython")
     loop = _loop_of(model)
@@ -193,9 +193,11 @@ def test_where_a_value_lives_is_tried_once_the_cores_are_chosen(tmp_path, rng):
         assert not placement.trials, runs  # (no trial opened: no warm-up run, no sample)
     model.run(feeds)
     (trial,) = placement.trials.values()
-    assert trial.warm or any(trial.samples.values())
-    for _ in range(10):
+    assert any(trial.samples.values())  # (no warm-up run: its first run is a sample)
+    for _ in range(2):
         model.run(feeds)
+    assert trial.choice is None
+    model.run(feeds)  # (two timed runs each)
     assert trial.choice in placement.candidates
 
 

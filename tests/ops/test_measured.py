@@ -352,3 +352,21 @@ def test_a_trial_too_close_to_call_takes_more_rounds_unless_told_not_to(monkeypa
     rounds = _measured.MAX_ROUNDS_FACTOR * 2 if extend else 2
     assert calls == ["a", "b"] * (1 + rounds)
     assert measured.trials[None].choice == "b"
+
+
+def test_without_warm_up_each_candidate_s_first_call_is_a_sample(monkeypatch):
+    """``warm_up=False``: the rounds start with each candidate's first call (a trial of whole
+    runs whose candidates pay no one-time cost takes that many runs fewer)."""
+    clock = [0.0]
+    monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
+    calls = []
+    run = _costing(clock, calls)
+    for warm_up, calls_before_choice in ((True, 6), (False, 4)):
+        calls.clear()
+        measured = Measured({"a": run("a", 1.0), "b": run("b", 1.25)}, rounds=2,
+                            warm_up=warm_up, extend=False)
+        while not measured.trials or measured.trials[None].choice is None:
+            measured(0)
+        assert len(calls) == calls_before_choice
+        assert measured.trials[None].samples == {"a": [1.0, 1.0], "b": [1.25, 1.25]}
+        assert measured.trials[None].choice == "a"
