@@ -441,6 +441,67 @@ cdef enum:
 _UFUNC_OF_BLEND_PASS = ("multiply", "add", "tanh", "subtract", "multiply", "add")
 
 
+cdef int _gru_gates_passes(const Loops *loops, char *zr, Rows state, Rows product, Rows limit,
+                           npy_intp rows, npy_intp hidden, npy_intp item, bint reset_h,
+                           int *raised) noexcept nogil:
+    """`gru_gates`'s passes over `rows` rows: zr [rows, 2H] (one run of values), h (`state`)
+    and reset * h (`product`, with `reset_h`) [rows, H], the cap a 0-d operand (`limit`). Each
+    pass's flags go to `raised` (the flags are cleared first); nonzero if any was raised."""
+    cdef Rows whole, reset, one
+    cdef double one64 = 1
+    cdef float one32 = 1
+    cdef npy_intp count = 2 * rows * hidden
+    cdef int flagged = 0
+    whole.data, whole.stride = zr, count * item
+    reset.data, reset.stride = zr + hidden * item, 2 * hidden * item
+    one.data = <char *>&one64 if item == sizeof(double) else <char *>&one32
+    one.stride = 0
+    feclearexcept(_WATCHED)
+    _unary(loops.negative, whole, whole, 1, count, item)
+    flagged |= _flags_of(raised, G_NEGATIVE)
+    _binary(loops.minimum, whole, limit, 0, whole, 1, count, item)
+    flagged |= _flags_of(raised, G_MINIMUM)
+    _unary(loops.exp, whole, whole, 1, count, item)
+    flagged |= _flags_of(raised, G_EXP)
+    _binary(loops.add, whole, one, 0, whole, 1, count, item)
+    flagged |= _flags_of(raised, G_ADD)
+    _unary(loops.reciprocal, whole, whole, 1, count, item)
+    flagged |= _flags_of(raised, G_RECIPROCAL)
+    raised[G_RESET] = 0
+    if reset_h:
+        _binary(loops.multiply, reset, state, item, product, rows, hidden, item)
+        flagged |= _flags_of(raised, G_RESET)
+    return flagged
+
+
+cdef int _gru_blend_passes(const Loops *loops, Rows n, Rows state, Rows z, Rows x_n,
+                           Rows h_new, npy_intp rows, npy_intp hidden, npy_intp item,
+                           bint linear_before_reset, int *raised) noexcept nogil:
+    """`gru_blend`'s passes over `rows` rows: the candidate n, h (`state`), the activated gates
+    z [rows, 2H] (z, then the reset gate), xw's third block (`x_n`, with
+    `linear_before_reset`) and h' [rows, H]. Each pass's flags go to `raised` (the flags are
+    cleared first); nonzero if any was raised."""
+    cdef Rows reset
+    cdef int flagged = 0
+    reset.data, reset.stride = z.data + hidden * item, z.stride
+    feclearexcept(_WATCHED)
+    raised[B_RESET] = raised[B_INPUT] = 0
+    if linear_before_reset:
+        _binary(loops.multiply, n, reset, item, n, rows, hidden, item)
+        flagged |= _flags_of(raised, B_RESET)
+        _binary(loops.add, n, x_n, item, n, rows, hidden, item)
+        flagged |= _flags_of(raised, B_INPUT)
+    _unary(loops.tanh, n, n, rows, hidden, item)
+    flagged |= _flags_of(raised, B_TANH)
+    _binary(loops.subtract, state, n, item, h_new, rows, hidden, item)
+    flagged |= _flags_of(raised, B_SUBTRACT)
+    _binary(loops.multiply, h_new, z, item, h_new, rows, hidden, item)
+    flagged |= _flags_of(raised, B_SCALE)
+    _binary(loops.add, h_new, n, item, h_new, rows, hidden, item)
+    flagged |= _flags_of(raised, B_ADD)
+    return flagged
+
+
 def gru_gates(cnp.ndarray zr, cnp.ndarray h, cnp.ndarray cap, bint reset_h):
     """A GRU step's update and reset gates: sigmoid over ``zr`` [B, 2H] (C-contiguous: z, then
     the reset gate), in place, with the passes of `_math.sigmoid` (negative, minimum with
@@ -450,11 +511,9 @@ def gru_gates(cnp.ndarray zr, cnp.ndarray h, cnp.ndarray cap, bint reset_h):
     cdef int type_num = cnp.PyArray_TYPE(zr)
     cdef Loops *loops = _loops_of(type_num)
     cdef npy_intp batch, hidden, item
-    cdef Rows whole, state, reset, product, limit, one
+    cdef Rows whole, state, product, limit
     cdef int raised[G_PASSES]
-    cdef int flagged = 0
-    cdef double one64 = 1
-    cdef float one32 = 1
+    cdef int flagged
     if loops == NULL or cnp.PyArray_NDIM(zr) != 2 or not cnp.PyArray_IS_C_CONTIGUOUS(zr) \
             or not _native(zr, type_num) or not cnp.PyArray_ISWRITEABLE(zr) \
             or cnp.PyArray_NDIM(h) != 2 or not _native(cap, type_num) \
@@ -466,28 +525,12 @@ def gru_gates(cnp.ndarray zr, cnp.ndarray h, cnp.ndarray cap, bint reset_h):
         return None
     item = cnp.PyArray_ITEMSIZE(zr)
     whole.data, whole.stride = <char *>cnp.PyArray_DATA(zr), 2 * batch * hidden * item
-    reset.data, reset.stride = whole.data + hidden * item, 2 * hidden * item
     limit.data, limit.stride = <char *>cnp.PyArray_DATA(cap), 0
-    one.data = <char *>&one32 if type_num == cnp.NPY_FLOAT else <char *>&one64
-    one.stride = 0
     result = np.empty((batch, hidden), zr.dtype) if reset_h else zr
     product.data, product.stride = <char *>cnp.PyArray_DATA(result), hidden * item
     with nogil:
-        feclearexcept(_WATCHED)
-        _unary(loops.negative, whole, whole, 1, 2 * batch * hidden, item)
-        flagged |= _flags_of(raised, G_NEGATIVE)
-        _binary(loops.minimum, whole, limit, 0, whole, 1, 2 * batch * hidden, item)
-        flagged |= _flags_of(raised, G_MINIMUM)
-        _unary(loops.exp, whole, whole, 1, 2 * batch * hidden, item)
-        flagged |= _flags_of(raised, G_EXP)
-        _binary(loops.add, whole, one, 0, whole, 1, 2 * batch * hidden, item)
-        flagged |= _flags_of(raised, G_ADD)
-        _unary(loops.reciprocal, whole, whole, 1, 2 * batch * hidden, item)
-        flagged |= _flags_of(raised, G_RECIPROCAL)
-        raised[G_RESET] = 0
-        if reset_h:
-            _binary(loops.multiply, reset, state, item, product, batch, hidden, item)
-            flagged |= _flags_of(raised, G_RESET)
+        flagged = _gru_gates_passes(loops, whole.data, state, product, limit, batch, hidden,
+                                    item, reset_h, raised)
     if flagged:
         _report([(_UFUNC_OF_GATES_PASS[k], raised[k]) for k in range(G_PASSES) if raised[k]])
     return result
@@ -505,9 +548,9 @@ def gru_blend(cnp.ndarray candidate, cnp.ndarray h, cnp.ndarray zr, object out, 
     cdef int type_num = cnp.PyArray_TYPE(candidate)
     cdef Loops *loops = _loops_of(type_num)
     cdef npy_intp batch, hidden, item
-    cdef Rows n, state, z, reset, x_n, h_new
+    cdef Rows n, state, z, x_n, h_new
     cdef int raised[B_PASSES]
-    cdef int flagged = 0
+    cdef int flagged
     cdef bint linear_before_reset = xw is not None
     if loops == NULL or cnp.PyArray_NDIM(candidate) != 2 \
             or not cnp.PyArray_IS_C_CONTIGUOUS(candidate) or not _native(candidate, type_num) \
@@ -536,28 +579,183 @@ def gru_blend(cnp.ndarray candidate, cnp.ndarray h, cnp.ndarray zr, object out, 
     item = cnp.PyArray_ITEMSIZE(candidate)
     n.data, n.stride = <char *>cnp.PyArray_DATA(candidate), hidden * item
     z.data, z.stride = <char *>cnp.PyArray_DATA(zr), 2 * hidden * item
-    reset.data, reset.stride = z.data + hidden * item, z.stride
     if linear_before_reset:
         x_n.data += 2 * hidden * item  # (its third block)
+    else:
+        x_n.data, x_n.stride = NULL, 0
     with nogil:
-        feclearexcept(_WATCHED)
-        raised[B_RESET] = raised[B_INPUT] = 0
-        if linear_before_reset:
-            _binary(loops.multiply, n, reset, item, n, batch, hidden, item)
-            flagged |= _flags_of(raised, B_RESET)
-            _binary(loops.add, n, x_n, item, n, batch, hidden, item)
-            flagged |= _flags_of(raised, B_INPUT)
-        _unary(loops.tanh, n, n, batch, hidden, item)
-        flagged |= _flags_of(raised, B_TANH)
-        _binary(loops.subtract, state, n, item, h_new, batch, hidden, item)
-        flagged |= _flags_of(raised, B_SUBTRACT)
-        _binary(loops.multiply, h_new, z, item, h_new, batch, hidden, item)
-        flagged |= _flags_of(raised, B_SCALE)
-        _binary(loops.add, h_new, n, item, h_new, batch, hidden, item)
-        flagged |= _flags_of(raised, B_ADD)
+        flagged = _gru_blend_passes(loops, n, state, z, x_n, h_new, batch, hidden, item,
+                                    linear_before_reset, raised)
     if flagged:
         _report([(_UFUNC_OF_BLEND_PASS[k], raised[k]) for k in range(B_PASSES) if raised[k]])
     return result
+
+
+cdef struct GruJob:  # `gru_product_tail` as a job of pieces, each a block of the batch's rows
+    cyl_job_t job  # (first: the runner sees a cyl_job_t)
+    const Loops *loops
+    bint double_precision, linear_before_reset
+    npy_intp batch, hidden, item, rows  # rows: a piece's (the last may have fewer)
+    const char *h  # [batch, hidden], rows `h_stride` elements apart
+    npy_intp h_stride
+    const char *w_zr  # [hidden, 2 hidden], rows `w_zr_stride` elements apart
+    npy_intp w_zr_stride
+    const char *w_n  # [hidden, hidden], rows `w_n_stride` elements apart
+    npy_intp w_n_stride
+    const char *x  # [batch, 3 hidden], rows `x_stride` bytes apart (0: one row for all)
+    npy_intp x_stride
+    const char *bias_n  # [hidden]: n's recurrent bias (linear_before_reset), else NULL
+    char *zr  # [batch, 2 hidden], C-contiguous
+    char *gated  # [batch, hidden], C-contiguous: the reset gate times h
+    char *n  # [batch, hidden], C-contiguous: the candidate
+    Rows state, h_new, limit
+    int *gates_raised  # each pass's flags, over every piece
+    int *blend_raised
+
+
+cdef void _gru_piece(const void *job_, int64_t index) noexcept nogil:
+    """Piece `index` of a `GruJob`: its rows' update and reset gates (x's row copied in, then h's
+    rows times w_zr added by a gemm) and their passes, its candidate's pre-activation (x's third
+    block plus (reset * h) @ w_n, or n's bias plus h @ w_n) and the blend's passes."""
+    cdef const GruJob *job = <const GruJob *>job_
+    cdef npy_intp first = index * job.rows, hidden = job.hidden, item = job.item
+    cdef npy_intp rows = min(job.rows, job.batch - first), r, k
+    cdef char *zr = job.zr + first * 2 * hidden * item
+    cdef char *n = job.n + first * hidden * item
+    cdef const char *h = job.h + first * job.h_stride * item
+    cdef Rows state = job.state, h_new = job.h_new, product, candidate, z, x_n
+    cdef int gates_raised[G_PASSES]
+    cdef int blend_raised[B_PASSES]
+    state.data += first * state.stride
+    h_new.data += first * h_new.stride
+    product.data, product.stride = job.gated + first * hidden * item, hidden * item
+    for r in range(rows):
+        memcpy(zr + r * 2 * hidden * item, job.x + (first + r) * job.x_stride, 2 * hidden * item)
+    gemm(job.double_precision, rows, 2 * hidden, hidden, h, job.h_stride, job.w_zr,
+         job.w_zr_stride, zr, 2 * hidden, True)
+    if _gru_gates_passes(job.loops, zr, state, product, job.limit, rows, hidden, item,
+                         not job.linear_before_reset, gates_raised):
+        for k in range(G_PASSES):
+            if gates_raised[k]:
+                cyl_job_or(&job.gates_raised[k], gates_raised[k])
+    for r in range(rows):
+        memcpy(n + r * hidden * item,
+               job.bias_n if job.linear_before_reset
+               else job.x + (first + r) * job.x_stride + 2 * hidden * item, hidden * item)
+    if job.linear_before_reset:
+        gemm(job.double_precision, rows, hidden, hidden, h, job.h_stride, job.w_n,
+             job.w_n_stride, n, hidden, True)
+    else:
+        gemm(job.double_precision, rows, hidden, hidden, product.data, hidden, job.w_n,
+             job.w_n_stride, n, hidden, True)
+    candidate.data, candidate.stride = n, hidden * item
+    z.data, z.stride = zr, 2 * hidden * item
+    x_n.data = <char *>job.x + first * job.x_stride + 2 * hidden * item
+    x_n.stride = job.x_stride
+    if _gru_blend_passes(job.loops, candidate, state, z, x_n, h_new, rows, hidden, item,
+                         job.linear_before_reset, blend_raised):
+        for k in range(B_PASSES):
+            if blend_raised[k]:
+                cyl_job_or(&job.blend_raised[k], blend_raised[k])
+
+
+def gru_product_tail(cnp.ndarray h, cnp.ndarray w_zr, cnp.ndarray w_n, cnp.ndarray x,
+                     object bias_n, cnp.ndarray cap, object out, bint two_cores):
+    """h' of a GRU step (batch-major gates, the default activations, no clip) as one call: the
+    update and reset gates ``x[:, :2H] + h @ w_zr`` through `gru_gates`'s passes, the candidate
+    ``x[:, 2H:] + (reset * h) @ w_n`` (or, given ``bias_n``, linear_before_reset: ``bias_n + h
+    @ w_n``) through `gru_blend`'s; or None for operands it does not take (nothing is written
+    then).
+
+    h [B, H], w_zr [H, 2H], w_n [H, H], x [B, 3H] (or one row for every batch row: [1, 3H]),
+    ``bias_n`` [H] or None and ``cap`` (`_math.sigmoid_cap`) all of one float type, aligned,
+    in native byte order and unit-strided along their last axis; ``out`` a [B, H] array with
+    contiguous rows apart from one another, overlapping no operand (h only by whole rows of
+    another slot), or None (a fresh h'). One job of pieces, each a block of the batch's rows
+    with its two gemm calls and its passes, as `lstm_product_tail`'s: on two cores with
+    ``two_cores``. The values are those of the products then `gru_gates` and `gru_blend`, and
+    so is the floating-point report (the gates' passes, then the blend's)."""
+    cdef int type_num = cnp.PyArray_TYPE(h)
+    cdef Loops *loops = _loops_of(type_num)
+    cdef GruJob job
+    cdef npy_intp batch, hidden, item
+    cdef int gates_raised[G_PASSES]
+    cdef int blend_raised[B_PASSES]
+    cdef int k
+    cdef bint linear_before_reset = bias_n is not None
+    if loops == NULL or not has_gemm(type_num == cnp.NPY_DOUBLE) \
+            or not (_operand(h, type_num, 2) and _operand(w_zr, type_num, 2)
+                    and _operand(w_n, type_num, 2) and _operand(x, type_num, 2)
+                    and _native(cap, type_num) and cnp.PyArray_NDIM(cap) == 0):
+        return None
+    if linear_before_reset and not (isinstance(bias_n, np.ndarray)
+                                    and _operand(bias_n, type_num, 1)):
+        return None
+    batch, hidden = cnp.PyArray_DIM(h, 0), cnp.PyArray_DIM(h, 1)
+    item = cnp.PyArray_ITEMSIZE(h)
+    if batch * hidden == 0 or cnp.PyArray_DIM(w_zr, 0) != hidden \
+            or cnp.PyArray_DIM(w_zr, 1) != 2 * hidden or cnp.PyArray_DIM(w_n, 0) != hidden \
+            or cnp.PyArray_DIM(w_n, 1) != hidden \
+            or hidden > 1 and (cnp.PyArray_STRIDE(w_zr, 0) < 2 * hidden * item
+                               or cnp.PyArray_STRIDE(w_n, 0) < hidden * item) \
+            or cnp.PyArray_STRIDE(h, 0) < hidden * item and batch > 1 \
+            or cnp.PyArray_DIM(x, 1) != 3 * hidden or cnp.PyArray_DIM(x, 0) not in (1, batch) \
+            or linear_before_reset and cnp.PyArray_DIM(<cnp.ndarray>bias_n, 0) != hidden:
+        return None
+    if out is not None and (not isinstance(out, np.ndarray)
+                            or not _rows_of(out, type_num, batch, hidden, &job.h_new)
+                            or not _written(out) or rows_overlap(out, h)
+                            or any(arrays_overlap(out, a) for a in (w_zr, w_n, x))
+                            or linear_before_reset and arrays_overlap(out, bias_n)):
+        return None
+    job.rows = batch  # (one piece: each gemm is the product's own BLAS call)
+    if two_cores and 3 * batch * hidden * hidden >= CYL_SMALLEST:  # (else: not worth a hand-over)
+        job.rows = 8 if batch >= 16 else (batch + 1) // 2
+        while job.rows > 1 and 2 * job.rows * hidden * hidden >= CYL_PIECE_LIMIT:
+            job.rows = (job.rows + 1) // 2
+        if 2 * hidden * hidden >= CYL_PIECE_LIMIT:
+            return None
+    zr = cnp.PyArray_EMPTY(2, [batch, 2 * hidden], type_num, 0)
+    gated = cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
+    candidate = cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
+    h_out = out if out is not None else cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
+    _rows_of(h_out, type_num, batch, hidden, &job.h_new)
+    job.state.data = <char *>cnp.PyArray_DATA(h)
+    job.state.stride = cnp.PyArray_STRIDE(h, 0) if batch > 1 else hidden * item
+    job.limit.data, job.limit.stride = <char *>cnp.PyArray_DATA(cap), 0
+    job.loops = loops
+    job.double_precision = type_num == cnp.NPY_DOUBLE
+    job.linear_before_reset = linear_before_reset
+    job.batch, job.hidden, job.item = batch, hidden, item
+    job.h, job.h_stride = <const char *>cnp.PyArray_DATA(h), job.state.stride // item
+    job.w_zr = <const char *>cnp.PyArray_DATA(w_zr)
+    job.w_zr_stride = cnp.PyArray_STRIDE(w_zr, 0) // item if hidden > 1 else 2 * hidden
+    job.w_n = <const char *>cnp.PyArray_DATA(w_n)
+    job.w_n_stride = cnp.PyArray_STRIDE(w_n, 0) // item if hidden > 1 else hidden
+    job.x = <const char *>cnp.PyArray_DATA(x)
+    job.x_stride = 0 if cnp.PyArray_DIM(x, 0) == 1 else cnp.PyArray_STRIDE(x, 0)
+    job.bias_n = <const char *>cnp.PyArray_DATA(<cnp.ndarray>bias_n) if linear_before_reset \
+        else NULL
+    job.zr = <char *>cnp.PyArray_DATA(zr)
+    job.gated = <char *>cnp.PyArray_DATA(gated)
+    job.n = <char *>cnp.PyArray_DATA(candidate)
+    for k in range(G_PASSES):
+        gates_raised[k] = 0
+    for k in range(B_PASSES):
+        blend_raised[k] = 0
+    job.gates_raised, job.blend_raised = gates_raised, blend_raised
+    job.job.run = _gru_piece
+    job.job.pieces = (batch + job.rows - 1) // job.rows
+    job.job.alone = not two_cores
+    with nogil:
+        run_job(&job.job)
+    if any(gates_raised[k] for k in range(G_PASSES)):
+        _report([(_UFUNC_OF_GATES_PASS[k], gates_raised[k]) for k in range(G_PASSES)
+                 if gates_raised[k]])
+    if any(blend_raised[k] for k in range(B_PASSES)):
+        _report([(_UFUNC_OF_BLEND_PASS[k], blend_raised[k]) for k in range(B_PASSES)
+                 if blend_raised[k]])
+    return h_out
 
 
 # numpy's errstate kinds in the order it reports them: (errstate key, fenv flag, numpy's bit

@@ -18,7 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cyloop.ops import _gemm, _math, _two_core, fused
-from cyloop.ops._gate_passes import gru_blend, gru_gates, lstm_product_tail, lstm_tail
+from cyloop.ops._gate_passes import (
+    gru_blend,
+    gru_gates,
+    gru_product_tail,
+    lstm_product_tail,
+    lstm_tail,
+)
 from cyloop.ops.openvino import cells
 
 
@@ -256,6 +262,15 @@ def _blas():
         pytest.skip("numpy's own BLAS is not found here: lstm_product_tail declines everything")
 
 
+@contextlib.contextmanager
+def _pieces_split(two_cores=True):
+    """Asserts that the one call in the block cut its job in pieces (on two cores) or did not
+    (on one): what the block tests is the pieces' path."""
+    split = _two_core.products_split()
+    yield
+    assert _two_core.products_split() == split + (1 if two_cores else 0)
+
+
 @settings(max_examples=80, deadline=None)
 @given(dtype=st.sampled_from(["float32", "float64"]), batch=st.integers(1, 20),
        inputs=st.integers(1, 40), hidden=st.integers(1, 40), order=st.permutations(range(4)),
@@ -417,11 +432,11 @@ def test_floating_point_errors_of_every_piece_are_reported_as_numpy_reports_them
                                                                                   capfd):
     """An invalid value in the batch's last rows only (the second piece, which the helper thread
     may run on two cores): reported as `lstm_tail` reports it, whichever thread ran it."""
-    batch, hidden = 8, 3
+    batch, hidden = 8, 64  # (a step large enough to be cut in pieces: `_pieces_split`)
 
     def operands():
-        h = np.zeros((batch, 2), np.float32)
-        w = np.zeros((4, 2, hidden), np.float32)
+        h = np.zeros((batch, hidden), np.float32)
+        w = np.zeros((4, hidden, hidden), np.float32)
         x = np.zeros((batch, 4 * hidden), np.float32)
         x[batch // 2:] = -1e30  # (the forget gate shut: 0 * inf)
         c = np.zeros((batch, hidden), np.float32)
@@ -434,8 +449,9 @@ def test_floating_point_errors_of_every_piece_are_reported_as_numpy_reports_them
     want = outcome(lambda h, w, x, c: _product_then_passes(h, w, x, c, (0, 1, 2, 3), False))
     assert any(want) == (mode != "ignore")
     for two_cores in [False] + [True] * 20:
-        got = outcome(lambda h, w, x, c, two=two_cores: lstm_product_tail(
-            h, w, x, c, None, 0, 1, 2, 3, False, two))
+        with _pieces_split(two_cores):
+            got = outcome(lambda h, w, x, c, two=two_cores: lstm_product_tail(
+                h, w, x, c, None, 0, 1, 2, 3, False, two))
         assert got == want, two_cores
 
 
@@ -486,6 +502,7 @@ def _declining(monkeypatch):
         for module in (cells, fused):
             patch.setattr(module, "lstm_product_tail", lambda *args: None)
             patch.setattr(module, "lstm_tail", lambda *args: None)
+        patch.setattr(cells, "gru_product_tail", lambda *args: None)
         patch.setattr(cells, "gru_gates", lambda *args: None)
         patch.setattr(cells, "gru_blend", lambda *args: None)
         yield
@@ -713,3 +730,185 @@ def test_the_gru_step_makes_the_same_values_where_they_decline(linear_before_res
         assert got is out
         results.append(got.copy())
     np.testing.assert_array_equal(*results)
+
+
+def _gru_products_then_passes(h, w_zr, w_n, x, bias_n, cap):
+    """A GRU step as the cell made it before `gru_product_tail`: each product one BLAS call with
+    its addend copied in first (`_two_core.multiply` on one core), `gru_gates`, `gru_blend`."""
+    batch, hidden = h.shape
+    x = np.broadcast_to(x, (batch, 3 * hidden))
+    zr = _two_core.multiply(h, w_zr, x[:, :2 * hidden], False)
+    gated = gru_gates(zr, h, cap, bias_n is None)
+    if bias_n is None:
+        return gru_blend(_two_core.multiply(gated, w_n, x[:, 2 * hidden:], False), h, zr, None,
+                         None)
+    return gru_blend(_two_core.multiply(h, w_n, bias_n[None], False), h, zr, None, x)
+
+
+def _gru_in_float64(h, w_zr, w_n, x, bias_n):
+    h, w_zr, w_n, x = (a.astype(np.float64) for a in (h, w_zr, w_n, x))
+    hidden = h.shape[1]
+    with np.errstate(over="ignore"):
+        zr = 1 / (1 + np.exp(-(x[:, :2 * hidden] + h @ w_zr)))
+    z, reset = zr[:, :hidden], zr[:, hidden:]
+    if bias_n is None:
+        n = np.tanh(x[:, 2 * hidden:] + (reset * h) @ w_n)
+    else:
+        n = np.tanh(x[:, 2 * hidden:] + reset * (h @ w_n + bias_n.astype(np.float64)))
+    return (1 - z) * n + z * h
+
+
+@settings(max_examples=80, deadline=None)
+@given(dtype=st.sampled_from(["float32", "float64"]), batch=st.integers(1, 20),
+       hidden=st.integers(1, 40), linear_before_reset=st.booleans(),
+       x_form=st.sampled_from(["rows", "strided rows", "one row"]),
+       out_form=st.sampled_from(["none", "contiguous", "strided"]), two_cores=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_the_gru_products_and_passes_make_what_the_products_then_the_passes_make(
+        _blas, dtype, batch, hidden, linear_before_reset, x_form, out_form, two_cores, seed):
+    """On one core exactly the products' own BLAS calls, `gru_gates` and `gru_blend`; on two
+    cores the same to rounding; both the GRU's equations."""
+    rng = np.random.default_rng(seed)
+    h = rng.standard_normal((batch, hidden)).astype(dtype)
+    w_zr = (rng.standard_normal((hidden, 2 * hidden)) / np.sqrt(hidden)).astype(dtype)
+    w_n = (rng.standard_normal((hidden, hidden)) / np.sqrt(hidden)).astype(dtype)
+    x = {"rows": lambda: rng.standard_normal((batch, 3 * hidden)),
+         "strided rows": lambda: rng.standard_normal((batch, 2, 3 * hidden))[:, 1],
+         "one row": lambda: rng.standard_normal((1, 3 * hidden))}[x_form]().astype(dtype)
+    bias_n = rng.standard_normal(hidden).astype(dtype) if linear_before_reset else None
+    cap = _math.sigmoid_cap(dtype)
+    before = [a.copy() for a in (h, w_zr, w_n, x)]
+    output = np.full((batch, 3, hidden), np.nan, dtype)
+    out = {"none": None, "contiguous": np.full((batch, hidden), np.nan, dtype),
+           "strided": output[:, 1]}[out_form]
+    want = _gru_products_then_passes(h, w_zr, w_n, x, bias_n, cap)
+    got = gru_product_tail(h, w_zr, w_n, x, bias_n, cap, out, two_cores)
+    if two_cores:
+        tol = 1e-6 if dtype == "float32" else 1e-14
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    else:
+        np.testing.assert_array_equal(got, want)
+    for was, now in zip(before, (h, w_zr, w_n, x)):
+        np.testing.assert_array_equal(now, was)
+    assert got.dtype == np.dtype(dtype)
+    if out is not None:
+        assert got is out
+        if out_form == "strided":
+            assert np.isnan(output[:, [0, 2]]).all()
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got, _gru_in_float64(h, w_zr, w_n, x, bias_n), rtol=tol,
+                               atol=tol)
+
+
+def _gru_product_unfit_cases(rng):
+    f32 = np.float32
+
+    def a(*shape, dtype=f32):
+        return rng.standard_normal(shape).astype(dtype)
+
+    h, w_zr, w_n, x, cap = a(3, 5), a(5, 10), a(5, 5), a(3, 15), _math.sigmoid_cap(f32)
+    slots = a(3, 2, 6)
+    return {
+        "float16": (h.astype(np.float16), w_zr.astype(np.float16), w_n.astype(np.float16),
+                    x.astype(np.float16), None, np.asarray(np.float16(10)), None),
+        "mixed dtypes": (h, w_zr.astype(np.float64), w_n, x, None, cap, None),
+        "cap of another dtype": (h, w_zr, w_n, x, None, _math.sigmoid_cap(np.float64), None),
+        "h columns strided": (a(3, 10)[:, ::2], w_zr, w_n, x, None, cap, None),
+        "w_zr not 2H wide": (h, a(5, 9), w_n, x, None, cap, None),
+        "w_n not square": (h, w_zr, a(5, 4), x, None, cap, None),
+        "x not 3H wide": (h, w_zr, w_n, a(3, 14), None, cap, None),
+        "x of another batch": (h, w_zr, w_n, a(2, 15), None, cap, None),
+        "x 1-D": (h, w_zr, w_n, a(15), None, cap, None),
+        "bias of another length": (h, w_zr, w_n, x, a(4), cap, None),
+        "bias not an array": (h, w_zr, w_n, x, [0.0] * 5, cap, None),
+        "out read-only": (h, w_zr, w_n, x, None, cap, _read_only(h)),
+        "out rows on one row": (h, w_zr, w_n, x, None, cap, _rows_on_one(h)),
+        "out that is h": (h, w_zr, w_n, x, None, cap, h),
+        "out h's rows, another column": (slots[:, 0, 1:], w_zr, w_n, x, None, cap,
+                                         slots[:, 0, :5]),
+        "out overlapping x": (h, w_zr, w_n, x, None, cap, x[:, :5]),
+        "empty": (a(0, 5), w_zr, w_n, a(0, 15), None, cap, None),
+    }
+
+
+@pytest.mark.parametrize("two_cores", [False, True])
+@pytest.mark.parametrize("case", list(_gru_product_unfit_cases(np.random.default_rng(0))))
+def test_gru_product_operands_it_does_not_take_are_declined_untouched(_blas, case, two_cores,
+                                                                       rng):
+    operands = _gru_product_unfit_cases(rng)[case]
+    before = [np.array(a, copy=True) for a in operands if isinstance(a, np.ndarray)]
+    assert gru_product_tail(*operands, two_cores) is None
+    for was, now in zip(before, [a for a in operands if isinstance(a, np.ndarray)]):
+        np.testing.assert_array_equal(now, was)
+
+
+@pytest.mark.parametrize("mode", ["ignore", "warn", "raise", "call", "log", "print"])
+@pytest.mark.parametrize("where", ["gates", "blend"])
+def test_gru_floating_point_errors_of_every_piece_are_reported_as_numpy_reports_them(
+        _blas, where, mode, capfd):
+    """A floating-point error in the batch's last rows only, whichever thread runs their piece,
+    reported as the separate calls report it: in the gates, an underflow (sigmoid's reciprocal
+    of 1 + exp(its cap), gates far below 0); in the blend, an overflow (linear_before_reset's
+    n += xw's third block, both near float32's largest)."""
+    batch, hidden = 8, 64  # (a step large enough to be cut in pieces: `_pieces_split`)
+    big = np.float32(3e38)
+
+    def operands():
+        h = np.zeros((batch, hidden), np.float32)
+        w_zr = np.zeros((hidden, 2 * hidden), np.float32)
+        w_n = np.zeros((hidden, hidden), np.float32)
+        x = np.zeros((batch, 3 * hidden), np.float32)
+        if where == "gates":
+            x[batch // 2:] = -1e30
+            return h, w_zr, w_n, x, None
+        x[:, :2 * hidden] = 1e30  # (the reset gate 1)
+        x[batch // 2:, 2 * hidden:] = big
+        return h, w_zr, w_n, x, np.full(hidden, big)
+
+    kind = "under" if where == "gates" else "over"
+
+    def outcome(run):
+        return _fp_outcome(run, operands, kind, mode, capfd)
+
+    cap = _math.sigmoid_cap(np.float32)
+    want = outcome(lambda h, w_zr, w_n, x, b: _gru_products_then_passes(h, w_zr, w_n, x, b,
+                                                                        cap))
+    assert any(want) == (mode != "ignore")
+    for two_cores in [False] + [True] * 20:
+        with _pieces_split(two_cores):
+            got = outcome(lambda h, w_zr, w_n, x, b, two=two_cores: gru_product_tail(
+                h, w_zr, w_n, x, b, cap, None, two))
+        assert got == want, two_cores
+
+
+@pytest.mark.parametrize("batch, hidden", [(8, 64), (16, 48), (17, 40), (3, 96)])
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_a_step_cut_in_pieces_makes_what_the_whole_step_makes(_blas, cell, batch, hidden, rng):
+    """Steps large enough to be cut in pieces of rows (the hypothesis tests' are mostly too
+    small): each piece's rows as the products then the passes make them, to rounding, and
+    within a piece-cut output slot nothing beside it written."""
+    h = rng.standard_normal((batch, hidden)).astype(np.float32)
+    output = np.full((batch, 3, hidden), np.nan, np.float32)
+    if cell == "lstm":
+        w = (rng.standard_normal((4, hidden, hidden)) / np.sqrt(hidden)).astype(np.float32)
+        x = rng.standard_normal((batch, 4 * hidden)).astype(np.float32)
+        c = rng.standard_normal((batch, hidden)).astype(np.float32)
+        want = _product_then_passes(h, w, x, c, (0, 1, 3, 2), True)
+        with _pieces_split():
+            got = lstm_product_tail(h, w, x, c, output[:, 1], 0, 1, 3, 2, True, True)
+    else:
+        w_zr = (rng.standard_normal((hidden, 2 * hidden)) / np.sqrt(hidden)).astype(np.float32)
+        w_n = (rng.standard_normal((hidden, hidden)) / np.sqrt(hidden)).astype(np.float32)
+        x = rng.standard_normal((batch, 3 * hidden)).astype(np.float32)
+        bias_n = rng.standard_normal(hidden).astype(np.float32)
+        cap = _math.sigmoid_cap(np.float32)
+        want = (_gru_products_then_passes(h, w_zr, w_n, x, None, cap),
+                _gru_products_then_passes(h, w_zr, w_n, x, bias_n, cap))
+        with _pieces_split():
+            got = (gru_product_tail(h, w_zr, w_n, x, None, cap, output[:, 1], True),)
+        with _pieces_split():
+            got += (gru_product_tail(h, w_zr, w_n, x, bias_n, cap, None, True),)
+    for g, w_ in zip(got, want):
+        np.testing.assert_allclose(g, w_, rtol=1e-6, atol=1e-6)
+    assert got[0] is output[:, 1] or got[0].base is output
+    assert np.isnan(output[:, [0, 2]]).all()

@@ -31,7 +31,7 @@ import numpy as np
 
 from ...ir import LOOP_DOMAIN
 from .. import _math
-from .._gate_passes import gru_blend, gru_gates, lstm_product_tail, lstm_tail
+from .._gate_passes import gru_blend, gru_gates, gru_product_tail, lstm_product_tail, lstm_tail
 from .._gemm import (
     Prepared,
     PreparedPair,
@@ -358,6 +358,16 @@ def gru_step(attrs) -> Measured:
         def step(xw, h, r, b, out=None):
             hidden = h.shape[-1]
             update_reset, candidate_weights = weights(r)
+            if passes and h.ndim == 2 and xw.ndim == 2:
+                # The products and the passes as one call (`gru_product_tail`; the batch's rows
+                # cut in two for two cores), where it takes the operands.
+                cap = _math.sigmoid_cap(h.dtype)
+                if cap is not None:
+                    done = gru_product_tail(h, update_reset, candidate_weights, xw,
+                                            b[3 * hidden:] if linear_before_reset else None,
+                                            cap, out, products_on_two_cores())
+                    if done is not None:
+                        return done
             z_at, reset_at, candidate_at = _blocks(gate_major, hidden, 3)
             h_t, xw_t = layout.oriented(h), layout.oriented(xw)
             zr = layout.product(h_t, update_reset, xw_t[_span(gate_major, 0, 2 * hidden)])
