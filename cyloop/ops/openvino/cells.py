@@ -342,8 +342,9 @@ def gru_step(attrs) -> Measured:
     f, g = _activations(attrs, ["sigmoid", "tanh"])
     clip = as_float(attrs, "clip", 0.0)
     linear_before_reset = as_bool(attrs, "linear_before_reset")
-    # The default activations without clip, batch-major on a [B, H] state: the passes around
-    # the two products as two calls (`gru_gates`, `gru_blend`) where they take the operands.
+    # The default activations without clip, batch-major on a [B, H] state: the two products and
+    # the passes around them as one call (`gru_product_tail`), else the passes as two calls
+    # (`gru_gates`, `gru_blend`), where they take the operands.
     one_call = f is _math.sigmoid and g is np.tanh and not clip
 
     def step_in(layout):
