@@ -283,8 +283,41 @@ def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, int f_at, int i_at, 
         flagged = _lstm_passes(loops, <char *>cnp.PyArray_DATA(gates), batch * hidden * item,
                                cell, c_new, h_new, batch, hidden, item, at, halve, raised)
     if flagged:
-        _report([(_UFUNC_OF_PASS[k], raised[k]) for k in range(PASSES) if raised[k]])
+        _report_raised(raised, PASSES, _UFUNC_OF_PASS)
     return h_out, c_out
+
+
+cdef npy_intp _piece_rows(npy_intp batch, npy_intp step_macs, npy_intp gemm_row_macs,
+                          bint two_cores) noexcept:
+    """Rows of a piece of a step's job: the whole batch on one core, or for a step of under
+    `CYL_SMALLEST` multiply-adds (a piece handed over would cost more than it saves); on two
+    cores, rows of 8 (BLAS's row tiles full) from a batch of 16 on, else halves, fewer where a
+    gemm call of the piece (`gemm_row_macs` multiply-adds a row) would reach OpenBLAS's
+    threading threshold; 0 where one row's would (the step is declined)."""
+    cdef npy_intp rows
+    if not two_cores or step_macs < CYL_SMALLEST:
+        return batch
+    if gemm_row_macs >= CYL_PIECE_LIMIT:
+        return 0
+    rows = 8 if batch >= 16 else (batch + 1) // 2
+    while rows > 1 and rows * gemm_row_macs >= CYL_PIECE_LIMIT:
+        rows = (rows + 1) // 2
+    return rows
+
+
+cdef void _run_pieces(cyl_job_t *job, npy_intp batch, npy_intp rows,
+                      bint two_cores) noexcept nogil:
+    """Runs `job` (its piece function set) as blocks of `rows` of the batch's rows."""
+    job.pieces = (batch + rows - 1) // rows
+    job.alone = not two_cores
+    run_job(job)
+
+
+cdef _report_raised(const int *raised, int passes, tuple ufunc_of_pass):
+    """`_report` of the passes that raised flags (``raised[k]``: pass k's)."""
+    flagged = [(ufunc_of_pass[k], raised[k]) for k in range(passes) if raised[k]]
+    if flagged:
+        _report(flagged)
 
 
 cdef struct LstmJob:  # `lstm_product_tail` as a job of pieces, each a block of the batch's rows
@@ -391,15 +424,9 @@ def lstm_product_tail(cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c
                             or not _written(out) or rows_overlap(out, h)
                             or any(arrays_overlap(out, a) for a in (w, x, c))):
         return None
-    job.rows = batch  # (one piece: each gemm is the product's own BLAS call)
-    if two_cores and 4 * batch * inputs * hidden >= CYL_SMALLEST:  # (else: not worth a hand-over)
-        # A piece's gemm stays under OpenBLAS's threading threshold: rows of 8 (its row tiles
-        # full) from a batch of 16 on, else halves; fewer where K x H is large.
-        job.rows = 8 if batch >= 16 else (batch + 1) // 2
-        while job.rows > 1 and job.rows * inputs * hidden >= CYL_PIECE_LIMIT:
-            job.rows = (job.rows + 1) // 2
-        if inputs * hidden >= CYL_PIECE_LIMIT:
-            return None
+    job.rows = _piece_rows(batch, 4 * batch * inputs * hidden, inputs * hidden, two_cores)
+    if job.rows == 0:
+        return None
     gates = cnp.PyArray_EMPTY(3, [4, batch, hidden], type_num, 0)
     c_out = cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
     h_out = out if out is not None else cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
@@ -423,12 +450,9 @@ def lstm_product_tail(cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c
         raised[k] = 0
     job.raised = raised
     job.job.run = _lstm_piece
-    job.job.pieces = (batch + job.rows - 1) // job.rows
-    job.job.alone = not two_cores
     with nogil:
-        run_job(&job.job)
-    if any(raised[k] for k in range(PASSES)):
-        _report([(_UFUNC_OF_PASS[k], raised[k]) for k in range(PASSES) if raised[k]])
+        _run_pieces(&job.job, batch, job.rows, two_cores)
+    _report_raised(raised, PASSES, _UFUNC_OF_PASS)
     return h_out, c_out
 
 
@@ -532,7 +556,7 @@ def gru_gates(cnp.ndarray zr, cnp.ndarray h, cnp.ndarray cap, bint reset_h):
         flagged = _gru_gates_passes(loops, whole.data, state, product, limit, batch, hidden,
                                     item, reset_h, raised)
     if flagged:
-        _report([(_UFUNC_OF_GATES_PASS[k], raised[k]) for k in range(G_PASSES) if raised[k]])
+        _report_raised(raised, G_PASSES, _UFUNC_OF_GATES_PASS)
     return result
 
 
@@ -587,7 +611,7 @@ def gru_blend(cnp.ndarray candidate, cnp.ndarray h, cnp.ndarray zr, object out, 
         flagged = _gru_blend_passes(loops, n, state, z, x_n, h_new, batch, hidden, item,
                                     linear_before_reset, raised)
     if flagged:
-        _report([(_UFUNC_OF_BLEND_PASS[k], raised[k]) for k in range(B_PASSES) if raised[k]])
+        _report_raised(raised, B_PASSES, _UFUNC_OF_BLEND_PASS)
     return result
 
 
@@ -708,13 +732,9 @@ def gru_product_tail(cnp.ndarray h, cnp.ndarray w_zr, cnp.ndarray w_n, cnp.ndarr
                             or any(arrays_overlap(out, a) for a in (w_zr, w_n, x))
                             or linear_before_reset and arrays_overlap(out, bias_n)):
         return None
-    job.rows = batch  # (one piece: each gemm is the product's own BLAS call)
-    if two_cores and 3 * batch * hidden * hidden >= CYL_SMALLEST:  # (else: not worth a hand-over)
-        job.rows = 8 if batch >= 16 else (batch + 1) // 2
-        while job.rows > 1 and 2 * job.rows * hidden * hidden >= CYL_PIECE_LIMIT:
-            job.rows = (job.rows + 1) // 2
-        if 2 * hidden * hidden >= CYL_PIECE_LIMIT:
-            return None
+    job.rows = _piece_rows(batch, 3 * batch * hidden * hidden, 2 * hidden * hidden, two_cores)
+    if job.rows == 0:
+        return None
     zr = cnp.PyArray_EMPTY(2, [batch, 2 * hidden], type_num, 0)
     gated = cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
     candidate = cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
@@ -745,16 +765,10 @@ def gru_product_tail(cnp.ndarray h, cnp.ndarray w_zr, cnp.ndarray w_n, cnp.ndarr
         blend_raised[k] = 0
     job.gates_raised, job.blend_raised = gates_raised, blend_raised
     job.job.run = _gru_piece
-    job.job.pieces = (batch + job.rows - 1) // job.rows
-    job.job.alone = not two_cores
     with nogil:
-        run_job(&job.job)
-    if any(gates_raised[k] for k in range(G_PASSES)):
-        _report([(_UFUNC_OF_GATES_PASS[k], gates_raised[k]) for k in range(G_PASSES)
-                 if gates_raised[k]])
-    if any(blend_raised[k] for k in range(B_PASSES)):
-        _report([(_UFUNC_OF_BLEND_PASS[k], blend_raised[k]) for k in range(B_PASSES)
-                 if blend_raised[k]])
+        _run_pieces(&job.job, batch, job.rows, two_cores)
+    _report_raised(gates_raised, G_PASSES, _UFUNC_OF_GATES_PASS)
+    _report_raised(blend_raised, B_PASSES, _UFUNC_OF_BLEND_PASS)
     return h_out
 
 

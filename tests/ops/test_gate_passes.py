@@ -10,6 +10,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import itertools
+import time
 import warnings
 
 import numpy as np
@@ -318,6 +319,19 @@ def test_the_product_and_passes_make_what_the_product_then_the_passes_make(
     np.testing.assert_allclose(c_new, exact_c, rtol=tol, atol=tol)
 
 
+def _until_helped(call, pieces=10, seconds=5.0) -> int:
+    """Calls `call()` until the helper thread has taken `pieces` pieces (asserted within
+    `seconds`: BLAS's own threads, spinning for about 0.1 s after an earlier test's large
+    product, keep the helper off the second core meanwhile); how many calls it took."""
+    helped, calls = _two_core.pieces_helped(), 0
+    deadline = time.monotonic() + seconds
+    while _two_core.pieces_helped() < helped + pieces:
+        assert time.monotonic() < deadline, "the helper thread took no turn"
+        call()
+        calls += 1
+    return calls
+
+
 def test_on_two_cores_the_batch_s_rows_are_cut_in_pieces(_blas, rng):
     """A batch of 8 runs as two pieces, which the helper thread takes its turn at."""
     if not _gemm.two_cores_here():
@@ -325,13 +339,11 @@ def test_on_two_cores_the_batch_s_rows_are_cut_in_pieces(_blas, rng):
     h, c = (rng.standard_normal((8, 64)).astype(np.float32) for _ in range(2))
     w = rng.standard_normal((4, 64, 64)).astype(np.float32)
     x = rng.standard_normal((8, 256)).astype(np.float32)
-    split, helped = _two_core.products_split(), _two_core.pieces_helped()
-    for _ in range(200):
-        lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, True)
-    assert _two_core.products_split() == split + 200
-    assert _two_core.pieces_helped() > helped
+    split = _two_core.products_split()
+    calls = _until_helped(lambda: lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, True))
+    assert _two_core.products_split() == split + calls
     lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, False)
-    assert _two_core.products_split() == split + 200  # (one core: one piece)
+    assert _two_core.products_split() == split + calls  # (one core: one piece)
 
 
 def _product_unfit_cases(rng):
@@ -483,14 +495,13 @@ def test_the_helper_computes_its_rows_under_the_caller_s_rounding(_blas):
     nearest = lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, False)
     with _rounding_upward():
         one_core = lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, False)
-        helped = _two_core.pieces_helped()
-        for _ in range(2000):  # (until the helper, woken by the first, has taken some pieces)
-            two_cores = lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, True)
-            for got, want in zip(two_cores, one_core):
+
+        def two_cores():
+            for got, want in zip(lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, True),
+                                 one_core):
                 np.testing.assert_array_equal(got, want)
-            if _two_core.pieces_helped() >= helped + 20:
-                break
-    assert _two_core.pieces_helped() >= helped + 20
+
+        _until_helped(two_cores, pieces=20)
     assert not np.array_equal(one_core[0], nearest[0])  # (the rounding mattered)
 
 
