@@ -303,12 +303,13 @@ def lstm_step(attrs) -> Measured:
             dtype = h.dtype
             if h.ndim != 2 or dtype.kind != "f" or not xw.dtype == c.dtype == r.dtype == dtype:
                 return step(xw, h, c, r, out)
-            done = lstm_product_tail(h, weights(r), xw, c, out, 0, 1, 3, 2, False,
+            prepared = weights(r)
+            done = lstm_product_tail(h, prepared, xw, c, out, 0, 1, 3, 2, False,
                                      products_on_two_cores())  # (arranged: f, i, o, c)
             if done is not None:
                 return done
             batch, hidden = h.shape
-            gates = matmul_plus(h, weights(r), xw.reshape(batch, 4, hidden).transpose(1, 0, 2))
+            gates = matmul_plus(h, prepared, xw.reshape(batch, 4, hidden).transpose(1, 0, 2))
             done = lstm_tail(gates, c, out, 0, 1, 3, 2, False)  # (arranged: f, i, o, c)
             if done is not None:
                 return done
