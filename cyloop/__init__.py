@@ -17,6 +17,7 @@ except ImportError as _error:
         "is installed elsewhere, run Python from another directory, so that this checkout does "
         "not shadow it.") from _error
 
+from .engine._core import release_memory
 from .errors import (
     CyloopError,
     ExecutionError,
@@ -68,6 +69,7 @@ __all__ = [
     "__version__",
     "fori_loop",
     "load",
+    "release_memory",
     "scan",
     "while_loop",
 ]

@@ -64,7 +64,8 @@ from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.math cimport INFINITY
 from libc.string cimport memcmp, memcpy
 
-from cyloop.engine._aligned_alloc cimport cyl_aligned_alloc, cyl_aligned_free
+from cyloop.engine._aligned_alloc cimport CYL_KEEP_FROM, CYL_KEPT_BLOCKS, CYL_KEPT_BYTES, \
+    cyl_block_give, cyl_block_take, cyl_blocks_kept, cyl_blocks_release
 from cyloop.engine._strided_copy cimport cyl_strided_copy
 from cyloop.ops._extent cimport cyl_extent, cyl_ranges_overlap
 
@@ -132,8 +133,8 @@ cdef int _let_other_threads_run() except -1:
             pass
     return 0
 
-__all__ = ["LoopDriver", "Program", "RunLimits", "aligned_empty", "current_limits", "running",
-           "strided_copy"]
+__all__ = ["LoopDriver", "Program", "RunLimits", "aligned_empty", "current_limits", "kept_bytes",
+           "release_memory", "running", "strided_copy"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -158,6 +159,11 @@ def current_limits():
     return getattr(_this_thread, "limits", None)
 
 
+# Runs under way, on any thread (`running`): a planner block given back meanwhile is freed, not
+# kept for the next run (`_AlignedBlock`).
+cdef Py_ssize_t _runs_under_way = 0
+
+
 cdef class running:
     """``with running(limits):`` the loops this thread runs share `limits` (None: no change)."""
     cdef object limits, previous
@@ -166,13 +172,17 @@ cdef class running:
         self.limits = limits
 
     def __enter__(self):
+        global _runs_under_way
         self.previous = getattr(_this_thread, "limits", None)
         if self.limits is not None:
             _this_thread.limits = self.limits
+        _runs_under_way += 1
         return self.limits
 
     def __exit__(self, *exc):
+        global _runs_under_way
         _this_thread.limits = self.previous
+        _runs_under_way -= 1
         return False
 
 
@@ -263,12 +273,32 @@ cdef RunLimits _limits_of(settings):
 # Memory helpers
 
 cdef class _AlignedBlock:
-    """Owns one block from cyl_aligned_alloc; an array built on it keeps it alive as its base."""
+    """Owns one block from `cyl_block_take`; an array built on it keeps it alive as its base.
+    Given back when the last such array goes: kept for the next run's block of its size if no run
+    is under way then (include/cyloop/aligned_alloc.h), else freed."""
     cdef void *ptr
+    cdef size_t nbytes
 
     def __dealloc__(self):
         if self.ptr != NULL:
-            cyl_aligned_free(self.ptr)
+            cyl_block_give(self.ptr, self.nbytes, _runs_under_way == 0)
+
+
+# What is kept for the next run: blocks of KEEP_FROM bytes or more, KEPT_BLOCKS of them at most,
+# KEPT_BYTES in all (include/cyloop/aligned_alloc.h).
+KEEP_FROM, KEPT_BLOCKS, KEPT_BYTES = CYL_KEEP_FROM, CYL_KEPT_BLOCKS, CYL_KEPT_BYTES
+
+
+def kept_bytes() -> int:
+    """The bytes of planner blocks kept for the next run (see `_AlignedBlock`)."""
+    return cyl_blocks_kept()
+
+
+def release_memory() -> None:
+    """Free the planner blocks kept for the next run: the outputs of earlier runs that their
+    callers let go of, which a run of the same shapes would otherwise take again (up to 8 blocks
+    of 256 KiB to 256 MiB in all)."""
+    cyl_blocks_release()
 
 
 cdef cnp.ndarray _aligned_empty(tuple shape, cnp.dtype dtype):
@@ -283,7 +313,8 @@ cdef cnp.ndarray _aligned_empty(tuple shape, cnp.dtype dtype):
         dims[k] = shape[k]
         nbytes *= <size_t>dims[k]
     block = _AlignedBlock()
-    block.ptr = cyl_aligned_alloc(nbytes)
+    block.ptr = cyl_block_take(nbytes)
+    block.nbytes = nbytes
     if block.ptr == NULL:
         raise MemoryError(f"cannot allocate {nbytes} bytes for an array of shape {shape}")
     Py_INCREF(dtype)  # PyArray_NewFromDescr steals it

@@ -60,3 +60,67 @@ def test_strided_copy_between_overlapping_arrays():
     a = np.arange(8.0)
     _core.strided_copy(a, a[::-1])
     np.testing.assert_array_equal(a, np.arange(8.0)[::-1])
+
+
+# Blocks kept for the next run (include/cyloop/aligned_alloc.h): what a run's caller lets go of
+# is handed out again, and never while anything still uses it.
+
+@pytest.fixture
+def nothing_kept():
+    _core.release_memory()
+    yield
+    _core.release_memory()
+
+
+def _address(arr):
+    return arr.__array_interface__["data"][0]
+
+
+def test_a_large_block_let_go_of_between_runs_is_handed_out_again(nothing_kept):
+    nbytes = _core.KEEP_FROM
+    first = _core.aligned_empty((nbytes // 4,), np.float32)
+    address = _address(first)
+    del first
+    assert _core.kept_bytes() == nbytes
+    larger = _core.aligned_empty((2 * nbytes,), np.int8)  # no block of another size
+    assert _address(larger) != address and _core.kept_bytes() == nbytes
+    again = _core.aligned_empty((nbytes // 8,), np.float64)  # the same bytes, another shape
+    assert _address(again) == address and _core.kept_bytes() == 0
+    assert again.ctypes.data % 64 == 0
+
+
+def test_a_block_in_use_is_never_handed_out(nothing_kept):
+    arr = _core.aligned_empty((_core.KEEP_FROM,), np.int8)
+    view = arr[10:]  # the block lives while any view of it does
+    del arr
+    assert _core.kept_bytes() == 0
+    view[...] = 7
+    other = _core.aligned_empty((_core.KEEP_FROM,), np.int8)
+    other[...] = 1
+    assert np.all(view == 7) and not np.shares_memory(view, other)
+
+
+def test_small_blocks_and_blocks_let_go_of_during_a_run_are_freed(nothing_kept):
+    small = _core.aligned_empty((_core.KEEP_FROM - 1,), np.int8)
+    del small
+    assert _core.kept_bytes() == 0
+    with _core.running(None):  # an output outgrown, a ping-pong pool: the run's peak stays
+        during = _core.aligned_empty((_core.KEEP_FROM,), np.int8)
+        del during
+    assert _core.kept_bytes() == 0
+
+
+def test_the_oldest_kept_blocks_make_room_for_newer_ones(nothing_kept):
+    sizes = [_core.KEEP_FROM + 64 * k for k in range(_core.KEPT_BLOCKS + 3)]
+    for nbytes in sizes:
+        block = _core.aligned_empty((nbytes,), np.int8)
+        del block
+    assert _core.kept_bytes() == sum(sizes[-_core.KEPT_BLOCKS:])
+    whole = _core.aligned_empty((_core.KEPT_BYTES,), np.int8)  # as much as may be kept
+    del whole
+    assert _core.kept_bytes() == _core.KEPT_BYTES
+    too_large = _core.aligned_empty((_core.KEPT_BYTES + 64,), np.int8)
+    del too_large
+    assert _core.kept_bytes() == _core.KEPT_BYTES
+    _core.release_memory()
+    assert _core.kept_bytes() == 0
