@@ -21,7 +21,9 @@ nothing from the state, so a hoisted x W and a bias become one hoisted row).
 
 Any other Add tree of a carried state's product and other addends (a plain RNN's
 ``Tanh(x W + h R + b)``) becomes ``ProductPlus(h, R, x)``, x again the other addends' sum: BLAS
-adds the product to x, and no pass over the sum is left.
+adds the product to x, and no pass over the sum is left; a Tanh that alone reads it joins it,
+``ProductPlusTanh(h, R, x)``, so that the tanh runs where the product is made (on two cores, each
+core over its own rows) and writes the step's destination.
 
 The GRU cell's, with the reset gate applied after the recurrent product (PyTorch's and Keras'
 GRU, ONNX's linear_before_reset), from the input and recurrent pre-activations ``x`` and ``r``
@@ -68,6 +70,7 @@ def fuse_loop(spec: LoopSpec) -> LoopSpec:
     body = _fuse(body, "Add",
                  lambda root, graph, uses: _match_product_plus(root, graph, uses, carried),
                  wanted=lambda node: id(node) in roots)
+    body = _fuse(body, "Tanh", _match_product_tanh)
     return spec if body is spec.body else dataclasses.replace(spec, body=body)
 
 
@@ -293,6 +296,23 @@ def _match_product_plus(root: Node, graph: Graph, uses: Uses, carried: set[str])
                   "fused_from": ", ".join(node.label for node in replaced)},
                  LOOP_DOMAIN, version=1)
     return [*made, fused], replaced, root
+
+
+def _match_product_tanh(tanh: Node, graph: Graph, uses: Uses):
+    """(the fused node, the nodes it replaces, the last of them) for a Tanh of a ProductPlus that
+    nothing else reads (a plain RNN's step), or None: ``ProductPlusTanh(h, R, x)``, the tanh
+    made where the product is, in its destination."""
+    if not _is(tanh, "Tanh") or len(tanh.inputs) != 1 or len(tanh.outputs) != 1:
+        return None
+    product = _producer(graph, tanh.inputs[0])
+    if product is None or product.domain != LOOP_DOMAIN or product.op_type != "ProductPlus" \
+            or uses.only_reader(tanh.inputs[0]) is not tanh:
+        return None
+    fused = Node("ProductPlusTanh", list(product.inputs), list(tanh.outputs),
+                 {"r_rows": product.attrs.get("r_rows", False),
+                  "fused_from": f"{product.attrs['fused_from']}, {tanh.label}"},
+                 LOOP_DOMAIN, version=1)
+    return fused, [product, tanh], tanh
 
 
 def _split_part(graph: Graph, uses: Uses, name: str | None, reader: Node):

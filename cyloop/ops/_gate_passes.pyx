@@ -456,6 +456,102 @@ def lstm_product_tail(cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c
     return h_out, c_out
 
 
+cdef struct TanhJob:  # `product_tanh` as a job of pieces, each a block of the batch's rows
+    cyl_job_t job  # (first: the runner sees a cyl_job_t)
+    const Loops *loops
+    bint double_precision
+    npy_intp batch, inputs, width, item, rows  # rows: a piece's (the last may have fewer)
+    const char *h  # [batch, inputs], rows `h_stride` elements apart
+    npy_intp h_stride
+    const char *r  # [inputs, width], rows `r_stride` elements apart
+    npy_intp r_stride
+    const char *x  # [batch, width], rows `x_stride` bytes apart (0: one row for all)
+    npy_intp x_stride
+    Rows out  # [batch, width]
+    int *raised  # the tanh pass's flags, over every piece
+
+
+cdef void _tanh_piece(const void *job_, int64_t index) noexcept nogil:
+    """Piece `index` of a `TanhJob`: x's rows copied into its rows of out, h's rows times r added
+    by one gemm, then tanh over them in place."""
+    cdef const TanhJob *job = <const TanhJob *>job_
+    cdef npy_intp first = index * job.rows, width = job.width, item = job.item, k
+    cdef npy_intp rows = min(job.rows, job.batch - first)
+    cdef Rows out = job.out
+    cdef int raised[1]
+    out.data += first * out.stride
+    for k in range(rows):
+        memcpy(out.data + k * out.stride, job.x + (first + k) * job.x_stride, width * item)
+    gemm(job.double_precision, rows, width, job.inputs, job.h + first * job.h_stride * item,
+         job.h_stride, job.r, job.r_stride, out.data, out.stride // item, True)
+    feclearexcept(_WATCHED)
+    _unary(job.loops.tanh, out, out, rows, width, item)
+    if _flags_of(raised, 0):
+        cyl_job_or(&job.raised[0], raised[0])
+
+
+def product_tanh(cnp.ndarray h, cnp.ndarray r, cnp.ndarray x, object out, bint two_cores):
+    """``tanh(x + h @ r)`` (a plain RNN's step) as one call, or None for operands it does not
+    take (nothing is written then).
+
+    h [B, K], r [K, N] and x [B, N] (or one row for every batch row: [1, N] or [N]), all of one
+    float type, aligned, in native byte order and unit-strided along their last axis; ``out`` a
+    [B, N] array with contiguous rows apart from one another, overlapping no operand (h only by
+    whole rows of another slot), or None (a fresh one). One job of pieces, each a block of the
+    batch's rows: x's rows copied into out's, one gemm call (numpy's own BLAS, `_two_core.gemm`,
+    under OpenBLAS's threading threshold) adding h's rows times r to them, then numpy's own
+    tanh loop over them; on two cores with ``two_cores`` (rows as `lstm_product_tail` cuts
+    them), else one piece on this thread. The values are the product's, then np.tanh's, and so
+    is the floating-point report (tanh's; the gemm call's own flags are not reported, as those of
+    `_two_core`'s products are not)."""
+    cdef int type_num = cnp.PyArray_TYPE(h)
+    cdef Loops *loops = _loops_of(type_num)
+    cdef TanhJob job
+    cdef npy_intp batch, inputs, width, item
+    cdef int raised[1]
+    if loops == NULL or not has_gemm(type_num == cnp.NPY_DOUBLE) \
+            or not (_operand(h, type_num, 2) and _operand(r, type_num, 2)
+                    and _operand(x, type_num, cnp.PyArray_NDIM(x))):
+        return None
+    batch, inputs = cnp.PyArray_DIM(h, 0), cnp.PyArray_DIM(h, 1)
+    width, item = cnp.PyArray_DIM(r, 1), cnp.PyArray_ITEMSIZE(h)
+    if batch * inputs * width == 0 or cnp.PyArray_DIM(r, 0) != inputs \
+            or width > 1 and cnp.PyArray_STRIDE(r, 0) < width * item and inputs > 1 \
+            or cnp.PyArray_STRIDE(h, 0) < inputs * item and batch > 1 \
+            or not 1 <= cnp.PyArray_NDIM(x) <= 2 \
+            or cnp.PyArray_DIM(x, cnp.PyArray_NDIM(x) - 1) != width \
+            or cnp.PyArray_NDIM(x) == 2 and cnp.PyArray_DIM(x, 0) not in (1, batch):
+        return None
+    if out is not None and (not isinstance(out, np.ndarray)
+                            or not _rows_of(out, type_num, batch, width, &job.out)
+                            or job.out.stride < width * item  # (gemm's rows go forward)
+                            or not _written(out) or rows_overlap(out, h)
+                            or arrays_overlap(out, r) or arrays_overlap(out, x)):
+        return None
+    job.rows = _piece_rows(batch, batch * inputs * width, inputs * width, two_cores)
+    if job.rows == 0:
+        return None
+    result = out if out is not None else cnp.PyArray_EMPTY(2, [batch, width], type_num, 0)
+    _rows_of(result, type_num, batch, width, &job.out)
+    job.loops = loops
+    job.double_precision = type_num == cnp.NPY_DOUBLE
+    job.batch, job.inputs, job.width, job.item = batch, inputs, width, item
+    job.h = <const char *>cnp.PyArray_DATA(h)
+    job.h_stride = cnp.PyArray_STRIDE(h, 0) // item if batch > 1 else inputs
+    job.r = <const char *>cnp.PyArray_DATA(r)
+    job.r_stride = cnp.PyArray_STRIDE(r, 0) // item if inputs > 1 else width
+    job.x = <const char *>cnp.PyArray_DATA(x)
+    job.x_stride = 0 if cnp.PyArray_NDIM(x) == 1 or cnp.PyArray_DIM(x, 0) == 1 \
+        else cnp.PyArray_STRIDE(x, 0)
+    raised[0] = 0
+    job.raised = raised
+    job.job.run = _tanh_piece
+    with nogil:
+        _run_pieces(&job.job, batch, job.rows, two_cores)
+    _report_raised(raised, 1, ("tanh",))
+    return result
+
+
 # The passes of `gru_gates` and `gru_blend`, in order, by the ufunc each runs.
 cdef enum:
     G_NEGATIVE, G_MINIMUM, G_EXP, G_ADD, G_RECIPROCAL, G_RESET, G_PASSES

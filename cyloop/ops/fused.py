@@ -6,7 +6,7 @@ import numpy as np
 
 from ..ir import LOOP_DOMAIN
 from . import _math
-from ._gate_passes import lstm_product_tail, lstm_tail
+from ._gate_passes import lstm_product_tail, lstm_tail, product_tanh
 from ._gemm import (
     Prepared,
     matmul_plus,
@@ -202,13 +202,40 @@ def product_plus(attrs):
     product = weight_product(transposed=r_rows)
     as_rows = product.prepared["rows"]  # r, or r^T laid out
 
+    def on_two_cores(h, r):
+        """Whether h @ r runs on two cores now (then as `as_rows(r)`, BLAS's operand)."""
+        return h.ndim == 2 and r.ndim == 2 and splits_now(h.size * r.shape[0 if r_rows else 1])
+
     def run(h, r, x):
-        if h.ndim == 2 and r.ndim == 2 and splits_now(h.size * r.shape[0 if r_rows else 1]):
+        if on_two_cores(h, r):
             return matmul_plus(h, as_rows(r), x)
         return plus(product(h, r), x)
 
+    run.on_two_cores, run.as_rows = on_two_cores, as_rows
     run.measured = product.measured
     run.products = True  # (its product follows the loop's choice of cores)
+    return run
+
+
+@kernel("ProductPlusTanh", domain=LOOP_DOMAIN, since=1, out=True)
+def product_plus_tanh(attrs):
+    """``(h, r, x) -> tanh(h @ r + x)`` (``h @ r^T`` if ``r_rows``): a plain RNN's step,
+    written into ``out=`` (the slot of an emitted output the planner gives it). Where the
+    product runs on two cores, one call (`product_tanh`: each core copies x's rows into its rows
+    of the result, BLAS adds their product, then tanh runs over them) where it takes the
+    operands; else `product_plus`, then np.tanh into the destination."""
+    summed = product_plus(attrs)
+    on_two_cores, as_rows = summed.on_two_cores, summed.as_rows
+
+    def run(h, r, x, out=None):
+        if on_two_cores(h, r):
+            done = product_tanh(h, as_rows(r), x, out, True)
+            if done is not None:
+                return done
+        return np.tanh(summed(h, r, x), out=out)
+
+    run.measured = summed.measured
+    run.products = True
     return run
 
 

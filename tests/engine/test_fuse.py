@@ -535,11 +535,12 @@ def _rnn_feeds(rng, dtype=np.float32, h_shape=(3, 6), x_rows=3, steps=6, feature
 def test_a_sum_with_the_states_product_is_fused_and_computes_the_same(terms, fused_expected,
                                                                      rng):
     """``Tanh(x W + h R + b)`` in any order, with more addends (the state itself too), becomes
-    one ProductPlus node (the other addends summed before it, hoisted where they can be) and
-    agrees with the reference driver and onnxruntime; a sum of two products of the state, or
-    none, is left as written."""
+    one ProductPlusTanh node (the other addends summed before it, hoisted where they can be)
+    and agrees with the reference driver and onnxruntime; a sum of two products of the state,
+    or none, is left as written."""
     plan = _agree_three_ways(_rnn_loop(terms), _rnn_feeds(rng), peer_atol=2e-5)
-    assert ("fused: ProductPlus node producing " in plan) == fused_expected, plan
+    assert ("fused: ProductPlusTanh node producing " in plan) == fused_expected, plan
+    assert "fused: ProductPlus node" not in plan  # (the Tanh alone reads the sum: it joins)
     if fused_expected and "xw" in terms and "B" in terms:
         assert "the bias joined to the product" in plan  # x W + b: one hoisted product
 
@@ -548,6 +549,14 @@ def test_a_product_read_elsewhere_keeps_the_sum_as_written(rng):
     plan = _agree_three_ways(_rnn_loop(("xw", "hr", "B"), leak="hr"), _rnn_feeds(rng),
                              peer_atol=2e-5)
     assert "ProductPlus" not in plan
+
+
+def test_a_sum_read_elsewhere_keeps_its_tanh_apart(rng):
+    """The sum the Tanh reads is also returned by the body: ProductPlus makes it, and the Tanh
+    stays a node of its own."""
+    plan = _agree_three_ways(_rnn_loop(("xw", "hr", "B"), leak="s1"), _rnn_feeds(rng),
+                             peer_atol=2e-5)
+    assert "fused: ProductPlus node producing 's1'" in plan and "ProductPlusTanh" not in plan
 
 
 @pytest.mark.parametrize("dtype, h_shape, x_rows", [
@@ -561,7 +570,7 @@ def test_product_plus_of_other_types_and_shapes_computes_the_same(dtype, h_shape
     feeds = _rnn_feeds(rng, dtype=dtype, h_shape=h_shape, x_rows=x_rows)
     fast = cyloop.load(onnx_model, driver="cython")
     got, want = fast.run(feeds), cyloop.load(onnx_model, driver="python").run(feeds)
-    assert "fused: ProductPlus node producing " in str(fast.plan())
+    assert "fused: ProductPlusTanh node producing " in str(fast.plan())
     for name in want:
         assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape
         np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6, err_msg=name)
@@ -572,8 +581,8 @@ def test_the_rnn_ir_openvino_converts_is_fused(tmp_path, rng):
     reference driver."""
     feeds = _rnn_feeds(rng)
     plan = _through_openvino_ir(tmp_path, _rnn_loop(("xw", "hr", "B"), feeds=feeds), feeds)
-    assert re.search(r"fused: ProductPlus node producing '[^']+' runs node '\d+:hr' \(MatMul\)",
-                     plan), plan
+    assert re.search(r"fused: ProductPlusTanh node producing '[^']+' runs node '\d+:hr' "
+                     r"\(MatMul\)", plan), plan
 
 
 @pytest.mark.parametrize("r_rows", [False, True])

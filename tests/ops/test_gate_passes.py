@@ -4,7 +4,8 @@ of the same passes made as ufunc calls, whatever the dtype, shapes, gate order a
 operands they do not take are left untouched (None); floating-point errors are reported as numpy
 reports them; and the kernels that use them make the same values through their ufunc passes
 where they decline. `lstm_product_tail` is an LSTM step's product and passes as one call, on
-one core or two: the same values as the product and then `lstm_tail`."""
+one core or two: the same values as the product and then `lstm_tail`; `product_tanh` is a plain
+RNN's step, ``tanh(x + h @ r)``, likewise."""
 
 import contextlib
 import ctypes
@@ -25,6 +26,7 @@ from cyloop.ops._gate_passes import (
     gru_product_tail,
     lstm_product_tail,
     lstm_tail,
+    product_tanh,
 )
 from cyloop.ops.openvino import cells
 
@@ -516,6 +518,7 @@ def _declining(monkeypatch):
         patch.setattr(cells, "gru_product_tail", lambda *args: None)
         patch.setattr(cells, "gru_gates", lambda *args: None)
         patch.setattr(cells, "gru_blend", lambda *args: None)
+        patch.setattr(cells, "product_tanh", lambda *args: None)
         yield
 
 
@@ -923,3 +926,201 @@ def test_a_step_cut_in_pieces_makes_what_the_whole_step_makes(_blas, cell, batch
         np.testing.assert_allclose(g, w_, rtol=1e-6, atol=1e-6)
     assert got[0] is output[:, 1] or got[0].base is output
     assert np.isnan(output[:, [0, 2]]).all()
+
+
+# -- product_tanh: a plain RNN's step, tanh(x + h @ r), as one call ---------------------------
+
+def _product_then_tanh(h, r, x):
+    """tanh(x + h @ r) as ProductPlus and Tanh made it before `product_tanh`: BLAS adding the
+    product to a copy of x (`_two_core.multiply`, on one core), then np.tanh."""
+    return np.tanh(_two_core.multiply(h, r, x, False))
+
+
+@settings(max_examples=80, deadline=None)
+@given(dtype=st.sampled_from(["float32", "float64"]), batch=st.integers(1, 20),
+       inputs=st.integers(1, 40), width=st.integers(1, 40),
+       x_form=st.sampled_from(["rows", "strided rows", "one row", "1-D"]),
+       out_form=st.sampled_from(["none", "contiguous", "strided"]), two_cores=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_the_product_and_tanh_make_what_the_product_then_tanh_make(
+        _blas, dtype, batch, inputs, width, x_form, out_form, two_cores, seed):
+    """On one core, exactly BLAS's product into x's copy then np.tanh; on two cores, where each
+    piece's gemm makes its rows, the same to rounding; both tanh(x + h @ r) in float64."""
+    rng = np.random.default_rng(seed)
+    h = rng.standard_normal((batch, inputs)).astype(dtype)
+    r = (rng.standard_normal((inputs, width)) / np.sqrt(inputs)).astype(dtype)
+    x = {"rows": lambda: rng.standard_normal((batch, width)),
+         "strided rows": lambda: rng.standard_normal((batch, 3, width))[:, 1],
+         "one row": lambda: rng.standard_normal((1, width)),
+         "1-D": lambda: rng.standard_normal(width)}[x_form]().astype(dtype)
+    before = [a.copy() for a in (h, r, x)]
+    output = np.full((batch, 3, width), np.nan, dtype)
+    out = {"none": None, "contiguous": np.full((batch, width), np.nan, dtype),
+           "strided": output[:, 1]}[out_form]
+    want = _product_then_tanh(h, r, x)
+    got = product_tanh(h, r, x, out, two_cores)
+    if two_cores:
+        tol = 1e-6 if dtype == "float32" else 1e-14
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    else:
+        np.testing.assert_array_equal(got, want)
+    for was, now in zip(before, (h, r, x)):
+        np.testing.assert_array_equal(now, was)
+    assert got.dtype == np.dtype(dtype) and got.shape == (batch, width)
+    if out is not None:
+        assert got is out
+        if out_form == "strided":
+            assert np.isnan(output[:, [0, 2]]).all()
+    exact = np.tanh(x.astype(np.float64) + h.astype(np.float64) @ r.astype(np.float64))
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got, exact, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("batch, inputs, width", [(16, 64, 64), (17, 128, 128), (3, 96, 256)])
+def test_a_product_and_tanh_cut_in_pieces_makes_what_the_whole_makes(_blas, batch, inputs,
+                                                                     width, rng):
+    """Steps large enough to be cut in pieces of rows, written into a slot of an output whose
+    neighbouring slot holds h where it is as wide (a loop's emitted state living in its
+    output): each piece's rows as the product then tanh make them, and nothing beside the slot
+    written."""
+    output = np.full((batch, 3, width), np.nan, np.float32)
+    h = output[:, 0] if inputs == width else np.empty((batch, inputs), np.float32)
+    h[...] = rng.standard_normal(h.shape)
+    r = (rng.standard_normal((inputs, width)) / np.sqrt(inputs)).astype(np.float32)
+    x = rng.standard_normal((1, width)).astype(np.float32)
+    want = _product_then_tanh(h, r, x)
+    with _pieces_split():
+        got = product_tanh(h, r, x, output[:, 1], True)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert got.base is output and np.isnan(output[:, 2]).all()
+
+
+def _product_tanh_unfit_cases(rng):
+    def a(*shape, dtype=np.float32):
+        return rng.standard_normal(shape).astype(dtype)
+
+    h, r, x = a(3, 4), a(4, 5), a(3, 5)
+    shared, square, tall = a(3, 10), a(3, 4), a(7, 5)
+    return {
+        "float16": (h.astype(np.float16), r.astype(np.float16), x.astype(np.float16), None),
+        "int": (a(3, 4, dtype=np.int32), a(4, 5, dtype=np.int32), a(3, 5, dtype=np.int32),
+                None),
+        "mixed dtypes": (h, r.astype(np.float64), x, None),
+        "h 1-D": (a(4), r, x, None),
+        "h columns strided": (a(3, 8)[:, ::2], r, x, None),
+        "h byte-swapped": (h.astype(">f4"), r, x, None),
+        "h unaligned": (_unaligned(h), r, x, None),
+        "r of another length": (h, a(5, 5), x, None),
+        "r columns strided": (h, a(4, 10)[:, ::2], x, None),
+        "r rows overlapping": (h, np.lib.stride_tricks.as_strided(a(12), (4, 5), (8, 4)), x,
+                               None),
+        "x of another width": (h, r, a(3, 6), None),
+        "x of another batch": (h, r, a(2, 5), None),
+        "x 3-D": (h, r, a(1, 3, 5), None),
+        "empty": (a(0, 4), r, a(0, 5), None),
+        "out of another dtype": (h, r, x, a(3, 5, dtype=np.float64)),
+        "out columns strided": (h, r, x, a(3, 10)[:, ::2]),
+        "out read-only": (h, r, x, _read_only(x)),
+        "out rows on one row": (h, r, x, _rows_on_one(a(3, 5))),
+        "out rows backwards": (h, r, x, a(3, 5)[::-1]),
+        "out overlapping x": (h, r, shared[:, :5], shared[:, 5:]),
+        "out that is x": (h, r, x, x),
+        "out overlapping r": (h, tall[:4], x, tall[2:5]),
+        "out that is h": (square, a(4, 4), a(3, 4), square),
+        "out not an array": (h, r, x, [[0.0] * 5] * 3),
+    }
+
+
+@pytest.mark.parametrize("two_cores", [False, True])
+@pytest.mark.parametrize("case", list(_product_tanh_unfit_cases(np.random.default_rng(0))))
+def test_product_tanh_operands_it_does_not_take_are_declined_untouched(_blas, case, two_cores,
+                                                                       rng):
+    operands = _product_tanh_unfit_cases(rng)[case]
+    before = [np.array(a, copy=True) for a in operands if isinstance(a, np.ndarray)]
+    assert product_tanh(*operands, two_cores) is None
+    for was, now in zip(before, [a for a in operands if isinstance(a, np.ndarray)]):
+        np.testing.assert_array_equal(now, was)
+
+
+def test_a_product_and_tanh_too_long_for_one_core_s_blas_call_is_declined_on_two(_blas, rng):
+    """K x N at OpenBLAS's threading threshold: a one-row piece's gemm would take BLAS's own
+    threads (see the LSTM step's case); on one core it is the product's own call."""
+    h = rng.standard_normal((2, 1024)).astype(np.float32)
+    r = rng.standard_normal((1024, 512)).astype(np.float32)
+    x = np.zeros(512, np.float32)
+    assert product_tanh(h, r, x, None, True) is None
+    np.testing.assert_array_equal(product_tanh(h, r, x, None, False), _product_then_tanh(h, r, x))
+
+
+def test_flags_raised_before_the_product_and_tanh_are_not_reported(_blas, rng):
+    with np.errstate(over="ignore"):
+        np.multiply(np.float32(3e38), np.float32(10))
+    h, r = rng.standard_normal((16, 64)).astype(np.float32), np.eye(64, dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for two_cores in (False, True):
+            product_tanh(h, r, np.zeros(64, np.float32), None, two_cores)
+
+
+@pytest.mark.parametrize("two_cores", [False, True])
+@pytest.mark.parametrize("r_rows", [False, True])
+def test_the_product_plus_tanh_kernel_against_numpy(_blas, r_rows, two_cores, rng):
+    """``tanh(h @ R + x)`` (R^T with r_rows, a read-only R laid out once) into its destination
+    or a fresh array, for every layout of x the fusion hands it, on either choice of cores; on
+    two cores a step large enough runs as one job of pieces."""
+    run = fused.product_plus_tanh({"r_rows": r_rows})
+    h = rng.standard_normal((16, 64)).astype(np.float32)
+    r = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
+    r.flags.writeable = False
+    previous = _gemm.set_products_on_two_cores(two_cores)
+    try:
+        for x in (rng.standard_normal((16, 64)).astype(np.float32),
+                  rng.standard_normal(64).astype(np.float32),
+                  rng.standard_normal((2, 16, 64)).astype(np.float32)):
+            want = np.tanh(h @ (r.T if r_rows else r) + x)
+            np.testing.assert_allclose(run(h, r, x), want, rtol=1e-6, atol=1e-6)
+            if x.ndim == 3:
+                continue
+            output = np.full((16, 3, 64), np.nan, np.float32)
+            with _pieces_split(two_cores and _gemm.two_cores_here()):
+                got = run(h, r, x, out=output[:, 1])
+            assert got is output[:, 1] or got.base is output
+            np.testing.assert_allclose(output[:, 1], want, rtol=1e-6, atol=1e-6)
+            assert np.isnan(output[:, [0, 2]]).all()
+    finally:
+        _gemm.set_products_on_two_cores(previous)
+
+
+@pytest.mark.parametrize("two_cores", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_rnn_step_makes_the_same_values_where_the_one_call_declines(_blas, dtype, two_cores,
+                                                                       monkeypatch, rng):
+    """OpenVINO's RNNCell recurrence, batch-major: h' into out= as one call (`product_tanh`,
+    cut in pieces on two cores) or as the product and then tanh, the same values."""
+    step = cells.rnn_step({}).candidates[cells.BATCH_MAJOR.name]
+    batch, hidden = 16, 64
+    r = (rng.standard_normal((hidden, hidden)) / 8).astype(dtype)
+    r.flags.writeable = False
+    xw, h = (rng.standard_normal((batch, hidden)).astype(dtype) for _ in range(2))
+    taken = []
+
+    def one_call(*args, one_call=cells.product_tanh):
+        taken.append(one_call(*args))
+        return taken[-1]
+
+    previous = _gemm.set_products_on_two_cores(two_cores)
+    try:
+        results = []
+        for declining in (False, True):
+            out = np.full((batch, 2, hidden), np.nan, dtype)[:, 1]
+            with monkeypatch.context() as patch:
+                patch.setattr(cells, "product_tanh", one_call)
+                with _declining(monkeypatch) if declining else contextlib.nullcontext():
+                    got = step(xw, h, r, out)
+            assert got is out
+            results.append(got.copy())
+    finally:
+        _gemm.set_products_on_two_cores(previous)
+    assert len(taken) == 1 and taken[0] is not None  # (the one call made h', not the fallback)
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(results[0], np.tanh(xw + h @ r.T), rtol=1e-5, atol=1e-5)

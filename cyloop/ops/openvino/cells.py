@@ -31,7 +31,14 @@ import numpy as np
 
 from ...ir import LOOP_DOMAIN
 from .. import _math
-from .._gate_passes import gru_blend, gru_gates, gru_product_tail, lstm_product_tail, lstm_tail
+from .._gate_passes import (
+    gru_blend,
+    gru_gates,
+    gru_product_tail,
+    lstm_product_tail,
+    lstm_tail,
+    product_tanh,
+)
 from .._gemm import (
     Prepared,
     PreparedPair,
@@ -416,8 +423,15 @@ def rnn_step(attrs) -> Measured:
 
     def step_in(layout):
         weights = Prepared(layout.prepared)
+        # Batch-major, tanh without clip on a [B, H] state: the product and the tanh as one call
+        # (`product_tanh`; the batch's rows cut in two for two cores), where it takes them.
+        one_call = not layout.gate_major and f is np.tanh and not clip
 
         def step(xw, h, r, out=None):
+            if one_call and h.ndim == 2:
+                done = product_tanh(h, weights(r), xw, out, products_on_two_cores())
+                if done is not None:
+                    return done
             pre = layout.product(layout.oriented(h), weights(r), layout.oriented(xw))
             if out is not None and pre.dtype == h.dtype:
                 f(_clip(pre, clip), out=layout.oriented(out))
