@@ -50,6 +50,15 @@ def _rows_on_one(a):
     return np.lib.stride_tricks.as_strided(a[:1].copy(), a.shape, (0, a.strides[1]))
 
 
+def _declined_untouched(call, operands):
+    """`call(*operands)` answers None and leaves every array among the operands as it was."""
+    arrays = [a for a in operands if isinstance(a, np.ndarray)]
+    before = [a.copy() for a in arrays]
+    assert call(*operands) is None
+    for was, now in zip(before, arrays):
+        np.testing.assert_array_equal(now, was)
+
+
 def _numpy_passes(gates, c, out, f_at, i_at, g_at, o_at, halve):
     """`lstm_tail`'s passes as numpy ufunc calls (the oracle: the same loops, dispatched)."""
     half = gates.dtype.type(0.5)
@@ -162,11 +171,7 @@ def _unfit_cases(rng):
 @pytest.mark.parametrize("case", list(_unfit_cases(np.random.default_rng(0))))
 def test_operands_it_does_not_take_are_declined_untouched(case, rng):
     gates, c, out, blocks = _unfit_cases(rng)[case]
-    before = [np.array(a, copy=True) for a in (gates, c, out) if isinstance(a, np.ndarray)]
-    assert lstm_tail(gates, c, out, *blocks, True) is None
-    after = [a for a in (gates, c, out) if isinstance(a, np.ndarray)]
-    for was, now in zip(before, after):
-        np.testing.assert_array_equal(now, was)
+    _declined_untouched(lambda *operands: lstm_tail(*operands, *blocks, True), (gates, c, out))
 
 
 def test_an_out_that_is_c_itself_is_declined(rng):
@@ -404,11 +409,9 @@ def _product_unfit_cases(rng):
 @pytest.mark.parametrize("two_cores", [False, True])
 @pytest.mark.parametrize("case", list(_product_unfit_cases(np.random.default_rng(0))))
 def test_product_operands_it_does_not_take_are_declined_untouched(_blas, case, two_cores, rng):
-    operands = _product_unfit_cases(rng)[case]
-    before = [np.array(a, copy=True) for a in operands if isinstance(a, np.ndarray)]
-    assert lstm_product_tail(*operands, 0, 1, 2, 3, True, two_cores) is None
-    for was, now in zip(before, [a for a in operands if isinstance(a, np.ndarray)]):
-        np.testing.assert_array_equal(now, was)
+    _declined_untouched(lambda *operands: lstm_product_tail(*operands, 0, 1, 2, 3, True,
+                                                             two_cores),
+                        _product_unfit_cases(rng)[case])
 
 
 @pytest.mark.parametrize("two_cores", [False, True])
@@ -679,10 +682,7 @@ def _gru_unfit_cases(rng):
 @pytest.mark.parametrize("case", list(_gru_unfit_cases(np.random.default_rng(0))))
 def test_gru_operands_it_does_not_take_are_declined_untouched(case, rng):
     which, *args = _gru_unfit_cases(rng)[case]
-    before = [np.array(a, copy=True) for a in args if isinstance(a, np.ndarray)]
-    assert (gru_gates if which == "gates" else gru_blend)(*args) is None
-    for was, now in zip(before, [a for a in args if isinstance(a, np.ndarray)]):
-        np.testing.assert_array_equal(now, was)
+    _declined_untouched(gru_gates if which == "gates" else gru_blend, args)
 
 
 @pytest.mark.parametrize("mode", ["ignore", "warn", "raise", "call", "log", "print"])
@@ -849,11 +849,8 @@ def _gru_product_unfit_cases(rng):
 @pytest.mark.parametrize("case", list(_gru_product_unfit_cases(np.random.default_rng(0))))
 def test_gru_product_operands_it_does_not_take_are_declined_untouched(_blas, case, two_cores,
                                                                        rng):
-    operands = _gru_product_unfit_cases(rng)[case]
-    before = [np.array(a, copy=True) for a in operands if isinstance(a, np.ndarray)]
-    assert gru_product_tail(*operands, two_cores) is None
-    for was, now in zip(before, [a for a in operands if isinstance(a, np.ndarray)]):
-        np.testing.assert_array_equal(now, was)
+    _declined_untouched(lambda *operands: gru_product_tail(*operands, two_cores),
+                        _gru_product_unfit_cases(rng)[case])
 
 
 @pytest.mark.parametrize("mode", ["ignore", "warn", "raise", "call", "log", "print"])
@@ -1035,11 +1032,8 @@ def _product_tanh_unfit_cases(rng):
 @pytest.mark.parametrize("case", list(_product_tanh_unfit_cases(np.random.default_rng(0))))
 def test_product_tanh_operands_it_does_not_take_are_declined_untouched(_blas, case, two_cores,
                                                                        rng):
-    operands = _product_tanh_unfit_cases(rng)[case]
-    before = [np.array(a, copy=True) for a in operands if isinstance(a, np.ndarray)]
-    assert product_tanh(*operands, two_cores) is None
-    for was, now in zip(before, [a for a in operands if isinstance(a, np.ndarray)]):
-        np.testing.assert_array_equal(now, was)
+    _declined_untouched(lambda *operands: product_tanh(*operands, two_cores),
+                        _product_tanh_unfit_cases(rng)[case])
 
 
 def test_a_product_and_tanh_too_long_for_one_core_s_blas_call_is_declined_on_two(_blas, rng):
