@@ -490,7 +490,7 @@ cdef void _tanh_piece(const void *job_, int64_t index) noexcept nogil:
         cyl_job_or(&job.raised[0], raised[0])
 
 
-def product_tanh(cnp.ndarray h, cnp.ndarray r, cnp.ndarray x, object out, bint two_cores):
+def product_tanh(cnp.ndarray h, cnp.ndarray r, object x, object out, bint two_cores):
     """``tanh(x + h @ r)`` (a plain RNN's step) as one call, or None for operands it does not
     take (nothing is written then).
 
@@ -511,12 +511,13 @@ def product_tanh(cnp.ndarray h, cnp.ndarray r, cnp.ndarray x, object out, bint t
     cdef int raised[1]
     if loops == NULL or not has_gemm(type_num == cnp.NPY_DOUBLE) \
             or not (_operand(h, type_num, 2) and _operand(r, type_num, 2)
+                    and isinstance(x, np.ndarray)
                     and _operand(x, type_num, cnp.PyArray_NDIM(x))):
         return None
     batch, inputs = cnp.PyArray_DIM(h, 0), cnp.PyArray_DIM(h, 1)
     width, item = cnp.PyArray_DIM(r, 1), cnp.PyArray_ITEMSIZE(h)
     if batch * inputs * width == 0 or cnp.PyArray_DIM(r, 0) != inputs \
-            or width > 1 and cnp.PyArray_STRIDE(r, 0) < width * item and inputs > 1 \
+            or cnp.PyArray_STRIDE(r, 0) < width * item and inputs > 1 \
             or cnp.PyArray_STRIDE(h, 0) < inputs * item and batch > 1 \
             or not 1 <= cnp.PyArray_NDIM(x) <= 2 \
             or cnp.PyArray_DIM(x, cnp.PyArray_NDIM(x) - 1) != width \

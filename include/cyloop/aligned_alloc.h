@@ -63,20 +63,34 @@ static inline void cyl_kept_drop(int k)
     cyl_kept_when[k] = 0;
 }
 
-/* A block of `nbytes`: a kept one of that size if there is one, else a new one (NULL when the
- * memory cannot be had). */
+/* Frees every kept block. */
+static inline void cyl_blocks_release(void)
+{
+    for (int k = 0; k < CYL_KEPT_BLOCKS; k++)
+        if (cyl_kept[k] != NULL)
+            cyl_kept_drop(k);
+}
+
+/* A block of `nbytes`: a kept one of that size if there is one, else a new one, the kept ones
+ * freed first if the memory cannot be had otherwise (NULL when it cannot be had at all). */
 static inline void *cyl_block_take(size_t nbytes)
 {
+    void *ptr;
     if (nbytes >= CYL_KEEP_FROM)
         for (int k = 0; k < CYL_KEPT_BLOCKS; k++)
             if (cyl_kept[k] != NULL && cyl_kept_size[k] == nbytes) {
-                void *ptr = cyl_kept[k];
+                ptr = cyl_kept[k];
                 cyl_kept_bytes -= nbytes;
                 cyl_kept[k] = NULL;
                 cyl_kept_when[k] = 0;
                 return ptr;
             }
-    return cyl_aligned_alloc(nbytes);
+    ptr = cyl_aligned_alloc(nbytes);
+    if (ptr == NULL && cyl_kept_bytes > 0) {
+        cyl_blocks_release();
+        ptr = cyl_aligned_alloc(nbytes);
+    }
+    return ptr;
 }
 
 /* Gives back a block of `nbytes` from `cyl_block_take`: kept if `keep` (no run under way) and it
@@ -104,14 +118,6 @@ static inline void cyl_block_give(void *ptr, size_t nbytes, int keep)
         }
         cyl_kept_drop(oldest);  /* (some block is kept: else there would be room) */
     }
-}
-
-/* Frees every kept block. */
-static inline void cyl_blocks_release(void)
-{
-    for (int k = 0; k < CYL_KEPT_BLOCKS; k++)
-        if (cyl_kept[k] != NULL)
-            cyl_kept_drop(k);
 }
 
 /* The bytes kept. */

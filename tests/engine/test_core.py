@@ -1,5 +1,8 @@
 """The C helpers behind the planner: strided copy and 64-byte-aligned allocation."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -124,3 +127,30 @@ def test_the_oldest_kept_blocks_make_room_for_newer_ones(nothing_kept):
     assert _core.kept_bytes() == _core.KEPT_BYTES
     _core.release_memory()
     assert _core.kept_bytes() == 0
+
+
+def test_kept_blocks_are_freed_when_a_new_block_cannot_be_had_otherwise(nothing_kept):
+    """Under an address-space limit that the kept blocks and a new one cannot both fit in, the
+    kept ones make room (in a child process: the limit is the child's alone)."""
+    script = """
+import resource
+import numpy as np
+from cyloop.engine import _core
+kept = [_core.aligned_empty((_core.KEPT_BYTES // 2 - 64 * k,), np.int8) for k in range(2)]
+for block in kept:
+    block[::4096] = 1  # (mapped and touched: part of the address space)
+del kept, block
+assert _core.kept_bytes() > _core.KEPT_BYTES // 2
+with open("/proc/self/statm") as statm:
+    size = int(statm.read().split()[0]) * resource.getpagesize()
+limit = size + _core.KEPT_BYTES // 4
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+big = _core.aligned_empty((_core.KEPT_BYTES // 2 + 4096,), np.int8)
+assert _core.kept_bytes() == 0
+print("ok")
+"""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("RLIMIT_AS and /proc/self/statm: Linux")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

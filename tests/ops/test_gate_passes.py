@@ -1011,9 +1011,12 @@ def _product_tanh_unfit_cases(rng):
         "r columns strided": (h, a(4, 10)[:, ::2], x, None),
         "r rows overlapping": (h, np.lib.stride_tricks.as_strided(a(12), (4, 5), (8, 4)), x,
                                None),
+        "r one column, one row for all": (h, np.broadcast_to(a(1, 1), (4, 1)), a(3, 1), None),
         "x of another width": (h, r, a(3, 6), None),
         "x of another batch": (h, r, a(2, 5), None),
         "x 3-D": (h, r, a(1, 3, 5), None),
+        "x a numpy scalar": (h, r, np.float32(0.5), None),
+        "x a Python float": (h, r, 0.5, None),
         "empty": (a(0, 4), r, a(0, 5), None),
         "out of another dtype": (h, r, x, a(3, 5, dtype=np.float64)),
         "out columns strided": (h, r, x, a(3, 10)[:, ::2]),
@@ -1058,10 +1061,19 @@ def test_flags_raised_before_the_product_and_tanh_are_not_reported(_blas, rng):
 
 @pytest.mark.parametrize("two_cores", [False, True])
 @pytest.mark.parametrize("r_rows", [False, True])
-def test_the_product_plus_tanh_kernel_against_numpy(_blas, r_rows, two_cores, rng):
+def test_the_product_plus_tanh_kernel_against_numpy(_blas, r_rows, two_cores, monkeypatch,
+                                                    rng):
     """``tanh(h @ R + x)`` (R^T with r_rows, a read-only R laid out once) into its destination
     or a fresh array, for every layout of x the fusion hands it, on either choice of cores; on
     two cores a step large enough runs as one job of pieces."""
+    taken = []
+
+    def one_call(*args, one_call=fused.product_tanh):
+        done = one_call(*args)
+        taken.append(done is not None)
+        return done
+
+    monkeypatch.setattr(fused, "product_tanh", one_call)
     run = fused.product_plus_tanh({"r_rows": r_rows})
     h = rng.standard_normal((16, 64)).astype(np.float32)
     r = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
@@ -1070,17 +1082,20 @@ def test_the_product_plus_tanh_kernel_against_numpy(_blas, r_rows, two_cores, rn
     try:
         for x in (rng.standard_normal((16, 64)).astype(np.float32),
                   rng.standard_normal(64).astype(np.float32),
-                  rng.standard_normal((2, 16, 64)).astype(np.float32)):
+                  rng.standard_normal((2, 16, 64)).astype(np.float32),
+                  np.float32(0.5), 0.5):  # (a sum of biases of one value each, say)
             want = np.tanh(h @ (r.T if r_rows else r) + x)
             np.testing.assert_allclose(run(h, r, x), want, rtol=1e-6, atol=1e-6)
-            if x.ndim == 3:
+            if np.ndim(x) not in (1, 2):
                 continue
             output = np.full((16, 3, 64), np.nan, np.float32)
-            with _pieces_split(two_cores and _gemm.two_cores_here()):
-                got = run(h, r, x, out=output[:, 1])
-            assert got is output[:, 1] or got.base is output
+            taken.clear()
+            got = run(h, r, x, out=output[:, 1])
+            assert got.base is output and np.shares_memory(got, output[:, 1])
             np.testing.assert_allclose(output[:, 1], want, rtol=1e-6, atol=1e-6)
             assert np.isnan(output[:, [0, 2]]).all()
+            # On two cores, the one call made it; on one, the product and then np.tanh.
+            assert taken == ([True] if two_cores and _gemm.two_cores_here() else []), taken
     finally:
         _gemm.set_products_on_two_cores(previous)
 
