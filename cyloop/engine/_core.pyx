@@ -296,8 +296,8 @@ def kept_bytes() -> int:
 
 def release_memory() -> None:
     """Free the planner blocks kept for the next run: the outputs of earlier runs that their
-    callers let go of, which a run of the same shapes would otherwise take again (up to 8 blocks
-    of 256 KiB to 256 MiB in all)."""
+    callers let go of, which a run of the same shapes would otherwise take again (`KEPT_BLOCKS`
+    blocks of `KEEP_FROM` bytes or more at most, `KEPT_BYTES` in all)."""
     cyl_blocks_release()
 
 

@@ -46,7 +46,9 @@ static inline void cyl_aligned_free(void *ptr)
  * ones. Callers hold the GIL (the state is unguarded). */
 #define CYL_KEEP_FROM ((size_t)256 * 1024)
 #define CYL_KEPT_BLOCKS 8
-#define CYL_KEPT_BYTES ((size_t)256 * 1024 * 1024)
+/* (What is kept stays resident after the caller is done with it, so not much: a run making an
+ * output larger than this spends longer on its values than on faulting its pages in.) */
+#define CYL_KEPT_BYTES ((size_t)64 * 1024 * 1024)
 
 static void *cyl_kept[CYL_KEPT_BLOCKS];
 static size_t cyl_kept_size[CYL_KEPT_BLOCKS];
