@@ -428,11 +428,12 @@ def rnn_step(attrs) -> Measured:
         one_call = not layout.gate_major and f is np.tanh and not clip
 
         def step(xw, h, r, out=None):
+            prepared = weights(r)
             if one_call and h.ndim == 2:
-                done = product_tanh(h, weights(r), xw, out, products_on_two_cores())
+                done = product_tanh(h, prepared, xw, out, products_on_two_cores())
                 if done is not None:
                     return done
-            pre = layout.product(layout.oriented(h), weights(r), layout.oriented(xw))
+            pre = layout.product(layout.oriented(h), prepared, layout.oriented(xw))
             if out is not None and pre.dtype == h.dtype:
                 f(_clip(pre, clip), out=layout.oriented(out))
                 return out
