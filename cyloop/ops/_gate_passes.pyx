@@ -397,11 +397,121 @@ def lstm_product_tail(cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c
     one piece on this thread. The passes' values are `lstm_tail`'s on the gates the gemm calls
     make, and its floating-point report is `lstm_tail`'s of every piece's flags (the gemm
     calls' own are not reported, as those of `_two_core`'s products are not)."""
+    cdef LstmJob job
+    cdef int raised[PASSES]
+    cdef int type_num = cnp.PyArray_TYPE(c)
+    cdef npy_intp batch, hidden
+    gates = _lstm_job(&job, h, w, x, c, out, f_at, i_at, g_at, o_at, halve, two_cores, raised)
+    if gates is None:
+        return None
+    batch, hidden = job.batch, job.hidden
+    c_out = cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
+    h_out = out if out is not None else cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
+    _rows_of(c_out, type_num, batch, hidden, &job.c_new)
+    _rows_of(h_out, type_num, batch, hidden, &job.h_new)
+    with nogil:
+        _run_pieces(&job.job, batch, job.rows, two_cores)
+    _report_raised(raised, PASSES, _UFUNC_OF_PASS)
+    return h_out, c_out
+
+
+def lstm_product_steps(cnp.ndarray h not None, cnp.ndarray w not None, cnp.ndarray xs not None,
+                       cnp.ndarray c not None, cnp.ndarray outs not None, int f_at, int i_at,
+                       int g_at, int o_at, bint halve, bint two_cores):
+    """The last (h', c') of ``len(xs)`` consecutive LSTM steps, each `lstm_product_tail`'s, in
+    one call: step s takes ``xs[s]`` and writes its h' into ``outs[s]``, and its h and c are
+    the step before's h' and c' (step 0's: `h` and `c`); or None for operands it does not take
+    (nothing is written then). What a recurrent loop's iterations would compute calling
+    `lstm_product_tail` once each, value for value, without returning to Python between them
+    (about 5 us of a W4 step's 25 are the Python around its one call, AMD EPYC Zen 4).
+
+    xs [S, B, 4H] and outs [S, B, H] (S >= 1) hold, step after step, operands step 0 would take
+    as x and ``out`` (each step's at one stride from the one before), and h' must fit h's place:
+    K = H. The slots of outs share no byte, with each other nor with any operand, unless `h` is
+    the slot just before ``outs[0]`` of the same layout (an output's previous slot). The c' of
+    each step but the last is a buffer of this call's, written over two steps later; the last
+    is a fresh array, and the h' returned is ``outs[-1]``. The floating-point report is made
+    once, after the last step, of every step's flags."""
+    cdef LstmJob job
+    cdef int raised[PASSES]
+    cdef npy_intp steps, s, batch, hidden, item, step_bytes, x_step, row
+    cdef int type_num
+    cdef char *out_data
+    cdef const char *x_data
+    cdef Rows cells[2]
+    if cnp.PyArray_NDIM(xs) != 3 or cnp.PyArray_NDIM(outs) != 3 \
+            or cnp.PyArray_DIM(xs, 0) != cnp.PyArray_DIM(outs, 0) or cnp.PyArray_DIM(xs, 0) < 1:
+        return None
+    steps = cnp.PyArray_DIM(xs, 0)
+    gates = _lstm_job(&job, h, w, xs[0], c, outs[0], f_at, i_at, g_at, o_at, halve, two_cores,
+                      raised)
+    type_num, batch, hidden, item = cnp.PyArray_TYPE(c), job.batch, job.hidden, job.item
+    row = cnp.PyArray_STRIDE(outs, 1)
+    # Every step's operands as step 0's, one stride on (aligned: whole elements apart), and
+    # h' rows a gemm reads as the next step's h (rows forward, at least a row apart).
+    if gates is None or hidden != job.inputs or not _native(xs, type_num) \
+            or not _native(outs, type_num) \
+            or batch > 1 and (row < hidden * item or row % item) \
+            or arrays_overlap(outs, xs) or arrays_overlap(outs, w) or arrays_overlap(outs, c) \
+            or not _slots_apart(outs, h, batch, hidden * item):
+        return None
+    step_bytes, x_step = cnp.PyArray_STRIDE(outs, 0), cnp.PyArray_STRIDE(xs, 0)
+    out_data, x_data = <char *>cnp.PyArray_DATA(outs), <const char *>cnp.PyArray_DATA(xs)
+    c_last = cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
+    c_spare = cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0) if steps > 1 else c_last
+    # Step s writes its c' into cells[(steps - 1 - s) % 2]: the last step's is c_last.
+    _rows_of(c_last, type_num, batch, hidden, &cells[0])
+    _rows_of(c_spare, type_num, batch, hidden, &cells[1])
+    with nogil:
+        for s in range(steps):
+            if s > 0:  # h and c: the step before's h' and c'
+                job.h, job.h_stride = job.h_new.data, job.h_new.stride // item
+                if batch == 1:
+                    job.h_stride = hidden
+                job.cell = job.c_new
+            job.x = x_data + s * x_step
+            job.h_new.data = out_data + s * step_bytes
+            job.c_new = cells[(steps - 1 - s) % 2]
+            _run_pieces(&job.job, batch, job.rows, two_cores)
+    _report_raised(raised, PASSES, _UFUNC_OF_PASS)
+    return outs[steps - 1], c_last
+
+
+cdef bint _slots_apart(cnp.ndarray outs, cnp.ndarray h, npy_intp batch,
+                       npy_intp row_bytes) noexcept:
+    """Whether the [batch, n] slots of `outs` [S, batch, n] (rows of `row_bytes` contiguous, as
+    `_rows_of` found slot 0's) share no byte with each other nor with `h`, read at step 0
+    (`h` may be the slot before outs[0], of the same layout: it is counted as one more slot).
+    Each slot's whole span apart from the next, or the slots' rows interleaved (one batch row of
+    every slot, then the next batch row: a [B, T, H] output's slots)."""
+    cdef npy_intp count = cnp.PyArray_DIM(outs, 0), step = cnp.PyArray_STRIDE(outs, 0)
+    cdef npy_intp row = cnp.PyArray_STRIDE(outs, 1) if batch > 1 else 0
+    cdef bint before = (cnp.PyArray_NDIM(h) == 2 and cnp.PyArray_DIM(h, 0) == batch
+                        and (batch == 1 or cnp.PyArray_STRIDE(h, 0) == row)
+                        and <char *>cnp.PyArray_DATA(h) + step == <char *>cnp.PyArray_DATA(outs))
+    if not before and arrays_overlap(outs, h):
+        return False
+    count += before
+    if count == 1:
+        return True
+    step, row = abs(step), abs(row)
+    if step >= (batch - 1) * row + row_bytes:  # each slot's span apart from the next's
+        return True
+    # Interleaved: slots a step of at least a row apart, and one batch row of all of them
+    # within the next's start.
+    return step >= row_bytes and (batch == 1 or row >= (count - 1) * step + row_bytes)
+
+
+cdef object _lstm_job(LstmJob *job, cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c,
+                      object out, int f_at, int i_at, int g_at, int o_at, bint halve,
+                      bint two_cores, int *raised):
+    """`job` set up for `lstm_product_tail`'s step on these operands, all but where c' and h'
+    go (``job.c_new``; ``job.h_new`` is `out`'s rows if given), with `raised` (PASSES flags,
+    cleared) for its flags; returns the gate buffer it writes, or None if the step is declined
+    (nothing allocated)."""
     cdef int type_num = cnp.PyArray_TYPE(c)
     cdef Loops *loops = _loops_of(type_num)
-    cdef LstmJob job
     cdef npy_intp batch, hidden, inputs, item
-    cdef int raised[PASSES]
     cdef int k
     if loops == NULL or not has_gemm(type_num == cnp.NPY_DOUBLE) \
             or sorted((f_at, i_at, g_at, o_at)) != [0, 1, 2, 3] \
@@ -428,10 +538,6 @@ def lstm_product_tail(cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c
     if job.rows == 0:
         return None
     gates = cnp.PyArray_EMPTY(3, [4, batch, hidden], type_num, 0)
-    c_out = cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
-    h_out = out if out is not None else cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
-    _rows_of(c_out, type_num, batch, hidden, &job.c_new)
-    _rows_of(h_out, type_num, batch, hidden, &job.h_new)
     job.loops = loops
     job.double_precision = type_num == cnp.NPY_DOUBLE
     job.batch, job.hidden, job.inputs, job.item = batch, hidden, inputs, item
@@ -450,10 +556,7 @@ def lstm_product_tail(cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c
         raised[k] = 0
     job.raised = raised
     job.job.run = _lstm_piece
-    with nogil:
-        _run_pieces(&job.job, batch, job.rows, two_cores)
-    _report_raised(raised, PASSES, _UFUNC_OF_PASS)
-    return h_out, c_out
+    return gates
 
 
 cdef struct TanhJob:  # `product_tanh` as a job of pieces, each a block of the batch's rows

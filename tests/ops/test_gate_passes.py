@@ -4,8 +4,9 @@ of the same passes made as ufunc calls, whatever the dtype, shapes, gate order a
 operands they do not take are left untouched (None); floating-point errors are reported as numpy
 reports them; and the kernels that use them make the same values through their ufunc passes
 where they decline. `lstm_product_tail` is an LSTM step's product and passes as one call, on
-one core or two: the same values as the product and then `lstm_tail`; `product_tanh` is a plain
-RNN's step, ``tanh(x + h @ r)``, likewise."""
+one core or two: the same values as the product and then `lstm_tail`, and `lstm_product_steps`
+is many such steps in one call, each the same as its own call; `product_tanh` is a plain RNN's
+step, ``tanh(x + h @ r)``, likewise."""
 
 import contextlib
 import ctypes
@@ -24,6 +25,7 @@ from cyloop.ops._gate_passes import (
     gru_blend,
     gru_gates,
     gru_product_tail,
+    lstm_product_steps,
     lstm_product_tail,
     lstm_tail,
     product_tanh,
@@ -431,6 +433,149 @@ def test_h_and_out_in_neighbouring_slots_of_one_output_are_taken(_blas, two_core
     np.testing.assert_allclose(output[:, 2], want_h, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(done[1], want_c, rtol=1e-6, atol=1e-6)
     assert np.isnan(output[:, [0, 3]]).all()
+
+
+def _slots(layout, steps, batch, hidden, dtype):
+    """(the output, its `steps` + 1 slots as [S + 1, B, H]) of an output laid out as `layout`:
+    slot 0 is where the state before the first step lives, the rest are the steps' slots."""
+    if layout == "[B, T, H]":  # (a TensorIterator's h, stacked on axis 1: rows interleave)
+        output = np.full((batch, steps + 1, hidden), np.nan, dtype)
+        return output, output.transpose(1, 0, 2)
+    output = np.full((steps + 1, batch, hidden), np.nan, dtype)
+    if layout == "[T, B, H] reversed":  # (a reverse scan's slots, last first)
+        return output, output[::-1]
+    if layout == "[T, B, H] padded rows":
+        output = np.full((steps + 1, batch, hidden + 3), np.nan, dtype)
+        return output, output[:, :, 1:hidden + 1]
+    return output, output
+
+
+@settings(max_examples=80, deadline=None)
+@given(dtype=st.sampled_from(["float32", "float64"]), batch=st.integers(1, 17),
+       hidden=st.integers(1, 40), steps=st.integers(1, 6), order=st.permutations(range(4)),
+       halve=st.booleans(),
+       layout=st.sampled_from(["[B, T, H]", "[T, B, H]", "[T, B, H] reversed",
+                               "[T, B, H] padded rows"]),
+       h_in_slot=st.booleans(), x_form=st.sampled_from(["rows", "strided steps", "one row"]),
+       two_cores=st.booleans(), seed=st.integers(0, 2**16))
+def test_steps_in_one_call_make_what_a_call_a_step_makes(
+        _blas, dtype, batch, hidden, steps, order, halve, layout, h_in_slot, x_form, two_cores,
+        seed):
+    """Value for value what `lstm_product_tail` makes called once a step, each on the h' and c'
+    of the call before, whatever the output's layout (h read from the slot before, or from an
+    array of its own); the other slots, the operands and step 0's c are left as they were."""
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((4, hidden, hidden)) / np.sqrt(hidden)).astype(dtype)
+    xs = {"rows": lambda: rng.standard_normal((steps, batch, 4 * hidden)),
+          "strided steps": lambda: rng.standard_normal((2 * steps, batch, 4 * hidden))[::2],
+          "one row": lambda: rng.standard_normal((steps, 1, 4 * hidden))}[x_form]().astype(dtype)
+    c = rng.standard_normal((batch, hidden)).astype(dtype)
+    want_output, want_slots = _slots(layout, steps, batch, hidden, dtype)
+    output, slots = _slots(layout, steps, batch, hidden, dtype)
+    start = rng.standard_normal((batch, hidden)).astype(dtype)
+    want_slots[0] = slots[0] = start
+    h = slots[0] if h_in_slot else start.copy()
+    before = [a.copy() for a in (h, w, xs, c)]
+    want_h, want_c = want_slots[0], c
+    for s in range(steps):
+        want_h, want_c = lstm_product_tail(want_h, w, xs[s], want_c, want_slots[s + 1], *order,
+                                           halve, two_cores)
+    split = _two_core.products_split()
+    done = lstm_product_steps(h, w, xs, c, slots[1:], *order, halve, two_cores)
+    cut = two_cores and batch > 1 and 4 * batch * hidden * hidden >= _two_core.SMALLEST
+    assert _two_core.products_split() - split == (steps if cut else 0)  # (a job a step)
+    assert done is not None
+    np.testing.assert_array_equal(output, want_output)  # (NaN where nothing was written)
+    np.testing.assert_array_equal(done[1], want_c)
+    assert np.shares_memory(done[0], slots[steps]) and done[0].shape == (batch, hidden)
+    assert done[1].flags.c_contiguous and not np.shares_memory(done[1], c)
+    for was, now in zip(before, (h, w, xs, c)):
+        np.testing.assert_array_equal(now, was)
+
+
+def _steps_unfit_cases(rng):
+    f32 = np.float32
+
+    def a(*shape, dtype=f32):
+        return rng.standard_normal(shape).astype(dtype)
+
+    h, w, xs, c, outs = a(3, 5), a(4, 5, 5), a(4, 3, 20), a(3, 5), a(4, 3, 5)
+    spans, weights = a(4, 3, 20), a(4, 5, 5)
+
+    def slot_one_in(shape):
+        """(an operand of `shape`, [4, 3, 5] slots of which slot 1 is the operand's first
+        bytes, slot 0 apart from it): what only a check of the later slots finds."""
+        size = int(np.prod(shape))
+        base = a(4 * size)
+        slots = np.lib.stride_tricks.as_strided(base, (4, 3, 5), (4 * size, 20, 4))
+        return base[size:2 * size].reshape(shape), slots
+
+    interleaved = a(3, 4, 5)  # [B, T, H]: slot t is [:, t]
+    tight = a(3, 3, 5)  # (the steps' slots as [:, 0:4] would need 4 rows a batch row)
+    xs_in, xs_slots = slot_one_in((4, 3, 20))
+    w_in, w_slots = slot_one_in((4, 5, 5))
+    c_in, c_slots = slot_one_in((3, 5))
+    return {
+        "a later slot in xs": (h, w, xs_in, c, xs_slots),
+        "a later slot in w": (h, w_in, xs, c, w_slots),
+        "a later slot in c": (h, w, xs, c_in, c_slots),
+        "xs 2-D": (h, w, a(4, 20), c, outs),
+        "outs 2-D": (h, w, xs, c, a(4, 5)),
+        "no steps": (h, w, a(0, 3, 20), c, a(0, 3, 5)),
+        "steps disagree": (h, w, xs, c, a(3, 3, 5)),
+        "h' unfit for h (K != H)": (a(3, 4), a(4, 4, 5), xs, c, outs),
+        "outs of another dtype": (h, w, xs, c, a(4, 3, 5, dtype=np.float64)),
+        "xs of another dtype": (h, w, xs.astype(np.float64), c, outs),
+        "outs read-only": (h, w, xs, c, _read_only(outs)),
+        "outs byte-swapped": (h, w, xs, c, outs.astype(">f4")),
+        "outs all one slot": (h, w, xs, c, np.broadcast_to(a(3, 5), (4, 3, 5))),
+        "outs slots overlapping": (h, w, xs, c, np.lib.stride_tricks.as_strided(
+            a(40), (4, 3, 5), (8, 20, 4))),
+        "outs rows interleaved too tight": (h, w, xs, c, np.lib.stride_tricks.as_strided(
+            tight, (4, 3, 5), (20, 60, 4))),
+        "outs rows backward": (h, w, xs, c, a(4, 3, 5)[:, ::-1]),
+        "outs overlapping xs": (h, w, spans, c, spans[:, :, :5]),
+        "outs overlapping w": (h, weights, xs, c, weights[:, :3]),
+        "outs overlapping c": (h, w, xs, c, np.broadcast_to(c, (4, 3, 5))),
+        "h a later slot": (interleaved[:, 3], w, xs[:3], c,
+                           interleaved.transpose(1, 0, 2)[1:]),
+        "h one slot apart, not the one before": (interleaved[:, 0], w, xs[:2], c,
+                                                 interleaved.transpose(1, 0, 2)[2:]),
+        "the step's own operands unfit (c of another shape)": (h, w, xs, a(3, 4), outs),
+    }
+
+
+@pytest.mark.parametrize("two_cores", [False, True])
+@pytest.mark.parametrize("case", list(_steps_unfit_cases(np.random.default_rng(0))))
+def test_steps_it_does_not_take_are_declined_untouched(_blas, case, two_cores, rng):
+    _declined_untouched(lambda *operands: lstm_product_steps(*operands, 0, 1, 2, 3, False,
+                                                              two_cores),
+                        _steps_unfit_cases(rng)[case])
+
+
+@pytest.mark.parametrize("mode", ["ignore", "warn", "raise", "call", "log", "print"])
+def test_steps_report_floating_point_errors_once_after_the_last_step(_blas, mode, capfd):
+    """An invalid value made by one step of four (its forget gate shut on an infinite c): the
+    report of that step's own call, made once, after the steps."""
+    batch, hidden, steps = 8, 64, 4
+    w = np.zeros((4, hidden, hidden), np.float32)
+
+    def operands():
+        xs = np.zeros((steps, batch, 4 * hidden), np.float32)
+        xs[2] = -1e30  # (steps 0 and 1 keep c infinite: f = 1/2, i * g = 0)
+        c = np.full((batch, hidden), np.inf, np.float32)
+        return np.zeros((batch, hidden), np.float32), xs, c
+
+    def step_two(h, xs, c):
+        return lstm_product_tail(h, w, xs[2], c, None, 0, 1, 2, 3, False, False)
+
+    want = _fp_outcome(step_two, operands, "invalid", mode, capfd)
+    assert any(want) == (mode != "ignore")
+    for two_cores in (False, True):
+        outs = np.empty((steps, batch, hidden), np.float32)
+        got = _fp_outcome(lambda h, xs, c, two=two_cores, outs=outs: lstm_product_steps(
+            h, w, xs, c, outs, 0, 1, 2, 3, False, two), operands, "invalid", mode, capfd)
+        assert got == want, two_cores
 
 
 def test_a_piece_s_product_too_long_for_one_core_s_blas_call_is_declined_on_two(_blas, rng):
