@@ -18,6 +18,7 @@ cdef class RunLimits:
     cdef double started, checked, deadline
 
     cdef int tick(self, str label, Py_ssize_t i) except -1
+    cdef long long ticks_free(self)
     cdef int _checkpoint(self, str label, Py_ssize_t i) except -1
     cdef void _schedule(self)
 
@@ -72,6 +73,8 @@ cdef class _Counters:
     cdef public long long steady_iterations
     cdef public long long hoist_chunks
     cdef public long long hoisted_bytes
+    cdef public long long step_calls
+    cdef public long long stepped_iterations
 
 
 cdef class _Run:
@@ -95,6 +98,8 @@ cdef class _Run:
     cdef list placing  # (Measured, candidate, trial) of each placement this run times
     cdef object cores  # (Measured, candidate, trial, products split before) this run times
     cdef double started  # perf_counter() when the run's iterations began
+    cdef object steps_out  # the _Concat a `RecurrentSteps` call fills, None: no such calls
+    cdef Py_ssize_t stepped  # iterations run by such calls
 
 
 cdef class LoopDriver:
@@ -126,10 +131,15 @@ cdef class LoopDriver:
     cdef readonly object hoist
     cdef list hoist_slots
     cdef list hoist_bound
+    cdef readonly object steps  # destinations.RecurrentSteps, or None
+    cdef Py_ssize_t steps_row_slot  # ... the slot of its step's per-step argument
+    cdef tuple steps_inputs  # ... the slots of its step's arguments
 
     cdef tuple _loop(self, list args, RunLimits limits)
     cdef tuple _iterate(self, _Run r, RunLimits limits)
     cdef _Run _start(self, list args, RunLimits limits)
     cdef int _next_chunk(self, _Run r, Py_ssize_t i) except -1
+    cdef Py_ssize_t _run_steps(self, _Run r, Py_ssize_t i, list slots,
+                               RunLimits limits) except -1
     cdef void _reset_slots(self, list slots)
     cdef tuple _finish(self, _Run r, Py_ssize_t n)

@@ -53,6 +53,15 @@ Design: the planner's invariants, each with the code that keeps it.
    and no output buffer is allocated past its memory limit (`_Concat.allocate`, `ensure`). A
    thread's run finds its limits in a thread-local (`current_limits`), so runs of one Model in
    several threads each have their own.
+10. Many iterations in one call: a body that is one recurrent step reading a hoisted row
+   (`destinations.RecurrentSteps`; its kernel's `Recurrence`, ops/registry.py) runs the rest of
+   each hoisted chunk in one call of the kernel's steps once iteration 0 has sized the outputs:
+   each step's first result is written into its slot, and the carried and last values are the
+   last step's results. A call ends no later than an iteration at a time would look up: at the
+   loop's end, where it must stop, at the run's next clock read (`RunLimits.ticks_free`) and at
+   the next multiple of PROGRESS_EVERY (`_run_steps`). The steps compute value for value what
+   calls one at a time would, and decline (nothing written) what they do not take: that
+   iteration then runs alone.
 """
 
 cimport numpy as cnp
@@ -235,6 +244,11 @@ cdef class RunLimits:
         if self.left < self.check_at:
             self._checkpoint(label, i)
         return 0
+
+    cdef long long ticks_free(self):
+        """How many iterations may be counted (``left -= n``) before a `tick` would find a
+        checkpoint due: what a caller running many iterations at once may run."""
+        return self.left - self.check_at
 
     cdef int _checkpoint(self, str label, Py_ssize_t i) except -1:
         cdef double now, elapsed
@@ -1133,9 +1147,13 @@ cdef class _Run:
 cdef class LoopDriver:
     """Runs one loop node: its `LoopSpec`, a compiled body, and the memory plan (Design note)."""
 
-    def __init__(self, spec, compiled_body, label, settings, destinations, hoist=None):
+    def __init__(self, spec, compiled_body, label, settings, destinations, hoist=None,
+                 steps=None):
         self.spec = spec
         self.hoist = hoist  # the body's hoisted part (see hoist.py), or None
+        # Iterations run many at a time by the body's one recurrent step (a
+        # destinations.RecurrentSteps), or None.
+        self.steps = steps
         self.label = label
         self.settings = settings
         self.body = Program(compiled_body)
@@ -1223,6 +1241,10 @@ cdef class LoopDriver:
                                            - set(compiled_body.constants)), dtype=np.intp)
         self.carried_param = np.array([c[1] for c in self.carried], dtype=np.intp)
         self.carried_result = np.array([c[2] for c in self.carried], dtype=np.intp)
+        if steps is not None:
+            step = compiled_body.steps[0]
+            self.steps_inputs = tuple(step.inputs)
+            self.steps_row_slot = step.inputs[step.fn.recurrence.per_step]
         last = [(j, slot(out.result)) for j, out in enumerate(spec.outputs)
                 if not isinstance(out, ConcatOutput)]
         self.last_index = np.array([j for j, _ in last], dtype=np.intp)
@@ -1250,7 +1272,8 @@ cdef class LoopDriver:
                          [(step.shown or step.label, step.probe) for step in hoist.steps]
                          if hoist is not None else [],
                          hoist.sizing if hoist is not None else None,
-                         self.body.overwriting_steps(), dict(self.placements), self.products)
+                         self.body.overwriting_steps(), dict(self.placements), self.products,
+                         self.steps)
 
     def __call__(self, *args):
         """Run the loop; it shares the limits of the run it is part of (`current_limits`), or,
@@ -1286,7 +1309,7 @@ cdef class LoopDriver:
     cdef tuple _iterate(self, _Run r, RunLimits limits):
         """The iterations of a run `_start` set up."""
         cdef str label = self.label
-        cdef Py_ssize_t i = 0, k, n_carried = len(self.carried)
+        cdef Py_ssize_t i = 0, k, count, n_carried = len(self.carried)
         cdef Py_ssize_t n_last = self.last_index.shape[0], n_fixed = len(r.fixed)
         cdef bint go = r.run.go, has_cond_result = self.cond_result_slot >= 0
         cdef list slots = list(self.body.template)
@@ -1332,30 +1355,33 @@ cdef class LoopDriver:
                 dests[pool.result_slot] = None
                 dests[pool.result_slot] = pool.pick(self.tally)
 
-            self.body.execute(slots, dests)
-
-            if has_cond_result:
-                go = _condition(slots[self.cond_result_slot], "condition result", label)
-            for cc in r.per_iteration:
-                value = slots[cc.result_slot]
-                row = None
-                if cc.buffer is None:
-                    cc.allocate(self.tally, value, r.exact, r.bound)
-                elif cc.in_place:
-                    row = dests[cc.result_slot]
-                cc.emit(self.tally, i, value, row)
-            for pool in r.pools:
-                value = slots[pool.result_slot]
-                if value is not dests[pool.result_slot]:
-                    pool.observe(value, generation[pool.step])
-            for k in range(n_last):
-                r.last_values[self.last_index[k]] = slots[self.last_slot[k]]
-            for k in range(n_carried):
-                r.values[k] = slots[self.carried_result[k]]
+            # Iterations i, i+1, ... in one call of a recurrent step, or iteration i alone.
+            count = self._run_steps(r, i, slots, limits) if r.steps_out is not None else 0
+            if count == 0:
+                count = 1
+                self.body.execute(slots, dests)
+                if has_cond_result:
+                    go = _condition(slots[self.cond_result_slot], "condition result", label)
+                for cc in r.per_iteration:
+                    value = slots[cc.result_slot]
+                    row = None
+                    if cc.buffer is None:
+                        cc.allocate(self.tally, value, r.exact, r.bound)
+                    elif cc.in_place:
+                        row = dests[cc.result_slot]
+                    cc.emit(self.tally, i, value, row)
+                for pool in r.pools:
+                    value = slots[pool.result_slot]
+                    if value is not dests[pool.result_slot]:
+                        pool.observe(value, generation[pool.step])
+                for k in range(n_last):
+                    r.last_values[self.last_index[k]] = slots[self.last_slot[k]]
+                for k in range(n_carried):
+                    r.values[k] = slots[self.carried_result[k]]
             self._reset_slots(slots)
-            i += 1
+            i += count
             PyErr_CheckSignals()
-            if i % _PROGRESS_EVERY == 0:
+            if i % _PROGRESS_EVERY == 0:  # (steps end at one: `_run_steps`)
                 _let_other_threads_run()
                 if progress is not None:
                     progress(label, i, None if r.n_max < 0 else r.n_max, False)
@@ -1364,6 +1390,13 @@ cdef class LoopDriver:
             progress(label, i, None if r.n_max < 0 else r.n_max, True)
         if r.chunk_end > 0:
             self.hoist.finish(i)
+        if r.stepped:
+            # Between calls of its recurrent step, a result lives in its slot, wherever it
+            # would live between iterations: a placement is no choice (and the trial's times
+            # would be the calls'), so it keeps its default, the slot.
+            for placement, _, _ in r.placing:
+                placement.fix()
+            r.placing = []
         if (r.placing or r.cores is not None) and i > 1:
             # The run's time an iteration, under the placement and cores it tried.
             elapsed = (perf_counter() - r.started) / i
@@ -1463,6 +1496,12 @@ cdef class LoopDriver:
                 pool.shape = None
                 pool.buffers = []
                 r.pools.append(pool)
+        r.steps_out = None
+        r.stepped = 0
+        if self.steps is not None:
+            for cc in r.concats:
+                if cc.index == self.steps.output:
+                    r.steps_out = cc
         r.dests = [None] * self.body.n_slots
         r.hoisted = []
         r.chunk_start = r.chunk_end = r.row_bytes = 0
@@ -1509,6 +1548,58 @@ cdef class LoopDriver:
         self.tally.hoist_chunks += 1
         self.tally.hoisted_bytes += r.row_bytes * rows
         return 0
+
+    cdef Py_ssize_t _run_steps(self, _Run r, Py_ssize_t i, list slots,
+                               RunLimits limits) except -1:
+        """Run iterations i, i+1, ... (the rest of the hoisted chunk, none past the loop's end,
+        the next multiple of _PROGRESS_EVERY, or what `limits` let run before a checkpoint) in
+        one call of the body's
+        recurrent step (`RecurrentSteps`), whose operands iteration i's are (bound in `slots`,
+        its destinations made, and counted: the driver's own iteration); returns how many it
+        ran, or 0 (nothing run) where it cannot: before iteration 1 (iteration 0 sizes the
+        output), for fewer than two, or when the kernel's `steps` decline the operands."""
+        cdef _Concat cc = <_Concat>r.steps_out
+        cdef _Sliced sl
+        cdef Py_ssize_t count, k, first
+        if i == 0 or cc.buffer is None:
+            return 0
+        count = r.chunk_end - i
+        if r.n_max >= 0 and count > r.n_max - i:
+            count = r.n_max - i
+        if r.stop_at >= 0 and count > r.stop_at - i:
+            count = r.stop_at - i
+        if count > 1 + limits.ticks_free():  # (iteration i is counted already)
+            count = 1 + limits.ticks_free()
+        if count > _PROGRESS_EVERY - i % _PROGRESS_EVERY:  # (progress heard as ever)
+            count = _PROGRESS_EVERY - i % _PROGRESS_EVERY
+        if count < 2:
+            return 0
+        args = tuple([slots[k] for k in self.steps_inputs])
+        steps = self.body.fns[0].steps_for(*args)
+        if steps is None:
+            return 0
+        rows = None
+        for sl in r.hoisted:
+            if sl.param_slot == self.steps_row_slot:
+                rows = sl.base
+        if rows is None:
+            return 0
+        first = i - r.chunk_start
+        cc.ensure(self.tally, i + count - 1)
+        results = steps(args, rows[first:first + count], cc.slots(i, count))
+        if results is None:
+            return 0
+        spec = self.steps
+        for k in range(len(spec.carried)):
+            r.values[k] = results[spec.carried[k]]
+        for j, k in spec.last:
+            r.last_values[j] = results[k]
+        limits.left -= count - 1
+        self.tally.in_place_writes += count
+        self.tally.step_calls += 1
+        self.tally.stepped_iterations += count
+        r.stepped += count
+        return count
 
     cdef void _reset_slots(self, list slots):
         """Drop this iteration's inputs and results (never constants), so that the only

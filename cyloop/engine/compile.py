@@ -26,7 +26,7 @@ from ..ir import LOOP_DOMAIN, MAX_NESTING, Graph, LoopSpec, Node
 from ..ops._aligned import owns_memory
 from . import _core, reference
 from .control import BatchedScanRunner, IfRunner, SequenceMapRunner
-from .destinations import plan_destinations
+from .destinations import plan_destinations, plan_steps
 from .fuse import fuse_loop
 from .hoist import hoist_loop
 from .settings import Settings
@@ -274,8 +274,11 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings,
                     _untuned(step.probe, settings)
                 _untuned(hoist, settings)  # its chunk size
         body = compile_graph(spec.body, settings, captures=captures, opsets=opsets)
+        steps = None
+        if hoist is not None:
+            steps = plan_steps(spec, body, {body.slot(name) for name in hoist.frontier})
         return _runner(_core.LoopDriver(spec, body, node.label, settings,
-                                        plan_destinations(spec, body), hoist))
+                                        plan_destinations(spec, body), hoist, steps))
     if node.domain in ("", "ai.onnx") and node.op_type in ("If", "SequenceMap"):
         return _runner(_build_control(node, captures, settings, opsets))
     return _op_kernel(node, opsets, settings, kernels)

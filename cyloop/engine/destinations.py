@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir import CarriedInput, ConcatOutput, LoopSpec
+from ..ir import CarriedInput, ConcatOutput, LoopSpec, SlicedInput
 
-__all__ = ["Destination", "LoopFacts", "MeasuredPlacement", "PoolDestination", "RowDestination",
-           "plan_destinations"]
+__all__ = ["Destination", "LoopFacts", "MeasuredPlacement", "PoolDestination", "RecurrentSteps",
+           "RowDestination", "plan_destinations", "plan_steps"]
 
 
 # (Dataclasses, not named tuples: a RowDestination(0) must not equal a PoolDestination(0).)
@@ -84,6 +84,91 @@ def plan_destinations(spec: LoopSpec, body) -> dict[int, Destination]:
     return destinations
 
 
+@dataclass(frozen=True, slots=True)
+class RecurrentSteps:
+    """The body is one recurrent step (a kernel with a `Recurrence`, ops/registry.py) reading a
+    hoisted row, its back edges and values that stay put, so the driver may run a chunk's
+    iterations in one call of the kernel's ``steps`` (once iteration 0 has sized the outputs):
+    each iteration's first result goes into its slot of concatenated output #`output`, carried
+    input k (in `LoopSpec.inputs` order among the carried) takes result ``carried[k]``, and each
+    ``(j, result)`` in `last` gives last-value output #j."""
+
+    output: int
+    carried: tuple[int, ...]
+    last: tuple[tuple[int, int], ...]
+
+
+def plan_steps(spec: LoopSpec, body, hoisted: set[int]) -> RecurrentSteps | None:
+    """Whether a loop's iterations may run many at a time, in one call of its body's one step
+    (see `RecurrentSteps`): its kernel is a `Recurrence` whose per-step argument is a hoisted row
+    (`hoisted`: the slots of the body's hoisted values), whose fed-back arguments are exactly the
+    loop's carried values, each the back edge of the result that feeds it, and whose other
+    arguments stay put (invariants, captures, constants); nothing else is bound per iteration
+    (no iteration number or slice read, a condition only passed through); its first result is
+    emitted into one concatenated output, and last-value outputs are its results. None otherwise.
+    """
+    if len(body.steps) != 1:
+        return None
+    step = body.steps[0]
+    recurrence = getattr(step.fn, "recurrence", None)
+    if recurrence is None or not step.multi or not step.out \
+            or len(step.outputs) != len(recurrence.feedback) or min(step.outputs) < 0:
+        return None
+    slot = body.slot
+    # Bound per iteration, apart from the hoisted row and the back edges: the iteration number,
+    # the condition (passed through, it stays the true the driver binds) and slices.
+    per_iteration = {slot(inp.param) for inp in spec.inputs if isinstance(inp, SlicedInput)}
+    if spec.iteration_param:
+        per_iteration.add(slot(spec.iteration_param))
+    if spec.cond_result and (not spec.cond_param
+                             or slot(spec.cond_result) != slot(spec.cond_param)):
+        return None
+    passed = set()  # the condition, passed through to the condition result
+    if spec.cond_param:
+        per_iteration.add(slot(spec.cond_param))
+        passed.add(slot(spec.cond_param))
+    if per_iteration & (set(step.inputs) | set(body.output_slots) - passed):
+        return None
+    feeding = dict(zip(recurrence.feedback, range(len(step.outputs))))  # argument -> result
+    carried = []
+    fed = set()
+    for inp in spec.inputs:
+        if isinstance(inp, CarriedInput):
+            param, result = slot(inp.param), slot(inp.result)
+            if result not in step.outputs:
+                return None
+            j = step.outputs.index(result)
+            if step.inputs[recurrence.feedback[j]] != param:
+                return None
+            carried.append(j)
+            fed.add(recurrence.feedback[j])
+    if fed != set(feeding):
+        return None
+    for k, arg in enumerate(step.inputs):
+        if k == recurrence.per_step:
+            if arg not in hoisted:
+                return None
+        elif k not in feeding and (arg < 0 or arg in hoisted or arg in per_iteration
+                                   or arg in step.outputs):
+            return None
+    output, last = None, []
+    for j, out in enumerate(spec.outputs):
+        result = slot(out.result)
+        if isinstance(out, ConcatOutput):
+            if result in hoisted:  # (filled a chunk at a time, as ever)
+                continue
+            if result != step.outputs[0] or output is not None:
+                return None
+            output = j
+        elif result in step.outputs:
+            last.append((j, step.outputs.index(result)))
+        else:
+            return None
+    if output is None:
+        return None
+    return RecurrentSteps(output, tuple(carried), tuple(last))
+
+
 @dataclass
 class LoopFacts:
     """One loop driver, described for the plan: its spec and compiled body, where values live,
@@ -108,3 +193,5 @@ class LoopFacts:
     placements: dict[int, object] = field(default_factory=dict)
     # The measured choice of where the loop's matrix products run (one core or two), or None.
     products: object = None
+    # Whether its iterations may run many at a time (`RecurrentSteps`), or None.
+    steps: RecurrentSteps | None = None

@@ -30,6 +30,7 @@ class LoopPlan:
     choices: list[tuple[str, str]] = field(default_factory=list)
     # Patterns rewritten: run as one kernel (engine/fuse.py), a sequence as an output (stacking.py)
     fused: list[str] = field(default_factory=list)
+    steps: str | None = None  # the recurrent step that may run many iterations in one call
 
     @property
     def preallocated_bytes(self) -> int:
@@ -54,6 +55,12 @@ class LoopPlan:
             out.append(f"{indent}  fused: {note}")
         for note in self.aliasing:
             out.append(f"{indent}  alias: {note}")
+        if self.steps is not None:
+            c = self.counters
+            done = (f": {c['stepped_iterations']} of {c['iterations']} iteration(s) in "
+                    f"{c['step_calls']} call(s)" if c.get("runs") else "")
+            out.append(f"{indent}  steps: {self.steps} may run a hoisted chunk's iterations in "
+                       f"one call (once iteration 0 has sized the outputs){done}")
         if self.scalar:
             out.append(f"{indent}  scalar path taken (two 0-d operands of one type: the "
                        f"scalar's operator, no destination): {', '.join(self.scalar)}")
@@ -204,5 +211,6 @@ def describe(facts: LoopFacts) -> LoopPlan:
               if isinstance(out, ConcatOutput) and out.sequence]
     overwriting = [f"{body.steps[k].label} ({calls} calls)"
                    for k, calls in facts.overwriting.items()]
+    steps = body.steps[0].label if facts.steps is not None else None
     return LoopPlan(facts.label, facts.driver, trip, inputs, outputs, aliasing, facts.counters,
-                    nested, hoisted_nodes, scalar, overwriting, choices, fused)
+                    nested, hoisted_nodes, scalar, overwriting, choices, fused, steps)

@@ -55,6 +55,8 @@ COUNTERS = (
     "steady_iterations",        # iterations 2 and on, over all calls
     "hoist_chunks",             # chunks of hoisted rows computed
     "hoisted_bytes",            # bytes of hoisted rows computed
+    "step_calls",               # calls running many iterations of a recurrent step at once
+    "stepped_iterations",       # iterations those calls ran
 )
 
 

@@ -189,6 +189,16 @@ class Measured:
         if pending is not None:
             self.report(pending[0], pending[1], now - pending[2])
 
+    def steps_for(self, *args):
+        """The `steps` of the candidate chosen for these arguments' key (a recurrent step's,
+        ops/registry.py `Recurrence`), or None while that choice is on trial, or if the chosen
+        candidate has none."""
+        chosen = self._all
+        if chosen is None:
+            chosen = self._chosen_fn.get(self._key(*args) if self._key is not None else None)
+        steps_for = getattr(chosen, "steps_for", None)
+        return None if steps_for is None else steps_for(*args)
+
     def pick(self, key: Hashable = None) -> tuple[str, Trial | None]:
         """The candidate to run now on `key`, and the trial its time goes to (None when nothing
         is to be timed: fixed, chosen already, a key past `max_keys`, or a call of a streak but

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..ir import LOOP_DOMAIN
 from . import _math
-from ._gate_passes import lstm_product_tail, lstm_tail, product_tanh
+from ._gate_passes import lstm_product_steps, lstm_product_tail, lstm_tail, product_tanh
 from ._gemm import (
     Prepared,
     matmul_plus,
@@ -16,7 +16,7 @@ from ._gemm import (
     weight_product,
 )
 from ._measured import Measured
-from .registry import kernel
+from .registry import Recurrence, kernel
 
 
 @kernel("LSTMGates", domain=LOOP_DOMAIN, since=1, multi=True)
@@ -169,7 +169,17 @@ def lstm_step(attrs, n_outputs):
         h_new *= gates[o_at]
         return h_new, c_new
 
+    def steps(args, rows, outs):
+        """`blocked` over ``len(rows)`` steps in one call (ops/registry.py `Recurrence`):
+        `lstm_product_steps`, the same job step after step."""
+        h, r, c, x = args
+        if plan_for(h, r, c, x) is None:
+            return None
+        return lstm_product_steps(h, weights(r), rows, c, outs, f_at, i_at, g_at, o_at, True,
+                                  products_on_two_cores())
+
     blocked.weights = weights
+    blocked.steps_for = lambda *args: steps
 
     def settled(in_use):
         if "blocked gates" not in in_use:  # (the form as written keeps no copy of r)
@@ -182,6 +192,7 @@ def lstm_step(attrs, n_outputs):
     if n_outputs == 2:  # (h', c') as the step returns them: no wrapper call per step
         step.measured = step
         step.products = True  # (its product follows the loop's choice of cores)
+        step.recurrence = Recurrence(per_step=3, feedback=(0, 2))  # (h, r, c, x) -> (h', c')
         return step
 
     def run(h, r, c, x, out=None):

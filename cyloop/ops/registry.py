@@ -24,6 +24,10 @@ A kernel declares its traits where it is registered, and the engine reads them f
   ``X W^T + B`` can be hoisted, the rest running as the named recurrence op.
 - ``identity=True``: it returns its one input unchanged, so the compiler runs no step for it and
   its output is another name for its input's value.
+- A built kernel may also say, as its ``recurrence`` attribute (a `Recurrence`), that it is a
+  recurrent step whose results are its own next arguments; the loop driver may then run many
+  iterations of a body that is that step alone in one call (engine/destinations.py,
+  `plan_steps`).
 - ``stateful=True``: its calls depend on the calls before (a random stream moving on), so each
   node has a kernel of its own. Any other kernel is a pure function of its attributes and
   inputs, which lets nodes with one attributes dict share one (engine/compile.py).
@@ -49,6 +53,7 @@ __all__ = [
     "NUMBER_SCALARS",
     "Kernel",
     "KernelDef",
+    "Recurrence",
     "build",
     "definition_of",
     "kernel",
@@ -120,6 +125,24 @@ class Kernel:
     # A ufunc of the node's arity takes its destination as one more positional argument (no
     # keyword dict per call).
     positional_out: bool
+
+
+@dataclass(frozen=True)
+class Recurrence:
+    """A recurrent step, as a built kernel declares itself (its ``recurrence`` attribute):
+    argument `per_step` is new each step (x_t, a row of a hoisted projection), and result j is
+    the next step's argument ``feedback[j]`` (h', c'); its other arguments stay the same.
+
+    Such a kernel has ``steps_for(*args)``: for a step's arguments, None (a choice still being
+    measured, or operands its `steps` do not take), or ``steps(args, rows, outs)``, which runs
+    ``len(rows)`` consecutive steps in one call, computing value for value what that many calls
+    would: the first on `args` with ``rows[0]`` as argument `per_step`, each later one on the
+    results of the one before and its own row; each step's first result is written into its row
+    of `outs` (the slots of an emitted output). It returns the last step's results, or None,
+    having written nothing, for operands it does not take."""
+
+    per_step: int
+    feedback: tuple[int, ...]
 
 
 _TABLE: dict[tuple[str, str], list[KernelDef]] = {}

@@ -179,10 +179,11 @@ def test_a_timed_run_of_the_cores_trial_times_nothing_else(name, tmp_path, rng):
 
 
 def test_where_a_value_lives_is_tried_once_the_cores_are_chosen(tmp_path, rng):
-    """One run-level trial at a time: while the cores are on trial, the placement of the LSTM
+    """One run-level trial at a time: while the cores are on trial, the placement of the GRU
     cell's h (carried, and emitted on axis 1) keeps its default untimed; its own trial starts in
-    the first run after the choice of cores, and ends with a choice four runs later."""
-    source, feeds = _cell("lstm", 8)(tmp_path, rng)
+    the first run after the choice of cores, and ends with a choice four runs later. (An LSTM
+    cell's iterations run many at a time, and its h lives in its slot: test_steps.py.)"""
+    source, feeds = _cell("gru", 8)(tmp_path, rng)
     model = cyloop.load(source, driver="cython")
     loop = _loop_of(model)
     (placement,) = placements(model)

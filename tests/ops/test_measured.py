@@ -370,3 +370,31 @@ def test_without_warm_up_each_candidate_s_first_call_is_a_sample(monkeypatch):
         assert len(calls) == calls_before_choice
         assert measured.trials[None].samples == {"a": [1.0, 1.0], "b": [1.25, 1.25]}
         assert measured.trials[None].choice == "a"
+
+
+def test_steps_for_are_the_chosen_candidate_s_once_chosen():
+    """A recurrent step's `steps_for` (ops/registry.py `Recurrence`) answers for the candidate
+    chosen on its arguments' key: None while that key is on trial (each call must be timed),
+    the chosen one's answer after, None from a chosen candidate that has none; a fixed
+    candidate's at once."""
+    def plain(x):
+        return x
+
+    def stepping(x):
+        return x
+
+    stepping.steps_for = lambda x: ("steps for", x)
+    for kept, answer in (("stepping", ("steps for", 3)), ("plain", None)):
+        step = Measured({"plain": plain, "stepping": stepping}, rounds=1, key=lambda x: x > 0)
+        step.pick(True)
+        trial = step.trials[True]
+        assert step.steps_for(3) is None
+        for name in step.candidates:  # (a warm-up call each, then one timed)
+            step.report(trial, name, 0.0)
+            step.report(trial, name, 1.0 if name == kept else 2.0)
+        assert trial.choice == kept
+        assert step.steps_for(3) == answer
+        assert step.steps_for(-3) is None  # (another key, not measured yet)
+    step = Measured({"plain": plain, "stepping": stepping})
+    step.fix("stepping")
+    assert step.steps_for(-3) == ("steps for", -3)

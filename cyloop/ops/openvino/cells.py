@@ -35,6 +35,7 @@ from .._gate_passes import (
     gru_blend,
     gru_gates,
     gru_product_tail,
+    lstm_product_steps,
     lstm_product_tail,
     lstm_tail,
     product_tanh,
@@ -50,7 +51,7 @@ from .._gemm import (
     weight_product,
 )
 from .._measured import Measured
-from ..registry import kernel
+from ..registry import Recurrence, kernel
 from ._attrs import DOMAIN, as_bool, as_float
 
 
@@ -335,7 +336,18 @@ def lstm_step(attrs) -> Measured:
             h_new *= gates[2]
             return h_new, c_new
 
+        def steps(args, rows, outs):
+            """`plain_step` over ``len(rows)`` steps in one call (ops/registry.py
+            `Recurrence`): `lstm_product_steps`, the same job step after step."""
+            _, h, c, r = args
+            dtype = h.dtype
+            if h.ndim != 2 or dtype.kind != "f" or not rows.dtype == c.dtype == r.dtype == dtype:
+                return None
+            return lstm_product_steps(h, weights(r), rows, c, outs, 0, 1, 3, 2, False,
+                                      products_on_two_cores())  # (arranged: f, i, o, c)
+
         plain_step.weights = weights
+        plain_step.steps_for = lambda *args: steps
         return plain_step
 
     steps = {layout.name: step_in(layout) for layout in _LAYOUTS}
@@ -459,6 +471,7 @@ def showing(fn, step: Measured):
 def lstm_recurrence(attrs, n_outputs):
     step = lstm_step(attrs)
     if n_outputs == 2:  # (h', c') as the step returns them: no wrapper call per step
+        step.recurrence = Recurrence(per_step=0, feedback=(1, 2))  # (xw, h, c, r) -> (h', c')
         return showing(step, step)
     return showing(lambda xw, h, c, r, out=None: step(xw, h, c, r, out=out)[:n_outputs], step)
 

@@ -1,0 +1,192 @@
+"""A loop whose body is one recurrent step (an LSTM cell's recurrence: OpenVINO's LSTMCell, or an
+ONNX Loop spelling the cell, fused) runs a hoisted chunk's iterations in one call of its kernel's
+steps (engine/destinations.py `plan_steps`, ops/registry.py `Recurrence`). The oracles: the same
+driver with the steps turned off, calling the step once an iteration (value for value the same),
+and the reference driver. Limits, progress and the plan hold as for any loop; loops the steps do
+not fit run an iteration at a time."""
+
+import numpy as np
+import pytest
+
+import cyloop
+from cyloop.engine._core import ONE_CORE, TWO_CORES
+from cyloop.errors import LoopLimitError
+from cyloop.ops import _measured
+from cyloop.ops._gemm import two_cores_here
+
+from ..conftest import measured_steps, placements
+from ..frontends.openvino_models import cell_ti_model, save
+from .test_fuse import _feeds, _lstm_loop
+
+BLOCKED = "blocked gates"  # the candidate of the LSTM steps that has `steps`
+CORES = [ONE_CORE, TWO_CORES] if two_cores_here() else [None]
+
+
+def _openvino_lstm(tmp_path, rng, steps, hidden=32, batch=4):
+    ov_model, _ = cell_ti_model("lstm", steps=steps, batch=batch, features=8, hidden=hidden,
+                                scale=0.25)
+    feeds = {"X": rng.standard_normal((batch, steps, 8)).astype(np.float32),
+             "H0": rng.standard_normal((batch, hidden)).astype(np.float32),
+             "C0": rng.standard_normal((batch, hidden)).astype(np.float32)}
+    return save(ov_model, tmp_path / "lstm.xml"), feeds
+
+
+def _onnx_lstm(tmp_path, rng, steps, hidden=32, batch=4, leak=None):
+    onnx_model, state, gates = _lstm_loop(hidden=hidden, leak=leak)
+    feeds = _feeds(rng, state, gates, steps=steps, batch=batch, features=8)
+    for name in ("W", "R"):
+        feeds[name] *= 0.25
+    return onnx_model, feeds
+
+
+LOOPS = {"openvino-lstm": _openvino_lstm, "onnx-lstm-fused": _onnx_lstm}
+
+
+def _loaded(source, cores, **options):
+    """The model, its LSTM step fixed on the candidate that has steps, and its cores fixed."""
+    model = cyloop.load(source, driver="cython", **options)
+    for measured in measured_steps(model):
+        measured.fix(BLOCKED)
+    (loop,) = model._compiled.loops
+    if cores is not None and loop.products is not None:
+        loop.products.fix(cores)
+    return model
+
+
+def _counters(model):
+    (counters,) = model.counters().values()
+    return counters
+
+
+@pytest.fixture
+def no_steps(monkeypatch):
+    """The steps turned off: every iteration calls the step once (the oracle)."""
+    def off():
+        monkeypatch.setattr(_measured.Measured, "steps_for", lambda self, *args: None)
+    return off
+
+
+@pytest.mark.parametrize("cores", CORES)
+@pytest.mark.parametrize("name", list(LOOPS))
+@pytest.mark.parametrize("steps", [3, 70])
+def test_steps_make_what_an_iteration_at_a_time_makes(name, steps, cores, tmp_path, rng,
+                                                      no_steps):
+    """Over several hoisted chunks (70 iterations: the first chunk has 16 rows), and over as
+    few as three iterations (two of them in a call of the steps, the fewest it runs), on one
+    core and two."""
+    source, feeds = LOOPS[name](tmp_path, rng, steps)
+    model = _loaded(source, cores)
+    got = [model.run(feeds) for _ in range(2)]
+    counters = _counters(model)
+    # Iteration 0 sizes the outputs; the rest, bar a chunk's last row left alone, are steps.
+    assert counters["step_calls"] >= 2
+    assert 2 * (steps - 1) - counters["stepped_iterations"] <= 2 * (steps // 16)
+    want = cyloop.load(source, driver="python").run(feeds)
+    no_steps()
+    oracle = _loaded(source, cores)
+    same = oracle.run(feeds)
+    assert _counters(oracle)["step_calls"] == 0
+    for key in want:
+        for run in got:
+            np.testing.assert_array_equal(run[key], same[key], err_msg=key)
+            np.testing.assert_allclose(run[key], want[key], rtol=2e-5, atol=2e-5, err_msg=key)
+
+
+@pytest.mark.parametrize("name", list(LOOPS))
+def test_the_plan_shows_the_iterations_run_many_at_a_time(name, tmp_path, rng):
+    source, feeds = LOOPS[name](tmp_path, rng, 40)
+    model = _loaded(source, CORES[0])
+    assert "may run a hoisted chunk's iterations in one call" in str(model.plan())
+    model.run(feeds)
+    calls, stepped = (_counters(model)[k] for k in ("step_calls", "stepped_iterations"))
+    assert f"{stepped} of 40 iteration(s) in {calls} call(s)" in str(model.plan())
+
+
+def test_a_placement_is_no_choice_once_the_iterations_run_as_steps(tmp_path, rng):
+    """The LSTM cell's h, carried and emitted on axis 1, would live in its slot or in a pool
+    (a measured choice, test_cores.py); between calls of the steps it lives in its slot, so
+    the first run of the steps fixes the slot, untimed."""
+    source, feeds = _openvino_lstm(tmp_path, rng, 40)
+    model = _loaded(source, CORES[0])
+    (placement,) = placements(model)
+    for _ in range(3):
+        model.run(feeds)
+    assert placement.fixed == "in its slot" and not any(
+        samples for trial in placement.trials.values() for samples in trial.samples.values())
+    assert "where 'Result_13' lives: in its slot (fixed, not measured)" in str(model.plan()) \
+        or "lives: in its slot (fixed, not measured)" in str(model.plan())
+
+
+@pytest.mark.parametrize("limit", [20, 21, 39])
+def test_max_iterations_stops_at_the_same_iteration(limit, tmp_path, rng, no_steps):
+    """A limit passed within what a call of the steps would run (the trip count an input the
+    loop learns at run time, read with the condition: an ONNX Loop's): the same error, at the
+    same iteration, as an iteration at a time."""
+    source, feeds = _onnx_lstm(tmp_path, rng, 40)
+    model = _loaded(source, CORES[0], max_iterations=limit)
+    with pytest.raises(LoopLimitError) as stepped:
+        model.run(feeds)
+    assert _counters(model)["step_calls"] >= 1
+    no_steps()
+    oracle = _loaded(source, CORES[0], max_iterations=limit)
+    with pytest.raises(LoopLimitError) as alone:
+        oracle.run(feeds)
+    assert str(stepped.value) == str(alone.value)
+    assert f"iteration {limit} would pass max_iterations={limit}" in str(alone.value)
+
+
+def test_progress_hears_of_every_1024_iterations_and_the_end(tmp_path, rng, no_steps):
+    """Reported as an iteration at a time reports it: a call of the steps ends at a multiple of
+    1024 (a chunk here holds 2048 rows)."""
+    def heard(model_source, feeds):
+        calls = []
+        model = _loaded(model_source, CORES[0],
+                        progress=lambda label, done, total, end: calls.append((done, total, end)))
+        model.run(feeds)
+        return calls, _counters(model)["step_calls"]
+
+    source, feeds = _onnx_lstm(tmp_path, rng, 2100, hidden=8, batch=2)
+    calls, step_calls = heard(source, feeds)
+    assert step_calls > 0
+    no_steps()
+    want, _ = heard(source, feeds)
+    assert calls == want == [(1024, 2100, False), (2048, 2100, False), (2100, 2100, True)]
+
+
+@pytest.mark.parametrize("case", ["c emitted too", "a GRU cell", "steps fixed off"])
+def test_loops_the_steps_do_not_fit_run_an_iteration_at_a_time(case, tmp_path, rng):
+    """A body that also emits c (so its step is not all it does), a recurrence with no steps,
+    and an LSTM step on its candidate that has none: no call of steps, the reference's values."""
+    if case == "c emitted too":
+        source, feeds = _onnx_lstm(tmp_path, rng, 40, leak="c_out")
+    elif case == "a GRU cell":
+        ov_model, _ = cell_ti_model("gru", steps=40, batch=4, features=8, hidden=32)
+        source = save(ov_model, tmp_path / "gru.xml")
+        feeds = {"X": rng.standard_normal((4, 40, 8)).astype(np.float32),
+                 "H0": rng.standard_normal((4, 32)).astype(np.float32)}
+    else:
+        source, feeds = _openvino_lstm(tmp_path, rng, 40)
+    model = cyloop.load(source, driver="cython")
+    for measured in measured_steps(model):
+        measured.fix("batch-major gates" if case == "steps fixed off" else None)
+    got = model.run(feeds)
+    assert _counters(model)["step_calls"] == 0
+    plan = str(model.plan())
+    assert ("may run a hoisted chunk's iterations in one call" in plan) == \
+        (case == "steps fixed off")
+    want = cyloop.load(source, driver="python").run(feeds)
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=2e-5, atol=2e-5, err_msg=key)
+
+
+def test_with_a_time_limit_the_clock_is_still_read_between_calls(tmp_path, rng):
+    """A call of the steps runs no further than the run's next clock read (`RunLimits`: every
+    iteration at first, further apart while reads come quickly), so a time limit is checked as
+    often as an iteration at a time checks it: the first run makes more, shorter calls than
+    without one, and the same values."""
+    source, feeds = _onnx_lstm(tmp_path, rng, 70)
+    free, timed = _loaded(source, CORES[0]), _loaded(source, CORES[0], time_limit=1000.0)
+    want, got = free.run(feeds), timed.run(feeds)
+    assert _counters(timed)["step_calls"] > _counters(free)["step_calls"] >= 2
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
