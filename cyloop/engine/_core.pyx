@@ -58,8 +58,9 @@ Design: the planner's invariants, each with the code that keeps it.
    each hoisted chunk in one call of the kernel's steps once iteration 0 has sized the outputs:
    each step's first result is written into its slot, and the carried and last values are the
    last step's results. A call ends no later than an iteration at a time would look up: at the
-   loop's end, where it must stop, at the run's next clock read (`RunLimits.ticks_free`) and at
-   the next multiple of PROGRESS_EVERY (`_run_steps`). The steps compute value for value what
+   loop's end, where it must stop, at the run's next clock read (`RunLimits.ticks_free`), at
+   the next multiple of PROGRESS_EVERY and at the output's last slot: a growing output grows an
+   iteration at a time (`_run_steps`). The steps compute value for value what
    calls one at a time would, and decline (nothing written) what they do not take: that
    iteration then runs alone.
 """
@@ -1552,8 +1553,8 @@ cdef class LoopDriver:
     cdef Py_ssize_t _run_steps(self, _Run r, Py_ssize_t i, list slots,
                                RunLimits limits) except -1:
         """Run iterations i, i+1, ... (the rest of the hoisted chunk, none past the loop's end,
-        the next multiple of _PROGRESS_EVERY, or what `limits` let run before a checkpoint) in
-        one call of the body's
+        the next multiple of _PROGRESS_EVERY, what `limits` let run before a checkpoint, or the
+        output's last slot) in one call of the body's
         recurrent step (`RecurrentSteps`), whose operands iteration i's are (bound in `slots`,
         its destinations made, and counted: the driver's own iteration); returns how many it
         ran, or 0 (nothing run) where it cannot: before iteration 1 (iteration 0 sizes the
@@ -1572,6 +1573,10 @@ cdef class LoopDriver:
             count = 1 + limits.ticks_free()
         if count > _PROGRESS_EVERY - i % _PROGRESS_EVERY:  # (progress heard as ever)
             count = _PROGRESS_EVERY - i % _PROGRESS_EVERY
+        # Nor past the output's slots: a buffer grows an iteration at a time (`_iterate` has
+        # made room for slot i), never here, where its rows were handed out as destinations.
+        if count > cc.cap - i:
+            count = cc.cap - i
         if count < 2:
             return 0
         args = tuple([slots[k] for k in self.steps_inputs])
@@ -1585,7 +1590,6 @@ cdef class LoopDriver:
         if rows is None:
             return 0
         first = i - r.chunk_start
-        cc.ensure(self.tally, i + count - 1)
         results = steps(args, rows[first:first + count], cc.slots(i, count))
         if results is None:
             return 0

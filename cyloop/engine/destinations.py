@@ -132,6 +132,7 @@ def plan_steps(spec: LoopSpec, body, hoisted: set[int]) -> RecurrentSteps | None
     feeding = dict(zip(recurrence.feedback, range(len(step.outputs))))  # argument -> result
     carried = []
     fed = set()
+    params = {slot(inp.param) for inp in spec.inputs if isinstance(inp, CarriedInput)}
     for inp in spec.inputs:
         if isinstance(inp, CarriedInput):
             param, result = slot(inp.param), slot(inp.result)
@@ -149,8 +150,8 @@ def plan_steps(spec: LoopSpec, body, hoisted: set[int]) -> RecurrentSteps | None
             if arg not in hoisted:
                 return None
         elif k not in feeding and (arg < 0 or arg in hoisted or arg in per_iteration
-                                   or arg in step.outputs):
-            return None
+                                   or arg in step.outputs or arg in params):
+            return None  # (an argument that stays put: a carried value changes)
     output, last = None, []
     for j, out in enumerate(spec.outputs):
         result = slot(out.result)

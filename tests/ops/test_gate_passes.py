@@ -528,7 +528,8 @@ def _steps_unfit_cases(rng):
         "xs of another dtype": (h, w, xs.astype(np.float64), c, outs),
         "outs read-only": (h, w, xs, c, _read_only(outs)),
         "outs byte-swapped": (h, w, xs, c, outs.astype(">f4")),
-        "outs all one slot": (h, w, xs, c, np.broadcast_to(a(3, 5), (4, 3, 5))),
+        "outs all one slot": (h, w, xs, c, np.lib.stride_tricks.as_strided(
+            a(3, 5), (4, 3, 5), (0, 20, 4))),
         "outs slots overlapping": (h, w, xs, c, np.lib.stride_tricks.as_strided(
             a(40), (4, 3, 5), (8, 20, 4))),
         "outs rows interleaved too tight": (h, w, xs, c, np.lib.stride_tricks.as_strided(
@@ -536,7 +537,8 @@ def _steps_unfit_cases(rng):
         "outs rows backward": (h, w, xs, c, a(4, 3, 5)[:, ::-1]),
         "outs overlapping xs": (h, w, spans, c, spans[:, :, :5]),
         "outs overlapping w": (h, weights, xs, c, weights[:, :3]),
-        "outs overlapping c": (h, w, xs, c, np.broadcast_to(c, (4, 3, 5))),
+        "outs overlapping c": (h, w, xs, c, np.lib.stride_tricks.as_strided(
+            c, (4, 3, 5), (0, 20, 4))),
         "h a later slot": (interleaved[:, 3], w, xs[:3], c,
                            interleaved.transpose(1, 0, 2)[1:]),
         "h one slot apart, not the one before": (interleaved[:, 0], w, xs[:2], c,
