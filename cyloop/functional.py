@@ -47,20 +47,20 @@ _BOUND = 2**62
 
 # -- pytrees ----------------------------------------------------------------------------------
 
-def _flatten(tree, path="") -> tuple[list, Any]:
+def _flatten(tree) -> tuple[list, Any]:
     """(leaves, structure). Structure: None for a leaf, else (type, keys, child structures)."""
     if isinstance(tree, dict):
         keys = sorted(tree)
         leaves, children = [], []
         for key in keys:
-            sub, structure = _flatten(tree[key], f"{path}[{key!r}]")
+            sub, structure = _flatten(tree[key])
             leaves += sub
             children.append(structure)
         return leaves, (dict, keys, children)
     if isinstance(tree, (tuple, list)):
         leaves, children = [], []
-        for k, item in enumerate(tree):
-            sub, structure = _flatten(item, f"{path}[{k}]")
+        for item in tree:
+            sub, structure = _flatten(item)
             leaves += sub
             children.append(structure)
         return leaves, (type(tree), len(tree), children)
@@ -68,6 +68,9 @@ def _flatten(tree, path="") -> tuple[list, Any]:
 
 
 def _unflatten(structure, leaves):
+    if structure is not None and not any(structure[2]):  # a flat tuple, list or dict of leaves
+        kind, keys, _ = structure
+        return dict(zip(keys, leaves)) if kind is dict else kind(leaves)
     iterator = iter(leaves)
 
     def build(node):
