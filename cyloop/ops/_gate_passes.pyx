@@ -417,7 +417,7 @@ def lstm_product_tail(cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c
 
 def lstm_product_steps(cnp.ndarray h not None, cnp.ndarray w not None, cnp.ndarray xs not None,
                        cnp.ndarray c not None, cnp.ndarray outs not None, int f_at, int i_at,
-                       int g_at, int o_at, bint halve, bint two_cores):
+                       int g_at, int o_at, bint halve, bint two_cores, bint staged=False):
     """The last (h', c') of ``len(xs)`` consecutive LSTM steps, each `lstm_product_tail`'s, in
     one call: step s takes ``xs[s]`` and writes its h' into ``outs[s]``, and its h and c are
     the step before's h' and c' (step 0's: `h` and `c`); or None for operands it does not take
@@ -430,15 +430,19 @@ def lstm_product_steps(cnp.ndarray h not None, cnp.ndarray w not None, cnp.ndarr
     K = H. The slots of outs share no byte, with each other nor with any operand, unless `h` is
     the slot just before ``outs[0]`` of the same layout (an output's previous slot). The c' of
     each step but the last is a buffer of this call's, written over two steps later; the last
-    is a fresh array, and the h' returned is ``outs[-1]``. The floating-point report is made
-    once, after the last step, of every step's flags."""
+    is a fresh array, and the h' returned is ``outs[-1]``. With `staged`, each step makes its h'
+    in a contiguous buffer of this call's, which the next step reads, and copies it into its
+    slot (for slots whose rows lie far apart: a [B, T, H] output's). The floating-point report
+    is made once, after the last step, of every step's flags."""
     cdef LstmJob job
     cdef int raised[PASSES]
     cdef npy_intp steps, s, batch, hidden, item, step_bytes, x_step, row
-    cdef int type_num
+    cdef int type_num, k
     cdef char *out_data
     cdef const char *x_data
     cdef Rows cells[2]
+    cdef Rows made[2]
+    cdef Rows slot
     if cnp.PyArray_NDIM(xs) != 3 or cnp.PyArray_NDIM(outs) != 3 \
             or cnp.PyArray_DIM(xs, 0) != cnp.PyArray_DIM(outs, 0) or cnp.PyArray_DIM(xs, 0) < 1:
         return None
@@ -462,6 +466,11 @@ def lstm_product_steps(cnp.ndarray h not None, cnp.ndarray w not None, cnp.ndarr
     # Step s writes its c' into cells[(steps - 1 - s) % 2]: the last step's is c_last.
     _rows_of(c_last, type_num, batch, hidden, &cells[0])
     _rows_of(c_spare, type_num, batch, hidden, &cells[1])
+    slot = job.h_new  # (outs[0]'s rows)
+    if staged:
+        h_made = [cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0) for _ in range(2)]
+        for k in range(2):
+            _rows_of(h_made[k], type_num, batch, hidden, &made[k])
     with nogil:
         for s in range(steps):
             if s > 0:  # h and c: the step before's h' and c'
@@ -470,11 +479,23 @@ def lstm_product_steps(cnp.ndarray h not None, cnp.ndarray w not None, cnp.ndarr
                     job.h_stride = hidden
                 job.cell = job.c_new
             job.x = x_data + s * x_step
-            job.h_new.data = out_data + s * step_bytes
+            job.h_new = made[s % 2] if staged else slot
+            if not staged:
+                job.h_new.data = out_data + s * step_bytes
             job.c_new = cells[(steps - 1 - s) % 2]
             _run_pieces(&job.job, batch, job.rows, two_cores)
+            if staged:
+                _copy_rows(made[s % 2], slot.data + s * step_bytes, slot.stride, batch,
+                           hidden * item)
     _report_raised(raised, PASSES, _UFUNC_OF_PASS)
     return outs[steps - 1], c_last
+
+
+cdef inline void _copy_rows(Rows source, char *to, npy_intp to_stride, npy_intp rows,
+                            npy_intp row_bytes) noexcept nogil:
+    cdef npy_intp k
+    for k in range(rows):
+        memcpy(to + k * to_stride, source.data + k * source.stride, row_bytes)
 
 
 cdef bint _slots_apart(cnp.ndarray outs, cnp.ndarray h, npy_intp batch,
@@ -607,16 +628,89 @@ def product_tanh(cnp.ndarray h, cnp.ndarray r, object x, object out, bint two_co
     them), else one piece on this thread. The values are the product's, then np.tanh's, and so
     is the floating-point report (tanh's; the gemm call's own flags are not reported, as those of
     `_two_core`'s products are not)."""
+    cdef TanhJob job
+    cdef int raised[1]
+    if not isinstance(x, np.ndarray) or not _tanh_job(&job, h, r, x, out, two_cores, raised):
+        return None
+    result = out if out is not None else cnp.PyArray_EMPTY(2, [job.batch, job.width],
+                                                           cnp.PyArray_TYPE(h), 0)
+    _rows_of(result, cnp.PyArray_TYPE(h), job.batch, job.width, &job.out)
+    with nogil:
+        _run_pieces(&job.job, job.batch, job.rows, two_cores)
+    _report_raised(raised, 1, ("tanh",))
+    return result
+
+
+def product_tanh_steps(cnp.ndarray h not None, cnp.ndarray r not None,
+                       cnp.ndarray xs not None, cnp.ndarray outs not None, bint two_cores,
+                       bint staged=False):
+    """The last h' of ``len(xs)`` consecutive plain RNN steps, each `product_tanh`'s, in one
+    call: step s takes ``xs[s]`` and writes its h' into ``outs[s]``, and its h is the step
+    before's h' (step 0's: `h`); or None for operands it does not take (nothing is written
+    then). What a recurrent loop's iterations would compute calling `product_tanh` once each,
+    value for value, without returning to Python between them.
+
+    xs [S, B, N] and outs [S, B, N] (S >= 1) hold, step after step, operands step 0 would take
+    as x and ``out`` (each step's at one stride from the one before), and h' must fit h's place:
+    K = N. The slots of outs share no byte, with each other nor with any operand, unless `h` is
+    the slot just before ``outs[0]`` of the same layout (an output's previous slot). The h'
+    returned is ``outs[-1]``; `staged` as `lstm_product_steps`'; the floating-point report is
+    made once, after the last step, of every step's flags."""
+    cdef TanhJob job
+    cdef int raised[1]
+    cdef npy_intp steps, s, item, step_bytes, x_step, row
+    cdef int type_num = cnp.PyArray_TYPE(h), k
+    cdef char *out_data
+    cdef const char *x_data
+    cdef Rows made[2]
+    cdef Rows slot
+    if cnp.PyArray_NDIM(xs) != 3 or cnp.PyArray_NDIM(outs) != 3 \
+            or cnp.PyArray_DIM(xs, 0) != cnp.PyArray_DIM(outs, 0) or cnp.PyArray_DIM(xs, 0) < 1 \
+            or not _tanh_job(&job, h, r, xs[0], outs[0], two_cores, raised):
+        return None
+    steps, item, row = cnp.PyArray_DIM(xs, 0), job.item, cnp.PyArray_STRIDE(outs, 1)
+    # Every step's operands as step 0's, one stride on (aligned: whole elements apart), and
+    # h' rows a gemm reads as the next step's h (rows forward, at least a row apart).
+    if job.inputs != job.width or not _native(xs, type_num) or not _native(outs, type_num) \
+            or job.batch > 1 and (row < job.width * item or row % item) \
+            or arrays_overlap(outs, xs) or arrays_overlap(outs, r) \
+            or not _slots_apart(outs, h, job.batch, job.width * item):
+        return None
+    step_bytes, x_step = cnp.PyArray_STRIDE(outs, 0), cnp.PyArray_STRIDE(xs, 0)
+    out_data, x_data = <char *>cnp.PyArray_DATA(outs), <const char *>cnp.PyArray_DATA(xs)
+    slot = job.out  # (outs[0]'s rows)
+    if staged:
+        h_made = [cnp.PyArray_EMPTY(2, [job.batch, job.width], type_num, 0) for _ in range(2)]
+        for k in range(2):
+            _rows_of(h_made[k], type_num, job.batch, job.width, &made[k])
+    with nogil:
+        for s in range(steps):
+            if s > 0:  # h: the step before's h'
+                job.h = job.out.data
+                job.h_stride = job.out.stride // item if job.batch > 1 else job.inputs
+            job.x = x_data + s * x_step
+            job.out = made[s % 2] if staged else slot
+            if not staged:
+                job.out.data = out_data + s * step_bytes
+            _run_pieces(&job.job, job.batch, job.rows, two_cores)
+            if staged:
+                _copy_rows(made[s % 2], slot.data + s * step_bytes, slot.stride, job.batch,
+                           job.width * item)
+    _report_raised(raised, 1, ("tanh",))
+    return outs[steps - 1]
+
+
+cdef bint _tanh_job(TanhJob *job, cnp.ndarray h, cnp.ndarray r, cnp.ndarray x, object out,
+                    bint two_cores, int *raised):
+    """Whether `product_tanh` takes these operands; if so `job` is set up for its step, all but
+    where h' goes when `out` is None (``job.out``), with `raised` (cleared) for its flags."""
     cdef int type_num = cnp.PyArray_TYPE(h)
     cdef Loops *loops = _loops_of(type_num)
-    cdef TanhJob job
     cdef npy_intp batch, inputs, width, item
-    cdef int raised[1]
     if loops == NULL or not has_gemm(type_num == cnp.NPY_DOUBLE) \
             or not (_operand(h, type_num, 2) and _operand(r, type_num, 2)
-                    and isinstance(x, np.ndarray)
                     and _operand(x, type_num, cnp.PyArray_NDIM(x))):
-        return None
+        return False
     batch, inputs = cnp.PyArray_DIM(h, 0), cnp.PyArray_DIM(h, 1)
     width, item = cnp.PyArray_DIM(r, 1), cnp.PyArray_ITEMSIZE(h)
     if batch * inputs * width == 0 or cnp.PyArray_DIM(r, 0) != inputs \
@@ -625,18 +719,16 @@ def product_tanh(cnp.ndarray h, cnp.ndarray r, object x, object out, bint two_co
             or not 1 <= cnp.PyArray_NDIM(x) <= 2 \
             or cnp.PyArray_DIM(x, cnp.PyArray_NDIM(x) - 1) != width \
             or cnp.PyArray_NDIM(x) == 2 and cnp.PyArray_DIM(x, 0) not in (1, batch):
-        return None
+        return False
     if out is not None and (not isinstance(out, np.ndarray)
                             or not _rows_of(out, type_num, batch, width, &job.out)
                             or job.out.stride < width * item  # (gemm's rows go forward)
                             or not _written(out) or rows_overlap(out, h)
                             or arrays_overlap(out, r) or arrays_overlap(out, x)):
-        return None
+        return False
     job.rows = _piece_rows(batch, batch * inputs * width, inputs * width, two_cores)
     if job.rows == 0:
-        return None
-    result = out if out is not None else cnp.PyArray_EMPTY(2, [batch, width], type_num, 0)
-    _rows_of(result, type_num, batch, width, &job.out)
+        return False
     job.loops = loops
     job.double_precision = type_num == cnp.NPY_DOUBLE
     job.batch, job.inputs, job.width, job.item = batch, inputs, width, item
@@ -650,10 +742,7 @@ def product_tanh(cnp.ndarray h, cnp.ndarray r, object x, object out, bint two_co
     raised[0] = 0
     job.raised = raised
     job.job.run = _tanh_piece
-    with nogil:
-        _run_pieces(&job.job, batch, job.rows, two_cores)
-    _report_raised(raised, 1, ("tanh",))
-    return result
+    return True
 
 
 # The passes of `gru_gates` and `gru_blend`, in order, by the ufunc each runs.

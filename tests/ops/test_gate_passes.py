@@ -29,6 +29,7 @@ from cyloop.ops._gate_passes import (
     lstm_product_tail,
     lstm_tail,
     product_tanh,
+    product_tanh_steps,
 )
 from cyloop.ops.openvino import cells
 
@@ -457,13 +458,14 @@ def _slots(layout, steps, batch, hidden, dtype):
        layout=st.sampled_from(["[B, T, H]", "[T, B, H]", "[T, B, H] reversed",
                                "[T, B, H] padded rows"]),
        h_in_slot=st.booleans(), x_form=st.sampled_from(["rows", "strided steps", "one row"]),
-       two_cores=st.booleans(), seed=st.integers(0, 2**16))
+       two_cores=st.booleans(), staged=st.booleans(), seed=st.integers(0, 2**16))
 def test_steps_in_one_call_make_what_a_call_a_step_makes(
         _blas, dtype, batch, hidden, steps, order, halve, layout, h_in_slot, x_form, two_cores,
-        seed):
+        staged, seed):
     """Value for value what `lstm_product_tail` makes called once a step, each on the h' and c'
     of the call before, whatever the output's layout (h read from the slot before, or from an
-    array of its own); the other slots, the operands and step 0's c are left as they were."""
+    array of its own), h' made in its slot or staged; the other slots, the operands and step
+    0's c are left as they were."""
     rng = np.random.default_rng(seed)
     w = (rng.standard_normal((4, hidden, hidden)) / np.sqrt(hidden)).astype(dtype)
     xs = {"rows": lambda: rng.standard_normal((steps, batch, 4 * hidden)),
@@ -481,7 +483,7 @@ def test_steps_in_one_call_make_what_a_call_a_step_makes(
         want_h, want_c = lstm_product_tail(want_h, w, xs[s], want_c, want_slots[s + 1], *order,
                                            halve, two_cores)
     split = _two_core.products_split()
-    done = lstm_product_steps(h, w, xs, c, slots[1:], *order, halve, two_cores)
+    done = lstm_product_steps(h, w, xs, c, slots[1:], *order, halve, two_cores, staged)
     cut = two_cores and batch > 1 and 4 * batch * hidden * hidden >= _two_core.SMALLEST
     assert _two_core.products_split() - split == (steps if cut else 0)  # (a job a step)
     assert done is not None
@@ -1118,6 +1120,81 @@ def test_the_product_and_tanh_make_what_the_product_then_tanh_make(
     exact = np.tanh(x.astype(np.float64) + h.astype(np.float64) @ r.astype(np.float64))
     tol = 1e-5 if dtype == "float32" else 1e-12
     np.testing.assert_allclose(got, exact, rtol=tol, atol=tol)
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=st.sampled_from(["float32", "float64"]), batch=st.integers(1, 20),
+       width=st.integers(1, 40), steps=st.integers(1, 6),
+       layout=st.sampled_from(["[B, T, H]", "[T, B, H]", "[T, B, H] reversed",
+                               "[T, B, H] padded rows"]),
+       h_in_slot=st.booleans(), x_form=st.sampled_from(["rows", "strided steps", "one row"]),
+       two_cores=st.booleans(), staged=st.booleans(), seed=st.integers(0, 2**16))
+def test_rnn_steps_in_one_call_make_what_a_call_a_step_makes(
+        _blas, dtype, batch, width, steps, layout, h_in_slot, x_form, two_cores, staged, seed):
+    """Value for value what `product_tanh` makes called once a step on the h' of the call
+    before, whatever the output's layout, h' made in its slot or staged; the other slots and
+    the operands left as they were."""
+    rng = np.random.default_rng(seed)
+    r = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(dtype)
+    xs = {"rows": lambda: rng.standard_normal((steps, batch, width)),
+          "strided steps": lambda: rng.standard_normal((2 * steps, batch, width))[::2],
+          "one row": lambda: rng.standard_normal((steps, 1, width))}[x_form]().astype(dtype)
+    want_output, want_slots = _slots(layout, steps, batch, width, dtype)
+    output, slots = _slots(layout, steps, batch, width, dtype)
+    start = rng.standard_normal((batch, width)).astype(dtype)
+    want_slots[0] = slots[0] = start
+    h = slots[0] if h_in_slot else start.copy()
+    before = [a.copy() for a in (h, r, xs)]
+    want_h = want_slots[0]
+    for s in range(steps):
+        want_h = product_tanh(want_h, r, xs[s], want_slots[s + 1], two_cores)
+    done = product_tanh_steps(h, r, xs, slots[1:], two_cores, staged)
+    assert done is not None
+    np.testing.assert_array_equal(output, want_output)  # (NaN where nothing was written)
+    assert np.shares_memory(done, slots[steps]) and done.shape == (batch, width)
+    for was, now in zip(before, (h, r, xs)):
+        np.testing.assert_array_equal(now, was)
+
+
+def _rnn_steps_unfit_cases(rng):
+    f32 = np.float32
+
+    def a(*shape, dtype=f32):
+        return rng.standard_normal(shape).astype(dtype)
+
+    def slot_one_in(shape):  # (as in _steps_unfit_cases)
+        size = int(np.prod(shape))
+        base = a(4 * size)
+        slots = np.lib.stride_tricks.as_strided(base, (4, 3, 5), (4 * size, 20, 4))
+        return base[size:2 * size].reshape(shape), slots
+
+    h, r, xs, outs = a(3, 5), a(5, 5), a(4, 3, 5), a(4, 3, 5)
+    xs_in, xs_slots = slot_one_in((4, 3, 5))
+    r_in, r_slots = slot_one_in((5, 5))
+    tight = a(3, 3, 5)
+    return {
+        "a later slot in xs": (h, r, xs_in, xs_slots),
+        "a later slot in r": (h, r_in, xs, r_slots),
+        "xs 2-D": (h, r, a(4, 5), outs),
+        "no steps": (h, r, a(0, 3, 5), a(0, 3, 5)),
+        "steps disagree": (h, r, xs, a(3, 3, 5)),
+        "h' unfit for h (K != N)": (a(3, 4), a(4, 5), xs, outs),
+        "outs of another dtype": (h, r, xs, a(4, 3, 5, dtype=np.float64)),
+        "outs read-only": (h, r, xs, _read_only(outs)),
+        "outs all one slot": (h, r, xs, np.lib.stride_tricks.as_strided(
+            a(3, 5), (4, 3, 5), (0, 20, 4))),
+        "outs rows interleaved too tight": (h, r, xs, np.lib.stride_tricks.as_strided(
+            tight, (4, 3, 5), (20, 60, 4))),
+        "outs overlapping h, not the slot before": (outs[1], r, xs, outs),
+        "the step's own operands unfit (x of another width)": (h, r, a(4, 3, 6), outs),
+    }
+
+
+@pytest.mark.parametrize("two_cores", [False, True])
+@pytest.mark.parametrize("case", list(_rnn_steps_unfit_cases(np.random.default_rng(0))))
+def test_rnn_steps_it_does_not_take_are_declined_untouched(_blas, case, two_cores, rng):
+    _declined_untouched(lambda *operands: product_tanh_steps(*operands, two_cores),
+                        _rnn_steps_unfit_cases(rng)[case])
 
 
 @pytest.mark.parametrize("batch, inputs, width", [(16, 64, 64), (17, 128, 128), (3, 96, 256)])
