@@ -56,8 +56,10 @@ Design: the planner's invariants, each with the code that keeps it.
 10. Many iterations in one call: a body that is one recurrent step reading a hoisted row
    (`destinations.RecurrentSteps`; its kernel's `Recurrence`, ops/registry.py) runs the rest of
    each hoisted chunk in one call of the kernel's steps once iteration 0 has sized the outputs:
-   each step's first result is written into its slot, and the carried and last values are the
-   last step's results. A call ends no later than an iteration at a time would look up: at the
+   each step's first result is written into its slot (read there by the next step, or, where
+   the run's placement keeps the result in a pool, made in a contiguous buffer and copied
+   there: 4's measured choice holds within a call too), and the carried and last values are
+   the last step's results. A call ends no later than an iteration at a time would look up: at the
    loop's end, where it must stop, at the run's next clock read (`RunLimits.ticks_free`), at
    the next multiple of PROGRESS_EVERY and at the output's last slot: a growing output grows an
    iteration at a time (`_run_steps`). The steps compute value for value what
@@ -1391,13 +1393,6 @@ cdef class LoopDriver:
             progress(label, i, None if r.n_max < 0 else r.n_max, True)
         if r.chunk_end > 0:
             self.hoist.finish(i)
-        if r.stepped:
-            # Between calls of its recurrent step, a result lives in its slot, wherever it
-            # would live between iterations: a placement is no choice (and the trial's times
-            # would be the calls'), so it keeps its default, the slot.
-            for placement, _, _ in r.placing:
-                placement.fix()
-            r.placing = []
         if (r.placing or r.cores is not None) and i > 1:
             # The run's time an iteration, under the placement and cores it tried.
             elapsed = (perf_counter() - r.started) / i
@@ -1590,7 +1585,8 @@ cdef class LoopDriver:
         if rows is None:
             return 0
         first = i - r.chunk_start
-        results = steps(args, rows[first:first + count], cc.slots(i, count))
+        # (A result that lives in a pool between iterations is staged between steps.)
+        results = steps(args, rows[first:first + count], cc.slots(i, count), not cc.in_place)
         if results is None:
             return 0
         spec = self.steps

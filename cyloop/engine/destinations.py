@@ -111,8 +111,8 @@ def plan_steps(spec: LoopSpec, body, hoisted: set[int]) -> RecurrentSteps | None
         return None
     step = body.steps[0]
     recurrence = getattr(step.fn, "recurrence", None)
-    if recurrence is None or not step.multi or not step.out \
-            or len(step.outputs) != len(recurrence.feedback) or min(step.outputs) < 0:
+    if recurrence is None or not step.out or len(step.outputs) != len(recurrence.feedback) \
+            or min(step.outputs) < 0:
         return None
     slot = body.slot
     # Bound per iteration, apart from the hoisted row and the back edges: the iteration number,

@@ -6,7 +6,13 @@ import numpy as np
 
 from ..ir import LOOP_DOMAIN
 from . import _math
-from ._gate_passes import lstm_product_steps, lstm_product_tail, lstm_tail, product_tanh
+from ._gate_passes import (
+    lstm_product_steps,
+    lstm_product_tail,
+    lstm_tail,
+    product_tanh,
+    product_tanh_steps,
+)
 from ._gemm import (
     Prepared,
     matmul_plus,
@@ -169,14 +175,14 @@ def lstm_step(attrs, n_outputs):
         h_new *= gates[o_at]
         return h_new, c_new
 
-    def steps(args, rows, outs):
+    def steps(args, rows, outs, staged):
         """`blocked` over ``len(rows)`` steps in one call (ops/registry.py `Recurrence`):
         `lstm_product_steps`, the same job step after step."""
         h, r, c, x = args
         if plan_for(h, r, c, x) is None:
             return None
         return lstm_product_steps(h, weights(r), rows, c, outs, f_at, i_at, g_at, o_at, True,
-                                  products_on_two_cores())
+                                  products_on_two_cores(), staged)
 
     blocked.weights = weights
     blocked.steps_for = lambda *args: steps
@@ -245,8 +251,21 @@ def product_plus_tanh(attrs):
                 return done
         return np.tanh(summed(h, r, x), out=out)
 
+    def steps(args, rows, outs, staged):
+        """`run` over ``len(rows)`` steps in one call (ops/registry.py `Recurrence`), its
+        product on two cores: `product_tanh_steps`, the same job step after step."""
+        h, r, _ = args
+        done = product_tanh_steps(h, as_rows(r), rows, outs, True, staged)
+        return None if done is None else (done,)
+
+    def steps_for(h, r, x):
+        # (On one core `run` is the product in its measured formulation, then np.tanh.)
+        return steps if on_two_cores(h, r) else None
+
     run.measured = summed.measured
     run.products = True
+    run.recurrence = Recurrence(per_step=2, feedback=(0,))  # (h, r, x) -> h'
+    run.steps_for = steps_for
     return run
 
 

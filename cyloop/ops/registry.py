@@ -134,12 +134,14 @@ class Recurrence:
     the next step's argument ``feedback[j]`` (h', c'); its other arguments stay the same.
 
     Such a kernel has ``steps_for(*args)``: for a step's arguments, None (a choice still being
-    measured, or operands its `steps` do not take), or ``steps(args, rows, outs)``, which runs
-    ``len(rows)`` consecutive steps in one call, computing value for value what that many calls
-    would: the first on `args` with ``rows[0]`` as argument `per_step`, each later one on the
-    results of the one before and its own row; each step's first result is written into its row
-    of `outs` (the slots of an emitted output). It returns the last step's results, or None,
-    having written nothing, for operands it does not take."""
+    measured, or operands its `steps` do not take), or ``steps(args, rows, outs, staged)``,
+    which runs ``len(rows)`` consecutive steps in one call, computing value for value what that
+    many calls would: the first on `args` with ``rows[0]`` as argument `per_step`, each later
+    one on the results of the one before and its own row; each step's first result is written
+    into its row of `outs` (the slots of an emitted output), where the next step reads it, or,
+    with `staged`, made in a contiguous buffer the next step reads and copied there. It returns the last step's results (a tuple, one
+    per result, whether or not the kernel is ``multi``), or None, having written nothing, for
+    operands it does not take."""
 
     per_step: int
     feedback: tuple[int, ...]

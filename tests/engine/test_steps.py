@@ -11,13 +11,15 @@ import openvino.opset8 as ops
 import pytest
 
 import cyloop
+from cyloop.engine import compile as compiling
 from cyloop.engine._core import ONE_CORE, TWO_CORES
 from cyloop.errors import LoopLimitError
-from cyloop.ops import _measured
 from cyloop.ops._gemm import two_cores_here
+from cyloop.ops.openvino import cells
 
 from ..conftest import measured_steps, placements
 from ..frontends.openvino_models import _i64, cell_ti_model, save
+from ..ops.test_gemm import _rnn_loop_feeds, _rnn_loop_model
 from .test_fuse import _feeds, _lstm_loop
 
 BLOCKED = "blocked gates"  # the candidate of the LSTM steps that has `steps`
@@ -41,14 +43,27 @@ def _onnx_lstm(tmp_path, rng, steps, hidden=32, batch=4, leak=None):
     return onnx_model, feeds
 
 
-LOOPS = {"openvino-lstm": _openvino_lstm, "onnx-lstm-fused": _onnx_lstm}
+def _onnx_rnn(tmp_path, rng, steps, hidden=64, batch=16):
+    """h = tanh(x_t W + h R + B), fused into one ProductPlusTanh: its steps run where its
+    product runs on two cores ([16, 64] @ [64, 64]: enough multiply-adds to split)."""
+    feeds = _rnn_loop_feeds(rng, hidden=hidden, steps=steps, batch=batch, features=8)
+    for name in ("W", "R"):
+        feeds[name] *= 0.125
+    return _rnn_loop_model(), feeds
+
+
+LOOPS = {"openvino-lstm": _openvino_lstm, "onnx-lstm-fused": _onnx_lstm, "onnx-rnn": _onnx_rnn}
+# The cores each loop's steps run on (a plain RNN's: where its product runs on two).
+STEPPING = {name: [c for c in CORES if name != "onnx-rnn" or c == TWO_CORES] for name in LOOPS}
+CASES = [(name, cores) for name in LOOPS for cores in STEPPING[name]]
 
 
 def _loaded(source, cores, **options):
     """The model, its LSTM step fixed on the candidate that has steps, and its cores fixed."""
     model = cyloop.load(source, driver="cython", **options)
     for measured in measured_steps(model):
-        measured.fix(BLOCKED)
+        if BLOCKED in measured.candidates:
+            measured.fix(BLOCKED)
     (loop,) = model._compiled.loops
     if cores is not None and loop.products is not None:
         loop.products.fix(cores)
@@ -62,14 +77,14 @@ def _counters(model):
 
 @pytest.fixture
 def no_steps(monkeypatch):
-    """The steps turned off: every iteration calls the step once (the oracle)."""
+    """The steps turned off for models loaded from now on: every iteration calls the step
+    once (the oracle)."""
     def off():
-        monkeypatch.setattr(_measured.Measured, "steps_for", lambda self, *args: None)
+        monkeypatch.setattr(compiling, "plan_steps", lambda *args: None)
     return off
 
 
-@pytest.mark.parametrize("cores", CORES)
-@pytest.mark.parametrize("name", list(LOOPS))
+@pytest.mark.parametrize("name, cores", CASES)
 @pytest.mark.parametrize("steps", [3, 70])
 def test_steps_make_what_an_iteration_at_a_time_makes(name, steps, cores, tmp_path, rng,
                                                       no_steps):
@@ -94,28 +109,46 @@ def test_steps_make_what_an_iteration_at_a_time_makes(name, steps, cores, tmp_pa
             np.testing.assert_allclose(run[key], want[key], rtol=2e-5, atol=2e-5, err_msg=key)
 
 
-@pytest.mark.parametrize("name", list(LOOPS))
-def test_the_plan_shows_the_iterations_run_many_at_a_time(name, tmp_path, rng):
+@pytest.mark.parametrize("name, cores", CASES)
+def test_the_plan_shows_the_iterations_run_many_at_a_time(name, cores, tmp_path, rng):
     source, feeds = LOOPS[name](tmp_path, rng, 40)
-    model = _loaded(source, CORES[0])
+    model = _loaded(source, cores)
     assert "may run a hoisted chunk's iterations in one call" in str(model.plan())
     model.run(feeds)
     calls, stepped = (_counters(model)[k] for k in ("step_calls", "stepped_iterations"))
     assert f"{stepped} of 40 iteration(s) in {calls} call(s)" in str(model.plan())
 
 
-def test_a_placement_is_no_choice_once_the_iterations_run_as_steps(tmp_path, rng):
-    """The LSTM cell's h, carried and emitted on axis 1, would live in its slot or in a pool
-    (a measured choice, test_cores.py); between calls of the steps it lives in its slot, so
-    the first run of the steps fixes the slot, untimed."""
+@pytest.mark.parametrize("where", ["in its slot", "a ping-pong pool, copied into its slot"])
+def test_where_a_strided_state_lives_holds_within_a_call(where, tmp_path, rng, no_steps,
+                                                         monkeypatch):
+    """The LSTM cell's h, carried and emitted on axis 1 ([B, T, H]: its slot's rows far apart),
+    lives in its slot or in a pool it is copied from (a measured choice, test_cores.py); within
+    a call of the steps, the next step reads it there, or from a contiguous buffer each step
+    makes it in ("staged"). Either way the values of an iteration at a time."""
     source, feeds = _openvino_lstm(tmp_path, rng, 40)
-    model = _loaded(source, CORES[0])
-    (placement,) = placements(model)
-    for _ in range(3):
-        model.run(feeds)
-    assert placement.fixed == "in its slot" and not any(
-        samples for trial in placement.trials.values() for samples in trial.samples.values())
-    assert "lives: in its slot (fixed, not measured)" in str(model.plan())
+    staged = []
+
+    def spy(*args):
+        staged.append(args[-1])
+        return real(*args)
+
+    real = cells.lstm_product_steps
+    monkeypatch.setattr(cells, "lstm_product_steps", spy)
+
+    def placed(model):
+        (placement,) = placements(model)
+        placement.fix(where)
+        return model
+
+    model = placed(_loaded(source, CORES[0]))
+    got = model.run(feeds)
+    assert _counters(model)["step_calls"] >= 2
+    assert set(staged) == {where != "in its slot"}
+    no_steps()
+    want = placed(_loaded(source, CORES[0])).run(feeds)
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
 
 
 @pytest.mark.parametrize("limit", [20, 21, 39])

@@ -336,7 +336,7 @@ def lstm_step(attrs) -> Measured:
             h_new *= gates[2]
             return h_new, c_new
 
-        def steps(args, rows, outs):
+        def steps(args, rows, outs, staged):
             """`plain_step` over ``len(rows)`` steps in one call (ops/registry.py
             `Recurrence`): `lstm_product_steps`, the same job step after step."""
             _, h, c, r = args
@@ -344,7 +344,7 @@ def lstm_step(attrs) -> Measured:
             if h.ndim != 2 or dtype.kind != "f" or not rows.dtype == c.dtype == r.dtype == dtype:
                 return None
             return lstm_product_steps(h, weights(r), rows, c, outs, 0, 1, 3, 2, False,
-                                      products_on_two_cores())  # (arranged: f, i, o, c)
+                                      products_on_two_cores(), staged)  # (arranged: f, i, o, c)
 
         plain_step.weights = weights
         plain_step.steps_for = lambda *args: steps
