@@ -495,6 +495,15 @@ def test_steps_in_one_call_make_what_a_call_a_step_makes(
         np.testing.assert_array_equal(now, was)
 
 
+def _slot_one_in(rng, shape):
+    """(a float32 operand of `shape`, [4, 3, 5] slots of which slot 1 is the operand's first
+    bytes, slot 0 apart from it): what only a check of the later slots finds."""
+    size = int(np.prod(shape))
+    base = rng.standard_normal(4 * size).astype(np.float32)
+    slots = np.lib.stride_tricks.as_strided(base, (4, 3, 5), (4 * size, 20, 4))
+    return base[size:2 * size].reshape(shape), slots
+
+
 def _steps_unfit_cases(rng):
     f32 = np.float32
 
@@ -504,19 +513,11 @@ def _steps_unfit_cases(rng):
     h, w, xs, c, outs = a(3, 5), a(4, 5, 5), a(4, 3, 20), a(3, 5), a(4, 3, 5)
     spans, weights = a(4, 3, 20), a(4, 5, 5)
 
-    def slot_one_in(shape):
-        """(an operand of `shape`, [4, 3, 5] slots of which slot 1 is the operand's first
-        bytes, slot 0 apart from it): what only a check of the later slots finds."""
-        size = int(np.prod(shape))
-        base = a(4 * size)
-        slots = np.lib.stride_tricks.as_strided(base, (4, 3, 5), (4 * size, 20, 4))
-        return base[size:2 * size].reshape(shape), slots
-
     interleaved = a(3, 4, 5)  # [B, T, H]: slot t is [:, t]
     tight = a(3, 3, 5)  # (the steps' slots as [:, 0:4] would need 4 rows a batch row)
-    xs_in, xs_slots = slot_one_in((4, 3, 20))
-    w_in, w_slots = slot_one_in((4, 5, 5))
-    c_in, c_slots = slot_one_in((3, 5))
+    xs_in, xs_slots = _slot_one_in(rng, (4, 3, 20))
+    w_in, w_slots = _slot_one_in(rng, (4, 5, 5))
+    c_in, c_slots = _slot_one_in(rng, (3, 5))
     return {
         "a later slot in xs": (h, w, xs_in, c, xs_slots),
         "a later slot in w": (h, w_in, xs, c, w_slots),
@@ -1162,15 +1163,9 @@ def _rnn_steps_unfit_cases(rng):
     def a(*shape, dtype=f32):
         return rng.standard_normal(shape).astype(dtype)
 
-    def slot_one_in(shape):  # (as in _steps_unfit_cases)
-        size = int(np.prod(shape))
-        base = a(4 * size)
-        slots = np.lib.stride_tricks.as_strided(base, (4, 3, 5), (4 * size, 20, 4))
-        return base[size:2 * size].reshape(shape), slots
-
     h, r, xs, outs = a(3, 5), a(5, 5), a(4, 3, 5), a(4, 3, 5)
-    xs_in, xs_slots = slot_one_in((4, 3, 5))
-    r_in, r_slots = slot_one_in((5, 5))
+    xs_in, xs_slots = _slot_one_in(rng, (4, 3, 5))
+    r_in, r_slots = _slot_one_in(rng, (5, 5))
     tight = a(3, 3, 5)
     return {
         "a later slot in xs": (h, r, xs_in, xs_slots),
