@@ -1585,7 +1585,8 @@ cdef class LoopDriver:
         if rows is None:
             return 0
         first = i - r.chunk_start
-        # (A result that lives in a pool between iterations is staged between steps.)
+        # (A result that lives in a pool between iterations is staged between steps: made in a
+        # contiguous buffer, then copied into its slot.)
         results = steps(args, rows[first:first + count], cc.slots(i, count), not cc.in_place)
         if results is None:
             return 0
@@ -1595,7 +1596,13 @@ cdef class LoopDriver:
         for j, k in spec.last:
             r.last_values[j] = results[k]
         limits.left -= count - 1
-        self.tally.in_place_writes += count
+        if cc.in_place:
+            self.tally.in_place_writes += count
+        else:  # (counted as `emit` counts a copy into a slot)
+            slot_bytes = cc.dtype.itemsize * int(np.prod(cc.part_shape))
+            self.tally.copies += count
+            self.tally.bytes_copied += count * slot_bytes
+            self.tally.steady_bytes_copied += (count - max(2 - i, 0)) * slot_bytes
         self.tally.step_calls += 1
         self.tally.stepped_iterations += count
         r.stepped += count

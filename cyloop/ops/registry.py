@@ -139,9 +139,9 @@ class Recurrence:
     many calls would: the first on `args` with ``rows[0]`` as argument `per_step`, each later
     one on the results of the one before and its own row; each step's first result is written
     into its row of `outs` (the slots of an emitted output), where the next step reads it, or,
-    with `staged`, made in a contiguous buffer the next step reads and copied there. It returns the last step's results (a tuple, one
-    per result, whether or not the kernel is ``multi``), or None, having written nothing, for
-    operands it does not take."""
+    with `staged`, made in a contiguous buffer the next step reads and copied there. It returns
+    the last step's results (a tuple, one per result, whether or not the kernel is ``multi``),
+    or None, having written nothing, for operands it does not take."""
 
     per_step: int
     feedback: tuple[int, ...]

@@ -14,6 +14,7 @@ import cyloop
 from cyloop.engine import compile as compiling
 from cyloop.engine._core import ONE_CORE, TWO_CORES
 from cyloop.errors import LoopLimitError
+from cyloop.ops import fused
 from cyloop.ops._gemm import two_cores_here
 from cyloop.ops.openvino import cells
 
@@ -52,9 +53,37 @@ def _onnx_rnn(tmp_path, rng, steps, hidden=64, batch=16):
     return _rnn_loop_model(), feeds
 
 
-LOOPS = {"openvino-lstm": _openvino_lstm, "onnx-lstm-fused": _onnx_lstm, "onnx-rnn": _onnx_rnn}
+def _openvino_rnn(tmp_path, rng, steps, hidden=64, batch=16, features=8):
+    """h = tanh(x_t W + h R + B) in a TensorIterator as OpenVINO's ops spell it (MatMul, Add,
+    Tanh; as `convert_model` writes W2), every h emitted on axis 1 ([B, T, H]: a strided slot),
+    fused into one ProductPlusTanh."""
+    f = np.float32
+    w = (rng.standard_normal((features, hidden)) * 0.3).astype(f)
+    r = (rng.standard_normal((hidden, hidden)) * 0.125).astype(f)
+    b = rng.standard_normal(hidden).astype(f)
+    x = ops.parameter([batch, steps, features], f, name="X")
+    h0 = ops.parameter([batch, hidden], f, name="H0")
+    xt = ops.parameter([batch, 1, features], f, name="xt")
+    h = ops.parameter([batch, hidden], f, name="h")
+    xw = ops.matmul(ops.squeeze(xt, _i64([1])), ops.constant(w), False, False)
+    h_next = ops.tanh(ops.add(ops.add(xw, ops.matmul(h, ops.constant(r), False, False)),
+                              ops.constant(b)))
+    res_h, res_y = ops.result(h_next), ops.result(ops.unsqueeze(h_next, _i64([1])))
+    ti = ops.tensor_iterator()
+    ti.set_body(ov.Model([res_h, res_y], [xt, h], "body"))
+    ti.set_sliced_input(xt, x.output(0), 0, 1, 1, -1, 1)
+    ti.set_merged_input(h, h0.output(0), res_h.output(0))
+    outputs = [ti.get_iter_value(res_h.output(0), -1),
+               ti.get_concatenated_slices(res_y.output(0), 0, 1, 1, -1, 1)]
+    feeds = {"X": rng.standard_normal((batch, steps, features)).astype(f),
+             "H0": rng.standard_normal((batch, hidden)).astype(f)}
+    return save(ov.Model(outputs, [x, h0], "rnn_ti"), tmp_path / "rnn.xml"), feeds
+
+
+LOOPS = {"openvino-lstm": _openvino_lstm, "onnx-lstm-fused": _onnx_lstm, "onnx-rnn": _onnx_rnn,
+         "openvino-rnn": _openvino_rnn}
 # The cores each loop's steps run on (a plain RNN's: where its product runs on two).
-STEPPING = {name: [c for c in CORES if name != "onnx-rnn" or c == TWO_CORES] for name in LOOPS}
+STEPPING = {name: [c for c in CORES if "rnn" not in name or c == TWO_CORES] for name in LOOPS}
 CASES = [(name, cores) for name in LOOPS for cores in STEPPING[name]]
 
 
@@ -120,33 +149,42 @@ def test_the_plan_shows_the_iterations_run_many_at_a_time(name, cores, tmp_path,
 
 
 @pytest.mark.parametrize("where", ["in its slot", "a ping-pong pool, copied into its slot"])
-def test_where_a_strided_state_lives_holds_within_a_call(where, tmp_path, rng, no_steps,
-                                                         monkeypatch):
-    """The LSTM cell's h, carried and emitted on axis 1 ([B, T, H]: its slot's rows far apart),
-    lives in its slot or in a pool it is copied from (a measured choice, test_cores.py); within
-    a call of the steps, the next step reads it there, or from a contiguous buffer each step
-    makes it in ("staged"). Either way the values of an iteration at a time."""
-    source, feeds = _openvino_lstm(tmp_path, rng, 40)
+@pytest.mark.parametrize("name, cores", [(name, cores) for name, cores in CASES
+                                         if name.startswith("openvino")])
+def test_where_a_strided_state_lives_holds_within_a_call(name, cores, where, tmp_path, rng,
+                                                         no_steps, monkeypatch):
+    """A TensorIterator's h, carried and emitted on axis 1 ([B, T, H]: its slot's rows far
+    apart), lives in its slot or in a pool it is copied from (a measured choice,
+    test_cores.py); within a call of the steps, the next step reads it there, or from a
+    contiguous buffer each step makes it in ("staged"), copied into its slot (counted as
+    copies). Either way the values of an iteration at a time."""
+    source, feeds = LOOPS[name](tmp_path, rng, 40)
     staged = []
+    module, kernel = (cells, "lstm_product_steps") if "lstm" in name else \
+        (fused, "product_tanh_steps")
+    real = getattr(module, kernel)
 
     def spy(*args):
         staged.append(args[-1])
         return real(*args)
 
-    real = cells.lstm_product_steps
-    monkeypatch.setattr(cells, "lstm_product_steps", spy)
+    monkeypatch.setattr(module, kernel, spy)
 
     def placed(model):
         (placement,) = placements(model)
         placement.fix(where)
         return model
 
-    model = placed(_loaded(source, CORES[0]))
+    model = placed(_loaded(source, cores))
     got = model.run(feeds)
-    assert _counters(model)["step_calls"] >= 2
+    counters = _counters(model)
+    assert counters["step_calls"] >= 2
     assert set(staged) == {where != "in its slot"}
+    # (Iteration 0 aside, each step's h' is written in its slot or copied there: one or other.)
+    assert counters["in_place_writes" if where == "in its slot" else "copies"] >= \
+        counters["stepped_iterations"]
     no_steps()
-    want = placed(_loaded(source, CORES[0])).run(feeds)
+    want = placed(_loaded(source, cores)).run(feeds)
     for key in want:
         np.testing.assert_array_equal(got[key], want[key], err_msg=key)
 

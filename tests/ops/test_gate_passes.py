@@ -514,7 +514,7 @@ def _steps_unfit_cases(rng):
     spans, weights = a(4, 3, 20), a(4, 5, 5)
 
     interleaved = a(3, 4, 5)  # [B, T, H]: slot t is [:, t]
-    tight = a(3, 3, 5)  # (the steps' slots as [:, 0:4] would need 4 rows a batch row)
+    tight = a(4, 3, 5)  # (slots 20 B apart, batch rows 60: 4 slots need 80 B a row)
     xs_in, xs_slots = _slot_one_in(rng, (4, 3, 20))
     w_in, w_slots = _slot_one_in(rng, (4, 5, 5))
     c_in, c_slots = _slot_one_in(rng, (3, 5))
@@ -1124,8 +1124,8 @@ def test_the_product_and_tanh_make_what_the_product_then_tanh_make(
 
 
 @settings(max_examples=60, deadline=None)
-@given(dtype=st.sampled_from(["float32", "float64"]), batch=st.integers(1, 20),
-       width=st.integers(1, 40), steps=st.integers(1, 6),
+@given(dtype=st.sampled_from(["float32", "float64"]), batch=st.integers(1, 24),
+       width=st.integers(1, 96), steps=st.integers(1, 6),
        layout=st.sampled_from(["[B, T, H]", "[T, B, H]", "[T, B, H] reversed",
                                "[T, B, H] padded rows"]),
        h_in_slot=st.booleans(), x_form=st.sampled_from(["rows", "strided steps", "one row"]),
@@ -1149,7 +1149,10 @@ def test_rnn_steps_in_one_call_make_what_a_call_a_step_makes(
     want_h = want_slots[0]
     for s in range(steps):
         want_h = product_tanh(want_h, r, xs[s], want_slots[s + 1], two_cores)
+    split = _two_core.products_split()
     done = product_tanh_steps(h, r, xs, slots[1:], two_cores, staged)
+    cut = two_cores and batch > 1 and batch * width * width >= _two_core.SMALLEST
+    assert _two_core.products_split() - split == (steps if cut else 0)  # (a job a step)
     assert done is not None
     np.testing.assert_array_equal(output, want_output)  # (NaN where nothing was written)
     assert np.shares_memory(done, slots[steps]) and done.shape == (batch, width)
@@ -1166,7 +1169,7 @@ def _rnn_steps_unfit_cases(rng):
     h, r, xs, outs = a(3, 5), a(5, 5), a(4, 3, 5), a(4, 3, 5)
     xs_in, xs_slots = _slot_one_in(rng, (4, 3, 5))
     r_in, r_slots = _slot_one_in(rng, (5, 5))
-    tight = a(3, 3, 5)
+    tight = a(4, 3, 5)  # (as in _steps_unfit_cases)
     return {
         "a later slot in xs": (h, r, xs_in, xs_slots),
         "a later slot in r": (h, r_in, xs, r_slots),
