@@ -99,7 +99,6 @@ cdef class _Run:
     cdef object cores  # (Measured, candidate, trial, products split before) this run times
     cdef double started  # perf_counter() when the run's iterations began
     cdef object steps_out  # the _Concat a `RecurrentSteps` call fills, None: no such calls
-    cdef Py_ssize_t stepped  # iterations run by such calls
 
 
 cdef class LoopDriver:

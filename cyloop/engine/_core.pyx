@@ -55,16 +55,15 @@ Design: the planner's invariants, each with the code that keeps it.
    several threads each have their own.
 10. Many iterations in one call: a body that is one recurrent step reading a hoisted row
    (`destinations.RecurrentSteps`; its kernel's `Recurrence`, ops/registry.py) runs the rest of
-   each hoisted chunk in one call of the kernel's steps once iteration 0 has sized the outputs:
-   each step's first result is written into its slot (read there by the next step, or, where
-   the run's placement keeps the result in a pool, made in a contiguous buffer and copied
-   there: 4's measured choice holds within a call too), and the carried and last values are
-   the last step's results. A call ends no later than an iteration at a time would look up: at the
-   loop's end, where it must stop, at the run's next clock read (`RunLimits.ticks_free`), at
-   the next multiple of PROGRESS_EVERY and at the output's last slot: a growing output grows an
-   iteration at a time (`_run_steps`). The steps compute value for value what
-   calls one at a time would, and decline (nothing written) what they do not take: that
-   iteration then runs alone.
+   each hoisted chunk in one call of the kernel's steps once iteration 0 has sized the outputs.
+   Each step's first result is written into its slot and read there by the next step or, where
+   the run's placement keeps the result in a pool, made in a contiguous buffer and copied there
+   (4's measured choice holds within a call too); the carried and last values are the last
+   step's results. A call ends no later than an iteration at a time would look up: at the
+   loop's end, where it must stop, at the run's next clock read (`RunLimits.ticks_free`), at the
+   next multiple of PROGRESS_EVERY and at the output's last slot, so a growing output grows an
+   iteration at a time (`_run_steps`). The steps compute value for value what calls one at a
+   time would, and decline (nothing written) what they do not take: that iteration runs alone.
 """
 
 cimport numpy as cnp
@@ -1493,7 +1492,6 @@ cdef class LoopDriver:
                 pool.buffers = []
                 r.pools.append(pool)
         r.steps_out = None
-        r.stepped = 0
         if self.steps is not None:
             for cc in r.concats:
                 if cc.index == self.steps.output:
@@ -1605,7 +1603,6 @@ cdef class LoopDriver:
             self.tally.steady_bytes_copied += (count - max(2 - i, 0)) * slot_bytes
         self.tally.step_calls += 1
         self.tally.stepped_iterations += count
-        r.stepped += count
         return count
 
     cdef void _reset_slots(self, list slots):
