@@ -1586,7 +1586,8 @@ cdef class LoopDriver:
         # (A result that lives in a pool between iterations is staged between steps: made in a
         # contiguous buffer, then copied into its slot.)
         results = steps(args, rows[first:first + count], cc.slots(i, count), not cc.in_place)
-        if results is None:
+        if results is None:  # declined: the operands' kinds hold for the run, so no more asking
+            r.steps_out = None
             return 0
         spec = self.steps
         for k in range(len(spec.carried)):

@@ -323,3 +323,25 @@ def test_a_carried_value_read_where_the_step_wants_one_that_stays_put_is_no_step
     want = cyloop.load(source, driver="python").run(feeds)
     for key in want:
         np.testing.assert_allclose(got[key], want[key], rtol=2e-5, atol=2e-5, err_msg=key)
+
+
+def test_steps_that_decline_are_not_asked_again_in_the_run(tmp_path, rng, monkeypatch):
+    """x one row for all ([4H]: the steps want three axes) declines the first call of a run;
+    its other iterations run alone without asking again (no Python per iteration for nothing)."""
+    source, feeds = _onnx_lstm(tmp_path, rng, 40)
+    feeds["X"] = np.ascontiguousarray(feeds["X"][:, 0])
+    del source.graph.input[1].type.tensor_type.shape.dim[1]  # X [T, N, F] -> [T, F]
+    calls = []
+    real = fused.lstm_product_steps
+
+    def spy(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(fused, "lstm_product_steps", spy)
+    model = _loaded(source, CORES[0])
+    got = model.run(feeds)
+    assert len(calls) == 1 and _counters(model)["step_calls"] == 0
+    want = cyloop.load(source, driver="python").run(feeds)
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=2e-5, atol=2e-5, err_msg=key)
