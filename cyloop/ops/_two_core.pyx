@@ -45,6 +45,7 @@ cdef extern from "cyloop/two_core.h" nogil:
     void cyl_two_core_product(cyl_product_t *job, int *helped)
     int64_t cyl_two_core_pieces_helped()
     int64_t cyl_two_core_products_split()
+    int64_t cyl_two_core_woken_apart()
 
 # `product`'s answers besides the helper's piece count.
 ALONE = -1  # this thread ran every piece (no helper, the pair busy, or BLAS held to one thread)
@@ -98,6 +99,12 @@ def products_split() -> int:
     """How many products this process has cut in two pieces or more (jobs of other kinds, an
     LSTM step's rows, included: `run_job`)."""
     return cyl_two_core_products_split()
+
+
+def woken_apart() -> int:
+    """How many times a product has woken the sleeping helper off its caller's CPU (Linux, with
+    another CPU allowed; two_core.h says why), the helper's affinity restored once running."""
+    return cyl_two_core_woken_apart()
 
 
 cdef int64_t _floor_power_of_two(int64_t x):

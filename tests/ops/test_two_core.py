@@ -1,9 +1,11 @@
 """Products on two cores (`_two_core`, include/cyloop/two_core.h): every product equals numpy's,
 whatever its pieces, layouts and dtype; operands it does not take are left to numpy untouched;
-the helper thread takes pieces, stays out of the way where BLAS is held to one thread, starts
-again in a forked child, and is shared safely by threads."""
+the helper thread takes pieces, is woken off its caller's CPU, stays out of the way where BLAS is
+held to one thread, starts again in a forked child, and is shared safely by threads."""
 
 import multiprocessing
+import os
+import sys
 import threading
 import time
 
@@ -222,6 +224,63 @@ def test_a_product_longer_than_the_helpers_spin_is_helped(rng):
         helped = _two_core.product(a, b, out)
     assert helped > 0
     np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-3)
+
+
+def _affinities() -> dict[int, set[int]]:
+    """Every thread of this process: its CPU affinity."""
+    return {int(tid): os.sched_getaffinity(int(tid)) for tid in os.listdir("/proc/self/task")}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
+                    reason="Linux with two CPUs or more: the helper is woken apart only there")
+def test_a_product_wakes_the_helper_off_its_callers_cpu_and_leaves_affinities_be(rng):
+    """A product that finds the helper asleep takes its own CPU out of the helper's affinity
+    (Linux would wake the helper on the caller's CPU, behind it); the helper, running, takes its
+    whole affinity back: every thread's affinity is then what it was."""
+    a, b, out = _large(rng)
+    _two_core.product(a, b, out)  # (the helper runs)
+    before, woken = _affinities(), _two_core.woken_apart()
+    deadline = time.monotonic() + 10
+    while _two_core.woken_apart() < woken + 3 and time.monotonic() < deadline:
+        time.sleep(0.005)  # the helper asleep: this product wakes it
+        _two_core.product(a, b, out)
+    assert _two_core.woken_apart() >= woken + 3
+
+    def changed():  # (threads of the process that ended meanwhile aside)
+        now = _affinities()
+        return {tid: (before[tid], now[tid]) for tid in before
+                if tid in now and now[tid] != before[tid]}
+
+    while changed() and time.monotonic() < deadline:  # (the last woken may not have run yet)
+        time.sleep(0.001)
+    assert changed() == {}
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-4)
+
+
+def _pinned_child(queue):
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    rng = np.random.default_rng(2)
+    a, b, out = _large(rng)
+    woken = _two_core.woken_apart()
+    for _ in range(5):
+        time.sleep(0.005)
+        _two_core.product(a, b, out)
+    queue.put((bool(np.allclose(out, a @ b, rtol=1e-5, atol=1e-4)),
+               _two_core.woken_apart() - woken, set(map(len, _affinities().values()))))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="CPU affinity is Linux's")
+def test_a_process_held_to_one_cpu_keeps_its_helper_there(rng):
+    """Where the caller may run on one CPU only (its helper, started by it, likewise), no wake
+    moves the helper: nothing is taken out of an affinity of one, and products are right."""
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_pinned_child, args=(queue,))
+    child.start()
+    right, woken, sizes = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0 and right
+    assert woken == 0 and sizes == {1}
 
 
 def test_matmul_in_two_core_mode_takes_any_operands_numpy_does(rng):
