@@ -133,6 +133,10 @@ cdef class LoopDriver:
     cdef readonly object steps  # destinations.RecurrentSteps, or None
     cdef Py_ssize_t steps_row_slot  # ... the slot of its step's per-step argument
     cdef tuple steps_inputs  # ... the slots of its step's arguments
+    # The placement of the value its calls carry, measured a call at a time (or None), until a
+    # run's steps decline its operands: from then on a run at a time, as without steps.
+    cdef object steps_placement
+    cdef bint steps_declined
 
     cdef tuple _loop(self, list args, RunLimits limits)
     cdef tuple _iterate(self, _Run r, RunLimits limits)

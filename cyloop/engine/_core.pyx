@@ -24,7 +24,8 @@ Design: the planner's invariants, each with the code that keeps it.
    iteration reads it there, when that row is contiguous (an output stacked on axis 0). On another
    axis the slot is strided, and whether it lives there or in a pool (5), read contiguous and
    copied into its slot, is measured a run at a time (`LoopDriver.placements`, chosen per run in
-   `_start`, timed at the loop's end), as is where the loop's matrix products run, on one core
+   `_start`, timed at the loop's end; where the steps of 10 run, a call of them at a time), as
+   is where the loop's matrix products run, on one core
    or on two (`LoopDriver.products`, ops/_gemm.py). A multi-output kernel's destination is its first
    result's. An emitted hoisted value's chunk is made in its slots: once the buffer has room for
    a chunk's rows, they are offered to the hoisted step making the value (and to the steps
@@ -57,13 +58,14 @@ Design: the planner's invariants, each with the code that keeps it.
    (`destinations.RecurrentSteps`; its kernel's `Recurrence`, ops/registry.py) runs the rest of
    each hoisted chunk in one call of the kernel's steps once iteration 0 has sized the outputs.
    Each step's first result is written into its slot and read there by the next step or, where
-   the run's placement keeps the result in a pool, made in a contiguous buffer and copied there
-   (4's measured choice holds within a call too); the carried and last values are the last
-   step's results. A call ends no later than an iteration at a time would look up: at the
-   loop's end, where it must stop, at the run's next clock read (`RunLimits.ticks_free`), at the
-   next multiple of PROGRESS_EVERY and at the output's last slot, so a growing output grows an
-   iteration at a time (`_run_steps`). The steps compute value for value what calls one at a
-   time would, and decline (nothing written) what they do not take: that iteration runs alone.
+   the placement keeps the result in a pool, made in a contiguous buffer and copied there (4's
+   measured choice, timed here a call at a time until the steps decline a run's operands); the
+   carried and last values are the last step's results. A call ends no later than an
+   iteration at a time would look up: at the loop's end, where it must stop, at the run's next
+   clock read (`RunLimits.ticks_free`), at the next multiple of PROGRESS_EVERY and at the
+   output's last slot, so a growing output grows an iteration at a time (`_run_steps`). The
+   steps compute value for value what calls one at a time would, and decline (nothing
+   written) what they do not take: that iteration runs alone.
 """
 
 cimport numpy as cnp
@@ -1164,7 +1166,14 @@ cdef class LoopDriver:
         # a time: its slot (the first, kept untuned) or a ping-pong pool copied into it. (Run-level
         # trials take two rounds, and no more when close: each round is a run the user waits
         # for, and the slower candidate's runs are half a trial's runs.)
+        # The value the steps carry (when the body is one recurrent step) is measured a call of
+        # the steps at a time instead (staged or not: `_run_steps`), four calls, not four runs,
+        # until a run's steps decline.
         self.placements = {}
+        self.steps_placement = None
+        self.steps_declined = False
+        stepped = compiled_body.slot(spec.outputs[steps.output].result) \
+            if steps is not None else -1
         for result_slot, destination in self.destinations.items():
             if isinstance(destination, MeasuredPlacement):
                 # (No warm-up run: neither pays a one-time cost in its first, the pool's two
@@ -1177,6 +1186,8 @@ cdef class LoopDriver:
                 if not settings.tune:
                     placement.fix()
                 self.placements[result_slot] = placement
+                if result_slot == stepped:
+                    self.steps_placement = placement
         # Where the body's and the hoisted part's matrix products run is measured a run at a
         # time, all of them together (ops/_gemm.py, `set_products_on_two_cores`): on one core,
         # each in its own measured formulation (BLAS's threads for a large one; what tune=False
@@ -1445,12 +1456,14 @@ cdef class LoopDriver:
         # One run-level trial at a time: while the choice of cores is on trial, a placement
         # keeps its choice, or its default, untimed (a run on one core, with that core's own
         # trials of its products' formulations, would be timed as the placement's).
+        # The steps' placement is timed by their calls (`_run_steps`), unless they declined.
         destinations = self.destinations
         r.placing = []
         if self.placements:
             destinations = dict(destinations)
             for result_slot, placement in self.placements.items():
-                with untimed() if r.cores is not None else nullcontext():
+                by_calls = placement is self.steps_placement and not self.steps_declined
+                with untimed() if r.cores is not None or by_calls else nullcontext():
                     name, trial = placement.pick(None)
                 destinations[result_slot] = placement.candidates[name]
                 if trial is not None:
@@ -1555,6 +1568,8 @@ cdef class LoopDriver:
         cdef _Concat cc = <_Concat>r.steps_out
         cdef _Sliced sl
         cdef Py_ssize_t count, k, first
+        cdef bint staged
+        cdef double started
         if i == 0 or cc.buffer is None:
             return 0
         count = r.chunk_end - i
@@ -1583,19 +1598,30 @@ cdef class LoopDriver:
         if rows is None:
             return 0
         first = i - r.chunk_start
-        # (A result that lives in a pool between iterations is staged between steps: made in a
-        # contiguous buffer, then copied into its slot.)
-        results = steps(args, rows[first:first + count], cc.slots(i, count), not cc.in_place)
+        # Staged (each result made in a contiguous buffer, then copied into its slot) where the
+        # result lives in a pool between iterations: the run's placement, or, while it is
+        # measured a call at a time, this call's (not while the chunk sizes' trial times it).
+        staged = not cc.in_place
+        placement, trial = self.steps_placement, None
+        if placement is not None and not self.steps_declined:
+            with untimed() if self.hoist.sizes_on_trial() else nullcontext():
+                name, trial = placement.pick(None)
+            staged = isinstance(placement.candidates[name], PoolDestination)
+        started = perf_counter()
+        results = steps(args, rows[first:first + count], cc.slots(i, count), staged)
         if results is None:  # declined: the operands' kinds hold for the run, so no more asking
             r.steps_out = None
+            self.steps_declined = True  # (the placement is measured a run at a time again)
             return 0
+        if trial is not None:
+            placement.report(trial, name, (perf_counter() - started) / count)
         spec = self.steps
         for k in range(len(spec.carried)):
             r.values[k] = results[spec.carried[k]]
         for j, k in spec.last:
             r.last_values[j] = results[k]
         limits.left -= count - 1
-        if cc.in_place:
+        if not staged:
             self.tally.in_place_writes += count
         else:  # (counted as `emit` counts a copy into a slot)
             slot_bytes = cc.dtype.itemsize * int(np.prod(cc.part_shape))

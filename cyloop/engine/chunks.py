@@ -262,6 +262,11 @@ class Hoist:
         timing.sampling = trial is None or name == self._default_size
         return self.sizing.candidates[name](row_bytes)
 
+    def sizes_on_trial(self) -> bool:
+        """Whether the running chunk's time is a sample of the chunk sizes' trial (on this
+        thread): then nothing inside it is timed for another measured choice."""
+        return getattr(self._timing, "running", None) is not None
+
     def finish(self, iterations: int) -> None:
         """The loop ended after `iterations` iterations: the last chunk's time is known."""
         self._timed(iterations, perf_counter())

@@ -181,10 +181,13 @@ def describe(facts: LoopFacts) -> LoopPlan:
             aliasing.append(f"{inp.param} <- {inp.result}: lives in slot i of output "
                             f"#{destination.output}; the next iteration reads it there (0 copies)")
         elif isinstance(destination, MeasuredPlacement):
+            stepped = facts.steps is not None and facts.steps.output == destination.output
             aliasing.append(f"{inp.param} <- {inp.result}: lives in slot i of output "
                             f"#{destination.output} (strided; the next iteration reads it "
                             f"there, 0 copies) or {producer[slot]} writes a ping-pong buffer "
-                            "pair, copied into the slot (1 copy): measured, a run at a time")
+                            "pair, copied into the slot (1 copy): measured, "
+                            + ("a call of the steps at a time (a run at a time once they "
+                               "decline)" if stepped else "a run at a time"))
         elif isinstance(destination, PoolDestination):
             aliasing.append(f"{inp.param} <- {inp.result}: {producer[slot]} writes into a "
                             "ping-pong buffer pair (0 copies, 2 buffers in steady state)"

@@ -104,6 +104,22 @@ def _counters(model):
     return counters
 
 
+def _spied(monkeypatch, name, answer=None):
+    """Each call of `name`'s steps kernel, in a list: (its flag `staged`, its steps); `answer`, if
+    given, replaces the kernel (say, declining every call)."""
+    module, kernel = (cells, "lstm_product_steps") if "lstm" in name else \
+        (fused, "product_tanh_steps")
+    real = getattr(module, kernel) if answer is None else answer
+    calls = []
+
+    def spy(*args):
+        calls.append((args[-1], len(args[2])))  # (both kernels: h, a weight, xs, ...)
+        return real(*args)
+
+    monkeypatch.setattr(module, kernel, spy)
+    return calls
+
+
 @pytest.fixture
 def no_steps(monkeypatch):
     """The steps turned off for models loaded from now on: every iteration calls the step
@@ -159,16 +175,7 @@ def test_where_a_strided_state_lives_holds_within_a_call(name, cores, where, tmp
     contiguous buffer each step makes it in ("staged"), copied into its slot (counted as
     copies). Either way the values of an iteration at a time."""
     source, feeds = LOOPS[name](tmp_path, rng, 40)
-    staged = []
-    module, kernel = (cells, "lstm_product_steps") if "lstm" in name else \
-        (fused, "product_tanh_steps")
-    real = getattr(module, kernel)
-
-    def spy(*args):
-        staged.append(args[-1])
-        return real(*args)
-
-    monkeypatch.setattr(module, kernel, spy)
+    calls = _spied(monkeypatch, name)
 
     def placed(model):
         (placement,) = placements(model)
@@ -179,7 +186,7 @@ def test_where_a_strided_state_lives_holds_within_a_call(name, cores, where, tmp
     got = model.run(feeds)
     counters = _counters(model)
     assert counters["step_calls"] >= 2
-    assert set(staged) == {where != "in its slot"}
+    assert {staged for staged, _ in calls} == {where != "in its slot"}
     # (Iteration 0 aside, each step's h' is written in its slot or copied there: one or other.)
     assert counters["in_place_writes" if where == "in its slot" else "copies"] >= \
         counters["stepped_iterations"]
@@ -187,6 +194,69 @@ def test_where_a_strided_state_lives_holds_within_a_call(name, cores, where, tmp
     want = placed(_loaded(source, cores)).run(feeds)
     for key in want:
         np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
+@pytest.mark.parametrize("name, cores", [(name, cores) for name, cores in CASES
+                                         if name.startswith("openvino")])
+def test_where_the_steps_state_lives_is_measured_a_call_at_a_time(name, cores, tmp_path, rng,
+                                                                  no_steps, monkeypatch):
+    """Where a strided state the steps carry lives is timed call by call (staged or not,
+    in turn), not run by run: in one run of many calls each placement has its rounds. The
+    chunk sizes fixed here, as no call a chunk-size trial times is a placement's sample."""
+    source, feeds = LOOPS[name](tmp_path, rng, 400)
+    calls = _spied(monkeypatch, name)
+    model = _loaded(source, cores)
+    (loop,) = model._compiled.loops
+    loop.hoist.sizing.fix("128 KiB")
+    (placement,) = placements(model)
+    got = model.run(feeds)
+    assert {staged for staged, _ in calls} == {True, False}
+    counters = _counters(model)  # (a staged call's steps are copies, the others' writes in place)
+    assert counters["copies"] >= sum(steps for staged, steps in calls if staged)
+    assert counters["in_place_writes"] >= sum(steps for staged, steps in calls if not staged)
+    (trial,) = placement.trials.values()
+    assert trial.choice is not None
+    assert sorted(map(len, trial.samples.values())) == [2, 2]  # (a run-level trial's: one a run)
+    assert "measured, a call of the steps at a time" in str(model.plan())
+    no_steps()
+    want = _loaded(source, cores).run(feeds)
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
+def test_no_call_a_chunk_size_trial_times_is_a_placement_sample(tmp_path, rng):
+    """One trial at a time: while a chunk's time is a sample of the chunk sizes' trial, no call
+    of the steps inside it is a sample of where their state lives."""
+    source, feeds = LOOPS["openvino-lstm"](tmp_path, rng, 1000)
+    model = _loaded(source, CORES[0])
+    (loop,) = model._compiled.loops
+    (placement,) = placements(model)
+    during, report = [], placement.report
+
+    def spy(*args):
+        during.append(loop.hoist.sizes_on_trial())
+        report(*args)
+
+    placement.report = spy
+    for _ in range(10):
+        model.run(feeds)
+    assert loop.hoist.sizing.trials and all(t.choice for t in loop.hoist.sizing.trials.values())
+    assert during and not any(during)
+
+
+def test_the_state_of_steps_that_decline_is_placed_by_runs(tmp_path, rng, monkeypatch):
+    """Steps that declined a run's operands time no placement: from the next run on, where the
+    state lives is measured a run at a time, as without steps (two runs each)."""
+    source, feeds = LOOPS["openvino-lstm"](tmp_path, rng, 40)
+    asked = _spied(monkeypatch, "openvino-lstm", answer=lambda *args: None)
+    model = _loaded(source, CORES[0])
+    (placement,) = placements(model)
+    for _ in range(5):
+        model.run(feeds)
+    assert len(asked) == 5  # (once a run: see the test below)
+    (trial,) = placement.trials.values()
+    assert trial.choice is not None
+    assert sorted(map(len, trial.samples.values())) == [2, 2]
 
 
 @pytest.mark.parametrize("limit", [20, 21, 39])
