@@ -4,9 +4,10 @@ They call the function once per step, so their floor is the plain Python loop th
 the first step has fixed the structure and types of the pytrees, a step is that call plus, for
 `scan`, storing each ``y`` leaf into its preallocated row of ``ys`` (row i of ``ys`` goes with
 ``xs[i]``, ``reverse=True`` included). Nothing is flattened, validated or dispatched per step
-beyond the type check a ``y`` leaf needs to be stored. The steps after the first of `scan` and
-`while_loop` run in Cython (engine/_steps.pyx: `scan`'s copy of a ``y`` into its row is there);
-fori_loop's stay a Python loop, which calls a Python function more cheaply than C can.
+beyond the type check a ``y`` leaf needs to be stored. The steps after the first of `scan` run in
+Cython (engine/_steps.pyx: the copy of a ``y`` into its row is there); `while_loop`'s and
+`fori_loop`'s stay Python loops, which call a Python function more cheaply than C can (W5's
+in-place while_loop: 1.79 -> 1.76 us a step, against 1.70-1.72 for the plain loop).
 
 The carry the function receives is the loop's own: the initial one is a copy of `init`, writable,
 and later ones are what the function returned, so it may update its carry in place
@@ -29,6 +30,7 @@ refused before its first step, a while_loop raises `LoopLimitError` when it reac
 from __future__ import annotations
 
 import operator
+import sys
 from collections.abc import Callable
 from itertools import repeat
 from typing import Any
@@ -41,8 +43,8 @@ from .errors import CyloopError, InputError, LoopCarryError, LoopLimitError
 
 __all__ = ["fori_loop", "scan", "while_loop"]
 
-# A while_loop's max_iterations past this is no limit to `_steps.while_steps` (machine integers).
-_BOUND = 2**62
+# The body calls of a while_loop without max_iterations: a bound no loop reaches.
+_NO_LIMIT = sys.maxsize
 
 
 # -- pytrees ----------------------------------------------------------------------------------
@@ -403,23 +405,35 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val,
     leaves = _own(leaves)
     check = _Checked("val", structure, leaves)
     val = _unflatten(structure, leaves)
-    steps = _steps.Steps()  # .at: body_fun calls made (the step a call of either belongs to)
+    made = 0  # body_fun calls made: the step a call of either belongs to
     try:
-        if _truth(cond_fun(val)):
+        go = cond_fun(val)
+        if _truth(go):
             if limit == 0:
                 raise _reached(limit)
             val = body_fun(val)
-            steps.at = 1
+            made = 1
             check(val, "after the first step")
-            val, go, ended = _steps.while_steps(cond_fun, body_fun, val,
-                                                limit if limit < _BOUND else -1, steps)
-            if ended == _steps.LIMIT:  # `limit` calls made: one more true condition is one
-                if _truth(cond_fun(val)):  # too many
+            # (A Python loop, as fori_loop's: CPython calls a Python function from its own loop
+            # more cheaply than from C. A condition whose truth raises, an array of several
+            # values, ends it; `_truth` then refuses it.)
+            stop = limit if limit >= 0 else _NO_LIMIT
+            for made in range(1, stop):
+                go = cond_fun(val)
+                try:
+                    if not go:
+                        break
+                except ValueError:
+                    break
+                val = body_fun(val)
+            else:  # `stop` calls made: one more true condition is one too many
+                made = stop
+                if limit >= 0 and _truth(cond_fun(val)):
                     raise _reached(limit)
-            else:  # (a falsy result must be a boolean: checked once, at the end; one whose
-                _truth(go)  # truth raised, an array of several values, is refused here)
+                return _finished(check, structure, val)
+            _truth(go)  # (the falsy result that ended it must be a boolean: checked once, here)
     except Exception as error:
-        _noted(error, "while_loop", steps.at)
+        _noted(error, "while_loop", made)
         raise
     return _finished(check, structure, val)
 

@@ -1,67 +1,28 @@
 """The step loops of the functional API (cyloop/functional.py): once the first step has fixed the
 structure and types of the pytrees, a step is a call of the user's function and, for `scan`, the
 copy of its ``y`` leaves into their preallocated rows, with no Python-level loop around them (the
-plain Python loop calling the same function is the floor these must not be above).
+plain Python loop calling the same function is the floor it must not be above).
 
-The first step, every check and every error message stay in functional.py: these loops only
-step, note in `Steps.at` which step is running (the caller names it when the function raises),
-and hand back whatever they cannot handle alone. fori_loop has none: calling a Python function
-costs less from CPython's own loop than from C, and its steps do nothing else.
+The first step, every check and every error message stay in functional.py: this loop only steps,
+notes in `Steps.at` which step is running (the caller names it when the function raises), and
+hands back whatever it cannot handle alone. while_loop and fori_loop have none: calling a
+Python function costs less from CPython's own loop than from C, and their steps do nothing else.
 """
 
 cimport numpy as cnp
-from cpython.exc cimport PyErr_CheckSignals, PyErr_Clear, PyErr_ExceptionMatches
+from cpython.exc cimport PyErr_CheckSignals
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.string cimport memcpy
 
 cnp.import_array()
 
-# `while_steps`' answers: how the loop ended.
-FALSE = 0  # cond_fun returned a falsy value
-UNTRUTHFUL = 1  # taking its truth raised ValueError (an array of several values)
-LIMIT = 2  # `limit` body calls made, the condition not asked again
-
 END = object()  # `scan_steps`' answer when its steps are done (a function may return None)
 
 
-cdef extern from "Python.h":
-    # As Python declares it: -1 with an exception set, which the caller examines.
-    int _truth "PyObject_IsTrue" (object value)
-
-
-cdef int _raise_pending() except -1:
-    """Raises the exception already set."""
-    return -1
-
-
 cdef class Steps:
-    """The step a loop is running: its row of ``ys`` (scan) or the number of body calls made
-    (while_loop)."""
+    """The step a loop is running: its row of ``ys``."""
 
     cdef public Py_ssize_t at
-
-
-def while_steps(cond_fun, body_fun, val, Py_ssize_t limit, Steps steps):
-    """``while cond_fun(val): val = body_fun(val)``, counting body calls in ``steps.at``, until
-    there are `limit` of them (limit < 0: no limit). Returns (val, the last condition, how it
-    ended: `FALSE`, `UNTRUTHFUL` or `LIMIT`)."""
-    cdef int truth
-    cdef Py_ssize_t made = steps.at
-    while limit < 0 or made < limit:
-        go = cond_fun(val)
-        truth = _truth(go)  # (no `try` around it: that saves the exception state each step)
-        if truth == -1:
-            if not PyErr_ExceptionMatches(ValueError):
-                return _raise_pending()
-            PyErr_Clear()
-            return val, go, UNTRUTHFUL
-        if not truth:
-            return val, go, FALSE
-        val = body_fun(val)
-        made += 1
-        steps.at = made
-        PyErr_CheckSignals()  # (Ctrl-C, where neither function runs Python code)
-    return val, None, LIMIT
 
 
 cdef inline bint _put(cnp.ndarray rows, Py_ssize_t i, object leaf):
