@@ -426,11 +426,11 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val,
                 except ValueError:
                     break
                 val = body_fun(val)
-            else:  # `stop` calls made: one more true condition is one too many
+            else:  # `limit` calls made (no limit: a bound no loop reaches)
                 made = stop
-                if limit >= 0 and _truth(cond_fun(val)):
+                go = cond_fun(val)
+                if _truth(go):  # one more true condition is one too many
                     raise _reached(limit)
-                return _finished(check, structure, val)
             _truth(go)  # (the falsy result that ended it must be a boolean: checked once, here)
     except Exception as error:
         _noted(error, "while_loop", made)

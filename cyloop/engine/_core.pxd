@@ -99,6 +99,7 @@ cdef class _Run:
     cdef object cores  # (Measured, candidate, trial, products split before) this run times
     cdef double started  # perf_counter() when the run's iterations began
     cdef object steps_out  # the _Concat a `RecurrentSteps` call fills, None: no such calls
+    cdef bint stepped  # whether a call of the steps ran in this run
 
 
 cdef class LoopDriver:
@@ -133,10 +134,11 @@ cdef class LoopDriver:
     cdef readonly object steps  # destinations.RecurrentSteps, or None
     cdef Py_ssize_t steps_row_slot  # ... the slot of its step's per-step argument
     cdef tuple steps_inputs  # ... the slots of its step's arguments
-    # The placement of the value its calls carry, measured a call at a time (or None), until a
-    # run's steps decline its operands: from then on a run at a time, as without steps.
-    cdef object steps_placement
-    cdef bint steps_declined
+    # Where the state its calls carry lives within a call, when it is measured (a
+    # MeasuredPlacement's result slot, and a Measured choice timed a call at a time), or -1, None.
+    cdef Py_ssize_t steps_slot
+    cdef readonly object steps_placement
+    cdef bint steps_ran  # whether the last run made a call of the steps
 
     cdef tuple _loop(self, list args, RunLimits limits)
     cdef tuple _iterate(self, _Run r, RunLimits limits)

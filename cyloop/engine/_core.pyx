@@ -24,14 +24,14 @@ Design: the planner's invariants, each with the code that keeps it.
    iteration reads it there, when that row is contiguous (an output stacked on axis 0). On another
    axis the slot is strided, and whether it lives there or in a pool (5), read contiguous and
    copied into its slot, is measured a run at a time (`LoopDriver.placements`, chosen per run in
-   `_start`, timed at the loop's end; where the steps of 10 run, a call of them at a time), as
-   is where the loop's matrix products run, on one core
-   or on two (`LoopDriver.products`, ops/_gemm.py). A multi-output kernel's destination is its first
-   result's. An emitted hoisted value's chunk is made in its slots: once the buffer has room for
-   a chunk's rows, they are offered to the hoisted step making the value (and to the steps
-   making what only it reads: `chunks.Hoist._chain`), which writes there if it takes ``out=``;
-   else, and for the first chunk, which sizes the buffer, the rows are copied
-   (`LoopDriver._next_chunk`, `_Concat.slots`).
+   `_start`, timed at the loop's end; within the calls of 10, a call at a time), as is where the
+   loop's matrix products run, on one core or on two (`LoopDriver.products`, ops/_gemm.py). A
+   multi-output kernel's destination is its first result's. An emitted hoisted value's chunk is
+   made in its slots: once the buffer has room for a chunk's rows, they are offered to the
+   hoisted step making the value (and to the steps making what only it reads:
+   `chunks.Hoist._chain`), which writes there if it takes ``out=``; else, and for the first
+   chunk, which sizes the buffer, the rows are copied (`LoopDriver._next_chunk`,
+   `_Concat.slots`).
 5. Back edges alias: a carried value is handed over by reference. A carried result written in
    place gets a pool of buffers, two in steady state (`_Pool`). A buffer is picked only when the
    pool's own list holds the sole reference to it (`_Pool.pick`: refcount 1), so no value the
@@ -59,7 +59,7 @@ Design: the planner's invariants, each with the code that keeps it.
    each hoisted chunk in one call of the kernel's steps once iteration 0 has sized the outputs.
    Each step's first result is written into its slot and read there by the next step or, where
    the placement keeps the result in a pool, made in a contiguous buffer and copied there (4's
-   measured choice, timed here a call at a time until the steps decline a run's operands); the
+   choice, measured within the calls a call at a time: `LoopDriver.steps_placement`); the
    carried and last values are the last step's results. A call ends no later than an
    iteration at a time would look up: at the loop's end, where it must stop, at the run's next
    clock read (`RunLimits.ticks_free`), at the next multiple of PROGRESS_EVERY and at the
@@ -1166,28 +1166,31 @@ cdef class LoopDriver:
         # a time: its slot (the first, kept untuned) or a ping-pong pool copied into it. (Run-level
         # trials take two rounds, and no more when close: each round is a run the user waits
         # for, and the slower candidate's runs are half a trial's runs.)
-        # The value the steps carry (when the body is one recurrent step) is measured a call of
-        # the steps at a time instead (staged or not: `_run_steps`), four calls, not four runs,
-        # until a run's steps decline.
+        # Where the state the steps carry (when the body is one recurrent step) lives within a
+        # call of them, staged or not (`_run_steps`), is measured a call at a time: six calls, not
+        # four runs. A run after one that made such calls takes that choice (or the default)
+        # untimed; a run after one that made none times the run-level choice, as without steps.
         self.placements = {}
-        self.steps_placement = None
-        self.steps_declined = False
-        stepped = compiled_body.slot(spec.outputs[steps.output].result) \
+        self.steps_slot = compiled_body.slot(spec.outputs[steps.output].result) \
             if steps is not None else -1
+        self.steps_placement = None
+        self.steps_ran = steps is not None
         for result_slot, destination in self.destinations.items():
             if isinstance(destination, MeasuredPlacement):
+                candidates = {"in its slot": destination.as_row,
+                              "a ping-pong pool, copied into its slot": destination.as_pool}
                 # (No warm-up run: neither pays a one-time cost in its first, the pool's two
                 # small buffers aside, so the trial takes four runs, not six.)
-                placement = Measured({"in its slot": destination.as_row,
-                                      "a ping-pong pool, copied into its slot":
-                                          destination.as_pool},
-                                     rounds=2, unit="us/iteration", extend=False,
+                placement = Measured(candidates, rounds=2, unit="us/iteration", extend=False,
                                      warm_up=False)
+                self.placements[result_slot] = placement
+                if result_slot == self.steps_slot:
+                    self.steps_placement = Measured(dict(candidates), rounds=2,
+                                                    unit="us/iteration", extend=False)
+                    if not settings.tune:
+                        self.steps_placement.fix()
                 if not settings.tune:
                     placement.fix()
-                self.placements[result_slot] = placement
-                if result_slot == stepped:
-                    self.steps_placement = placement
         # Where the body's and the hoisted part's matrix products run is measured a run at a
         # time, all of them together (ops/_gemm.py, `set_products_on_two_cores`): on one core,
         # each in its own measured formulation (BLAS's threads for a large one; what tune=False
@@ -1286,7 +1289,7 @@ cdef class LoopDriver:
                          if hoist is not None else [],
                          hoist.sizing if hoist is not None else None,
                          self.body.overwriting_steps(), dict(self.placements), self.products,
-                         self.steps)
+                         self.steps, self.steps_placement)
 
     def __call__(self, *args):
         """Run the loop; it shares the limits of the run it is part of (`current_limits`), or,
@@ -1403,11 +1406,15 @@ cdef class LoopDriver:
             progress(label, i, None if r.n_max < 0 else r.n_max, True)
         if r.chunk_end > 0:
             self.hoist.finish(i)
+        if self.steps is not None:
+            self.steps_ran = r.stepped
         if (r.placing or r.cores is not None) and i > 1:
-            # The run's time an iteration, under the placement and cores it tried.
+            # The run's time an iteration, under the placement and cores it tried (where the
+            # placement's steps ran after all, theirs: not a sample of the run-level choice).
             elapsed = (perf_counter() - r.started) / i
             for placement, name, trial in r.placing:
-                placement.report(trial, name, elapsed)
+                if not (r.stepped and placement is self.placements.get(self.steps_slot)):
+                    placement.report(trial, name, elapsed)
             if r.cores is not None:
                 r.cores[0].report(r.cores[2], r.cores[1], elapsed)
         if r.cores is not None and i > 1 and r.cores[0].candidates[r.cores[1]] \
@@ -1456,14 +1463,15 @@ cdef class LoopDriver:
         # One run-level trial at a time: while the choice of cores is on trial, a placement
         # keeps its choice, or its default, untimed (a run on one core, with that core's own
         # trials of its products' formulations, would be timed as the placement's).
-        # The steps' placement is timed by their calls (`_run_steps`), unless they declined.
         destinations = self.destinations
         r.placing = []
         if self.placements:
             destinations = dict(destinations)
             for result_slot, placement in self.placements.items():
-                by_calls = placement is self.steps_placement and not self.steps_declined
-                with untimed() if r.cores is not None or by_calls else nullcontext():
+                if result_slot == self.steps_slot and self.steps_ran:
+                    placement = self.steps_placement  # (see __init__)
+                with untimed() if r.cores is not None or placement is self.steps_placement \
+                        else nullcontext():
                     name, trial = placement.pick(None)
                 destinations[result_slot] = placement.candidates[name]
                 if trial is not None:
@@ -1505,6 +1513,7 @@ cdef class LoopDriver:
                 pool.buffers = []
                 r.pools.append(pool)
         r.steps_out = None
+        r.stepped = False
         if self.steps is not None:
             for cc in r.concats:
                 if cc.index == self.steps.output:
@@ -1598,12 +1607,12 @@ cdef class LoopDriver:
         if rows is None:
             return 0
         first = i - r.chunk_start
-        # Staged (each result made in a contiguous buffer, then copied into its slot) where the
-        # result lives in a pool between iterations: the run's placement, or, while it is
-        # measured a call at a time, this call's (not while the chunk sizes' trial times it).
+        # Staged (each result made in a contiguous buffer, then copied into its slot, as where
+        # it lives in a pool between iterations) or not: the measured choice within a call, each
+        # call a sample while it is on trial (none inside a chunk the chunk sizes' trial times).
         staged = not cc.in_place
         placement, trial = self.steps_placement, None
-        if placement is not None and not self.steps_declined:
+        if placement is not None:
             with untimed() if self.hoist.sizes_on_trial() else nullcontext():
                 name, trial = placement.pick(None)
             staged = isinstance(placement.candidates[name], PoolDestination)
@@ -1611,8 +1620,8 @@ cdef class LoopDriver:
         results = steps(args, rows[first:first + count], cc.slots(i, count), staged)
         if results is None:  # declined: the operands' kinds hold for the run, so no more asking
             r.steps_out = None
-            self.steps_declined = True  # (the placement is measured a run at a time again)
             return 0
+        r.stepped = True
         if trial is not None:
             placement.report(trial, name, (perf_counter() - started) / count)
         spec = self.steps

@@ -38,8 +38,8 @@ class MeasuredPlacement:
     #`output` on an axis other than 0 (strided slots), lives either in its slot (`as_row`: the
     next iteration reads it there, strided) or in a ping-pong pool, copied into its slot
     (`as_pool`: read contiguous, one copy an iteration). Which is faster depends on the CPU and
-    the shapes, so the driver measures it, a run at a time, or a call of its steps at a time
-    where they run (DESIGN, "Measured choices")."""
+    the shapes, so the driver measures it, a run at a time, and, where the body's steps run
+    many iterations in one call, a call of them at a time (DESIGN, "Measured choices")."""
 
     output: int
     input: int
@@ -197,3 +197,6 @@ class LoopFacts:
     products: object = None
     # Whether its iterations may run many at a time (`RecurrentSteps`), or None.
     steps: RecurrentSteps | None = None
+    # The measured choice of where the state those calls carry lives within a call (staged or
+    # not), when it is a `MeasuredPlacement`, or None.
+    steps_placement: object = None

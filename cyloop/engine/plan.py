@@ -185,9 +185,9 @@ def describe(facts: LoopFacts) -> LoopPlan:
             aliasing.append(f"{inp.param} <- {inp.result}: lives in slot i of output "
                             f"#{destination.output} (strided; the next iteration reads it "
                             f"there, 0 copies) or {producer[slot]} writes a ping-pong buffer "
-                            "pair, copied into the slot (1 copy): measured, "
-                            + ("a call of the steps at a time (a run at a time once they "
-                               "decline)" if stepped else "a run at a time"))
+                            "pair, copied into the slot (1 copy): measured, a run at a time"
+                            + (", and within a call of the steps a call at a time" if stepped
+                               else ""))
         elif isinstance(destination, PoolDestination):
             aliasing.append(f"{inp.param} <- {inp.result}: {producer[slot]} writes into a "
                             "ping-pong buffer pair (0 copies, 2 buffers in steady state)"
@@ -206,6 +206,10 @@ def describe(facts: LoopFacts) -> LoopPlan:
         choices.append(("hoisting chunk size", facts.chunk_sizing.describe()))
     choices += [(f"where {body.slot_names[slot]!r} lives", placement.describe())
                 for slot, placement in facts.placements.items()]
+    if facts.steps_placement is not None:
+        stepped = body.slot(spec.outputs[facts.steps.output].result)
+        choices.append((f"where {body.slot_names[stepped]!r} lives within a call of the steps",
+                        facts.steps_placement.describe()))
     if facts.products is not None:
         choices.append(("where the matrix products run", facts.products.describe()))
     fused = [f"{node.label} runs {node.attrs['fused_from']}" for node in spec.body.nodes

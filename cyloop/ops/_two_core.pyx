@@ -102,8 +102,8 @@ def products_split() -> int:
 
 
 def woken_apart() -> int:
-    """How many times a product has woken the sleeping helper off its caller's CPU (Linux, with
-    another CPU allowed; two_core.h says why), the helper's affinity restored once running."""
+    """How many times the helper, woken off its caller's CPU by a product (Linux, where it may run
+    on another; two_core.h says why), has taken its whole affinity back once running."""
     return cyl_two_core_woken_apart()
 
 

@@ -25,8 +25,10 @@
  * when it can ("wake affine"), and there the helper waits behind the busy caller, often for the
  * whole loop (W4-ti after a 0.1 s pause, AMD EPYC Zen 4, 2 vCPUs: 0 of a run's 207 products
  * helped in most runs, 31 us a step against 21 with the threads pinned apart). So the caller
- * that wakes it first takes its own CPU out of the helper's affinity, and the helper, running
- * elsewhere, puts its affinity back (`cyl_wake_apart`): once per wake, never per product.
+ * that wakes it from its wait first takes its own CPU out of the helper's affinity
+ * (`cyl_wake_apart`), and the helper, running elsewhere, puts its whole affinity back
+ * (`cyl_woken_apart`): once per wake, never per product. (Linux only: the affinity calls want
+ * _GNU_SOURCE, which Python.h, included first by Cython, defines.)
  *
  * The helper cannot share its core with BLAS's own threads: OpenBLAS's idle threads spin
  * (without yielding) for about 0.1 s after a product it ran on several threads, and the helper
@@ -208,7 +210,8 @@ static pid_t cyl_helper_tid;             /* the helper's thread id, once it runs
 static cpu_set_t cyl_helper_cpus;        /* its affinity to restore once woken apart */
 static int cyl_apart;                    /* whether a wake took a CPU out of it */
 #endif
-static int64_t cyl_woken_apart_count;    /* wakes it was moved off its caller's CPU for */
+static int cyl_waiting;                  /* the helper is in its condition wait (cyl_mutex) */
+static int64_t cyl_woken_apart_count;    /* affinities taken back after a wake apart */
 static pthread_mutex_t cyl_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cyl_wake = PTHREAD_COND_INITIALIZER;
 
@@ -259,15 +262,16 @@ static void cyl_help(uint32_t generation)
 }
 
 /* Called by the caller waking the helper, under `cyl_mutex` (Linux): takes the caller's CPU out
- * of the helper's affinity, if the caller may run on another, so that the scheduler wakes the
- * helper there (see the top of this file). */
+ * of the helper's affinity, if the helper is in its wait (not about to run on its own) with
+ * its whole affinity (no earlier wake has narrowed it) and may run on another CPU, so that the
+ * scheduler wakes it there (see the top of this file). */
 static void cyl_wake_apart(void)
 {
 #if defined(__linux__)
     cpu_set_t cpus;
     int cpu = sched_getcpu();
     pid_t helper = __atomic_load_n(&cyl_helper_tid, __ATOMIC_ACQUIRE);
-    if (helper == 0 || cpu < 0 || cpu >= CPU_SETSIZE ||
+    if (!cyl_waiting || cyl_apart || helper == 0 || cpu < 0 || cpu >= CPU_SETSIZE ||
             sched_getaffinity(helper, sizeof cpus, &cpus) != 0 || !CPU_ISSET(cpu, &cpus) ||
             CPU_COUNT(&cpus) < 2)
         return;
@@ -278,14 +282,15 @@ static void cyl_wake_apart(void)
 }
 
 /* The woken helper's side of `cyl_wake_apart`, under `cyl_mutex`: running apart now, it takes
- * its whole affinity back (the scheduler does not move a running thread onto a busy CPU). */
+ * its whole affinity back (the scheduler does not move a running thread onto a busy CPU). If
+ * that fails (its cpuset changed meanwhile), it stays narrowed, no later wake narrows it
+ * further, and the next wake tries again. */
 static void cyl_woken_apart(void)
 {
 #if defined(__linux__)
-    if (cyl_apart) {
+    if (cyl_apart && sched_setaffinity(0, sizeof cyl_helper_cpus, &cyl_helper_cpus) == 0) {
         cyl_apart = 0;
-        if (sched_setaffinity(0, sizeof cyl_helper_cpus, &cyl_helper_cpus) == 0)
-            __atomic_fetch_add(&cyl_woken_apart_count, 1, __ATOMIC_RELEASE);
+        __atomic_fetch_add(&cyl_woken_apart_count, 1, __ATOMIC_RELEASE);
     }
 #endif
 }
@@ -328,8 +333,11 @@ static void *cyl_helper(void *unused)
          * one of the two sees the other's store, so a product never finds it awake when it is
          * about to sleep through it) */
         __atomic_store_n(&cyl_sleeping, 1, __ATOMIC_SEQ_CST);
-        while ((uint32_t)(__atomic_load_n(&cyl_ticket, __ATOMIC_SEQ_CST) >> 32) == seen)
+        while ((uint32_t)(__atomic_load_n(&cyl_ticket, __ATOMIC_SEQ_CST) >> 32) == seen) {
+            cyl_waiting = 1;
             pthread_cond_wait(&cyl_wake, &cyl_mutex);
+            cyl_waiting = 0;
+        }
         __atomic_store_n(&cyl_sleeping, 0, __ATOMIC_RELEASE);
         cyl_woken_apart();
         pthread_mutex_unlock(&cyl_mutex);
@@ -352,7 +360,7 @@ static void cyl_after_fork_in_child(void)
     pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
     cyl_mutex = mutex;
     cyl_wake = wake;
-    cyl_running = cyl_sleeping = cyl_busy = 0;
+    cyl_running = cyl_sleeping = cyl_busy = cyl_waiting = 0;
     cyl_owner = 0;
 #if defined(__linux__)
     cyl_helper_tid = 0;

@@ -180,6 +180,9 @@ def test_where_a_strided_state_lives_holds_within_a_call(name, cores, where, tmp
     def placed(model):
         (placement,) = placements(model)
         placement.fix(where)
+        (loop,) = model._compiled.loops
+        if loop.steps_placement is not None:  # (within a call: staged or not)
+            loop.steps_placement.fix(where)
         return model
 
     model = placed(_loaded(source, cores))
@@ -200,24 +203,28 @@ def test_where_a_strided_state_lives_holds_within_a_call(name, cores, where, tmp
                                          if name.startswith("openvino")])
 def test_where_the_steps_state_lives_is_measured_a_call_at_a_time(name, cores, tmp_path, rng,
                                                                   no_steps, monkeypatch):
-    """Where a strided state the steps carry lives is timed call by call (staged or not,
-    in turn), not run by run: in one run of many calls each placement has its rounds. The
-    chunk sizes fixed here, as no call a chunk-size trial times is a placement's sample."""
+    """Where a strided state the steps carry lives within a call of them is timed call by
+    call (staged or not, in turn), not run by run: in one run of many calls each placement has
+    its rounds, and the run-level choice is not timed. The chunk sizes are fixed here, as no
+    call a chunk-size trial times is a placement's sample."""
     source, feeds = LOOPS[name](tmp_path, rng, 400)
     calls = _spied(monkeypatch, name)
     model = _loaded(source, cores)
     (loop,) = model._compiled.loops
     loop.hoist.sizing.fix("128 KiB")
-    (placement,) = placements(model)
+    (by_runs,) = placements(model)
     got = model.run(feeds)
     assert {staged for staged, _ in calls} == {True, False}
     counters = _counters(model)  # (a staged call's steps are copies, the others' writes in place)
     assert counters["copies"] >= sum(steps for staged, steps in calls if staged)
     assert counters["in_place_writes"] >= sum(steps for staged, steps in calls if not staged)
-    (trial,) = placement.trials.values()
+    (trial,) = loop.steps_placement.trials.values()
     assert trial.choice is not None
     assert sorted(map(len, trial.samples.values())) == [2, 2]  # (a run-level trial's: one a run)
-    assert "measured, a call of the steps at a time" in str(model.plan())
+    assert not by_runs.trials
+    plan = str(model.plan())
+    assert "measured, a run at a time, and within a call of the steps a call at a time" in plan
+    assert f"lives within a call of the steps: {trial.choice}, the fastest here" in plan
     no_steps()
     want = _loaded(source, cores).run(feeds)
     for key in want:
@@ -230,7 +237,7 @@ def test_no_call_a_chunk_size_trial_times_is_a_placement_sample(tmp_path, rng):
     source, feeds = LOOPS["openvino-lstm"](tmp_path, rng, 1000)
     model = _loaded(source, CORES[0])
     (loop,) = model._compiled.loops
-    (placement,) = placements(model)
+    placement = loop.steps_placement
     during, report = [], placement.report
 
     def spy(*args):
@@ -244,19 +251,61 @@ def test_no_call_a_chunk_size_trial_times_is_a_placement_sample(tmp_path, rng):
     assert during and not any(during)
 
 
-def test_the_state_of_steps_that_decline_is_placed_by_runs(tmp_path, rng, monkeypatch):
-    """Steps that declined a run's operands time no placement: from the next run on, where the
-    state lives is measured a run at a time, as without steps (two runs each)."""
+@pytest.mark.parametrize("why", ["they decline", "the step kept has none"])
+def test_the_state_of_steps_that_never_run_is_placed_by_runs(why, tmp_path, rng, monkeypatch):
+    """Steps that never run (they decline the operands, or the candidate the step's trial kept
+    has no steps) time no placement within a call: after a run without a call of them, where
+    the state lives is measured a run at a time, as without steps (two runs each)."""
     source, feeds = LOOPS["openvino-lstm"](tmp_path, rng, 40)
-    asked = _spied(monkeypatch, "openvino-lstm", answer=lambda *args: None)
+    asked = _spied(monkeypatch, "openvino-lstm",
+                   answer=(lambda *args: None) if why == "they decline" else None)
     model = _loaded(source, CORES[0])
-    (placement,) = placements(model)
-    for _ in range(5):
+    if why != "they decline":
+        for measured in measured_steps(model):
+            measured.fix("batch-major gates")
+    (loop,) = model._compiled.loops
+    (by_runs,) = placements(model)
+    for _ in range(5):  # (the first expects the steps to run: it is not a sample)
         model.run(feeds)
-    assert len(asked) == 5  # (once a run: see the test below)
-    (trial,) = placement.trials.values()
+    assert len(asked) == (5 if why == "they decline" else 0)  # (declined: once a run)
+    (trial,) = by_runs.trials.values()
     assert trial.choice is not None
     assert sorted(map(len, trial.samples.values())) == [2, 2]
+    assert not any(s for t in loop.steps_placement.trials.values() for s in t.samples.values())
+    assert _counters(model)["step_calls"] == 0
+
+
+def test_a_run_the_steps_ran_in_is_no_sample_of_the_run_level_placement(tmp_path, rng,
+                                                                        monkeypatch):
+    """A run after one without a call of the steps times the run-level placement; if the steps
+    run in it after all, its time is theirs, and no sample of it."""
+    source, feeds = LOOPS["openvino-lstm"](tmp_path, rng, 40)
+    real, runs = cells.lstm_product_steps, []
+    monkeypatch.setattr(cells, "lstm_product_steps",  # (declines in the first run only)
+                        lambda *args: None if len(runs) == 0 else real(*args))
+    model = _loaded(source, CORES[0])
+    (by_runs,) = placements(model)
+    for _ in range(3):
+        model.run(feeds)
+        runs.append(1)
+    assert _counters(model)["step_calls"] > 0
+    assert not any(s for t in by_runs.trials.values() for s in t.samples.values())
+
+
+def test_runs_after_runs_of_steps_take_the_choice_within_a_call(tmp_path, rng):
+    """Once the steps have run, a run's own iterations (iteration 0, a chunk's last) put the
+    state where the calls' choice does, untimed."""
+    source, feeds = LOOPS["openvino-lstm"](tmp_path, rng, 40)
+    model = _loaded(source, CORES[0])
+    (loop,) = model._compiled.loops
+    loop.steps_placement.fix("a ping-pong pool, copied into its slot")
+    for _ in range(6):
+        model.run(feeds)
+    (by_runs,) = placements(model)
+    assert not by_runs.trials
+    # Every h' is copied into its slot: the steps' (staged) and the others' (from the pool).
+    counters = _counters(model)
+    assert 0 < counters["stepped_iterations"] < counters["copies"] == 6 * 40
 
 
 @pytest.mark.parametrize("limit", [20, 21, 39])

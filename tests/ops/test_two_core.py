@@ -251,6 +251,7 @@ def test_a_product_wakes_the_helper_off_its_callers_cpu_and_leaves_affinities_be
         return {tid: (before[tid], now[tid]) for tid in before
                 if tid in now and now[tid] != before[tid]}
 
+    deadline = time.monotonic() + 10
     while changed() and time.monotonic() < deadline:  # (the last woken may not have run yet)
         time.sleep(0.001)
     assert changed() == {}
