@@ -3,6 +3,8 @@ lengths, each measured formulation forced, against the cell equations run per ba
 numpy (an oracle written from the spec) and against OpenVINO's plugin; and the IR
 `openvino.convert_model` writes for ONNX's LSTM / GRU / RNN nodes, against onnxruntime."""
 
+import time
+
 import numpy as np
 import openvino as ov
 import openvino.opset8 as ops
@@ -155,3 +157,72 @@ def test_ir_converted_from_onnx_rnn_layers_matches_onnxruntime(op, direction, tm
     got = model.run({k: v for k, v in feeds.items() if k in model.input_names})
     for name, value in expected.items():
         np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_an_lstm_layer_runs_its_steps_in_one_call_as_one_at_a_time(direction, tmp_path, rng,
+                                                                   monkeypatch):
+    """Every element running every step, an LSTM layer's steps (its step's "blocked gates"
+    candidate) run in one call a direction (`lstm_product_steps`, staged as one at a time is:
+    h' made contiguous, copied into Y), bit for bit what the steps one at a time make (the
+    oracle: the same layer with the call declining)."""
+    from cyloop.ops.openvino import cells
+
+    ov_model, _ = _sequence_model("lstm", direction, {}, batch=4, steps=40, features=8,
+                                  hidden=16)
+    path = save(ov_model, tmp_path / "sequence.xml")
+    directions = 2 if direction == "bidirectional" else 1
+    feeds = {"X": rng.standard_normal((4, 40, 8)).astype(np.float32),
+             "H0": rng.standard_normal((4, directions, 16)).astype(np.float32),
+             "C0": rng.standard_normal((4, directions, 16)).astype(np.float32),
+             "L": np.full(4, 40, np.int32)}
+    real, calls = cells.lstm_product_steps, []
+
+    def spy(*args):
+        calls.append((len(args[2]), args[-1]))
+        return real(*args)
+
+    def run(steps):
+        monkeypatch.setattr(cells, "lstm_product_steps", steps)
+        model = cyloop.load(path)
+        (kernel,) = [step.fn for step in model._compiled.steps]
+        kernel.measured.fix("blocked gates")
+        return model.run(feeds)
+
+    got = run(spy)
+    assert calls == [(40, True)] * directions
+    declined = []
+    want = run(lambda *args: declined.append(1))  # (asked once: not again in the run)
+    assert len(declined) == 1
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_an_lstm_layer_runs_the_steps_left_once_its_step_is_chosen(tmp_path, rng, monkeypatch):
+    """While the step's formulations are on trial the steps run one at a time; once "blocked
+    gates" is chosen, the rest of the sequence runs in one call (from a step's own h and c)."""
+    from cyloop.ops.openvino import cells
+
+    ov_model, weights = _sequence_model("lstm", "reverse", {}, batch=4, steps=300, features=8,
+                                        hidden=16)
+    feeds = {"X": rng.standard_normal((4, 300, 8)).astype(np.float32),
+             "H0": rng.standard_normal((4, 1, 16)).astype(np.float32),
+             "C0": rng.standard_normal((4, 1, 16)).astype(np.float32),
+             "L": np.full(4, 300, np.int32)}
+    real, calls = cells.lstm_product_steps, []
+    monkeypatch.setattr(cells, "lstm_product_steps",
+                        lambda *args: calls.append(len(args[2])) or real(*args))
+    model = cyloop.load(save(ov_model, tmp_path / "sequence.xml"))
+    (kernel,) = [step.fn for step in model._compiled.steps]
+    candidates = kernel.measured.candidates
+    for name, candidate in list(candidates.items()):  # (the others slower: blocked is kept)
+        if name != "blocked gates":
+            candidates[name] = lambda *args, candidate=candidate: (time.sleep(0.002),
+                                                                   candidate(*args))[1]
+    got = list(model.run(feeds).values())
+    (trial,) = kernel.measured.trials.values()
+    assert trial.choice == "blocked gates"
+    assert len(calls) == 1 and 0 < calls[0] < 300
+    expected = _numpy_sequence("lstm", feeds, weights, "reverse", {})
+    for value, want in zip(got, expected):
+        np.testing.assert_allclose(value, want, rtol=1e-4, atol=1e-5)
