@@ -23,7 +23,9 @@ from ..frontends.openvino_models import _i64, cell_ti_model, save
 from ..ops.test_gemm import _rnn_loop_feeds, _rnn_loop_model
 from .test_fuse import _feeds, _lstm_loop
 
-BLOCKED = "blocked gates"  # the candidate of the LSTM steps that has `steps`
+# The candidates of the cells' steps that have `steps`: an LSTM's blocked gates, an RNN's
+# batch-major ones.
+STEPPED = ("blocked gates", "batch-major gates")
 CORES = [ONE_CORE, TWO_CORES] if two_cores_here() else [None]
 
 
@@ -80,19 +82,32 @@ def _openvino_rnn(tmp_path, rng, steps, hidden=64, batch=16, features=8):
     return save(ov.Model(outputs, [x, h0], "rnn_ti"), tmp_path / "rnn.xml"), feeds
 
 
+def _openvino_rnn_cell(tmp_path, rng, steps, hidden=32, batch=4):
+    """OpenVINO's RNNCell in a TensorIterator, h emitted on axis 1: its recurrence's steps run
+    on one core or two (`product_tanh`'s job, whichever)."""
+    ov_model, _ = cell_ti_model("rnn", steps=steps, batch=batch, features=8, hidden=hidden,
+                                scale=0.25)
+    feeds = {"X": rng.standard_normal((batch, steps, 8)).astype(np.float32),
+             "H0": rng.standard_normal((batch, hidden)).astype(np.float32)}
+    return save(ov_model, tmp_path / "rnn_cell.xml"), feeds
+
+
 LOOPS = {"openvino-lstm": _openvino_lstm, "onnx-lstm-fused": _onnx_lstm, "onnx-rnn": _onnx_rnn,
-         "openvino-rnn": _openvino_rnn}
-# The cores each loop's steps run on (a plain RNN's: where its product runs on two).
-STEPPING = {name: [c for c in CORES if "rnn" not in name or c == TWO_CORES] for name in LOOPS}
+         "openvino-rnn": _openvino_rnn, "openvino-rnn-cell": _openvino_rnn_cell}
+# The cores each loop's steps run on (a plain RNN fused from its ops: where its product runs on
+# two).
+STEPPING = {name: [c for c in CORES if name not in ("onnx-rnn", "openvino-rnn") or c == TWO_CORES]
+            for name in LOOPS}
 CASES = [(name, cores) for name in LOOPS for cores in STEPPING[name]]
 
 
 def _loaded(source, cores, **options):
-    """The model, its LSTM step fixed on the candidate that has steps, and its cores fixed."""
+    """The model, its step fixed on the candidate that has steps, and its cores fixed."""
     model = cyloop.load(source, driver="cython", **options)
     for measured in measured_steps(model):
-        if BLOCKED in measured.candidates:
-            measured.fix(BLOCKED)
+        stepped = [name for name in STEPPED if name in measured.candidates]
+        if stepped:
+            measured.fix(stepped[0])
     (loop,) = model._compiled.loops
     if cores is not None and loop.products is not None:
         loop.products.fix(cores)
@@ -108,6 +123,7 @@ def _spied(monkeypatch, name, answer=None):
     """Each call of `name`'s steps kernel, in a list: (its flag `staged`, its steps); `answer`, if
     given, replaces the kernel (say, declining every call)."""
     module, kernel = (cells, "lstm_product_steps") if "lstm" in name else \
+        (cells, "product_tanh_steps") if name == "openvino-rnn-cell" else \
         (fused, "product_tanh_steps")
     real = getattr(module, kernel) if answer is None else answer
     calls = []
@@ -207,7 +223,7 @@ def test_where_the_steps_state_lives_is_measured_a_call_at_a_time(name, cores, t
     call (staged or not, in turn), not run by run: in one run of many calls each placement has
     its rounds, and the run-level choice is not timed. The chunk sizes are fixed here, as no
     call a chunk-size trial times is a placement's sample."""
-    source, feeds = LOOPS[name](tmp_path, rng, 400)
+    source, feeds = LOOPS[name](tmp_path, rng, 1600)  # (the RNN cell's: 7 calls of 256 rows)
     calls = _spied(monkeypatch, name)
     model = _loaded(source, cores)
     (loop,) = model._compiled.loops

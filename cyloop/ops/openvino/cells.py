@@ -39,6 +39,7 @@ from .._gate_passes import (
     lstm_product_tail,
     lstm_tail,
     product_tanh,
+    product_tanh_steps,
 )
 from .._gemm import (
     Prepared,
@@ -451,7 +452,17 @@ def rnn_step(attrs) -> Measured:
                 return out
             return layout.oriented(f(_clip(pre, clip), out=pre)).astype(h.dtype, copy=False)
 
+        def steps(args, rows, outs, staged):
+            """`step` over ``len(rows)`` steps in one call (ops/registry.py `Recurrence`):
+            `product_tanh_steps`, `product_tanh`'s job step after step."""
+            _, h, r = args
+            if h.ndim != 2:
+                return None
+            done = product_tanh_steps(h, weights(r), rows, outs, products_on_two_cores(), staged)
+            return None if done is None else (done,)
+
         step.weights = weights
+        step.steps_for = (lambda *args: steps) if one_call else (lambda *args: None)
         return step
 
     return _measured({layout.name: step_in(layout) for layout in _LAYOUTS})
@@ -485,7 +496,14 @@ def gru_recurrence(attrs, n_outputs):
 @kernel("RNNCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True, out=True)
 def rnn_recurrence(attrs, n_outputs):
     step = rnn_step(attrs)
-    return showing(lambda xw, h, r, out=None: (step(xw, h, r, out=out),)[:n_outputs], step)
+
+    def run(xw, h, r, out=None):
+        return (step(xw, h, r, out=out),)[:n_outputs]
+
+    if n_outputs == 1:
+        run.recurrence = Recurrence(per_step=0, feedback=(1,))  # (xw, h, r) -> (h',)
+        run.steps_for = step.steps_for  # (the chosen candidate's: `Measured.steps_for`)
+    return showing(run, step)
 
 
 def projection_for(recurrence, attrs):

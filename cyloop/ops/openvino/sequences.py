@@ -4,10 +4,10 @@ nn.RNN and ONNX's LSTM / GRU / RNN.
 
 Each direction runs the cell of cells.py over the sequence: the input projection of every step
 at once (one GEMM: the hoisting a TensorIterator's cell gets), then the recurrence step by step,
-with the same measured choices. Where every element runs every step, an LSTM's steps from the
-first its step's chosen formulation takes on ("blocked gates": `Recurrence`) run in one call
-(`lstm_product_steps`): B8 T200 I64 H128, 54.9 -> 26.3 us a step (OpenVINO's plugin: 53.0),
-AMD EPYC Zen 4. Shapes, with D directions (2 if bidirectional):
+with the same measured choices. Where every element runs every step, an LSTM's or RNN's steps
+from the first its step's chosen formulation takes on (one with `steps`: ops/registry.py
+`Recurrence`) run in one call (`lstm_product_steps`, `product_tanh_steps`): an LSTM of B8 T200
+I64 H128, 54.9 -> 26.3 us a step (OpenVINO's plugin: 53.0), AMD EPYC Zen 4. Shapes, with D directions (2 if bidirectional):
 
     X [B, T, I], initial states [B, D, H], sequence_lengths [B], W [D, G*H, I], R [D, G*H, H],
     B [D, G*H] (GRU with linear_before_reset: [D, 4*H]) -> Y [B, D, T, H], final states [B, D, H]
@@ -146,7 +146,13 @@ def rnn_sequence(attrs, n_outputs):
         def step(xw_t, states, d):
             return [recurrence(xw_t, states[0], r[d])]
 
-        y, (h,) = _run([h0], x, lengths, w, b, attrs, project, step)
+        def steps_for(xw_t, states, d):
+            """As the LSTM's (above)."""
+            args = (xw_t, states[0], r[d])
+            steps = recurrence.steps_for(*args)
+            return None if steps is None else lambda xs, outs: steps(args, xs, outs, True)
+
+        y, (h,) = _run([h0], x, lengths, w, b, attrs, project, step, steps_for)
         return (y, h)[:n_outputs]
 
     return showing(run, recurrence)

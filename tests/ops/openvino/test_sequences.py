@@ -159,34 +159,41 @@ def test_ir_converted_from_onnx_rnn_layers_matches_onnxruntime(op, direction, tm
         np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-5, err_msg=name)
 
 
+# A layer's steps in one call: the kernel, and the candidate of the step that has it.
+_STEPS = {"lstm": ("lstm_product_steps", "blocked gates"),
+          "rnn": ("product_tanh_steps", "batch-major gates")}
+
+
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
-def test_an_lstm_layer_runs_its_steps_in_one_call_as_one_at_a_time(direction, tmp_path, rng,
-                                                                   monkeypatch):
-    """Every element running every step, an LSTM layer's steps (its step's "blocked gates"
-    candidate) run in one call a direction (`lstm_product_steps`, staged as one at a time is:
-    h' made contiguous, copied into Y), bit for bit what the steps one at a time make (the
-    oracle: the same layer with the call declining)."""
+@pytest.mark.parametrize("cell", list(_STEPS))
+def test_a_layer_runs_its_steps_in_one_call_as_one_at_a_time(cell, direction, tmp_path, rng,
+                                                             monkeypatch):
+    """Every element running every step, an LSTM or RNN layer's steps (on its step's candidate
+    that has them) run in one call a direction (`lstm_product_steps`, `product_tanh_steps`;
+    staged as one at a time is: h' made contiguous, copied into Y), bit for bit what the steps
+    one at a time make (the oracle: the same layer with the call declining)."""
     from cyloop.ops.openvino import cells
 
-    ov_model, _ = _sequence_model("lstm", direction, {}, batch=4, steps=40, features=8,
-                                  hidden=16)
+    kernel_name, candidate = _STEPS[cell]
+    ov_model, _ = _sequence_model(cell, direction, {}, batch=4, steps=40, features=8, hidden=16)
     path = save(ov_model, tmp_path / "sequence.xml")
     directions = 2 if direction == "bidirectional" else 1
     feeds = {"X": rng.standard_normal((4, 40, 8)).astype(np.float32),
              "H0": rng.standard_normal((4, directions, 16)).astype(np.float32),
-             "C0": rng.standard_normal((4, directions, 16)).astype(np.float32),
              "L": np.full(4, 40, np.int32)}
-    real, calls = cells.lstm_product_steps, []
+    if cell == "lstm":
+        feeds["C0"] = rng.standard_normal((4, directions, 16)).astype(np.float32)
+    real, calls = getattr(cells, kernel_name), []
 
     def spy(*args):
         calls.append((len(args[2]), args[-1]))
         return real(*args)
 
     def run(steps):
-        monkeypatch.setattr(cells, "lstm_product_steps", steps)
+        monkeypatch.setattr(cells, kernel_name, steps)
         model = cyloop.load(path)
         (kernel,) = [step.fn for step in model._compiled.steps]
-        kernel.measured.fix("blocked gates")
+        kernel.measured.fix(candidate)
         return model.run(feeds)
 
     got = run(spy)
