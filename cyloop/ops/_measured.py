@@ -199,6 +199,13 @@ class Measured:
         steps_for = getattr(chosen, "steps_for", None)
         return None if steps_for is None else steps_for(*args)
 
+    def settled(self, *args) -> bool:
+        """Whether the candidate for these arguments is settled: fixed, the only one, or chosen
+        on their key (no trial will change it)."""
+        if self._all is not None:
+            return True
+        return (self._key(*args) if self._key is not None else None) in self._chosen_fn
+
     def pick(self, key: Hashable = None) -> tuple[str, Trial | None]:
         """The candidate to run now on `key`, and the trial its time goes to (None when nothing
         is to be timed: fixed, chosen already, a key past `max_keys`, or a call of a streak but

@@ -398,3 +398,20 @@ def test_steps_for_are_the_chosen_candidate_s_once_chosen():
     step = Measured({"plain": plain, "stepping": stepping})
     step.fix("stepping")
     assert step.steps_for(-3) == ("steps for", -3)
+
+
+def test_settled_says_whether_a_trial_can_still_change_the_candidate():
+    """Fixed, the only candidate, or chosen on the arguments' key: settled; on trial or never
+    called on that key: not."""
+    measured = Measured({"a": lambda x: x, "b": lambda x: x}, rounds=1, key=lambda x: x)
+    assert not measured.settled(1)
+    for _ in range(20):  # (warm-ups and a round each: the trial ends well within these)
+        name, trial = measured.pick(1)
+        if trial is None:
+            break
+        assert not measured.settled(1)
+        measured.report(trial, name, 1.0 if name == "a" else 2.0)
+    assert measured.settled(1) and not measured.settled(2)
+    assert Measured({"only": lambda x: x}).settled(3)
+    measured.fix("b")
+    assert measured.settled(2)

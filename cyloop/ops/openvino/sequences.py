@@ -7,7 +7,8 @@ at once (one GEMM: the hoisting a TensorIterator's cell gets), then the recurren
 with the same measured choices. Where every element runs every step, an LSTM's or RNN's steps
 from the first its step's chosen formulation takes on (one with `steps`: ops/registry.py
 `Recurrence`) run in one call (`lstm_product_steps`, `product_tanh_steps`): an LSTM of B8 T200
-I64 H128, 54.9 -> 26.3 us a step (OpenVINO's plugin: 53.0), AMD EPYC Zen 4. Shapes, with D directions (2 if bidirectional):
+I64 H128, 54.9 -> 26.3 us a step (OpenVINO's plugin: 53.0), AMD EPYC Zen 4. Shapes, with D
+directions (2 if bidirectional):
 
     X [B, T, I], initial states [B, D, H], sequence_lengths [B], W [D, G*H, I], R [D, G*H, H],
     B [D, G*H] (GRU with linear_before_reset: [D, 4*H]) -> Y [B, D, T, H], final states [B, D, H]
@@ -47,6 +48,25 @@ def _lengths(lengths, batch, steps):
     return lengths.astype(np.intp)
 
 
+NO_STEPS = object()  # a `steps_for` answer: the step's settled formulation has no steps
+
+
+def _steps_of(recurrence, args, states_at):
+    """`_run`'s `steps_for` answer for a cell's measured `recurrence` on `args` (the step's
+    operands, its states at `states_at`): its chosen candidate's steps, staged as each step one
+    at a time is (h' made contiguous, then copied into its slot of Y); the states handed in are
+    contiguous (the trial's last step may have left them as another layout's views, which the
+    steps refuse)."""
+    steps = recurrence.steps_for(*args)
+    if steps is None:
+        return NO_STEPS if recurrence.settled(*args) else None
+    args = list(args)
+    for k in states_at:
+        args[k] = np.ascontiguousarray(args[k])
+    args = tuple(args)
+    return lambda xs, outs: steps(args, xs, outs, True)
+
+
 def _run(states, x, lengths, w, b, attrs, project, step, steps_for=None):
     """Run every direction. `states`: the initial states [B, D, H] (h, and c for an LSTM);
     `w`, `b`: the input weights and biases [D, ...] `project` takes; `step(xw_t, states, d)` ->
@@ -55,8 +75,9 @@ def _run(states, x, lengths, w, b, attrs, project, step, steps_for=None):
     Where every element runs every step, `steps_for(xw_t, states, d)` (if given) may offer, for
     the step at hand, ``steps(xs, outs)``: the rest of the direction's steps in one call (xs
     [S, B, G], each h' into outs[s], [S, B, H]; the cell's `Recurrence`), the final states or
-    None where it declines (then no more is asked in this run). The values are those of the
-    steps one at a time."""
+    None where it declines; or it answers None (not now: the step's formulations are on trial)
+    or `NO_STEPS` (not in this run). After a decline or `NO_STEPS` nothing more is asked in the
+    run. The values are those of the steps one at a time."""
     batch, steps = x.shape[0], x.shape[1]
     lengths = _lengths(lengths, batch, steps)
     reverses = _directions(attrs, w.shape[0])
@@ -73,7 +94,9 @@ def _run(states, x, lengths, w, b, attrs, project, step, steps_for=None):
             if full:
                 at = steps - 1 - k if reverse else k
                 many = steps_for(xw[:, at], current, d) if steps_for is not None else None
-                if many is not None:  # (the rest, in step order: ``at`` down to 0 if reverse)
+                if many is NO_STEPS:
+                    steps_for = None
+                elif many is not None:  # (the rest, in step order: ``at`` down to 0 if reverse)
                     order = slice(at, None, -1) if reverse else slice(at, None)
                     done = many(xw[:, order].transpose(1, 0, 2),
                                 y[:, d, order].transpose(1, 0, 2))
@@ -109,11 +132,7 @@ def lstm_sequence(attrs, n_outputs):
             return recurrence(xw_t, states[0], states[1], r[d])
 
         def steps_for(xw_t, states, d):
-            """The step's `steps` (its measured candidate's, once chosen), staged as each step
-            one at a time is: h' made contiguous, then copied into its slot of Y."""
-            args = (xw_t, states[0], states[1], r[d])
-            steps = recurrence.steps_for(*args)
-            return None if steps is None else lambda xs, outs: steps(args, xs, outs, True)
+            return _steps_of(recurrence, (xw_t, states[0], states[1], r[d]), (1, 2))
 
         y, (h, c) = _run([h0, c0], x, lengths, w, b, attrs, project, step, steps_for)
         return (y, h, c)[:n_outputs]
@@ -147,10 +166,7 @@ def rnn_sequence(attrs, n_outputs):
             return [recurrence(xw_t, states[0], r[d])]
 
         def steps_for(xw_t, states, d):
-            """As the LSTM's (above)."""
-            args = (xw_t, states[0], r[d])
-            steps = recurrence.steps_for(*args)
-            return None if steps is None else lambda xs, outs: steps(args, xs, outs, True)
+            return _steps_of(recurrence, (xw_t, states[0], r[d]), (1,))
 
         y, (h,) = _run([h0], x, lengths, w, b, attrs, project, step, steps_for)
         return (y, h)[:n_outputs]

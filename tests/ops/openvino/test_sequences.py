@@ -186,8 +186,9 @@ def test_a_layer_runs_its_steps_in_one_call_as_one_at_a_time(cell, direction, tm
     real, calls = getattr(cells, kernel_name), []
 
     def spy(*args):
-        calls.append((len(args[2]), args[-1]))
-        return real(*args)
+        done = real(*args)
+        calls.append((len(args[2]), args[-1], done is not None))
+        return done
 
     def run(steps):
         monkeypatch.setattr(cells, kernel_name, steps)
@@ -197,7 +198,7 @@ def test_a_layer_runs_its_steps_in_one_call_as_one_at_a_time(cell, direction, tm
         return model.run(feeds)
 
     got = run(spy)
-    assert calls == [(40, True)] * directions
+    assert calls == [(40, True, True)] * directions  # (taken: not declined)
     declined = []
     want = run(lambda *args: declined.append(1))  # (asked once: not again in the run)
     assert len(declined) == 1
@@ -205,31 +206,58 @@ def test_a_layer_runs_its_steps_in_one_call_as_one_at_a_time(cell, direction, tm
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
-def test_an_lstm_layer_runs_the_steps_left_once_its_step_is_chosen(tmp_path, rng, monkeypatch):
-    """While the step's formulations are on trial the steps run one at a time; once "blocked
-    gates" is chosen, the rest of the sequence runs in one call (from a step's own h and c)."""
+@pytest.mark.parametrize("cell", list(_STEPS))
+def test_a_layer_runs_the_steps_left_once_its_step_is_chosen(cell, tmp_path, rng, monkeypatch):
+    """While the step's formulations are on trial the steps run one at a time; once the one with
+    steps is chosen, the rest of each direction runs in one call, from a step's own h (and c),
+    whatever layout the trial's last step left them in (the others made slow here: the RNN's
+    gate-major step, dropped on its own call, hands on transposed views)."""
     from cyloop.ops.openvino import cells
 
-    ov_model, weights = _sequence_model("lstm", "reverse", {}, batch=4, steps=300, features=8,
-                                        hidden=16)
+    kernel_name, candidate = _STEPS[cell]
+    ov_model, weights = _sequence_model(cell, "bidirectional", {}, batch=4, steps=300,
+                                        features=8, hidden=16)
     feeds = {"X": rng.standard_normal((4, 300, 8)).astype(np.float32),
-             "H0": rng.standard_normal((4, 1, 16)).astype(np.float32),
-             "C0": rng.standard_normal((4, 1, 16)).astype(np.float32),
+             "H0": rng.standard_normal((4, 2, 16)).astype(np.float32),
              "L": np.full(4, 300, np.int32)}
-    real, calls = cells.lstm_product_steps, []
-    monkeypatch.setattr(cells, "lstm_product_steps",
-                        lambda *args: calls.append(len(args[2])) or real(*args))
+    if cell == "lstm":
+        feeds["C0"] = rng.standard_normal((4, 2, 16)).astype(np.float32)
+    real, calls = getattr(cells, kernel_name), []
+
+    def spy(*args):
+        done = real(*args)
+        calls.append((len(args[2]), done is not None))
+        return done
+
+    monkeypatch.setattr(cells, kernel_name, spy)
     model = cyloop.load(save(ov_model, tmp_path / "sequence.xml"))
     (kernel,) = [step.fn for step in model._compiled.steps]
     candidates = kernel.measured.candidates
-    for name, candidate in list(candidates.items()):  # (the others slower: blocked is kept)
-        if name != "blocked gates":
-            candidates[name] = lambda *args, candidate=candidate: (time.sleep(0.002),
-                                                                   candidate(*args))[1]
+    for name, slow in list(candidates.items()):
+        if name != candidate:
+            candidates[name] = lambda *args, slow=slow: (time.sleep(0.002), slow(*args))[1]
     got = list(model.run(feeds).values())
     (trial,) = kernel.measured.trials.values()
-    assert trial.choice == "blocked gates"
-    assert len(calls) == 1 and 0 < calls[0] < 300
-    expected = _numpy_sequence("lstm", feeds, weights, "reverse", {})
+    assert trial.choice == candidate
+    assert len(calls) == 2 and all(taken for _, taken in calls)
+    assert 0 < calls[0][0] < 300 and calls[1][0] == 300  # (the second direction: all of it)
+    expected = _numpy_sequence(cell, feeds, weights, "bidirectional", {})
     for value, want in zip(got, expected):
         np.testing.assert_allclose(value, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_layer_whose_step_has_no_steps_is_not_asked_again(tmp_path, rng, monkeypatch):
+    """Once the step's formulation is settled on one without steps (here fixed, as tune=False
+    fixes the first), the layer stops asking for them: one question a run, not one a step."""
+    ov_model, _ = _sequence_model("lstm", "forward", {}, batch=4, steps=50, features=8,
+                                  hidden=16)
+    model = cyloop.load(save(ov_model, tmp_path / "sequence.xml"))
+    (kernel,) = [step.fn for step in model._compiled.steps]
+    kernel.measured.fix("batch-major gates")
+    asked, real = [], kernel.measured.steps_for
+    monkeypatch.setattr(kernel.measured, "steps_for",
+                        lambda *args: asked.append(1) or real(*args))
+    model.run({"X": rng.standard_normal((4, 50, 8)).astype(np.float32),
+               "H0": np.zeros((4, 1, 16), np.float32), "C0": np.zeros((4, 1, 16), np.float32),
+               "L": np.full(4, 50, np.int32)})
+    assert len(asked) == 1
