@@ -119,6 +119,13 @@ def _state_shape(xw, h, *rest):
     return h.shape, xw.dtype.char
 
 
+def _rows_apart(state):
+    """A [B, H] state as the steps take it, rows of contiguous elements: a copy of one with
+    another layout (the gate-major step hands on transposed views, and a trial's last step may
+    be one), else itself."""
+    return state if state.strides[-1] == state.itemsize else np.ascontiguousarray(state)
+
+
 def _measured(steps: dict[str, Callable]) -> Measured:
     """The steps (each with its `Prepared` weights as ``.weights``) as one measured choice."""
     def settled(in_use):
@@ -344,8 +351,9 @@ def lstm_step(attrs) -> Measured:
             dtype = h.dtype
             if h.ndim != 2 or dtype.kind != "f" or not rows.dtype == c.dtype == r.dtype == dtype:
                 return None
-            return lstm_product_steps(h, weights(r), rows, c, outs, 0, 1, 3, 2, False,
-                                      products_on_two_cores(), staged)  # (arranged: f, i, o, c)
+            return lstm_product_steps(_rows_apart(h), weights(r), rows, _rows_apart(c), outs, 0,
+                                      1, 3, 2, False, products_on_two_cores(),
+                                      staged)  # (arranged: f, i, o, c)
 
         plain_step.weights = weights
         plain_step.steps_for = lambda *args: steps
@@ -458,7 +466,8 @@ def rnn_step(attrs) -> Measured:
             _, h, r = args
             if h.ndim != 2:
                 return None
-            done = product_tanh_steps(h, weights(r), rows, outs, products_on_two_cores(), staged)
+            done = product_tanh_steps(_rows_apart(h), weights(r), rows, outs,
+                                      products_on_two_cores(), staged)
             return None if done is None else (done,)
 
         step.weights = weights

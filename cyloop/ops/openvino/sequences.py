@@ -51,19 +51,13 @@ def _lengths(lengths, batch, steps):
 NO_STEPS = object()  # a `steps_for` answer: the step's settled formulation has no steps
 
 
-def _steps_of(recurrence, args, states_at):
+def _steps_of(recurrence, args):
     """`_run`'s `steps_for` answer for a cell's measured `recurrence` on `args` (the step's
-    operands, its states at `states_at`): its chosen candidate's steps, staged as each step one
-    at a time is (h' made contiguous, then copied into its slot of Y); the states handed in are
-    contiguous (the trial's last step may have left them as another layout's views, which the
-    steps refuse)."""
+    operands): its chosen candidate's steps, staged as each step one at a time is (h' made
+    contiguous, then copied into its slot of Y)."""
     steps = recurrence.steps_for(*args)
     if steps is None:
         return NO_STEPS if recurrence.settled(*args) else None
-    args = list(args)
-    for k in states_at:
-        args[k] = np.ascontiguousarray(args[k])
-    args = tuple(args)
     return lambda xs, outs: steps(args, xs, outs, True)
 
 
@@ -132,7 +126,7 @@ def lstm_sequence(attrs, n_outputs):
             return recurrence(xw_t, states[0], states[1], r[d])
 
         def steps_for(xw_t, states, d):
-            return _steps_of(recurrence, (xw_t, states[0], states[1], r[d]), (1, 2))
+            return _steps_of(recurrence, (xw_t, states[0], states[1], r[d]))
 
         y, (h, c) = _run([h0, c0], x, lengths, w, b, attrs, project, step, steps_for)
         return (y, h, c)[:n_outputs]
@@ -166,7 +160,7 @@ def rnn_sequence(attrs, n_outputs):
             return [recurrence(xw_t, states[0], r[d])]
 
         def steps_for(xw_t, states, d):
-            return _steps_of(recurrence, (xw_t, states[0], r[d]), (1,))
+            return _steps_of(recurrence, (xw_t, states[0], r[d]))
 
         y, (h,) = _run([h0], x, lengths, w, b, attrs, project, step, steps_for)
         return (y, h)[:n_outputs]
