@@ -509,9 +509,8 @@ def rnn_recurrence(attrs, n_outputs):
     def run(xw, h, r, out=None):
         return (step(xw, h, r, out=out),)[:n_outputs]
 
-    if n_outputs == 1:
-        run.recurrence = Recurrence(per_step=0, feedback=(1,))  # (xw, h, r) -> (h',)
-        run.steps_for = step.steps_for  # (the chosen candidate's: `Measured.steps_for`)
+    run.recurrence = Recurrence(per_step=0, feedback=(1,))  # (xw, h, r) -> (h',)
+    run.steps_for = step.steps_for  # (the chosen candidate's: `Measured.steps_for`)
     return showing(run, step)
 
 
