@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from .engine import _steps
-from .engine.settings import DEFAULT_MAX_ITERATIONS, count_limit
+from .engine.settings import DEFAULT_MAX_ITERATIONS
 from .errors import CyloopError, InputError, LoopCarryError, LoopLimitError
 
 __all__ = ["fori_loop", "scan", "while_loop"]
@@ -70,7 +70,9 @@ def _flatten(tree) -> tuple[list, Any]:
 
 
 def _unflatten(structure, leaves):
-    if structure is not None and not any(structure[2]):  # a flat tuple, list or dict of leaves
+    if structure is None:  # one leaf
+        return leaves[0]
+    if not any(structure[2]):  # a flat tuple, list or dict of leaves
         kind, keys, _ = structure
         return dict(zip(keys, leaves)) if kind is dict else kind(leaves)
     iterator = iter(leaves)
@@ -278,8 +280,11 @@ def _limit(max_iterations, loop: str) -> int:
     (no limit)."""
     if max_iterations is None:
         return -1
-    return count_limit(_integer(max_iterations, f"{loop}: max_iterations"),
-                       f"{loop}: max_iterations", 0)
+    what = f"{loop}: max_iterations"
+    limit = _integer(max_iterations, what)
+    if limit < 0:  # (count_limit's rule, without its abstract-class check: a loop's fixed cost)
+        raise InputError(f"{what} must be None or >= 0, not {limit}")
+    return limit
 
 
 def _steps_allowed(steps: int, max_iterations: int | None, loop: str) -> None:
