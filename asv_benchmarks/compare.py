@@ -2,16 +2,17 @@
 hand loop, interleaved in one process so machine drift hits every runner alike.
 
     python asv_benchmarks/compare.py [--repeat 7] [--only W2-loop,W6] [--no-memory]
-                                     [--startup-only] [--functional-only]
+                                     [--startup-only] [--functional-only] [--spellings-only]
 
 Every runner's outputs are checked against the numpy loop. Times are medians of `--repeat`
-interleaved rounds, as microseconds per iteration; peak memory is measured in a fresh subprocess
-per cell, with that runner's engine alone loaded: the resident set size sampled during the first
-run, above its level after loading, so that native allocations count too (one-time costs such as
-thread pools count as well). Last, the time of `import cyloop` in a fresh interpreter and of
-`cyloop.load` on each workload's file. Then the functional API: each workload's step as one
-Python function, run by cyloop.scan / while_loop / fori_loop and by the plain Python loop that
-calls the same function (its floor).
+interleaved rounds (each runner in another place each round), as microseconds per iteration;
+peak memory is measured in a fresh subprocess per cell, with that runner's engine alone loaded:
+the resident set size sampled during the first run, above its level after loading, so that
+native allocations count too (one-time costs such as thread pools count as well). Then cyloop on
+the IR spelling of W1-W5 against the ONNX ones, interleaved in the same rounds; the time of
+`import cyloop` in a fresh interpreter and of `cyloop.load` on each workload's file. Last, the
+functional API: each workload's step as one Python function, run by cyloop.scan / while_loop /
+fori_loop and by the plain Python loop that calls the same function (its floor).
 """
 
 from __future__ import annotations
@@ -176,6 +177,22 @@ def _agrees(got, expected) -> str:
         return f"no ({type(e).__name__})"
 
 
+def _rounds(cells: dict, repeat: int, pause: float = 0.0) -> dict:
+    """name -> seconds of each of `repeat` rounds that run every cell once, in an order that
+    turns by one place each round: a run right after another pays for it (measured: the second
+    of the plain loop and the functional API, run back to back, takes 1-1.5% more, whichever
+    it is), so no cell keeps the same place."""
+    names = list(cells)
+    times = {name: [] for name in names}
+    for k in range(repeat):
+        for name in names[k % len(names):] + names[:k % len(names)]:
+            time.sleep(pause)
+            start = time.perf_counter()
+            cells[name]()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
 def measure(workload_id, repeat):
     build, iterations = workloads()[workload_id]
     model, feeds, numpy_loop = build()
@@ -194,17 +211,11 @@ def measure(workload_id, repeat):
         results[name] = {"outputs": outputs}
     if expected is None and "numpy" in results:
         expected = results["numpy"]["outputs"]
-    times = {name: [] for name in cells}
-    for _ in range(repeat):
-        for name, run in cells.items():
-            # The previous runner's worker threads go idle first: onnxruntime's pool spins after
-            # a run, and on a 2-core machine it takes the core the next runner's BLAS threads
-            # use (measured on W4-loop: cyloop 42 us/step alone, 118 right after an
-            # onnxruntime run, 42 again after this pause).
-            time.sleep(IDLE_SECONDS)
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
+    # Each run follows a pause, in which the previous runner's worker threads go idle:
+    # onnxruntime's pool spins after a run, and on a 2-core machine it takes the core the next
+    # runner's BLAS threads use (measured on W4-loop: cyloop 42 us/step alone, 118 right after
+    # an onnxruntime run, 42 again after this pause).
+    times = _rounds(cells, repeat, IDLE_SECONDS)
     for name, samples in times.items():
         results[name]["us_per_iteration"] = statistics.median(samples) / iterations * 1e6
         results[name]["agrees"] = "ref" if results[name]["outputs"] is expected else \
@@ -279,8 +290,45 @@ def startup(chosen, repeat):
         print(f"| {workload_id} | {statistics.median(times) * 1e3:.1f} |")
 
 
+# A workload's IR spelling against its ONNX ones, for the spellings table.
+SPELLINGS = {
+    "W1": ("W1-ir", ("W1",)),
+    "W2": ("W2-ti", ("W2-loop", "W2-scan")),
+    "W3": ("W3-ti-p1", ("W3-scan",)),
+    "W4": ("W4-loop-ir", ("W4-loop",)),
+    "W5": ("W5-ir", ("W5",)),
+}
+
+
+def spellings(chosen, repeat):
+    """cyloop on each workload's IR and ONNX spellings, interleaved in the same rounds: the
+    target "IR within 1.2x of ONNX" compares the spellings, and the main table's cells, run
+    minutes apart, drift apart on a shared host (W5's numpy loop once took 1.7x longer in
+    W5-ir's cell than in W5's)."""
+    print()
+    print("| workload | IR spelling, µs / iteration | ONNX spellings | IR / best ONNX | agree |")
+    print("|---|---:|---|---:|---|")
+    for workload, (ir, onnx_ids) in SPELLINGS.items():
+        if chosen is not None and workload not in chosen:
+            continue
+        cells, iterations, agree = {}, {}, []
+        for workload_id in (ir, *onnx_ids):
+            build, iterations[workload_id] = workloads()[workload_id]
+            model, feeds, numpy_loop = build()
+            run = runners(workload_id, model, feeds, None, only="cyloop")["cyloop"]
+            agree.append(_agrees(run(), numpy_loop(feeds)))  # (also the untimed first run)
+            cells[workload_id] = run
+        times = _rounds(cells, repeat, IDLE_SECONDS)
+        us = {w: statistics.median(times[w]) / iterations[w] * 1e6 for w in cells}
+        best = min(us[w] for w in onnx_ids)
+        shown = ", ".join(f"{w} {us[w]:.2f}" for w in onnx_ids)
+        print(f"| {workload} | {ir} {us[ir]:.2f} | {shown} | {us[ir] / best:.2f} | "
+              f"{'yes' if set(agree) == {'yes'} else 'no'} |", flush=True)
+
+
 def functional(chosen, repeat):
-    """The functional-API table: interleaved medians of the API and of the plain loop."""
+    """The functional-API table: interleaved medians of the API and of the plain loop, each
+    first in every other round (see `_rounds`)."""
     print()
     print("| workload | Python loop, µs / iteration | functional API | API / loop | agrees |")
     print("|---|---:|---:|---:|---|")
@@ -289,12 +337,7 @@ def functional(chosen, repeat):
             continue
         iterations, loop, api = build()
         agrees = _agrees(api(), loop())
-        times = {"loop": [], "api": []}
-        for _ in range(repeat):
-            for name, run in (("loop", loop), ("api", api)):
-                start = time.perf_counter()
-                run()
-                times[name].append(time.perf_counter() - start)
+        times = _rounds({"loop": loop, "api": api}, repeat)
         loop_us, api_us = (statistics.median(times[k]) / iterations * 1e6 for k in ("loop", "api"))
         print(f"| {workload_id} | {loop_us:.3f} | {api_us:.3f} | {api_us / loop_us:.2f} | "
               f"{agrees} |", flush=True)
@@ -309,6 +352,8 @@ def main():
                         help="only the import and load times")
     parser.add_argument("--functional-only", action="store_true",
                         help="only the functional API against the plain Python loop")
+    parser.add_argument("--spellings-only", action="store_true",
+                        help="only cyloop on the IR spellings against the ONNX ones")
     parser.add_argument("--cell", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     try:  # (see settled_openvino: its import's telemetry must not fork during a run)
@@ -329,6 +374,9 @@ def main():
     workload_prefixes = {w.split("-")[0] for w in chosen} if args.only else None
     if args.functional_only:
         functional(workload_prefixes, args.repeat)
+        return
+    if args.spellings_only:
+        spellings(workload_prefixes, args.repeat)
         return
     print()
     print("| workload | runner | µs / iteration | vs cyloop | peak MiB | agrees |")
@@ -351,6 +399,7 @@ def main():
         for line in str(model.plan()).splitlines():
             if "measured choice:" in line:
                 print(f"- {workload_id}: {line.strip().removeprefix('measured choice: ')}")
+    spellings(workload_prefixes, args.repeat)
     startup(chosen, args.repeat)
     functional(workload_prefixes, args.repeat)
 
