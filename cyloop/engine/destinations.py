@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..ir import CarriedInput, ConcatOutput, LoopSpec, SlicedInput
 
 __all__ = ["Destination", "LoopFacts", "MeasuredPlacement", "PoolDestination", "RecurrentSteps",
@@ -105,8 +107,9 @@ def plan_steps(spec: LoopSpec, body, hoisted: set[int]) -> RecurrentSteps | None
     (`hoisted`: the slots of the body's hoisted values), whose fed-back arguments are exactly the
     loop's carried values, each the back edge of the result that feeds it, and whose other
     arguments stay put (invariants, captures, constants); nothing else is bound per iteration
-    (no iteration number or slice read, a condition only passed through); its first result is
-    emitted into one concatenated output, and last-value outputs are its results. None otherwise.
+    (no iteration number or slice read; a condition passed through or constant true); its first
+    result is emitted into one concatenated output, and last-value outputs are its results. None
+    otherwise.
     """
     if len(body.steps) != 1:
         return None
@@ -121,8 +124,7 @@ def plan_steps(spec: LoopSpec, body, hoisted: set[int]) -> RecurrentSteps | None
     per_iteration = {slot(inp.param) for inp in spec.inputs if isinstance(inp, SlicedInput)}
     if spec.iteration_param:
         per_iteration.add(slot(spec.iteration_param))
-    if spec.cond_result and (not spec.cond_param
-                             or slot(spec.cond_result) != slot(spec.cond_param)):
+    if spec.cond_result and not _stays_true(spec, body):
         return None
     passed = set()  # the condition, passed through to the condition result
     if spec.cond_param:
@@ -169,6 +171,17 @@ def plan_steps(spec: LoopSpec, body, hoisted: set[int]) -> RecurrentSteps | None
     if output is None:
         return None
     return RecurrentSteps(output, tuple(carried), tuple(last))
+
+
+def _stays_true(spec: LoopSpec, body) -> bool:
+    """Whether a loop's condition result is true in every iteration the driver binds a true
+    condition to: the condition passed through, or a constant true (what `convert_model` writes
+    for an ONNX Loop whose body passes its condition through)."""
+    result = body.slot(spec.cond_result)
+    if spec.cond_param and result == body.slot(spec.cond_param):
+        return True
+    value = body.constants.get(result)
+    return value is not None and np.size(value) == 1 and bool(np.reshape(value, -1)[0])
 
 
 @dataclass

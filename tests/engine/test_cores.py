@@ -15,7 +15,7 @@ from cyloop.ops import _measured, _two_core
 from cyloop.ops._gemm import products_on_two_cores, set_products_on_two_cores, two_cores_here
 
 from ..conftest import measured_steps, placements
-from ..frontends.openvino_models import cell_ti_model, save
+from ..frontends.openvino_models import cell_ti_model, converted, save
 from ..ops.test_gemm import _rnn_loop_feeds, _rnn_loop_model
 from .test_fuse import _feeds, _lstm_loop
 
@@ -60,26 +60,9 @@ def _cell(kind, batch):
 
 def _converted_rnn(tmp_path, rng):
     """`_rnn` as the IR openvino.convert_model writes for it (OpenVINO's MatMul and Add: the
-    hoisted x W + B, joined, and h @ R + the rest, fused), converted in a child interpreter
-    (OpenVINO's conversion of some Loops leaves numpy's threaded products spinning after it)."""
-    import subprocess
-    import sys
-
-    import onnx
-
+    hoisted x W + B, joined, and h @ R + the rest, fused)."""
     onnx_model, feeds = _rnn(tmp_path, rng)
-    for declared in onnx_model.graph.input:  # (the IR's inputs take the shapes declared here)
-        dims = declared.type.tensor_type.shape
-        dims.ClearField("dim")
-        for size in feeds[declared.name].shape:
-            dims.dim.add().dim_value = size
-    onnx.save(onnx_model, str(tmp_path / "rnn.onnx"))
-    path = tmp_path / "rnn.xml"
-    convert = ("import sys, openvino as ov; ov.save_model(ov.convert_model(sys.argv[1]), "
-               "sys.argv[2], compress_to_fp16=False)")
-    subprocess.run([sys.executable, "-c", convert, str(tmp_path / "rnn.onnx"), str(path)],
-                   check=True)
-    return path, feeds
+    return converted(onnx_model, feeds, tmp_path / "rnn.xml"), feeds
 
 
 LOOPS = {"onnx-rnn": _rnn, "onnx-lstm-fused": _fused_lstm, "openvino-lstm": _cell("lstm", 8),

@@ -9,6 +9,7 @@ import numpy as np
 import openvino as ov
 import openvino.opset8 as ops
 import pytest
+from onnx import numpy_helper
 
 import cyloop
 from cyloop.engine import compile as compiling
@@ -19,7 +20,7 @@ from cyloop.ops._gemm import two_cores_here
 from cyloop.ops.openvino import cells
 
 from ..conftest import measured_steps, placements
-from ..frontends.openvino_models import _i64, cell_ti_model, save
+from ..frontends.openvino_models import _i64, cell_ti_model, converted, save
 from ..ops.test_gemm import _rnn_loop_feeds, _rnn_loop_model
 from .test_fuse import _feeds, _lstm_loop
 
@@ -93,8 +94,16 @@ def _openvino_rnn_cell(tmp_path, rng, steps, hidden=64, batch=16):
     return save(ov_model, tmp_path / "rnn_cell.xml"), feeds
 
 
+def _converted_lstm(tmp_path, rng, steps, hidden=32, batch=4):
+    """`_onnx_lstm` as the IR openvino.convert_model writes for it: a Loop whose body's
+    condition is a constant true (the ONNX body passes its condition through)."""
+    onnx_model, feeds = _onnx_lstm(tmp_path, rng, steps, hidden, batch)
+    return converted(onnx_model, feeds, tmp_path / "lstm.xml"), feeds
+
+
 LOOPS = {"openvino-lstm": _openvino_lstm, "onnx-lstm-fused": _onnx_lstm, "onnx-rnn": _onnx_rnn,
-         "openvino-rnn": _openvino_rnn, "openvino-rnn-cell": _openvino_rnn_cell}
+         "openvino-rnn": _openvino_rnn, "openvino-rnn-cell": _openvino_rnn_cell,
+         "converted-lstm": _converted_lstm}
 # The cores each loop's steps run on (a plain RNN fused from its ops: where its product runs on
 # two).
 STEPPING = {name: [c for c in CORES if name not in ("onnx-rnn", "openvino-rnn") or c == TWO_CORES]
@@ -456,6 +465,25 @@ def test_a_carried_value_read_where_the_step_wants_one_that_stays_put_is_no_step
     got = model.run(feeds)
     assert _counters(model)["step_calls"] == 0
     assert "steps:" not in str(model.plan())
+    want = cyloop.load(source, driver="python").run(feeds)
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=2e-5, atol=2e-5, err_msg=key)
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_a_constant_condition_true_lets_the_steps_run(value, tmp_path, rng):
+    """A body whose condition is a constant (as in the IR convert_model writes for an ONNX body
+    passing its condition through): true, the loop's iterations run many at a time; false, the
+    loop stops after iteration 0. The reference's values."""
+    source, feeds = _onnx_lstm(tmp_path, rng, 40)
+    body = source.graph.node[-1].attribute[0].g
+    (k,) = [k for k, node in enumerate(body.node) if node.output[0] == "cond_out"]
+    del body.node[k]
+    body.initializer.append(numpy_helper.from_array(np.array(value), "cond_out"))
+    model = _loaded(source, CORES[0])
+    got = model.run(feeds)
+    assert (_counters(model)["step_calls"] > 0) == value
+    assert got["hs"].shape[0] == (40 if value else 1)
     want = cyloop.load(source, driver="python").run(feeds)
     for key in want:
         np.testing.assert_allclose(got[key], want[key], rtol=2e-5, atol=2e-5, err_msg=key)

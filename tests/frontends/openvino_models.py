@@ -14,6 +14,30 @@ def save(model, path):
     return path
 
 
+def converted(onnx_model, feeds, path):
+    """`onnx_model` as the IR openvino.convert_model writes for it, saved at `path`, its inputs
+    declared with the shapes of `feeds` (the IR's take the shapes declared). Converted in a
+    child interpreter: OpenVINO's conversion of some Loops leaves numpy's threaded products
+    spinning after it."""
+    import subprocess
+    import sys
+
+    import onnx
+
+    onnx_model = onnx.ModelProto.FromString(onnx_model.SerializeToString())  # (a copy)
+    for declared in onnx_model.graph.input:
+        dims = declared.type.tensor_type.shape
+        dims.ClearField("dim")
+        for size in feeds[declared.name].shape:
+            dims.dim.add().dim_value = size
+    source = f"{path}.onnx"
+    onnx.save(onnx_model, source)
+    convert = ("import sys, openvino as ov; ov.save_model(ov.convert_model(sys.argv[1]), "
+               "sys.argv[2], compress_to_fp16=False)")
+    subprocess.run([sys.executable, "-c", convert, source, str(path)], check=True)
+    return path
+
+
 def ti_model(x_shape, axis, start, end, stride, part, out_axis, out_stride, dtype=np.float32):
     """TensorIterator: h <- h + x_t * w (x sliced by the port map), y_t = 2 h emitted.
 
