@@ -310,8 +310,8 @@ class Measured:
             return f"{self.fixed} (fixed, not measured)"
         if len(self.candidates) == 1:
             return f"{next(iter(self.candidates))} (the only candidate)"
-        if not self.trials:
-            return "not run yet"
+        if not self.trials:  # (calls made untimed, or none: they run the default)
+            return f"not timed yet ({next(iter(self.candidates))}, the default, until then)"
         if list(self.trials) == [None]:
             return self.trials[None].describe(self.unit)
         return "; ".join(f"on {self._label(key)}: {trial.describe(self.unit)}"

@@ -716,7 +716,8 @@ def test_the_chunk_size_is_timed_per_row_and_the_fastest_kept(rng):
     feeds = _rnn_feeds(rng, steps)
     model = cyloop.Model(graph, driver="cython")
     sizing = _hoist_of(model).sizing
-    assert "hoisting chunk size: not run yet" in str(model.plan())
+    assert "hoisting chunk size: not timed yet (512 KiB, the default, until then)" in \
+        str(model.plan())
     expected = cyloop.Model(graph, driver="python").run(feeds)
     for _ in range(40):
         got = model.run(feeds)

@@ -48,7 +48,7 @@ def test_each_candidate_warms_up_then_runs_its_rounds_and_the_fastest_is_kept(mo
         return candidate
 
     measured = Measured({"slow": run("slow"), "fast": run("fast")}, rounds=3)
-    assert measured.describe() == "not run yet"
+    assert measured.describe() == "not timed yet (slow, the default, until then)"
     assert measured(0) == 1 and measured.describe().startswith("still measuring (slow not timed")
     results = [1] + [measured(k) for k in range(1, 12)]
     assert results == [k + 1 for k in range(12)]  # every call computes, measured or not
