@@ -988,12 +988,101 @@ def gru_product_tail(cnp.ndarray h, cnp.ndarray w_zr, cnp.ndarray w_n, cnp.ndarr
     with its two gemm calls and its passes, as `lstm_product_tail`'s: on two cores with
     ``two_cores``. The values are those of the products then `gru_gates` and `gru_blend`, and
     so is the floating-point report (the gates' passes, then the blend's)."""
-    cdef int type_num = cnp.PyArray_TYPE(h)
-    cdef Loops *loops = _loops_of(type_num)
     cdef GruJob job
-    cdef npy_intp batch, hidden, item
     cdef int gates_raised[G_PASSES]
     cdef int blend_raised[B_PASSES]
+    buffers = _gru_job(&job, h, w_zr, w_n, x, bias_n, cap, out, two_cores, gates_raised,
+                       blend_raised)
+    if buffers is None:
+        return None
+    h_out = out if out is not None else cnp.PyArray_EMPTY(2, [job.batch, job.hidden],
+                                                          cnp.PyArray_TYPE(h), 0)
+    _rows_of(h_out, cnp.PyArray_TYPE(h), job.batch, job.hidden, &job.h_new)
+    with nogil:
+        _run_pieces(&job.job, job.batch, job.rows, two_cores)
+    _report_raised(gates_raised, G_PASSES, _UFUNC_OF_GATES_PASS)
+    _report_raised(blend_raised, B_PASSES, _UFUNC_OF_BLEND_PASS)
+    return h_out
+
+
+def gru_product_steps(cnp.ndarray h not None, cnp.ndarray w_zr not None,
+                      cnp.ndarray w_n not None, cnp.ndarray xs not None, object bias_n,
+                      cnp.ndarray cap not None, cnp.ndarray outs not None, bint two_cores,
+                      bint staged=False):
+    """The last h' of ``len(xs)`` consecutive GRU steps, each `gru_product_tail`'s, in one
+    call: step s takes ``xs[s]`` and writes its h' into ``outs[s]``, and its h is the step
+    before's h' (step 0's: `h`); or None for operands it does not take (nothing is written
+    then). What a recurrent loop's iterations would compute calling `gru_product_tail` once
+    each, value for value, without returning to Python between them.
+
+    xs [S, B, 3H] and outs [S, B, H] (S >= 1) hold, step after step, operands step 0 would take
+    as x and ``out`` (each step's at one stride from the one before). The slots of outs share no
+    byte, with each other nor with any operand, unless `h` is the slot just before ``outs[0]``
+    of the same layout (an output's previous slot). The h' returned is ``outs[-1]``; `staged`
+    as `lstm_product_steps`'; the floating-point report is made once, after the last step, of
+    every step's flags."""
+    cdef GruJob job
+    cdef int gates_raised[G_PASSES]
+    cdef int blend_raised[B_PASSES]
+    cdef npy_intp steps, s, batch, hidden, item, step_bytes, x_step, row
+    cdef int type_num = cnp.PyArray_TYPE(h), k
+    cdef char *out_data
+    cdef const char *x_data
+    cdef Rows made[2]
+    cdef Rows slot
+    if cnp.PyArray_NDIM(xs) != 3 or cnp.PyArray_NDIM(outs) != 3 \
+            or cnp.PyArray_DIM(xs, 0) != cnp.PyArray_DIM(outs, 0) or cnp.PyArray_DIM(xs, 0) < 1:
+        return None
+    buffers = _gru_job(&job, h, w_zr, w_n, xs[0], bias_n, cap, outs[0], two_cores,
+                       gates_raised, blend_raised)
+    if buffers is None:
+        return None
+    steps, batch, hidden, item = cnp.PyArray_DIM(xs, 0), job.batch, job.hidden, job.item
+    row = cnp.PyArray_STRIDE(outs, 1)
+    # Every step's operands as step 0's, one stride on (aligned: whole elements apart), and
+    # h' rows a gemm reads as the next step's h (rows forward, at least a row apart).
+    if not _native(xs, type_num) or not _native(outs, type_num) \
+            or batch > 1 and (row < hidden * item or row % item) \
+            or any(arrays_overlap(outs, a) for a in (xs, w_zr, w_n, cap)) \
+            or bias_n is not None and arrays_overlap(outs, bias_n) \
+            or not _slots_apart(outs, h, batch, hidden * item):
+        return None
+    step_bytes, x_step = cnp.PyArray_STRIDE(outs, 0), cnp.PyArray_STRIDE(xs, 0)
+    out_data, x_data = <char *>cnp.PyArray_DATA(outs), <const char *>cnp.PyArray_DATA(xs)
+    slot = job.h_new  # (outs[0]'s rows)
+    if staged:
+        h_made = [cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0) for _ in range(2)]
+        for k in range(2):
+            _rows_of(h_made[k], type_num, batch, hidden, &made[k])
+    with nogil:
+        for s in range(steps):
+            if s > 0:  # h: the step before's h'
+                job.state = job.h_new
+                job.h, job.h_stride = job.state.data, job.state.stride // item
+            job.x = x_data + s * x_step
+            job.h_new = made[s % 2] if staged else slot
+            if not staged:
+                job.h_new.data = out_data + s * step_bytes
+            _run_pieces(&job.job, batch, job.rows, two_cores)
+            if staged:
+                _copy_rows(made[s % 2], slot.data + s * step_bytes, slot.stride, batch,
+                           hidden * item)
+    _report_raised(gates_raised, G_PASSES, _UFUNC_OF_GATES_PASS)
+    _report_raised(blend_raised, B_PASSES, _UFUNC_OF_BLEND_PASS)
+    return outs[steps - 1]
+
+
+cdef object _gru_job(GruJob *job, cnp.ndarray h, cnp.ndarray w_zr, cnp.ndarray w_n,
+                     cnp.ndarray x, object bias_n, cnp.ndarray cap, object out, bint two_cores,
+                     int *gates_raised, int *blend_raised):
+    """`job` set up for `gru_product_tail`'s step on these operands, all but where h' goes when
+    `out` is None (``job.h_new``; `out`'s rows if given), with `gates_raised` and
+    `blend_raised` (G_PASSES and B_PASSES flags, cleared) for its flags; returns the buffers it
+    writes (the gates, reset * h, the candidate: the caller keeps them), or None if the step is
+    declined (nothing allocated)."""
+    cdef int type_num = cnp.PyArray_TYPE(h)
+    cdef Loops *loops = _loops_of(type_num)
+    cdef npy_intp batch, hidden, item
     cdef int k
     cdef bint linear_before_reset = bias_n is not None
     if loops == NULL or not has_gemm(type_num == cnp.NPY_DOUBLE) \
@@ -1027,8 +1116,6 @@ def gru_product_tail(cnp.ndarray h, cnp.ndarray w_zr, cnp.ndarray w_n, cnp.ndarr
     zr = cnp.PyArray_EMPTY(2, [batch, 2 * hidden], type_num, 0)
     gated = cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
     candidate = cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
-    h_out = out if out is not None else cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
-    _rows_of(h_out, type_num, batch, hidden, &job.h_new)
     job.state.data = <char *>cnp.PyArray_DATA(h)
     job.state.stride = cnp.PyArray_STRIDE(h, 0) if batch > 1 else hidden * item
     job.limit.data, job.limit.stride = <char *>cnp.PyArray_DATA(cap), 0
@@ -1054,11 +1141,7 @@ def gru_product_tail(cnp.ndarray h, cnp.ndarray w_zr, cnp.ndarray w_n, cnp.ndarr
         blend_raised[k] = 0
     job.gates_raised, job.blend_raised = gates_raised, blend_raised
     job.job.run = _gru_piece
-    with nogil:
-        _run_pieces(&job.job, batch, job.rows, two_cores)
-    _report_raised(gates_raised, G_PASSES, _UFUNC_OF_GATES_PASS)
-    _report_raised(blend_raised, B_PASSES, _UFUNC_OF_BLEND_PASS)
-    return h_out
+    return zr, gated, candidate
 
 
 # numpy's errstate kinds in the order it reports them: (errstate key, fenv flag, numpy's bit

@@ -46,10 +46,10 @@ def _fused_lstm(tmp_path, rng):
     return onnx_model, feeds
 
 
-def _cell(kind, batch):
+def _cell(kind, batch, **attrs):
     def build(tmp_path, rng, steps=STEPS):
         ov_model, _ = cell_ti_model(kind, steps=steps, batch=batch, features=16, hidden=64,
-                                    scale=SCALE)
+                                    scale=SCALE, **attrs)
         feeds = {"X": rng.standard_normal((batch, steps, 16)).astype(np.float32),
                  "H0": rng.standard_normal((batch, 64)).astype(np.float32)}
         if kind == "lstm":
@@ -164,9 +164,10 @@ def test_a_timed_run_of_the_cores_trial_times_nothing_else(name, tmp_path, rng):
 def test_where_a_value_lives_is_tried_once_the_cores_are_chosen(tmp_path, rng):
     """One run-level trial at a time: while the cores are on trial, the placement of the GRU
     cell's h (carried, and emitted on axis 1) keeps its default untimed; its own trial starts in
-    the first run after the choice of cores, and ends with a choice four runs later. (An LSTM
-    cell's iterations run many at a time, and its h lives in its slot: test_steps.py.)"""
-    source, feeds = _cell("gru", 8)(tmp_path, rng)
+    the first run after the choice of cores, and ends with a choice four runs later. (A clip:
+    its step has no steps. Where a cell's iterations run many at a time, where their h lives
+    is measured a call at a time: test_steps.py.)"""
+    source, feeds = _cell("gru", 8, clip=4.0)(tmp_path, rng)
     model = cyloop.load(source, driver="cython")
     loop = _loop_of(model)
     (placement,) = placements(model)

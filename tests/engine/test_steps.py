@@ -94,6 +94,17 @@ def _openvino_rnn_cell(tmp_path, rng, steps, hidden=64, batch=16):
     return save(ov_model, tmp_path / "rnn_cell.xml"), feeds
 
 
+def _openvino_gru_cell(tmp_path, rng, steps, hidden=64, batch=16, **attrs):
+    """OpenVINO's GRUCell in a TensorIterator, h emitted on axis 1 (`attrs`, say
+    linear_before_reset, are the cell's): its steps run on one core or two ([16, 64] with
+    [64, 192] and [64, 64] products: enough to split)."""
+    ov_model, _ = cell_ti_model("gru", steps=steps, batch=batch, features=8, hidden=hidden,
+                                scale=0.1, **attrs)
+    feeds = {"X": rng.standard_normal((batch, steps, 8)).astype(np.float32),
+             "H0": rng.standard_normal((batch, hidden)).astype(np.float32)}
+    return save(ov_model, tmp_path / "gru_cell.xml"), feeds
+
+
 def _converted_lstm(tmp_path, rng, steps, hidden=32, batch=4):
     """`_onnx_lstm` as the IR openvino.convert_model writes for it: a Loop whose body's
     condition is a constant true (the ONNX body passes its condition through)."""
@@ -103,6 +114,9 @@ def _converted_lstm(tmp_path, rng, steps, hidden=32, batch=4):
 
 LOOPS = {"openvino-lstm": _openvino_lstm, "onnx-lstm-fused": _onnx_lstm, "onnx-rnn": _onnx_rnn,
          "openvino-rnn": _openvino_rnn, "openvino-rnn-cell": _openvino_rnn_cell,
+         "openvino-gru-cell": _openvino_gru_cell,
+         "openvino-gru-cell-linear": lambda *args: _openvino_gru_cell(*args,
+                                                                      linear_before_reset=True),
          "converted-lstm": _converted_lstm}
 # The cores each loop's steps run on (a plain RNN fused from its ops: where its product runs on
 # two).
@@ -133,13 +147,15 @@ def _spied(monkeypatch, name, answer=None):
     """Each call of `name`'s steps kernel, in a list: (its flag `staged`, its steps); `answer`, if
     given, replaces the kernel (say, declining every call)."""
     module, kernel = (cells, "lstm_product_steps") if "lstm" in name else \
+        (cells, "gru_product_steps") if "gru" in name else \
         (cells, "product_tanh_steps") if name == "openvino-rnn-cell" else \
         (fused, "product_tanh_steps")
     real = getattr(module, kernel) if answer is None else answer
+    at = 3 if "gru" in name else 2  # (xs: after h and the weights)
     calls = []
 
     def spy(*args):
-        calls.append((args[-1], len(args[2])))  # (both kernels: h, a weight, xs, ...)
+        calls.append((args[-1], len(args[at])))
         return real(*args)
 
     monkeypatch.setattr(module, kernel, spy)
@@ -370,17 +386,15 @@ def test_progress_hears_of_every_1024_iterations_and_the_end(tmp_path, rng, no_s
     assert calls == want == [(1024, 2100, False), (2048, 2100, False), (2100, 2100, True)]
 
 
-@pytest.mark.parametrize("case", ["c emitted too", "a GRU cell", "steps fixed off"])
+@pytest.mark.parametrize("case", ["c emitted too", "a GRU cell with clip", "steps fixed off"])
 def test_loops_the_steps_do_not_fit_run_an_iteration_at_a_time(case, tmp_path, rng):
-    """A body that also emits c (so its step is not all it does), a recurrence with no steps,
-    and an LSTM step on its candidate that has none: no call of steps, the reference's values."""
+    """A body that also emits c (so its step is not all it does), a GRU step with a clip (its
+    candidates have no steps), and an LSTM step on its candidate that has none: no call of
+    steps, the reference's values."""
     if case == "c emitted too":
         source, feeds = _onnx_lstm(tmp_path, rng, 40, leak="c_out")
-    elif case == "a GRU cell":
-        ov_model, _ = cell_ti_model("gru", steps=40, batch=4, features=8, hidden=32)
-        source = save(ov_model, tmp_path / "gru.xml")
-        feeds = {"X": rng.standard_normal((4, 40, 8)).astype(np.float32),
-                 "H0": rng.standard_normal((4, 32)).astype(np.float32)}
+    elif case == "a GRU cell with clip":
+        source, feeds = _openvino_gru_cell(tmp_path, rng, 40, hidden=32, batch=4, clip=2.0)
     else:
         source, feeds = _openvino_lstm(tmp_path, rng, 40)
     model = cyloop.load(source, driver="cython")
@@ -390,7 +404,7 @@ def test_loops_the_steps_do_not_fit_run_an_iteration_at_a_time(case, tmp_path, r
     assert _counters(model)["step_calls"] == 0
     plan = str(model.plan())
     assert ("may run a hoisted chunk's iterations in one call" in plan) == \
-        (case == "steps fixed off")
+        (case != "c emitted too")
     want = cyloop.load(source, driver="python").run(feeds)
     for key in want:
         np.testing.assert_allclose(got[key], want[key], rtol=2e-5, atol=2e-5, err_msg=key)

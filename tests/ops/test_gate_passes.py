@@ -24,6 +24,7 @@ from cyloop.ops import _gemm, _math, _two_core, fused
 from cyloop.ops._gate_passes import (
     gru_blend,
     gru_gates,
+    gru_product_steps,
     gru_product_tail,
     lstm_product_steps,
     lstm_product_tail,
@@ -1040,6 +1041,91 @@ def test_gru_floating_point_errors_of_every_piece_are_reported_as_numpy_reports_
             got = outcome(lambda h, w_zr, w_n, x, b, two=two_cores: gru_product_tail(
                 h, w_zr, w_n, x, b, cap, None, two))
         assert got == want, two_cores
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=st.sampled_from(["float32", "float64"]), batch=st.integers(1, 20),
+       hidden=st.integers(1, 40), steps=st.integers(1, 6), linear_before_reset=st.booleans(),
+       layout=st.sampled_from(["[B, T, H]", "[T, B, H]", "[T, B, H] reversed",
+                               "[T, B, H] padded rows"]),
+       h_in_slot=st.booleans(), x_form=st.sampled_from(["rows", "strided steps", "one row"]),
+       two_cores=st.booleans(), staged=st.booleans(), seed=st.integers(0, 2**16))
+def test_gru_steps_in_one_call_make_what_a_call_a_step_makes(
+        _blas, dtype, batch, hidden, steps, linear_before_reset, layout, h_in_slot, x_form,
+        two_cores, staged, seed):
+    """Value for value what `gru_product_tail` makes called once a step on the h' of the call
+    before, whatever the output's layout, h' made in its slot or staged; the other slots and
+    the operands left as they were."""
+    rng = np.random.default_rng(seed)
+    w_zr = (rng.standard_normal((hidden, 2 * hidden)) / np.sqrt(hidden)).astype(dtype)
+    w_n = (rng.standard_normal((hidden, hidden)) / np.sqrt(hidden)).astype(dtype)
+    xs = {"rows": lambda: rng.standard_normal((steps, batch, 3 * hidden)),
+          "strided steps": lambda: rng.standard_normal((2 * steps, batch, 3 * hidden))[::2],
+          "one row": lambda: rng.standard_normal((steps, 1, 3 * hidden))}[x_form]().astype(dtype)
+    bias_n = rng.standard_normal(hidden).astype(dtype) if linear_before_reset else None
+    cap = _math.sigmoid_cap(dtype)
+    want_output, want_slots = _slots(layout, steps, batch, hidden, dtype)
+    output, slots = _slots(layout, steps, batch, hidden, dtype)
+    start = rng.standard_normal((batch, hidden)).astype(dtype)
+    want_slots[0] = slots[0] = start
+    h = slots[0] if h_in_slot else start.copy()
+    operands = [a for a in (h, w_zr, w_n, xs, bias_n) if a is not None]
+    before = [a.copy() for a in operands]
+    want_h = want_slots[0]
+    for s in range(steps):
+        want_h = gru_product_tail(want_h, w_zr, w_n, xs[s], bias_n, cap, want_slots[s + 1],
+                                  two_cores)
+    split = _two_core.products_split()
+    done = gru_product_steps(h, w_zr, w_n, xs, bias_n, cap, slots[1:], two_cores, staged)
+    cut = two_cores and batch > 1 and 3 * batch * hidden * hidden >= _two_core.SMALLEST
+    assert _two_core.products_split() - split == (steps if cut else 0)  # (a job a step)
+    assert done is not None
+    np.testing.assert_array_equal(output, want_output)  # (NaN where nothing was written)
+    assert np.shares_memory(done, slots[steps]) and done.shape == (batch, hidden)
+    for was, now in zip(before, operands):
+        np.testing.assert_array_equal(now, was)
+
+
+def _gru_steps_unfit_cases(rng):
+    f32 = np.float32
+
+    def a(*shape, dtype=f32):
+        return rng.standard_normal(shape).astype(dtype)
+
+    h, w_zr, w_n, xs, outs = a(3, 5), a(5, 10), a(5, 5), a(4, 3, 15), a(4, 3, 5)
+    cap = _math.sigmoid_cap(f32)
+    xs_in, xs_slots = _slot_one_in(rng, (4, 3, 15))
+    w_zr_in, w_zr_slots = _slot_one_in(rng, (5, 10))
+    w_n_in, w_n_slots = _slot_one_in(rng, (5, 5))
+    bias_in, bias_slots = _slot_one_in(rng, (15,))  # (slots 15 values apart: the bias, 5)
+    bias_in = bias_in[:5]
+    tight = a(4, 3, 5)  # (as in _steps_unfit_cases)
+    return {
+        "a later slot in xs": (h, w_zr, w_n, xs_in, None, cap, xs_slots),
+        "a later slot in w_zr": (h, w_zr_in, w_n, xs, None, cap, w_zr_slots),
+        "a later slot in w_n": (h, w_zr, w_n_in, xs, None, cap, w_n_slots),
+        "a later slot in the bias": (h, w_zr, w_n, xs, bias_in, cap, bias_slots),
+        "xs 2-D": (h, w_zr, w_n, a(4, 15), None, cap, outs),
+        "no steps": (h, w_zr, w_n, a(0, 3, 15), None, cap, a(0, 3, 5)),
+        "steps disagree": (h, w_zr, w_n, xs, None, cap, a(3, 3, 5)),
+        "outs of another dtype": (h, w_zr, w_n, xs, None, cap, a(4, 3, 5, dtype=np.float64)),
+        "outs read-only": (h, w_zr, w_n, xs, None, cap, _read_only(outs)),
+        "outs all one slot": (h, w_zr, w_n, xs, None, cap, np.lib.stride_tricks.as_strided(
+            a(3, 5), (4, 3, 5), (0, 20, 4))),
+        "outs rows interleaved too tight": (h, w_zr, w_n, xs, None, cap,
+                                            np.lib.stride_tricks.as_strided(
+                                                tight, (4, 3, 5), (20, 60, 4))),
+        "outs overlapping h, not the slot before": (outs[1], w_zr, w_n, xs, None, cap, outs),
+        "the step's own operands unfit (x of another width)": (h, w_zr, w_n, a(4, 3, 14), None,
+                                                               cap, outs),
+    }
+
+
+@pytest.mark.parametrize("two_cores", [False, True])
+@pytest.mark.parametrize("case", list(_gru_steps_unfit_cases(np.random.default_rng(0))))
+def test_gru_steps_it_does_not_take_are_declined_untouched(_blas, case, two_cores, rng):
+    _declined_untouched(lambda *operands: gru_product_steps(*operands, two_cores),
+                        _gru_steps_unfit_cases(rng)[case])
 
 
 @pytest.mark.parametrize("batch, hidden", [(8, 64), (16, 48), (17, 40), (3, 96)])

@@ -34,6 +34,7 @@ from .. import _math
 from .._gate_passes import (
     gru_blend,
     gru_gates,
+    gru_product_steps,
     gru_product_tail,
     lstm_product_steps,
     lstm_product_tail,
@@ -431,7 +432,22 @@ def gru_step(attrs) -> Measured:
                 h_new += candidate
             return out if dest is not None else layout.oriented(h_new).astype(h.dtype, copy=False)
 
+        def steps(args, rows, outs, staged):
+            """`step` over ``len(rows)`` steps in one call (ops/registry.py `Recurrence`):
+            `gru_product_steps`, `gru_product_tail`'s job step after step."""
+            _, h, r, b = args
+            cap = _math.sigmoid_cap(h.dtype)
+            if h.ndim != 2 or cap is None:
+                return None
+            hidden = h.shape[-1]
+            update_reset, candidate_weights = weights(r)
+            done = gru_product_steps(_rows_apart(h), update_reset, candidate_weights, rows,
+                                     b[3 * hidden:] if linear_before_reset else None, cap, outs,
+                                     products_on_two_cores(), staged)
+            return None if done is None else (done,)
+
         step.weights = weights
+        step.steps_for = (lambda *args: steps) if passes else (lambda *args: None)
         return step
 
     return _measured({layout.name: step_in(layout) for layout in _LAYOUTS})
@@ -499,7 +515,13 @@ def lstm_recurrence(attrs, n_outputs):
 @kernel("GRUCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True, out=True)
 def gru_recurrence(attrs, n_outputs):
     step = gru_step(attrs)
-    return showing(lambda xw, h, r, b, out=None: (step(xw, h, r, b, out=out),)[:n_outputs], step)
+
+    def run(xw, h, r, b, out=None):
+        return (step(xw, h, r, b, out=out),)[:n_outputs]
+
+    run.recurrence = Recurrence(per_step=0, feedback=(1,))  # (xw, h, r, b) -> (h',)
+    run.steps_for = step.steps_for  # (the chosen candidate's: `Measured.steps_for`)
+    return showing(run, step)
 
 
 @kernel("RNNCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True, out=True)

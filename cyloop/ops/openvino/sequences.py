@@ -4,9 +4,9 @@ nn.RNN and ONNX's LSTM / GRU / RNN.
 
 Each direction runs the cell of cells.py over the sequence: the input projection of every step
 at once (one GEMM: the hoisting a TensorIterator's cell gets), then the recurrence step by step,
-with the same measured choices. Where every element runs every step, an LSTM's or RNN's steps
-from the first its step's chosen formulation takes on (one with `steps`: ops/registry.py
-`Recurrence`) run in one call (`lstm_product_steps`, `product_tanh_steps`): an LSTM of B8 T200
+with the same measured choices. Where every element runs every step, the steps from the first
+its step's chosen formulation takes on (one with `steps`: ops/registry.py `Recurrence`) run in
+one call (`lstm_product_steps`, `gru_product_steps`, `product_tanh_steps`): an LSTM of B8 T200
 I64 H128, 54.9 -> 26.3 us a step (OpenVINO's plugin: 53.0), AMD EPYC Zen 4. Shapes, with D
 directions (2 if bidirectional):
 
@@ -144,7 +144,10 @@ def gru_sequence(attrs, n_outputs):
         def step(xw_t, states, d):
             return [recurrence(xw_t, states[0], r[d], b[d])]
 
-        y, (h,) = _run([h0], x, lengths, w, b, attrs, project, step)
+        def steps_for(xw_t, states, d):
+            return _steps_of(recurrence, (xw_t, states[0], r[d], b[d]))
+
+        y, (h,) = _run([h0], x, lengths, w, b, attrs, project, step, steps_for)
         return (y, h)[:n_outputs]
 
     return showing(run, recurrence)

@@ -159,23 +159,29 @@ def test_ir_converted_from_onnx_rnn_layers_matches_onnxruntime(op, direction, tm
         np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-5, err_msg=name)
 
 
-# A layer's steps in one call: the kernel, and the candidate of the step that has it.
-_STEPS = {"lstm": ("lstm_product_steps", "blocked gates"),
-          "rnn": ("product_tanh_steps", "batch-major gates")}
+# A layer's steps in one call: the cell and its attributes, the kernel, where the kernel takes
+# xs, and the candidate of the step that has it.
+_STEPS = {"lstm": ("lstm", {}, "lstm_product_steps", 2, "blocked gates"),
+          "gru": ("gru", {}, "gru_product_steps", 3, "batch-major gates"),
+          "gru-linear-before-reset": ("gru", {"linear_before_reset": True}, "gru_product_steps",
+                                      3, "batch-major gates"),
+          "rnn": ("rnn", {}, "product_tanh_steps", 2, "batch-major gates")}
 
 
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
-@pytest.mark.parametrize("cell", list(_STEPS))
-def test_a_layer_runs_its_steps_in_one_call_as_one_at_a_time(cell, direction, tmp_path, rng,
+@pytest.mark.parametrize("case", list(_STEPS))
+def test_a_layer_runs_its_steps_in_one_call_as_one_at_a_time(case, direction, tmp_path, rng,
                                                              monkeypatch):
-    """Every element running every step, an LSTM or RNN layer's steps (on its step's candidate
-    that has them) run in one call a direction (`lstm_product_steps`, `product_tanh_steps`;
-    staged as one at a time is: h' made contiguous, copied into Y), bit for bit what the steps
-    one at a time make (the oracle: the same layer with the call declining)."""
+    """Every element running every step, a layer's steps (on its step's candidate that has
+    them) run in one call a direction (`lstm_product_steps`, `gru_product_steps`,
+    `product_tanh_steps`; staged as one at a time is: h' made contiguous, copied into Y), bit
+    for bit what the steps one at a time make (the oracle: the same layer with the call
+    declining)."""
     from cyloop.ops.openvino import cells
 
-    kernel_name, candidate = _STEPS[cell]
-    ov_model, _ = _sequence_model(cell, direction, {}, batch=4, steps=40, features=8, hidden=16)
+    cell, attrs, kernel_name, xs_at, candidate = _STEPS[case]
+    ov_model, _ = _sequence_model(cell, direction, attrs, batch=4, steps=40, features=8,
+                                  hidden=16)
     path = save(ov_model, tmp_path / "sequence.xml")
     directions = 2 if direction == "bidirectional" else 1
     feeds = {"X": rng.standard_normal((4, 40, 8)).astype(np.float32),
@@ -187,7 +193,7 @@ def test_a_layer_runs_its_steps_in_one_call_as_one_at_a_time(cell, direction, tm
 
     def spy(*args):
         done = real(*args)
-        calls.append((len(args[2]), args[-1], done is not None))
+        calls.append((len(args[xs_at]), args[-1], done is not None))
         return done
 
     def run(steps):
@@ -206,16 +212,16 @@ def test_a_layer_runs_its_steps_in_one_call_as_one_at_a_time(cell, direction, tm
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
-@pytest.mark.parametrize("cell", list(_STEPS))
-def test_a_layer_runs_the_steps_left_once_its_step_is_chosen(cell, tmp_path, rng, monkeypatch):
+@pytest.mark.parametrize("case", list(_STEPS))
+def test_a_layer_runs_the_steps_left_once_its_step_is_chosen(case, tmp_path, rng, monkeypatch):
     """While the step's formulations are on trial the steps run one at a time; once the one with
     steps is chosen, the rest of each direction runs in one call, from a step's own h (and c),
     whatever layout the trial's last step left them in (the others made slow here: the RNN's
     gate-major step, dropped on its own call, hands on transposed views)."""
     from cyloop.ops.openvino import cells
 
-    kernel_name, candidate = _STEPS[cell]
-    ov_model, weights = _sequence_model(cell, "bidirectional", {}, batch=4, steps=300,
+    cell, attrs, kernel_name, xs_at, candidate = _STEPS[case]
+    ov_model, weights = _sequence_model(cell, "bidirectional", attrs, batch=4, steps=300,
                                         features=8, hidden=16)
     feeds = {"X": rng.standard_normal((4, 300, 8)).astype(np.float32),
              "H0": rng.standard_normal((4, 2, 16)).astype(np.float32),
@@ -226,7 +232,7 @@ def test_a_layer_runs_the_steps_left_once_its_step_is_chosen(cell, tmp_path, rng
 
     def spy(*args):
         done = real(*args)
-        calls.append((len(args[2]), done is not None))
+        calls.append((len(args[xs_at]), done is not None))
         return done
 
     monkeypatch.setattr(cells, kernel_name, spy)
@@ -241,7 +247,7 @@ def test_a_layer_runs_the_steps_left_once_its_step_is_chosen(cell, tmp_path, rng
     assert trial.choice == candidate
     assert len(calls) == 2 and all(taken for _, taken in calls)
     assert 0 < calls[0][0] < 300 and calls[1][0] == 300  # (the second direction: all of it)
-    expected = _numpy_sequence(cell, feeds, weights, "bidirectional", {})
+    expected = _numpy_sequence(cell, feeds, weights, "bidirectional", attrs)
     for value, want in zip(got, expected):
         np.testing.assert_allclose(value, want, rtol=1e-4, atol=1e-5)
 
