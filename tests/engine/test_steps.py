@@ -1,6 +1,6 @@
-"""A loop whose body is one recurrent step (an LSTM cell's recurrence: OpenVINO's LSTMCell, or an
-ONNX Loop spelling the cell, fused) runs a hoisted chunk's iterations in one call of its kernel's
-steps (engine/destinations.py `plan_steps`, ops/registry.py `Recurrence`). The oracles: the same
+"""A loop whose body is one recurrent step (OpenVINO's LSTMCell, GRUCell or RNNCell; an ONNX Loop
+spelling an LSTM cell or a plain RNN, fused, and the IR convert_model writes for one) runs a
+hoisted chunk's iterations in one call of its kernel's steps (engine/destinations.py `plan_steps`, ops/registry.py `Recurrence`). The oracles: the same
 driver with the steps turned off, calling the step once an iteration (value for value the same),
 and the reference driver. Limits, progress and the plan hold as for any loop; loops the steps do
 not fit run an iteration at a time."""
