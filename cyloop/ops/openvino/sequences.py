@@ -61,10 +61,11 @@ def _steps_of(recurrence, args):
     return lambda xs, outs: steps(args, xs, outs, True)
 
 
-def _run(states, x, lengths, w, b, attrs, project, step, steps_for=None):
+def _run(states, x, lengths, w, b, attrs, project, step, steps_for=None, y=None):
     """Run every direction. `states`: the initial states [B, D, H] (h, and c for an LSTM);
     `w`, `b`: the input weights and biases [D, ...] `project` takes; `step(xw_t, states, d)` ->
-    the new states. Returns (Y, final states).
+    the new states. Returns (Y, final states); Y is `y` if given (a zeroed [B, D, T, H] array or
+    view, of the states' type), else a fresh one.
 
     Where every element runs every step, `steps_for(xw_t, states, d)` (if given) may offer, for
     the step at hand, ``steps(xs, outs)``: the rest of the direction's steps in one call (xs
@@ -77,7 +78,8 @@ def _run(states, x, lengths, w, b, attrs, project, step, steps_for=None):
     reverses = _directions(attrs, w.shape[0])
     hidden = states[0].shape[-1]
     dtype = np.result_type(x, states[0])
-    y = np.zeros((batch, len(reverses), steps, hidden), dtype)
+    if y is None:
+        y = np.zeros((batch, len(reverses), steps, hidden), dtype)
     finals = [np.empty((batch, len(reverses), hidden), dtype) for _ in states]
     rows = np.arange(batch)
     full = bool(np.all(lengths == steps))
@@ -115,57 +117,69 @@ def _run(states, x, lengths, w, b, attrs, project, step, steps_for=None):
     return y, finals
 
 
+# Each cell's recurrence op, its measured step, and how the step takes a direction's operands.
+_CELLS = {
+    "lstm": ("LSTMCellRecurrence", lstm_step, lambda xw_t, states, r, b: (xw_t, *states, r)),
+    "gru": ("GRUCellRecurrence", gru_step, lambda xw_t, states, r, b: (xw_t, states[0], r, b)),
+    "rnn": ("RNNCellRecurrence", rnn_step, lambda xw_t, states, r, b: (xw_t, states[0], r)),
+}
+
+
+def sequence_layer(cell: str, attrs):
+    """A layer of `cell` ("lstm", "gru" or "rnn") with OpenVINO's attributes and gate orders
+    (f, i, c, o; z, r, h): ``(run, step)``, where ``run(x, states, lengths, w, r, b, y=None)``
+    makes (Y, final states) as `_run` does (`y`, if given, a zeroed [B, D, T, H] array or view
+    Y is written into: another layout's output, seen so) and `step` is the cell's measured step
+    (for the plan). ONNX's LSTM, GRU and RNN run on it too (ops/onnx/rnn.py)."""
+    op, make_step, arguments = _CELLS[cell]
+    project, recurrence = projection_for(op, attrs), make_step(attrs)
+    states_out = tuple if cell == "lstm" else (lambda h: (h,))  # (an LSTM's step gives (h, c))
+
+    def run(x, states, lengths, w, r, b, y=None):
+        def step(xw_t, current, d):
+            return states_out(recurrence(*arguments(xw_t, current, r[d], b[d])))
+
+        def steps_for(xw_t, current, d):
+            return _steps_of(recurrence, arguments(xw_t, current, r[d], b[d]))
+
+        return _run(states, x, lengths, w, b, attrs, project, step, steps_for, y)
+
+    return run, recurrence
+
+
 @kernel("LSTMSequence", domain=DOMAIN, since=5, multi=True)
 def lstm_sequence(attrs, n_outputs):
     """LSTMSequence-5 (gates f, i, c, o): (X, H0, C0, sequence_lengths, W, R, B) -> (Y, Ho,
     Co)."""
-    project, recurrence = projection_for("LSTMCellRecurrence", attrs), lstm_step(attrs)
+    layer, step = sequence_layer("lstm", attrs)
 
     def run(x, h0, c0, lengths, w, r, b):
-        def step(xw_t, states, d):
-            return recurrence(xw_t, states[0], states[1], r[d])
-
-        def steps_for(xw_t, states, d):
-            return _steps_of(recurrence, (xw_t, states[0], states[1], r[d]))
-
-        y, (h, c) = _run([h0, c0], x, lengths, w, b, attrs, project, step, steps_for)
+        y, (h, c) = layer(x, [h0, c0], lengths, w, r, b)
         return (y, h, c)[:n_outputs]
 
-    return showing(run, recurrence)
+    return showing(run, step)
 
 
 @kernel("GRUSequence", domain=DOMAIN, since=5, multi=True)
 def gru_sequence(attrs, n_outputs):
     """GRUSequence-5 (gates z, r, h; ``linear_before_reset`` as in GRUCell): (X, H0,
     sequence_lengths, W, R, B) -> (Y, Ho)."""
-    project, recurrence = projection_for("GRUCellRecurrence", attrs), gru_step(attrs)
+    layer, step = sequence_layer("gru", attrs)
 
     def run(x, h0, lengths, w, r, b):
-        def step(xw_t, states, d):
-            return [recurrence(xw_t, states[0], r[d], b[d])]
-
-        def steps_for(xw_t, states, d):
-            return _steps_of(recurrence, (xw_t, states[0], r[d], b[d]))
-
-        y, (h,) = _run([h0], x, lengths, w, b, attrs, project, step, steps_for)
+        y, (h,) = layer(x, [h0], lengths, w, r, b)
         return (y, h)[:n_outputs]
 
-    return showing(run, recurrence)
+    return showing(run, step)
 
 
 @kernel("RNNSequence", domain=DOMAIN, since=5, multi=True)
 def rnn_sequence(attrs, n_outputs):
     """RNNSequence-5: (X, H0, sequence_lengths, W, R, B) -> (Y, Ho)."""
-    project, recurrence = projection_for("RNNCellRecurrence", attrs), rnn_step(attrs)
+    layer, step = sequence_layer("rnn", attrs)
 
     def run(x, h0, lengths, w, r, b):
-        def step(xw_t, states, d):
-            return [recurrence(xw_t, states[0], r[d])]
-
-        def steps_for(xw_t, states, d):
-            return _steps_of(recurrence, (xw_t, states[0], r[d]))
-
-        y, (h,) = _run([h0], x, lengths, w, b, attrs, project, step, steps_for)
+        y, (h,) = layer(x, [h0], lengths, w, r, b)
         return (y, h)[:n_outputs]
 
-    return showing(run, recurrence)
+    return showing(run, step)

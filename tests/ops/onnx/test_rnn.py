@@ -1,4 +1,5 @@
-"""ONNX RNN / GRU / LSTM and Erf / Gelu kernels against onnxruntime."""
+"""ONNX RNN / GRU / LSTM and Erf / Gelu kernels against onnxruntime; the layers PyTorch exports
+against the general path too (they run on OpenVINO's layer runner)."""
 
 import numpy as np
 import onnxruntime as ort
@@ -6,6 +7,8 @@ import pytest
 from onnx import helper
 
 from cyloop import ops
+from cyloop.ops.onnx import rnn
+from cyloop.ops.openvino import cells
 
 SEQ, BATCH, INPUT, HIDDEN = 5, 3, 4, 6
 
@@ -26,24 +29,37 @@ def _run_ort(op, opset, attrs, feeds, n_outputs):
     return session.run(None, {n: v for n, v in feeds.items() if v is not None})
 
 
-def _inputs(op, rng, dirs, bias=True, lens=False, initial=False, peep=False, layout=0):
+def _inputs(op, rng, dirs, bias=True, lens=False, initial=False, peep=False, layout=0,
+            sizes=(SEQ, BATCH, INPUT, HIDDEN), f=np.float32):
+    seq, batch, inputs, hidden = sizes
     gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
-    f = np.float32
-    x_shape = (BATCH, SEQ, INPUT) if layout else (SEQ, BATCH, INPUT)
-    h_shape = (BATCH, dirs, HIDDEN) if layout else (dirs, BATCH, HIDDEN)
+    x_shape = (batch, seq, inputs) if layout else (seq, batch, inputs)
+    h_shape = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
+    scale = 0.5 / np.sqrt(max(hidden, inputs) / HIDDEN)  # (sums of one size, whatever the width)
     feeds = {
         "X": rng.standard_normal(x_shape).astype(f),
-        "W": (rng.standard_normal((dirs, gates * HIDDEN, INPUT)) * 0.5).astype(f),
-        "R": (rng.standard_normal((dirs, gates * HIDDEN, HIDDEN)) * 0.5).astype(f),
-        "B": rng.standard_normal((dirs, 2 * gates * HIDDEN)).astype(f) if bias else None,
+        "W": (rng.standard_normal((dirs, gates * hidden, inputs)) * scale).astype(f),
+        "R": (rng.standard_normal((dirs, gates * hidden, hidden)) * scale).astype(f),
+        "B": rng.standard_normal((dirs, 2 * gates * hidden)).astype(f) if bias else None,
         "sequence_lens": (np.array(lens if isinstance(lens, list) else [5, 2, 4], np.int32)
                           if lens else None),
         "initial_h": rng.standard_normal(h_shape).astype(f) if initial else None,
     }
     if op == "LSTM":
         feeds["initial_c"] = rng.standard_normal(h_shape).astype(f) if initial else None
-        feeds["P"] = rng.standard_normal((dirs, 3 * HIDDEN)).astype(f) if peep else None
+        feeds["P"] = rng.standard_normal((dirs, 3 * hidden)).astype(f) if peep else None
     return feeds
+
+
+def _onnxruntime(op, attrs, feeds, n_outputs):
+    """onnxruntime's outputs; for layout 1, which it lacks, its layout-0 run on transposed
+    inputs, transposed back."""
+    if not attrs.get("layout"):
+        return _run_ort(op, 14, attrs, feeds, n_outputs)
+    seq_first = {k: (None if v is None else np.swapaxes(v, 0, 1) if k in
+                     ("X", "initial_h", "initial_c") else v) for k, v in feeds.items()}
+    y, *states = _run_ort(op, 14, {**attrs, "layout": 0}, seq_first, n_outputs)
+    return [np.transpose(y, (2, 0, 1, 3))] + [np.swapaxes(st, 0, 1) for st in states]
 
 
 CONFIGS = [
@@ -71,19 +87,111 @@ def test_recurrent_op_matches_onnxruntime(op, attrs, options, rng):
     feeds = _inputs(op, rng, dirs, layout=attrs.get("layout", 0), **options)
     n_outputs = 3 if op == "LSTM" else 2
     full = {"hidden_size": HIDDEN, **attrs}
-    if attrs.get("layout"):
-        # onnxruntime has no batch-first layout: its layout-0 run on transposed inputs, transposed
-        # back, is the oracle.
-        seq_first = {k: (None if v is None else np.swapaxes(v, 0, 1) if k in
-                         ("X", "initial_h", "initial_c") else v) for k, v in feeds.items()}
-        y, *states = _run_ort(op, 14, {**full, "layout": 0}, seq_first, n_outputs)
-        expected = [np.transpose(y, (2, 0, 1, 3))] + [np.swapaxes(st, 0, 1) for st in states]
-    else:
-        expected = _run_ort(op, 14, full, feeds, n_outputs)
+    expected = _onnxruntime(op, full, feeds, n_outputs)
     got = ops.lookup("", op, 14).build(full, n_outputs)(*feeds.values())
     for g, e in zip(got, expected):
         assert g.shape == e.shape and g.dtype == e.dtype
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+
+
+LAYERS = [("LSTM", {}), ("GRU", {}), ("GRU", {"linear_before_reset": 1}), ("RNN", {})]
+
+
+def _general_path(monkeypatch):
+    """From now on, layers built take the general path (the oracle of the layer runner's)."""
+    monkeypatch.setattr(rnn, "_on_layer_runner", lambda *args: None)
+
+
+@pytest.mark.parametrize("f", [np.float32, np.float64])
+@pytest.mark.parametrize("options", [{}, {"lens": True, "initial": True}, {"bias": False}])
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("op, attrs", LAYERS, ids=["LSTM", "GRU", "GRU-lbr", "RNN"])
+def test_layers_with_the_defaults_run_on_the_layer_runner(op, attrs, direction, layout, options,
+                                                          f, rng, monkeypatch):
+    """The default activations, no clip, input_forget or peepholes (what torch.onnx.export
+    writes): the OpenVINO layer runner's values, the general path's (whose cell equations then
+    never run) and onnxruntime's, in ONNX's layouts."""
+    dirs = 2 if direction == "bidirectional" else 1
+    full = {"hidden_size": HIDDEN, "direction": direction, "layout": layout, **attrs}
+    feeds = _inputs(op, rng, dirs, layout=layout, f=f, **options)
+    n_outputs = 3 if op == "LSTM" else 2
+    layer = ops.lookup("", op, 14).build(full, n_outputs)
+    assert layer.measured is not None  # (the cells' measured step: the plan shows it)
+    with monkeypatch.context() as patch:
+        patch.setattr(rnn, "_cell", None)  # (not called)
+        got = layer(*feeds.values())
+    _general_path(monkeypatch)
+    want = ops.lookup("", op, 14).build(full, n_outputs)(*feeds.values())
+    # (onnxruntime has no float64 LSTM: float64 is checked against its float32 run)
+    expected = _onnxruntime(op, full, {k: v if v is None or v.dtype.kind != "f" else
+                                       v.astype(np.float32) for k, v in feeds.items()},
+                            n_outputs)
+    tol = 1e-5 if f == np.float32 else 1e-12
+    for g, w, e in zip(got, want, expected):
+        assert g.shape == w.shape == e.shape and g.dtype == w.dtype == np.dtype(f)
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+        np.testing.assert_allclose(g, e, rtol=2e-5, atol=2e-5)
+
+
+# The kernel that runs a layer's steps in one call, where it takes xs, and the candidate of the
+# cell's step that has it.
+_STEPS = {"LSTM": ("lstm_product_steps", 2, "blocked gates"),
+          "GRU": ("gru_product_steps", 3, "batch-major gates"),
+          "RNN": ("product_tanh_steps", 2, "batch-major gates")}
+
+
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+@pytest.mark.parametrize("op, attrs", LAYERS, ids=["LSTM", "GRU", "GRU-lbr", "RNN"])
+def test_a_layer_runs_its_steps_in_one_call(op, attrs, direction, layout, rng, monkeypatch):
+    """Every element running every step, on the step's candidate that has them, each direction
+    runs in one call of the cell's steps, writing Y in ONNX's layout: the general path's
+    values."""
+    dirs = 2 if direction == "bidirectional" else 1
+    full = {"hidden_size": 16, "direction": direction, "layout": layout, **attrs}
+    feeds = _inputs(op, rng, dirs, layout=layout, initial=True, sizes=(300, 4, 8, 16))
+    for value in feeds.values():  # (read-only, as the engine hands a kernel its operands)
+        if value is not None:
+            value.flags.writeable = False
+    n_outputs = 3 if op == "LSTM" else 2
+    kernel_name, xs_at, candidate = _STEPS[op]
+    real, calls = getattr(cells, kernel_name), []
+
+    def spy(*args):
+        done = real(*args)
+        calls.append((len(args[xs_at]), done is not None))
+        return done
+
+    monkeypatch.setattr(cells, kernel_name, spy)
+    layer = ops.lookup("", op, 14).build(full, n_outputs)
+    layer.measured.fix(candidate)
+    runs = [layer(*feeds.values()) for _ in range(2)]
+    assert calls == [(300, True)] * (2 * dirs)  # (each run: a call a direction, all of it)
+    _general_path(monkeypatch)
+    want = ops.lookup("", op, 14).build(full, n_outputs)(*feeds.values())
+    for got in runs:
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["peepholes", "float16", "mixed types"])
+def test_layers_the_runner_does_not_take_take_the_general_path(case, rng):
+    """A layer's operands the runner declines (an LSTM's peepholes, float16, inputs of two
+    types) run on the general path: onnxruntime's values."""
+    feeds = _inputs("LSTM", rng, 1, initial=True, peep=case == "peepholes",
+                    f=np.float16 if case == "float16" else np.float32)
+    if case == "mixed types":
+        feeds["initial_c"] = feeds["initial_c"].astype(np.float64)
+    full = {"hidden_size": HIDDEN}
+    layer = ops.lookup("", "LSTM", 14).build(full, 3)
+    got = layer(*feeds.values())
+    if case == "mixed types":  # (onnxruntime refuses it: the general path's float32 arithmetic)
+        feeds["initial_c"] = feeds["initial_c"].astype(np.float32)
+    expected = _onnxruntime("LSTM", full, feeds, 3)
+    tol = 2e-3 if case == "float16" else 1e-5
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("op,opset,attrs", [("Erf", 13, {}), ("Gelu", 20, {}),
