@@ -10,7 +10,7 @@ import numpy as np
 from .batching import join_outputs, run_chunks, split_feeds
 from .engine._core import RunLimits
 from .engine.compile import compile_graph, program
-from .engine.plan import Plan, describe
+from .engine.plan import Plan, describe, outside_loops
 from .engine.settings import DEFAULT_MAX_ITERATIONS, Settings, time_limit_of
 from .errors import InputError
 from .ir import Graph
@@ -225,8 +225,10 @@ class Model:
         return _compiled, (self.graph, dataclasses.asdict(self.settings))
 
     def plan(self) -> Plan:
-        """The memory plan of every loop, with what the last runs measured."""
-        return Plan([describe(loop.facts()) for loop in self._compiled.loops])
+        """The memory plan of every loop, with what the last runs measured, and the measured
+        choices of the kernels outside loops."""
+        return Plan([describe(loop.facts()) for loop in self._compiled.loops],
+                    outside_loops(self._compiled))
 
     def counters(self) -> dict[str, dict[str, int]]:
         """Each loop's planner counters (bytes copied, allocations, ...), by loop label;

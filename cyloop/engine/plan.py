@@ -91,14 +91,24 @@ class LoopPlan:
 
 @dataclass
 class Plan:
-    """Every loop of a model, outermost first."""
+    """Every loop of a model, outermost first, and the measured choices of the kernels outside
+    them (a recurrent layer, a weight's product), as (label, choice)."""
 
     loops: list[LoopPlan]
+    choices: list[tuple[str, str]] = field(default_factory=list)
 
     def __str__(self) -> str:
-        if not self.loops:
-            return "no loops"
-        return "\n\n".join(str(loop) for loop in self.loops)
+        parts = [str(loop) for loop in self.loops]
+        if self.choices:
+            parts.append("\n".join(["outside loops:"] + [f"  measured choice: {label}: {choice}"
+                                                         for label, choice in self.choices]))
+        return "\n\n".join(parts) if parts else "no loops"
+
+
+def outside_loops(program) -> list[tuple[str, str]]:
+    """The measured choices of a compiled program's own steps (not its loops' bodies)."""
+    return [(step.label, step.fn.measured.describe()) for step in program.steps
+            if getattr(step.fn, "measured", None) is not None]
 
 
 def _operand(value) -> str:

@@ -34,3 +34,31 @@ def test_both_drivers_describe_the_same_loop_operands(driver):
     model.run(feeds)
     assert "measured over 1 run(s), 8 iteration(s)" in str(model.plan())
 
+
+
+def test_the_measured_choices_outside_loops_are_shown(rng):
+    """A recurrent layer outside any loop (an ONNX LSTM): its step's measured choice, "not
+    timed yet" before a run, then the one kept, under "outside loops"; a model with neither
+    loops nor measured kernels says so."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    hidden = 8
+    weights = {"W": rng.standard_normal((1, 4 * hidden, 4)), "R": rng.standard_normal(
+        (1, 4 * hidden, hidden))}
+    graph = helper.make_graph(
+        [helper.make_node("LSTM", ["X", "W", "R"], ["Y"], hidden_size=hidden)], "layer",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [200, 2, 4])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array((v * 0.3).astype(np.float32), k) for k, v in weights.items()])
+    model = cyloop.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert str(model.plan()).startswith("outside loops:\n  measured choice: LSTM node "
+                                        "producing 'Y': not timed yet")
+    model.run({"X": rng.standard_normal((200, 2, 4)).astype(np.float32)})  # (the trial: <200)
+    (label, choice), = model.plan().choices
+    assert label == "LSTM node producing 'Y'" and "the fastest here" in choice
+    assert model.plan().loops == []
+    plain = helper.make_graph([helper.make_node("Relu", ["X"], ["Y"])], "plain",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    assert str(cyloop.load(helper.make_model(plain)).plan()) == "no loops"
