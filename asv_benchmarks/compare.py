@@ -186,7 +186,7 @@ def _rounds(cells: dict, repeat: int, pause: float = 0.0) -> dict:
     would lean against it."""
     names = list(cells)
     times = {name: [] for name in names}
-    for k in range(-(-repeat // len(names)) * len(names)):
+    for k in range(-(-repeat // len(names)) * len(names) if names else 0):
         for name in names[k % len(names):] + names[:k % len(names)]:
             time.sleep(pause)
             start = time.perf_counter()

@@ -94,7 +94,7 @@ import numpy as np
 from ..errors import CyloopError, ExecutionError, LoopLimitError, ModelError, ResourceLimitError
 from ..ir import CarriedInput, ConcatOutput, SlicedInput, read_only, truth
 from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
-from ..ops._gemm import set_products_on_two_cores, two_cores_here
+from ..ops._gemm import ONE_CORE, TWO_CORES, set_products_on_two_cores, two_cores_here
 from ..ops._two_core import products_split
 from ..ops._measured import Measured, untimed
 from ..ops.registry import FLOATS, INTEGERS
@@ -107,9 +107,6 @@ cdef type _NDARRAY = np.ndarray
 cdef type _GENERIC = np.generic
 cdef type _NUMPY_BOOL = np.bool_
 
-# The candidates of where a loop's matrix products run (`LoopDriver.products`).
-ONE_CORE = "on one core (BLAS's own threads for a large product)"
-TWO_CORES = "on two cores"
 
 cdef extern from "Python.h":
     # The reference count behind a borrowed pointer (no temporary reference taken).
@@ -1597,8 +1594,14 @@ cdef class LoopDriver:
         if count < 2:
             return 0
         args = tuple([slots[k] for k in self.steps_inputs])
-        steps = self.body.fns[0].steps_for(*args)
+        fn = self.body.fns[0]
+        steps = fn.steps_for(*args)
         if steps is None:
+            # Not now: its measured formulation is on trial (asked again next iteration), or
+            # settled on one without steps (the run's operand kinds and cores hold: not again).
+            measured = getattr(fn, "measured", None)
+            if measured is None or measured.settled(*args):
+                r.steps_out = None
             return 0
         rows = None
         for sl in r.hoisted:

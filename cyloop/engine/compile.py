@@ -311,10 +311,14 @@ def _op_kernel(node: Node, opsets: dict[str, int], settings: Settings,
 
 
 def _untuned(fn, settings: Settings) -> None:
-    """A kernel with a measured choice keeps its default formulation, untimed, if tuning is off."""
+    """A kernel with a measured choice keeps its default formulation, untimed, if tuning is off
+    (and a layer's products, outside loops, one core)."""
     measured = getattr(fn, "measured", None) or getattr(fn, "sizing", None)
     if measured is not None and not settings.tune:
         measured.fix()
+    cores = getattr(fn, "cores", None)
+    if cores is not None and not settings.tune:
+        cores.fix()
 
 
 def _build_control(node: Node, captures: list[str], settings: Settings, opsets: dict[str, int]):

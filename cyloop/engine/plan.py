@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir import CarriedInput, ConcatOutput, InvariantInput, OuterInput, SlicedInput
+from ..ops._gemm import two_cores_here
 from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
 
 __all__ = ["LoopPlan", "Plan", "describe"]
@@ -106,9 +107,16 @@ class Plan:
 
 
 def outside_loops(program) -> list[tuple[str, str]]:
-    """The measured choices of a compiled program's own steps (not its loops' bodies)."""
-    return [(step.label, step.fn.measured.describe()) for step in program.steps
-            if getattr(step.fn, "measured", None) is not None]
+    """The measured choices of a compiled program's own steps (not its loops' bodies): their
+    formulations, and where a layer's products run."""
+    choices = []
+    for step in program.steps:
+        if getattr(step.fn, "measured", None) is not None:
+            choices.append((step.label, step.fn.measured.describe()))
+        if getattr(step.fn, "cores", None) is not None and two_cores_here():
+            choices.append((f"where the products of {step.label} run",
+                            step.fn.cores.describe()))
+    return choices
 
 
 def _operand(value) -> str:

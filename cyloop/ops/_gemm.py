@@ -53,9 +53,9 @@ from . import _blas, _two_core
 from ._aligned import aligned
 from ._measured import Measured
 
-__all__ = ["Prepared", "PreparedPair", "matmul", "matmul_plus", "on_two_cores", "plus",
-           "products_on_two_cores", "rows_plus", "set_products_on_two_cores", "splits_now",
-           "two_cores_here", "weight_product"]
+__all__ = ["ONE_CORE", "TWO_CORES", "Prepared", "PreparedPair", "matmul", "matmul_plus",
+           "on_two_cores", "plus", "products_decided", "products_on_two_cores", "rows_plus",
+           "set_products_on_two_cores", "splits_now", "two_cores_here", "weight_product"]
 
 # Bytes of scratch the transposed formulation (``columns``) computes a block of rows in.
 _COLUMNS_SCRATCH = 64 * 1024
@@ -274,17 +274,29 @@ def two_cores_here() -> bool:
 _mode = threading.local()
 
 
-def set_products_on_two_cores(on: bool) -> bool:
+# The candidates of where matrix products run (a loop's `LoopDriver.products`, a layer's
+# `sequences._Cores`).
+ONE_CORE = "on one core (BLAS's own threads for a large product)"
+TWO_CORES = "on two cores"
+
+
+def set_products_on_two_cores(on: bool | None) -> bool | None:
     """Run this thread's matrix products on two cores (or not) from now on; returns the setting
-    it replaces."""
-    previous = getattr(_mode, "on", False)
+    it replaces (None: no loop decided it; they run on one core)."""
+    previous = getattr(_mode, "on", None)
     _mode.on = on
     return previous
 
 
 def products_on_two_cores() -> bool:
     """Whether this thread's matrix products run on two cores (see `set_products_on_two_cores`)."""
-    return getattr(_mode, "on", False)
+    return bool(getattr(_mode, "on", False))
+
+
+def products_decided() -> bool:
+    """Whether a loop running on this thread has decided where its products run (a kernel
+    outside loops finds it undecided)."""
+    return getattr(_mode, "on", None) is not None
 
 
 def on_two_cores(a, w, out: np.ndarray | None = None) -> np.ndarray:
@@ -309,7 +321,7 @@ def _on_two_cores(a: np.ndarray, w: np.ndarray, out: np.ndarray | None) -> np.nd
 def splits_now(multiply_adds: int) -> bool:
     """Whether a product of this many multiply-adds runs on two cores now: this thread's
     products run there and it is large enough to cut in pieces (see `_splits`)."""
-    return getattr(_mode, "on", False) and multiply_adds >= _two_core.SMALLEST
+    return bool(getattr(_mode, "on", False)) and multiply_adds >= _two_core.SMALLEST
 
 
 def _stackable(a, b) -> bool:
@@ -343,7 +355,7 @@ def matmul_plus(a: np.ndarray, b: np.ndarray, addend: np.ndarray) -> np.ndarray:
     in place where the addend broadcasts to the product. A recurrent step's gates: the product
     of the state and the hoisted projection's row."""
     if _blas_bound():
-        result = _two_core.multiply(a, b, addend, getattr(_mode, "on", False))
+        result = _two_core.multiply(a, b, addend, bool(getattr(_mode, "on", False)))
         if result is not None:
             return result
     return plus(matmul(a, b), addend)

@@ -35,7 +35,6 @@ def test_both_drivers_describe_the_same_loop_operands(driver):
     assert "measured over 1 run(s), 8 iteration(s)" in str(model.plan())
 
 
-
 def test_the_measured_choices_outside_loops_are_shown(rng):
     """A recurrent layer outside any loop (an ONNX LSTM): its step's measured choice, "not
     timed yet" before a run, then the one kept, under "outside loops"; a model with neither
@@ -55,7 +54,7 @@ def test_the_measured_choices_outside_loops_are_shown(rng):
     assert str(model.plan()).startswith("outside loops:\n  measured choice: LSTM node "
                                         "producing 'Y': not timed yet")
     model.run({"X": rng.standard_normal((200, 2, 4)).astype(np.float32)})  # (the trial: <200)
-    (label, choice), = model.plan().choices
+    (label, choice), *_ = model.plan().choices  # (then where its products run: test_sequences)
     assert label == "LSTM node producing 'Y'" and "the fastest here" in choice
     assert model.plan().loops == []
     plain = helper.make_graph([helper.make_node("Relu", ["X"], ["Y"])], "plain",

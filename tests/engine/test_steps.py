@@ -1,9 +1,10 @@
 """A loop whose body is one recurrent step (OpenVINO's LSTMCell, GRUCell or RNNCell; an ONNX Loop
 spelling an LSTM cell or a plain RNN, fused, and the IR convert_model writes for one) runs a
-hoisted chunk's iterations in one call of its kernel's steps (engine/destinations.py `plan_steps`, ops/registry.py `Recurrence`). The oracles: the same
-driver with the steps turned off, calling the step once an iteration (value for value the same),
-and the reference driver. Limits, progress and the plan hold as for any loop; loops the steps do
-not fit run an iteration at a time."""
+hoisted chunk's iterations in one call of its kernel's steps (engine/destinations.py
+`plan_steps`, ops/registry.py `Recurrence`). The oracles: the same driver with the steps turned
+off, calling the step once an iteration (value for value the same), and the reference driver.
+Limits, progress and the plan hold as for any loop; loops the steps do not fit run an iteration
+at a time."""
 
 import numpy as np
 import openvino as ov
@@ -404,10 +405,25 @@ def test_loops_the_steps_do_not_fit_run_an_iteration_at_a_time(case, tmp_path, r
     assert _counters(model)["step_calls"] == 0
     plan = str(model.plan())
     assert ("may run a hoisted chunk's iterations in one call" in plan) == \
-        (case != "c emitted too")
+        (case == "steps fixed off")
     want = cyloop.load(source, driver="python").run(feeds)
     for key in want:
         np.testing.assert_allclose(got[key], want[key], rtol=2e-5, atol=2e-5, err_msg=key)
+
+
+def test_a_step_settled_on_a_formulation_without_steps_is_asked_once_a_run(tmp_path, rng,
+                                                                            monkeypatch):
+    """Its answer holds for the run (its operands' kinds and cores do): no question an
+    iteration."""
+    source, feeds = _openvino_lstm(tmp_path, rng, 40)
+    model = cyloop.load(source, driver="cython")
+    (measured,) = measured_steps(model)
+    measured.fix("batch-major gates")
+    asked, real = [], measured.steps_for
+    monkeypatch.setattr(measured, "steps_for", lambda *args: asked.append(1) or real(*args))
+    for _ in range(2):
+        model.run(feeds)
+    assert len(asked) == 2 and _counters(model)["step_calls"] == 0
 
 
 def test_with_a_time_limit_the_clock_is_still_read_between_calls(tmp_path, rng):

@@ -114,11 +114,13 @@ def _on_layer_runner(op_type, attrs, n_outputs, acts_given, clip, input_forget):
             or clip is not None or input_forget:
         return None
     linear_before_reset = bool(attrs.get("linear_before_reset", 0))
-    layer, step = sequence_layer(op_type.lower(), {"direction": direction,
-                                                   "linear_before_reset": linear_before_reset})
+    layer, step, cores = sequence_layer(op_type.lower(),
+                                        {"direction": direction,
+                                         "linear_before_reset": linear_before_reset})
     layout = int(attrs.get("layout", 0))
-    reordered = Prepared(_gates_reordered) if op_type == "LSTM" else None
-    weights = (lambda rows: reordered(rows)) if reordered is not None else (lambda rows: rows)
+    # (W and R each their own: a `Prepared` remembers one weight)
+    input_rows, recurrent_rows = (Prepared(_gates_reordered) if op_type == "LSTM" else
+                                  (lambda rows: rows) for _ in range(2))
     biases = Prepared(_biases_joined(op_type, linear_before_reset))
 
     def run(x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None):
@@ -144,11 +146,12 @@ def _on_layer_runner(op_type, attrs, n_outputs, acts_given, clip, input_forget):
         else:
             out = np.zeros((batch, steps, n_dirs, hidden), dtype)
             y = out.transpose(0, 2, 1, 3)
-        _, finals = layer(x, states, lengths, weights(w), weights(r), biases(b), y)
+        _, finals = layer(x, states, lengths, input_rows(w), recurrent_rows(r), biases(b), y)
         if layout == 0:
             finals = [np.ascontiguousarray(f.swapaxes(0, 1)) for f in finals]
         return (out, *finals)[:n_outputs]
 
+    run.cores = cores
     return showing(run, step)
 
 
@@ -173,7 +176,7 @@ def _factory(op_type):
             return general(x, w, r, b, seq_lens, h0, c0, p)
 
         if fast is not None:
-            run.measured, run.products = fast.measured, fast.products
+            run.measured, run.products, run.cores = fast.measured, fast.products, fast.cores
 
         def general(x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None):
             if layout:

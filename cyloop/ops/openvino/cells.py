@@ -365,6 +365,13 @@ def lstm_step(attrs) -> Measured:
     return _measured(steps)
 
 
+def _gru_in_one_call(attrs) -> bool:
+    """Whether a GRU's batch-major step runs as one call (`gru_product_tail`, and many steps
+    as `gru_product_steps`): the default activations, no clip."""
+    f, g = _activations(attrs, ["sigmoid", "tanh"])
+    return f is _math.sigmoid and g is np.tanh and not as_float(attrs, "clip", 0.0)
+
+
 def gru_step(attrs) -> Measured:
     """The GRU step after the input projection: xw [..., B, 3H] (z, r, h), h [..., B, H],
     r [3H, H], b the cell's bias (its fourth block, with linear_before_reset, is the recurrent
@@ -375,7 +382,7 @@ def gru_step(attrs) -> Measured:
     # The default activations without clip, batch-major on a [B, H] state: the two products and
     # the passes around them as one call (`gru_product_tail`), else the passes as two calls
     # (`gru_gates`, `gru_blend`), where they take the operands.
-    one_call = f is _math.sigmoid and g is np.tanh and not clip
+    one_call = _gru_in_one_call(attrs)
 
     def step_in(layout):
         def split(r):
@@ -453,16 +460,24 @@ def gru_step(attrs) -> Measured:
     return _measured({layout.name: step_in(layout) for layout in _LAYOUTS})
 
 
+def _rnn_in_one_call(attrs) -> bool:
+    """Whether an RNN's batch-major step runs as one call (`product_tanh`, and many steps as
+    `product_tanh_steps`): tanh, no clip."""
+    (f,) = _activations(attrs, ["tanh"])
+    return f is np.tanh and not as_float(attrs, "clip", 0.0)
+
+
 def rnn_step(attrs) -> Measured:
     """The RNN step after the input projection: xw [..., B, H], h [..., B, H], r [H, H]."""
     (f,) = _activations(attrs, ["tanh"])
     clip = as_float(attrs, "clip", 0.0)
+    in_one_call = _rnn_in_one_call(attrs)
 
     def step_in(layout):
         weights = Prepared(layout.prepared)
         # Batch-major, tanh without clip on a [B, H] state: the product and the tanh as one call
         # (`product_tanh`; the batch's rows cut in two for two cores), where it takes them.
-        one_call = not layout.gate_major and f is np.tanh and not clip
+        one_call = not layout.gate_major and in_one_call
 
         def step(xw, h, r, out=None):
             prepared = weights(r)
@@ -519,8 +534,9 @@ def gru_recurrence(attrs, n_outputs):
     def run(xw, h, r, b, out=None):
         return (step(xw, h, r, b, out=out),)[:n_outputs]
 
-    run.recurrence = Recurrence(per_step=0, feedback=(1,))  # (xw, h, r, b) -> (h',)
-    run.steps_for = step.steps_for  # (the chosen candidate's: `Measured.steps_for`)
+    if _gru_in_one_call(attrs):  # (else no candidate has steps)
+        run.recurrence = Recurrence(per_step=0, feedback=(1,))  # (xw, h, r, b) -> (h',)
+        run.steps_for = step.steps_for  # (the chosen candidate's: `Measured.steps_for`)
     return showing(run, step)
 
 
@@ -531,8 +547,9 @@ def rnn_recurrence(attrs, n_outputs):
     def run(xw, h, r, out=None):
         return (step(xw, h, r, out=out),)[:n_outputs]
 
-    run.recurrence = Recurrence(per_step=0, feedback=(1,))  # (xw, h, r) -> (h',)
-    run.steps_for = step.steps_for  # (the chosen candidate's: `Measured.steps_for`)
+    if _rnn_in_one_call(attrs):  # (else no candidate has steps)
+        run.recurrence = Recurrence(per_step=0, feedback=(1,))  # (xw, h, r) -> (h',)
+        run.steps_for = step.steps_for  # (the chosen candidate's: `Measured.steps_for`)
     return showing(run, step)
 
 

@@ -21,8 +21,20 @@ after them (ONNX's semantics, which OpenVINO follows); an element of length 0 en
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+from time import perf_counter
+
 import numpy as np
 
+from .._gemm import (
+    ONE_CORE,
+    TWO_CORES,
+    products_decided,
+    set_products_on_two_cores,
+    two_cores_here,
+)
+from .._measured import Measured, untimed
+from .._two_core import products_split
 from ..registry import kernel
 from ._attrs import DOMAIN
 from .cells import gru_step, lstm_step, projection_for, rnn_step, showing
@@ -117,6 +129,51 @@ def _run(states, x, lengths, w, b, attrs, project, step, steps_for=None, y=None)
     return y, finals
 
 
+class _Cores:
+    """Where a layer's matrix products run where no loop decides it (a layer outside loops): on
+    one core or two, a measured choice timed a call at a time (per step) as a loop's is a run at
+    a time (engine/_core.pyx `LoopDriver.products`): two cores' calls first, each candidate a
+    warm-up call and two timed ones; only the trial's first call lets the layer's own trials
+    (its step's formulations) take samples. A layer whose products never split on two cores
+    (too small) drops the choice. `fix` keeps one (tune=False: one core)."""
+
+    def __init__(self):
+        self.measured = Measured({TWO_CORES: True, ONE_CORE: False}, rounds=2,
+                                 unit="us/step", consecutive=True, extend=False) \
+            if two_cores_here() else None
+
+    def __call__(self, run, steps: int):
+        """``run()`` with its products where this choice puts them."""
+        measured = self.measured
+        if measured is None or products_decided():
+            return run()
+        name, trial = measured.pick(None)
+        two = measured.candidates[name]
+        quiet = trial is not None and (not two or name in trial.warm)
+        split = products_split()
+        previous = set_products_on_two_cores(two)
+        start = perf_counter()
+        try:
+            with untimed() if quiet else nullcontext():
+                result = run()
+        finally:
+            set_products_on_two_cores(previous)
+        if trial is not None and steps > 0:
+            measured.report(trial, name, (perf_counter() - start) / steps)
+        if trial is not None and two and products_split() == split:
+            self.measured = None  # (too small to split: no choice; one core from now on)
+        return result
+
+    def describe(self) -> str:
+        if self.measured is None:
+            return f"{ONE_CORE}: its products are too small to split here"
+        return self.measured.describe()
+
+    def fix(self, name: str = ONE_CORE) -> None:
+        if self.measured is not None:
+            self.measured.fix(name)
+
+
 # Each cell's recurrence op, its measured step, and how the step takes a direction's operands.
 _CELLS = {
     "lstm": ("LSTMCellRecurrence", lstm_step, lambda xw_t, states, r, b: (xw_t, *states, r)),
@@ -127,13 +184,15 @@ _CELLS = {
 
 def sequence_layer(cell: str, attrs):
     """A layer of `cell` ("lstm", "gru" or "rnn") with OpenVINO's attributes and gate orders
-    (f, i, c, o; z, r, h): ``(run, step)``, where ``run(x, states, lengths, w, r, b, y=None)``
-    makes (Y, final states) as `_run` does (`y`, if given, a zeroed [B, D, T, H] array or view
-    Y is written into: another layout's output, seen so) and `step` is the cell's measured step
-    (for the plan). ONNX's LSTM, GRU and RNN run on it too (ops/onnx/rnn.py)."""
+    (f, i, c, o; z, r, h): ``(run, step, cores)``, where ``run(x, states, lengths, w, r, b,
+    y=None)`` makes (Y, final states) as `_run` does (`y`, if given, a zeroed [B, D, T, H] array
+    or view Y is written into: another layout's output, seen so), `step` is the cell's measured
+    step and `cores` where its products run outside loops (`_Cores`; both for the plan and
+    tune=False). ONNX's LSTM, GRU and RNN run on it too (ops/onnx/rnn.py)."""
     op, make_step, arguments = _CELLS[cell]
     project, recurrence = projection_for(op, attrs), make_step(attrs)
     states_out = tuple if cell == "lstm" else (lambda h: (h,))  # (an LSTM's step gives (h, c))
+    cores = _Cores()
 
     def run(x, states, lengths, w, r, b, y=None):
         def step(xw_t, current, d):
@@ -142,21 +201,23 @@ def sequence_layer(cell: str, attrs):
         def steps_for(xw_t, current, d):
             return _steps_of(recurrence, arguments(xw_t, current, r[d], b[d]))
 
-        return _run(states, x, lengths, w, b, attrs, project, step, steps_for, y)
+        return cores(lambda: _run(states, x, lengths, w, b, attrs, project, step, steps_for, y),
+                     x.shape[1] * w.shape[0])
 
-    return run, recurrence
+    return run, recurrence, cores
 
 
 @kernel("LSTMSequence", domain=DOMAIN, since=5, multi=True)
 def lstm_sequence(attrs, n_outputs):
     """LSTMSequence-5 (gates f, i, c, o): (X, H0, C0, sequence_lengths, W, R, B) -> (Y, Ho,
     Co)."""
-    layer, step = sequence_layer("lstm", attrs)
+    layer, step, cores = sequence_layer("lstm", attrs)
 
     def run(x, h0, c0, lengths, w, r, b):
         y, (h, c) = layer(x, [h0, c0], lengths, w, r, b)
         return (y, h, c)[:n_outputs]
 
+    run.cores = cores
     return showing(run, step)
 
 
@@ -164,22 +225,24 @@ def lstm_sequence(attrs, n_outputs):
 def gru_sequence(attrs, n_outputs):
     """GRUSequence-5 (gates z, r, h; ``linear_before_reset`` as in GRUCell): (X, H0,
     sequence_lengths, W, R, B) -> (Y, Ho)."""
-    layer, step = sequence_layer("gru", attrs)
+    layer, step, cores = sequence_layer("gru", attrs)
 
     def run(x, h0, lengths, w, r, b):
         y, (h,) = layer(x, [h0], lengths, w, r, b)
         return (y, h)[:n_outputs]
 
+    run.cores = cores
     return showing(run, step)
 
 
 @kernel("RNNSequence", domain=DOMAIN, since=5, multi=True)
 def rnn_sequence(attrs, n_outputs):
     """RNNSequence-5: (X, H0, sequence_lengths, W, R, B) -> (Y, Ho)."""
-    layer, step = sequence_layer("rnn", attrs)
+    layer, step, cores = sequence_layer("rnn", attrs)
 
     def run(x, h0, lengths, w, r, b):
         y, (h,) = layer(x, [h0], lengths, w, r, b)
         return (y, h)[:n_outputs]
 
+    run.cores = cores
     return showing(run, step)

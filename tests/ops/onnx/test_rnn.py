@@ -103,7 +103,8 @@ def _general_path(monkeypatch):
 
 
 @pytest.mark.parametrize("f", [np.float32, np.float64])
-@pytest.mark.parametrize("options", [{}, {"lens": True, "initial": True}, {"bias": False}])
+@pytest.mark.parametrize("options", [{}, {"lens": True, "initial": True}, {"bias": False},
+                                     {"lens": [5, 0, 3], "initial": True}])
 @pytest.mark.parametrize("layout", [0, 1])
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 @pytest.mark.parametrize("op, attrs", LAYERS, ids=["LSTM", "GRU", "GRU-lbr", "RNN"])
@@ -176,16 +177,20 @@ def test_a_layer_runs_its_steps_in_one_call(op, attrs, direction, layout, rng, m
 
 
 @pytest.mark.parametrize("case", ["peepholes", "float16", "mixed types"])
-def test_layers_the_runner_does_not_take_take_the_general_path(case, rng):
+def test_layers_the_runner_does_not_take_take_the_general_path(case, rng, monkeypatch):
     """A layer's operands the runner declines (an LSTM's peepholes, float16, inputs of two
-    types) run on the general path: onnxruntime's values."""
+    types) run on the general path (its cell equations, a call a step): onnxruntime's values."""
     feeds = _inputs("LSTM", rng, 1, initial=True, peep=case == "peepholes",
                     f=np.float16 if case == "float16" else np.float32)
     if case == "mixed types":
         feeds["initial_c"] = feeds["initial_c"].astype(np.float64)
     full = {"hidden_size": HIDDEN}
     layer = ops.lookup("", "LSTM", 14).build(full, 3)
+    cells_run = []
+    monkeypatch.setattr(rnn, "_cell", lambda *args, real=rnn._cell: cells_run.append(1) or
+                        real(*args))
     got = layer(*feeds.values())
+    assert len(cells_run) == SEQ
     if case == "mixed types":  # (onnxruntime refuses it: the general path's float32 arithmetic)
         feeds["initial_c"] = feeds["initial_c"].astype(np.float32)
     expected = _onnxruntime("LSTM", full, feeds, 3)

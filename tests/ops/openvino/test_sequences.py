@@ -12,6 +12,8 @@ import pytest
 from onnx import helper
 
 import cyloop
+from cyloop.ops import _two_core
+from cyloop.ops._gemm import ONE_CORE, TWO_CORES, set_products_on_two_cores, two_cores_here
 from cyloop.peers import openvino_compiled
 
 from ...frontends.onnx_models import model as onnx_model
@@ -267,3 +269,79 @@ def test_a_layer_whose_step_has_no_steps_is_not_asked_again(tmp_path, rng, monke
                "H0": np.zeros((4, 1, 16), np.float32), "C0": np.zeros((4, 1, 16), np.float32),
                "L": np.full(4, 50, np.int32)})
     assert len(asked) == 1
+
+
+def _lstm_layer(tmp_path, rng, batch=8, hidden=64, steps=60):
+    ov_model, _ = _sequence_model("lstm", "forward", {}, batch=batch, steps=steps, features=8,
+                                  hidden=hidden)
+    feeds = {"X": rng.standard_normal((batch, steps, 8)).astype(np.float32),
+             "H0": rng.standard_normal((batch, 1, hidden)).astype(np.float32),
+             "C0": rng.standard_normal((batch, 1, hidden)).astype(np.float32),
+             "L": np.full(batch, steps, np.int32)}
+    return save(ov_model, tmp_path / "layer.xml"), feeds
+
+
+two_cores = pytest.mark.skipif(not two_cores_here(), reason="products cannot run on two cores "
+                               "here (one CPU, or numpy's BLAS not found)")
+
+
+@two_cores
+def test_a_layer_outside_loops_measures_where_its_products_run(tmp_path, rng):
+    """Two cores' calls first, then one core's (a warm-up and two timed calls each), then the
+    faster kept and shown in the plan; on two cores the step's products were cut in pieces, and
+    the values are one core's to rounding."""
+    source, feeds = _lstm_layer(tmp_path, rng)
+    model = cyloop.load(source)
+    cores = model._compiled.steps[0].fn.cores
+    split, runs = _two_core.products_split(), []
+    for _ in range(6):
+        runs.append(model.run(feeds))
+        if len(runs) == 3:
+            assert _two_core.products_split() > split  # (two cores' calls: warm-up, 2 timed)
+            split = _two_core.products_split()
+    (trial,) = cores.measured.trials.values()
+    assert trial.choice in (ONE_CORE, TWO_CORES)
+    assert sorted(map(len, trial.samples.values())) == [2, 2]
+    label = model._compiled.steps[0].label
+    assert f"where the products of {label} run: {trial.choice}, the fastest here" in \
+        str(model.plan())
+    for run in runs[3:]:  # (one core's: its products whole)
+        for name in run:
+            np.testing.assert_allclose(run[name], runs[0][name], rtol=1e-4, atol=1e-5)
+
+
+@two_cores
+def test_a_layer_in_a_loop_leaves_its_products_to_the_loop(tmp_path, rng):
+    """Where a loop has decided where its products run, a layer in its body follows it: its own
+    choice is not asked (the loop measures its runs)."""
+    source, feeds = _lstm_layer(tmp_path, rng)
+    model = cyloop.load(source)
+    cores = model._compiled.steps[0].fn.cores
+    for on in (True, False):
+        previous = set_products_on_two_cores(on)
+        try:
+            model.run(feeds)
+        finally:
+            set_products_on_two_cores(previous)
+    assert not cores.measured.trials
+
+
+@two_cores
+def test_tune_false_keeps_a_layer_on_one_core(tmp_path, rng):
+    source, feeds = _lstm_layer(tmp_path, rng)
+    model = cyloop.load(source, tune=False)
+    split = _two_core.products_split()
+    model.run(feeds)
+    assert _two_core.products_split() == split
+    assert f"run: {ONE_CORE} (fixed, not measured)" in str(model.plan())
+
+
+@two_cores
+def test_a_layer_too_small_to_split_has_no_choice_of_cores(tmp_path, rng):
+    """Its products run on one core either way: after a first call finds so, the choice goes."""
+    source, feeds = _lstm_layer(tmp_path, rng, batch=2, hidden=4)
+    model = cyloop.load(source)
+    model.run(feeds)
+    cores = model._compiled.steps[0].fn.cores
+    assert cores.measured is None
+    assert "its products are too small to split here" in str(model.plan())
