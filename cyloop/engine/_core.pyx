@@ -1598,9 +1598,10 @@ cdef class LoopDriver:
         steps = fn.steps_for(*args)
         if steps is None:
             # Not now: its measured formulation is on trial (asked again next iteration), or
-            # settled on one without steps (the run's operand kinds and cores hold: not again).
+            # settled on one without steps, or its answer holds for a run (`steps_hold`: it
+            # depends on the run's cores and operand kinds): not asked again in the run.
             measured = getattr(fn, "measured", None)
-            if measured is None or measured.settled(*args):
+            if getattr(fn, "steps_hold", False) or measured is None or measured.settled(*args):
                 r.steps_out = None
             return 0
         rows = None

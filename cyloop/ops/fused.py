@@ -266,6 +266,7 @@ def product_plus_tanh(attrs):
     run.products = True
     run.recurrence = Recurrence(per_step=2, feedback=(0,))  # (h, r, x) -> h'
     run.steps_for = steps_for
+    run.steps_hold = True  # (its answer: the run's cores and operands' ranks, not a trial's)
     return run
 
 

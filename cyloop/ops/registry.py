@@ -27,7 +27,8 @@ A kernel declares its traits where it is registered, and the engine reads them f
 - A built kernel may also say, as its ``recurrence`` attribute (a `Recurrence`), that it is a
   recurrent step whose results are its own next arguments; the loop driver may then run many
   iterations of a body that is that step alone in one call (engine/destinations.py,
-  `plan_steps`).
+  `plan_steps`), as its ``steps_for(*args)`` offers them. An answer None is asked again while
+  its ``measured`` choice is on trial, unless ``steps_hold`` says it holds for a run.
 - ``stateful=True``: its calls depend on the calls before (a random stream moving on), so each
   node has a kernel of its own. Any other kernel is a pure function of its attributes and
   inputs, which lets nodes with one attributes dict share one (engine/compile.py).

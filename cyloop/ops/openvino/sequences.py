@@ -160,7 +160,7 @@ class _Cores:
             set_products_on_two_cores(previous)
         if trial is not None and steps > 0:
             measured.report(trial, name, (perf_counter() - start) / steps)
-        if trial is not None and two and products_split() == split:
+        if trial is not None and two and steps > 0 and products_split() == split:
             self.measured = None  # (too small to split: no choice; one core from now on)
         return result
 
