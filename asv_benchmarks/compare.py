@@ -302,11 +302,17 @@ SPELLINGS = {
 }
 
 
+WARM_RUNS = 8  # untimed runs of a model the main table has not run: its trials end in them
+
+
 def spellings(chosen, repeat):
     """cyloop on each workload's IR and ONNX spellings, interleaved in the same rounds: the
     target "IR within 1.2x of ONNX" compares the spellings, and the main table's cells, run
     minutes apart, drift apart on a shared host (W5's numpy loop once took 1.7x longer in
-    W5-ir's cell than in W5's)."""
+    W5-ir's cell than in W5's). Each spelling's model is the main table's, its measured choices
+    made, or one warmed by `WARM_RUNS` runs, so that the spellings are compared at their steady
+    state (the main table's medians include each model's trials); three times `repeat` rounds,
+    as its runs are short."""
     print()
     print("| workload | IR spelling, µs / iteration | ONNX spellings | IR / best ONNX | agree |")
     print("|---|---:|---|---:|---|")
@@ -317,10 +323,17 @@ def spellings(chosen, repeat):
         for workload_id in (ir, *onnx_ids):
             build, iterations[workload_id] = workloads()[workload_id]
             model, feeds, numpy_loop = build()
-            run = runners(workload_id, model, feeds, None, only="cyloop")["cyloop"]
-            agree.append(_agrees(run(), numpy_loop(feeds)))  # (also the untimed first run)
+            loaded = _LOADED.get(workload_id)
+            if loaded is None:
+                run = runners(workload_id, model, feeds, None, only="cyloop")["cyloop"]
+                for _ in range(WARM_RUNS - 1):
+                    run()
+            else:
+                def run(m=loaded, f=feeds):
+                    return list(m.run(f).values())
+            agree.append(_agrees(run(), numpy_loop(feeds)))
             cells[workload_id] = run
-        times = _rounds(cells, repeat, IDLE_SECONDS)
+        times = _rounds(cells, 3 * repeat, IDLE_SECONDS)
         us = {w: statistics.median(times[w]) / iterations[w] * 1e6 for w in cells}
         best = min(us[w] for w in onnx_ids)
         shown = ", ".join(f"{w} {us[w]:.2f}" for w in onnx_ids)
