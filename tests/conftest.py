@@ -41,6 +41,22 @@ def measured_steps(model):
             if getattr(step.fn, "measured", None) is not None]
 
 
+def steps_spy(kernel_name, xs_at):
+    """(spy, calls): `spy` calls the cells' steps kernel `kernel_name` (ops/openvino/cells.py,
+    taking xs as its argument `xs_at` and `staged` last) and records each call in `calls` as
+    (steps, staged, taken: not declined); a test puts it in the kernel's place."""
+    from cyloop.ops.openvino import cells
+
+    real, calls = getattr(cells, kernel_name), []
+
+    def spy(*args):
+        done = real(*args)
+        calls.append((len(args[xs_at]), args[-1], done is not None))
+        return done
+
+    return spy, calls
+
+
 def at_offset(values, offset):
     """A C-contiguous copy of `values` starting `offset` bytes past a 64-byte boundary."""
     raw = np.empty(values.nbytes + 2 * 64, np.uint8)

@@ -437,7 +437,7 @@ def lstm_product_steps(cnp.ndarray h not None, cnp.ndarray w not None, cnp.ndarr
     cdef LstmJob job
     cdef int raised[PASSES]
     cdef npy_intp steps, s, batch, hidden, item, step_bytes, x_step, row
-    cdef int type_num, k
+    cdef int type_num
     cdef char *out_data
     cdef const char *x_data
     cdef Rows cells[2]
@@ -467,10 +467,7 @@ def lstm_product_steps(cnp.ndarray h not None, cnp.ndarray w not None, cnp.ndarr
     _rows_of(c_last, type_num, batch, hidden, &cells[0])
     _rows_of(c_spare, type_num, batch, hidden, &cells[1])
     slot = job.h_new  # (outs[0]'s rows)
-    if staged:
-        h_made = [cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0) for _ in range(2)]
-        for k in range(2):
-            _rows_of(h_made[k], type_num, batch, hidden, &made[k])
+    _kept = _staging(made, type_num, batch, hidden) if staged else None
     with nogil:
         for s in range(steps):
             if s > 0:  # h and c: the step before's h' and c'
@@ -489,6 +486,15 @@ def lstm_product_steps(cnp.ndarray h not None, cnp.ndarray w not None, cnp.ndarr
                            hidden * item)
     _report_raised(raised, PASSES, _UFUNC_OF_PASS)
     return outs[steps - 1], c_last
+
+
+cdef list _staging(Rows *made, int type_num, npy_intp rows, npy_intp n):
+    """The two contiguous [rows, n] buffers a staged call of steps makes its states in, turn
+    about (`made[0]`, `made[1]`); the caller keeps the list (their memory) while it runs."""
+    buffers = [cnp.PyArray_EMPTY(2, [rows, n], type_num, 0) for _ in range(2)]
+    for k in range(2):
+        _rows_of(buffers[k], type_num, rows, n, &made[k])
+    return buffers
 
 
 cdef inline void _copy_rows(Rows source, char *to, npy_intp to_stride, npy_intp rows,
@@ -659,7 +665,7 @@ def product_tanh_steps(cnp.ndarray h not None, cnp.ndarray r not None,
     cdef TanhJob job
     cdef int raised[1]
     cdef npy_intp steps, s, item, step_bytes, x_step, row
-    cdef int type_num = cnp.PyArray_TYPE(h), k
+    cdef int type_num = cnp.PyArray_TYPE(h)
     cdef char *out_data
     cdef const char *x_data
     cdef Rows made[2]
@@ -679,10 +685,7 @@ def product_tanh_steps(cnp.ndarray h not None, cnp.ndarray r not None,
     step_bytes, x_step = cnp.PyArray_STRIDE(outs, 0), cnp.PyArray_STRIDE(xs, 0)
     out_data, x_data = <char *>cnp.PyArray_DATA(outs), <const char *>cnp.PyArray_DATA(xs)
     slot = job.out  # (outs[0]'s rows)
-    if staged:
-        h_made = [cnp.PyArray_EMPTY(2, [job.batch, job.width], type_num, 0) for _ in range(2)]
-        for k in range(2):
-            _rows_of(h_made[k], type_num, job.batch, job.width, &made[k])
+    _kept = _staging(made, type_num, job.batch, job.width) if staged else None
     with nogil:
         for s in range(steps):
             if s > 0:  # h: the step before's h'
@@ -1025,7 +1028,7 @@ def gru_product_steps(cnp.ndarray h not None, cnp.ndarray w_zr not None,
     cdef int gates_raised[G_PASSES]
     cdef int blend_raised[B_PASSES]
     cdef npy_intp steps, s, batch, hidden, item, step_bytes, x_step, row
-    cdef int type_num = cnp.PyArray_TYPE(h), k
+    cdef int type_num = cnp.PyArray_TYPE(h)
     cdef char *out_data
     cdef const char *x_data
     cdef Rows made[2]
@@ -1050,10 +1053,7 @@ def gru_product_steps(cnp.ndarray h not None, cnp.ndarray w_zr not None,
     step_bytes, x_step = cnp.PyArray_STRIDE(outs, 0), cnp.PyArray_STRIDE(xs, 0)
     out_data, x_data = <char *>cnp.PyArray_DATA(outs), <const char *>cnp.PyArray_DATA(xs)
     slot = job.h_new  # (outs[0]'s rows)
-    if staged:
-        h_made = [cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0) for _ in range(2)]
-        for k in range(2):
-            _rows_of(h_made[k], type_num, batch, hidden, &made[k])
+    _kept = _staging(made, type_num, batch, hidden) if staged else None
     with nogil:
         for s in range(steps):
             if s > 0:  # h: the step before's h'

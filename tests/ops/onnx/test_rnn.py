@@ -10,6 +10,8 @@ from cyloop import ops
 from cyloop.ops.onnx import rnn
 from cyloop.ops.openvino import cells
 
+from ...conftest import steps_spy
+
 SEQ, BATCH, INPUT, HIDDEN = 5, 3, 4, 6
 
 
@@ -157,18 +159,13 @@ def test_a_layer_runs_its_steps_in_one_call(op, attrs, direction, layout, rng, m
             value.flags.writeable = False
     n_outputs = 3 if op == "LSTM" else 2
     kernel_name, xs_at, candidate = _STEPS[op]
-    real, calls = getattr(cells, kernel_name), []
-
-    def spy(*args):
-        done = real(*args)
-        calls.append((len(args[xs_at]), done is not None))
-        return done
-
+    spy, calls = steps_spy(kernel_name, xs_at)
     monkeypatch.setattr(cells, kernel_name, spy)
     layer = ops.lookup("", op, 14).build(full, n_outputs)
     layer.measured.fix(candidate)
     runs = [layer(*feeds.values()) for _ in range(2)]
-    assert calls == [(300, True)] * (2 * dirs)  # (each run: a call a direction, all of it)
+    # (each run: a call a direction, all of it, staged as a layer's steps one at a time are)
+    assert calls == [(300, True, True)] * (2 * dirs)
     _general_path(monkeypatch)
     want = ops.lookup("", op, 14).build(full, n_outputs)(*feeds.values())
     for got in runs:

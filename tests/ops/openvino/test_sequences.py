@@ -17,6 +17,7 @@ from cyloop.ops._gemm import ONE_CORE, TWO_CORES, set_products_on_two_cores, two
 from cyloop.ops.openvino.sequences import sequence_layer
 from cyloop.peers import openvino_compiled
 
+from ...conftest import steps_spy
 from ...frontends.onnx_models import model as onnx_model
 from ...frontends.onnx_models import tensor
 from ...frontends.openvino_models import save
@@ -192,12 +193,7 @@ def test_a_layer_runs_its_steps_in_one_call_as_one_at_a_time(case, direction, tm
              "L": np.full(4, 40, np.int32)}
     if cell == "lstm":
         feeds["C0"] = rng.standard_normal((4, directions, 16)).astype(np.float32)
-    real, calls = getattr(cells, kernel_name), []
-
-    def spy(*args):
-        done = real(*args)
-        calls.append((len(args[xs_at]), args[-1], done is not None))
-        return done
+    spy, calls = steps_spy(kernel_name, xs_at)
 
     def run(steps):
         monkeypatch.setattr(cells, kernel_name, steps)
@@ -231,13 +227,7 @@ def test_a_layer_runs_the_steps_left_once_its_step_is_chosen(case, tmp_path, rng
              "L": np.full(4, 300, np.int32)}
     if cell == "lstm":
         feeds["C0"] = rng.standard_normal((4, 2, 16)).astype(np.float32)
-    real, calls = getattr(cells, kernel_name), []
-
-    def spy(*args):
-        done = real(*args)
-        calls.append((len(args[xs_at]), done is not None))
-        return done
-
+    spy, calls = steps_spy(kernel_name, xs_at)
     monkeypatch.setattr(cells, kernel_name, spy)
     model = cyloop.load(save(ov_model, tmp_path / "sequence.xml"))
     (kernel,) = [step.fn for step in model._compiled.steps]
@@ -248,7 +238,7 @@ def test_a_layer_runs_the_steps_left_once_its_step_is_chosen(case, tmp_path, rng
     got = list(model.run(feeds).values())
     (trial,) = kernel.measured.trials.values()
     assert trial.choice == candidate
-    assert len(calls) == 2 and all(taken for _, taken in calls)
+    assert len(calls) == 2 and all(taken for *_, taken in calls)
     assert 0 < calls[0][0] < 300 and calls[1][0] == 300  # (the second direction: all of it)
     expected = _numpy_sequence(cell, feeds, weights, "bidirectional", attrs)
     for value, want in zip(got, expected):
