@@ -217,10 +217,14 @@ class SlicedInput:
 
 @dataclass
 class InvariantInput:
-    """The loop node's input `outer` feeds `param` unchanged at every iteration."""
+    """The loop node's input `outer` feeds `param` unchanged at every iteration. `result`, if
+    set, is a body output returning it unchanged (a carried value its body passes through, read
+    as invariant: engine/fuse.py `passed_through`): a last-value output of it is the input's
+    value, after zero iterations too."""
 
     outer: int
     param: str
+    result: str | None = None
 
 
 @dataclass
@@ -325,7 +329,7 @@ class LoopSpec:
             what = f"{kind} #{k}"
             check_outer(inp.outer, what)
             claim(inp.param, what)
-            if isinstance(inp, CarriedInput):
+            if isinstance(inp, CarriedInput) or isinstance(inp, InvariantInput) and inp.result:
                 check_result(inp.result, what)
             elif isinstance(inp, SlicedInput):
                 if inp.stride == 0:
@@ -410,10 +414,11 @@ class LoopSpec:
 
     def zero_iteration_value(self, index: int, carried: dict[int, object], label: str):
         """Last-value output #index of a loop that ran no iteration: the initial value of the
-        carried input its result feeds (`carried`: input index -> value)."""
+        carried input its result feeds, or of the invariant it passes through (`carried`: input
+        index -> value)."""
         result = self.outputs[index].result
         for k, inp in enumerate(self.inputs):
-            if isinstance(inp, CarriedInput) and inp.result == result:
+            if isinstance(inp, (CarriedInput, InvariantInput)) and inp.result == result:
                 return carried[k]
         raise ModelError(f"{label}: output #{index} (body output {result!r}) has no value: the "
                          "loop ran zero iterations and it is not a carried value")

@@ -92,7 +92,7 @@ from time import monotonic, perf_counter
 import numpy as np
 
 from ..errors import CyloopError, ExecutionError, LoopLimitError, ModelError, ResourceLimitError
-from ..ir import CarriedInput, ConcatOutput, SlicedInput, read_only, truth
+from ..ir import CarriedInput, ConcatOutput, InvariantInput, SlicedInput, read_only, truth
 from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
 from ..ops._gemm import ONE_CORE, TWO_CORES, set_products_on_two_cores, two_cores_here
 from ..ops._two_core import products_split
@@ -1660,6 +1660,9 @@ cdef class LoopDriver:
         self.tally.last_iterations = n
         finished = {cc.index: cc.finish(self.tally, n) for cc in r.concats}
         carried = {k: value for (k, _, _), value in zip(self.carried, r.values)}
+        if n == 0:  # (and the invariants a body passes through: `InvariantInput.result`)
+            carried.update((k, r.args[inp.outer]) for k, inp in enumerate(self.spec.inputs)
+                           if isinstance(inp, InvariantInput) and inp.result)
         results = []
         for j in range(len(self.spec.outputs)):
             if j in finished:

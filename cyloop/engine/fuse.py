@@ -36,6 +36,11 @@ and the state ``h``:
 which becomes ``GRUGates(x, r, h) -> h'``. The GRU's matrix products are left to their own
 kernels (measured orientation, the input ones hoisted).
 
+Before any of them, a carried value the body returns unchanged (the value itself, or through
+Identity nodes) is read as an invariant input (`passed_through`): jax2onnx passes a scan's
+weights and its xs through as carried state, which would keep the products on them, the row
+of xs and the pattern's weights from being hoisted or fused.
+
 Only the Cython driver fuses; the reference driver runs bodies as written, and the tests compare
 the two.
 """
@@ -47,9 +52,18 @@ from collections import defaultdict
 
 import numpy as np
 
-from ..ir import LOOP_DOMAIN, OPENVINO_DOMAIN, CarriedInput, Graph, LoopSpec, Node, fresh_name
+from ..ir import (
+    LOOP_DOMAIN,
+    OPENVINO_DOMAIN,
+    CarriedInput,
+    Graph,
+    InvariantInput,
+    LoopSpec,
+    Node,
+    fresh_name,
+)
 
-__all__ = ["Uses", "fuse_loop"]
+__all__ = ["Uses", "fuse_loop", "passed_through"]
 
 # The ops of the pattern in each format's spelling.
 _ONNX = {"Sigmoid": "Sigmoid", "Tanh": "Tanh", "Mul": "Mul", "Add": "Add", "Sub": "Sub",
@@ -59,8 +73,32 @@ _OPENVINO = {"Sigmoid": "Sigmoid", "Tanh": "Tanh", "Mul": "Multiply", "Add": "Ad
 _SPELLINGS = {"": _ONNX, "ai.onnx": _ONNX, OPENVINO_DOMAIN: _OPENVINO}
 
 
+def passed_through(spec: LoopSpec) -> LoopSpec:
+    """`spec` with each carried input whose result is its own value (the param itself, or the
+    param through Identity nodes) an `InvariantInput` that keeps that result (the same spec if
+    there is none): the body sees the same value every iteration either way, and a last-value
+    output of it is the initial value, after zero iterations too."""
+    producer = {out: node for node in spec.body.nodes for out in node.outputs}
+
+    def source(name):
+        node = producer.get(name)
+        while node is not None and node.op_type == "Identity" and node.domain in ("", "ai.onnx") \
+                and len(node.inputs) == 1 and not node.subgraphs():
+            name, node = node.inputs[0], producer.get(node.inputs[0])
+        return name
+
+    inputs = [InvariantInput(inp.outer, inp.param, inp.result)
+              if isinstance(inp, CarriedInput) and source(inp.result) == inp.param else inp
+              for inp in spec.inputs]
+    if all(new is old for new, old in zip(inputs, spec.inputs)):
+        return spec
+    return dataclasses.replace(spec, inputs=inputs)
+
+
 def fuse_loop(spec: LoopSpec) -> LoopSpec:
-    """`spec` with every recognised pattern in its body fused (the same spec if none is)."""
+    """`spec` with every recognised pattern in its body fused, its passed-through carried
+    values read as invariants first (`passed_through`; the same spec if nothing changes)."""
+    spec = passed_through(spec)
     body = _fuse(spec.body, "Split", _match_lstm_gates)
     carried = {inp.param for inp in spec.inputs if isinstance(inp, CarriedInput)}
     body = _fuse(body, "LSTMGates",

@@ -151,7 +151,9 @@ def describe(facts: LoopFacts) -> LoopPlan:
                      f"stride {inp.stride}, part {inp.part_size}{dropped}")
             inputs.append((inp.param, "sliced", where))
         elif isinstance(inp, InvariantInput):
-            inputs.append((inp.param, "invariant", "read-only view, bound once"))
+            inputs.append((inp.param, "invariant", "read-only view, bound once" + (
+                f" (carried, the body returns it unchanged as {inp.result!r})" if inp.result
+                else "")))
     hoisted = set(facts.hoisted_inputs)
     for slot in body.input_slots[len(spec.body.inputs):]:
         inputs.append((body.slot_names[slot], "captured", "outer-scope value, read-only view"))

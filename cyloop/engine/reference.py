@@ -152,6 +152,7 @@ class LoopDriver:
         counters["iterations"] += i
         counters["steady_iterations"] += max(i - 2, 0)
         counters["last_iterations"] = i
+        values.update(invariants)  # (zero iterations: an invariant passed through, as it is)
         return tuple(self._finish(j, out, emitted, last, values, i) for j, out in
                      enumerate(spec.outputs))
 

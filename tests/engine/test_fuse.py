@@ -599,3 +599,89 @@ def test_the_product_plus_kernel_against_numpy(r_rows, rng):
         want = h @ (r.T if r_rows else r) + x
         for _ in range(2):
             np.testing.assert_allclose(run(h, r, x), want, rtol=1e-5, atol=1e-5)
+
+
+def _passing_loop(through):
+    """An ONNX Loop h <- tanh(x_t @ W + h) over the rows of X, where X and W are carried values
+    the body returns unchanged (`through`: "identity", through Identity nodes, as jax2onnx
+    writes a scan's weights and xs; "itself", the body input returned as it is)."""
+    f = np.float32
+    nodes = [helper.make_node("Gather", ["xs_in", "i"], ["x_t"], axis=0),
+             helper.make_node("MatMul", ["x_t", "w_in"], ["xw"]),
+             helper.make_node("Add", ["xw", "h_in"], ["pre"]),
+             helper.make_node("Tanh", ["pre"], ["h_out"]),
+             helper.make_node("Identity", ["cond_in"], ["cond_out"])]
+    if through == "identity":
+        nodes += [helper.make_node("Identity", ["w_in"], ["w_mid"]),
+                  helper.make_node("Identity", ["w_mid"], ["w_out"]),
+                  helper.make_node("Identity", ["xs_in"], ["xs_out"])]
+        w_out, xs_out = "w_out", "xs_out"
+    else:
+        w_out, xs_out = "w_in", "xs_in"
+    body = helper.make_graph(
+        nodes, "body",
+        [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []), tensor("w_in", f, None),
+         tensor("xs_in", f, None), tensor("h_in", f, None)],
+        [tensor("cond_out", np.bool_, []), tensor(w_out, f, None), tensor(xs_out, f, None),
+         tensor("h_out", f, None)])
+    loop = helper.make_node("Loop", ["M", "", "W", "X", "h0"], ["w_last", "xs_last", "h_last"],
+                            body=body)
+    graph = helper.make_graph(
+        [loop], "passing",
+        [tensor("M", np.int64, []), tensor("W", f, [4, 4]), tensor("X", f, [6, 3, 4]),
+         tensor("h0", f, [3, 4])],
+        [tensor(name, f, None) for name in ("w_last", "xs_last", "h_last")])
+    return model(graph, 13)
+
+
+@pytest.mark.parametrize("trips", [6, 0])
+@pytest.mark.parametrize("through", ["identity", "itself"])
+def test_a_carried_value_the_body_returns_unchanged_is_read_as_invariant(through, trips, rng):
+    """Under the Cython driver, as an invariant input (`fuse.passed_through`): its products and
+    the rows read from it hoisted; its last value the initial one, after zero iterations too.
+    The reference driver (the body as written) and onnxruntime agree."""
+    feeds = {"M": np.array(trips, np.int64),
+             "W": (rng.standard_normal((4, 4)) * 0.5).astype(np.float32),
+             "X": rng.standard_normal((6, 3, 4)).astype(np.float32),
+             "h0": rng.standard_normal((3, 4)).astype(np.float32)}
+    fast, _, got, want, peer = run_three_ways(_passing_loop(through), feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(got[name], peer[name], rtol=1e-5, atol=1e-5, err_msg=name)
+    np.testing.assert_array_equal(got["w_last"], feeds["W"])
+    plan = str(fast.plan())
+    for param in ("w_in", "xs_in"):
+        assert re.search(rf"input\s+{param}\s+invariant\s+read-only view, bound once \(carried, "
+                         "the body returns it unchanged as", plan), plan
+    assert re.search(r"hoisted \(run before the loop on chunks of rows\): Gather node producing "
+                     r"'x_t', MatMul node producing 'xw'", plan), plan
+
+
+def test_a_scan_jax2onnx_exports_has_its_weights_hoisted(rng):
+    """jax2onnx passes a lax.scan's weights and xs through the Loop as carried state: read as
+    invariants, x_t @ W is hoisted (the body's Gemm on the carried h stays)."""
+    import jax
+    import jax.numpy as jnp
+    import jax2onnx
+
+    def rnn(xs, h0, w, u):
+        def step(h, x):
+            h = jnp.tanh(x @ w + h @ u)
+            return h, h
+        return jax.lax.scan(step, h0, xs)
+
+    inputs = [rng.standard_normal((12, 3, 4)).astype(np.float32),
+              rng.standard_normal((3, 5)).astype(np.float32),
+              (rng.standard_normal((4, 5)) * 0.5).astype(np.float32),
+              (rng.standard_normal((5, 5)) * 0.5).astype(np.float32)]
+    onnx_model = jax2onnx.to_onnx(rnn, [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in inputs],
+                                  model_name="rnn")
+    feeds = {spec.name: value for spec, value in zip(onnx_model.graph.input, inputs)}
+    fast = cyloop.load(onnx_model.SerializeToString(), driver="cython")
+    got = fast.run(feeds)
+    want = cyloop.load(onnx_model.SerializeToString(), driver="python").run(feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6, err_msg=name)
+    plan = str(fast.plan())
+    assert plan.count("(carried, the body returns it unchanged as") >= 3  # (xs, w, u)
+    assert "hoisted (run before the loop on chunks of rows): " in plan
