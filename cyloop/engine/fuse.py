@@ -19,8 +19,9 @@ bias), the product and the sum join it too: ``LSTMStep(h, R, c, x) -> (h', c')``
 sum of the other addends, made by Add nodes of the model's spelling placed before it (they need
 nothing from the state, so a hoisted x W and a bias become one hoisted row).
 
-Any other Add tree of a carried state's product and other addends (a plain RNN's
-``Tanh(x W + h R + b)``) becomes ``ProductPlus(h, R, x)``, x again the other addends' sum: BLAS
+Any other Add tree of a carried state's product (a MatMul, or a Gemm that is only ``h R``:
+jax2onnx's spelling) and other addends (a plain RNN's ``Tanh(x W + h R + b)``) becomes
+``ProductPlus(h, R, x)``, x again the other addends' sum: BLAS
 adds the product to x, and no pass over the sum is left; a Tanh that alone reads it joins it,
 ``ProductPlusTanh(h, R, x)``, so that the tanh runs where the product is made (on two cores, each
 core over its own rows) and writes the step's destination.
@@ -227,13 +228,33 @@ def _sum_tree(graph: Graph, uses: Uses, name: str, reader: Node, leaves: list, n
     return len(leaves) - 1
 
 
+def _is_gemm_product(node: Node | None) -> bool:
+    """Whether `node` is an ONNX Gemm that is only its product ``A B`` (or ``A B^T``): alpha 1,
+    A not transposed, and no C, or a C that beta 0 leaves out (as ONNX's reference and
+    onnxruntime leave it: ops/onnx/nn.py `gemm`)."""
+    if node is None or node.domain not in ("", "ai.onnx") or node.op_type != "Gemm" \
+            or len(node.inputs) < 2:
+        return False
+    attrs = node.attrs
+    c_given = len(node.inputs) > 2 and bool(node.inputs[2])
+    return float(attrs.get("alpha", 1.0)) == 1.0 and not int(attrs.get("transA", 0)) \
+        and (not c_given or float(attrs.get("beta", 1.0)) == 0.0)
+
+
+def _is_product(node: Node | None) -> bool:
+    return _is(node, "MatMul") and len(node.inputs) == 2 or _is_gemm_product(node)
+
+
 def _recurrent_product(graph: Graph, uses: Uses, name: str, reader: Node, carried: set[str]):
     """(the MatMul, its weight is [4H, H]) if `name` is ``h @ r`` of a carried `h` (ONNX's
-    MatMul, or OpenVINO's without transpose_a), read only by `reader`, else None."""
+    MatMul or a Gemm that is only its product, or OpenVINO's MatMul without transpose_a), read
+    only by `reader`, else None."""
     matmul = _producer(graph, name)
-    if not _is(matmul, "MatMul") or len(matmul.inputs) != 2 \
-            or matmul.inputs[0] not in carried or uses.only_reader(name) is not reader:
+    if not _is_product(matmul) or matmul.inputs[0] not in carried \
+            or uses.only_reader(name) is not reader:
         return None
+    if matmul.op_type == "Gemm":  # (transB: the weight given as rows, as transpose_b)
+        return matmul, bool(int(matmul.attrs.get("transB", 0)))
     if matmul.domain == OPENVINO_DOMAIN:
         flag = {k: str(matmul.attrs.get(k, "false")).lower() for k in ("transpose_a",
                                                                        "transpose_b")}
@@ -301,7 +322,7 @@ def _product_sum_roots(graph: Graph, carried: set[str]) -> set[int]:
     product (the only candidates of `_match_product_plus`)."""
     uses, roots = Uses(graph), set()
     for node in graph.nodes:
-        if _is(node, "MatMul") and node.inputs and node.inputs[0] in carried:
+        if _is_product(node) and node.inputs[0] in carried:
             add, root = uses.only_reader(node.outputs[0]), None
             while _is(add, "Add") and root is not add:
                 root, add = add, uses.only_reader(add.outputs[0])

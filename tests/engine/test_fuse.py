@@ -478,14 +478,17 @@ def test_an_openvino_body_with_r_transposed_is_fused(tmp_path, rng):
 
 # -- ProductPlus: any other Add tree of a carried state's product and other addends -----------
 
-def _rnn_loop(terms=("xw", "hr", "B"), leak=None, dtype=np.float32, feeds=None):
+def _rnn_loop(terms=("xw", "hr", "B"), leak=None, dtype=np.float32, feeds=None, gemm=None):
     """An ONNX Loop whose body is ``h' = Tanh(sum of terms)``, the terms summed left to right
-    by Add nodes: "xw" = x_t @ W (hoisted), "hr" = h @ R (the recurrent product), "hr2" = a
-    second product of h, "B" a bias, "h" the state itself; `leak` names a value the body also
-    returns. Emits every h'. Inputs of unknown shape, unless `feeds` gives them."""
+    by Add nodes: "xw" = x_t @ W (hoisted), "hr" = h @ R (the recurrent product; with `gemm`,
+    a Gemm of those attributes, and B as its C if ``gemm["C"]``), "hr2" = a second product of
+    h, "B" a bias, "h" the state itself; `leak` names a value the body also returns. Emits
+    every h'. Inputs of unknown shape, unless `feeds` gives them."""
     node = helper.make_node
-    products = {"xw": node("MatMul", ["x_t", "W"], ["xw"]), "hr": node("MatMul", ["h_in", "R"],
-                                                                       ["hr"]),
+    hr = node("MatMul", ["h_in", "R"], ["hr"]) if gemm is None else node(
+        "Gemm", ["h_in", "R"] + (["B"] if gemm.get("C") else []), ["hr"],
+        **{k: v for k, v in gemm.items() if k != "C"})
+    products = {"xw": node("MatMul", ["x_t", "W"], ["xw"]), "hr": hr,
                 "hr2": node("MatMul", ["h_in", "R"], ["hr2"])}
     nodes = [node("Gather", ["X", "i"], ["x_t"], axis=0)]
     nodes += [products[t] for t in terms if t in products]
@@ -543,6 +546,41 @@ def test_a_sum_with_the_states_product_is_fused_and_computes_the_same(terms, fus
     assert "fused: ProductPlus node" not in plan  # (the Tanh alone reads the sum: it joins)
     if fused_expected and "xw" in terms and "B" in terms:
         assert "the bias joined to the product" in plan  # x W + b: one hoisted product
+
+
+@pytest.mark.parametrize("gemm, fused_expected", [
+    ({}, True), ({"transB": 1}, True), ({"C": True, "beta": 0.0}, True),
+    ({"C": True}, False),  # (beta 1: C is one more addend, the Gemm left as written)
+    ({"alpha": 2.0}, False),
+])
+def test_a_state_product_spelled_as_gemm_is_fused_where_it_is_only_the_product(gemm,
+                                                                                fused_expected,
+                                                                                rng):
+    """A Gemm that is only ``h R`` (or ``h R^T``): alpha 1 and no C, or a C beta 0 leaves out
+    (jax2onnx's spelling of ``h @ u``), is the recurrent product of a ProductPlusTanh; others
+    stay as written. The reference driver and onnxruntime agree either way."""
+    plan = _agree_three_ways(_rnn_loop(("xw", "hr", "B"), gemm=gemm), _rnn_feeds(rng),
+                             peer_atol=2e-5)
+    assert ("fused: ProductPlusTanh node producing " in plan) == fused_expected, plan
+
+
+def test_a_gemm_leaves_c_out_where_beta_is_0(rng):
+    """As ONNX's reference implementation and onnxruntime: an infinite C makes no NaN."""
+    from onnx.reference import ReferenceEvaluator
+
+    from cyloop import ops
+
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    b = rng.standard_normal((3, 2)).astype(np.float32)
+    c = np.array([np.inf, np.nan], np.float32)
+    got = ops.lookup("", "Gemm", 13).build({"beta": 0.0})(a, b, c)
+    graph = helper.make_graph([helper.make_node("Gemm", ["a", "b", "c"], ["y"], beta=0.0)], "g",
+                              [tensor(n, np.float32, list(v.shape))
+                               for n, v in (("a", a), ("b", b), ("c", c))],
+                              [tensor("y", np.float32, None)])
+    (want,) = ReferenceEvaluator(model(graph, 13)).run(None, {"a": a, "b": b, "c": c})
+    assert np.isfinite(want).all()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
 def test_a_product_read_elsewhere_keeps_the_sum_as_written(rng):
@@ -659,7 +697,8 @@ def test_a_carried_value_the_body_returns_unchanged_is_read_as_invariant(through
 
 def test_a_scan_jax2onnx_exports_has_its_weights_hoisted(rng):
     """jax2onnx passes a lax.scan's weights and xs through the Loop as carried state: read as
-    invariants, x_t @ W is hoisted (the body's Gemm on the carried h stays)."""
+    invariants, x_t @ W is hoisted, and h @ u (a Gemm whose C beta 0 leaves out) joins the sum
+    and the tanh in one ProductPlusTanh."""
     import jax
     import jax.numpy as jnp
     import jax2onnx
@@ -685,3 +724,5 @@ def test_a_scan_jax2onnx_exports_has_its_weights_hoisted(rng):
     plan = str(fast.plan())
     assert plan.count("(carried, the body returns it unchanged as") >= 3  # (xs, w, u)
     assert "hoisted (run before the loop on chunks of rows): " in plan
+    assert re.search(r"fused: ProductPlusTanh node producing '[^']+' runs node '[^']+' "
+                     r"\(Gemm\)", plan), plan

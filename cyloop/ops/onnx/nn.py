@@ -21,8 +21,10 @@ def _batches_gemm(attrs, batched):
 @kernel("Gemm", since=1, batch="gemm", batch_if=_batches_gemm)
 def gemm(attrs):
     """``alpha * A' B' + beta * C``; a product with a read-only B (a weight) in the measured
-    orientation. The kernel says its attributes (``alpha``, ``beta``, ``trans_b``) and its
-    product of A' by B (``product``), for the hoisted form."""
+    orientation. A beta of 0 leaves C out (as ONNX's reference implementation and onnxruntime
+    do: 0 * C would make NaN of an infinite or NaN C). The kernel says its
+    attributes (``alpha``, ``beta``, ``trans_b``) and its product of A' by B (``product``), for
+    the hoisted form."""
     alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
     trans_a, trans_b = bool(int(attrs.get("transA", 0))), bool(int(attrs.get("transB", 0)))
     product = weight_product(transposed=trans_b)
@@ -33,7 +35,7 @@ def gemm(attrs):
         result = product(a, b) if np.ndim(b) == 2 else np.matmul(a, b.T if trans_b else b)
         if alpha != 1.0:
             result *= result.dtype.type(alpha)
-        if c is not None:
+        if c is not None and beta != 0.0:
             result += c * result.dtype.type(beta) if beta != 1.0 else c
         return result
 
