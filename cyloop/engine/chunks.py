@@ -475,7 +475,8 @@ def gemm(fn, batched):
 
     def call(args, rows, reusable=()):
         a, b, c = (list(args) + [None])[:3]
-        per_row = c is not None and (np.ndim(c) > 2 or np.ndim(c) == 2 and np.shape(c)[0] != 1)
+        per_row = c is not None and fn.beta != 0.0 and (  # (beta 0: C left out, `nn.gemm`)
+            np.ndim(c) > 2 or np.ndim(c) == 2 and np.shape(c)[0] != 1)
         if a.ndim != 3 or per_row:
             return (np.stack([fn(a[k], b, c) for k in range(rows)]),)
         if joined is not None and c is not None and joined.covers(a, b, c):

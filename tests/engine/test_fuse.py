@@ -699,9 +699,9 @@ def test_a_scan_jax2onnx_exports_has_its_weights_hoisted(rng):
     """jax2onnx passes a lax.scan's weights and xs through the Loop as carried state: read as
     invariants, x_t @ W is hoisted, and h @ u (a Gemm whose C beta 0 leaves out) joins the sum
     and the tanh in one ProductPlusTanh."""
-    import jax
-    import jax.numpy as jnp
-    import jax2onnx
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    jax2onnx = pytest.importorskip("jax2onnx")
 
     def rnn(xs, h0, w, u):
         def step(h, x):
