@@ -229,9 +229,13 @@ class InvariantInput:
 
 @dataclass
 class LastOutput:
-    """The value of body output `result` after the final iteration."""
+    """The value of body output `result` after the final iteration. `carried`, if set, is the
+    index (in `LoopSpec.inputs`) of the carried input whose final value it is (ONNX's Loop and
+    Scan pair them by position): after zero iterations, that input's initial value, even where
+    two carried values return the same body output."""
 
     result: str
+    carried: int | None = None
 
 
 @dataclass
@@ -346,6 +350,12 @@ class LoopSpec:
                              "iteration number, the condition, nor a loop input)")
         for k, out in enumerate(self.outputs):
             check_result(out.result, f"{type(out).__name__} #{k}")
+            paired = getattr(out, "carried", None)
+            if paired is not None and not (0 <= paired < len(self.inputs) and isinstance(
+                    self.inputs[paired], (CarriedInput, InvariantInput))
+                    and self.inputs[paired].result == out.result):
+                raise ModelError(f"{label}: LastOutput #{k} names input #{paired} as its carried "
+                                 f"value, which is not a carried input returning {out.result!r}")
 
 
     @property
@@ -416,7 +426,10 @@ class LoopSpec:
         """Last-value output #index of a loop that ran no iteration: the initial value of the
         carried input its result feeds, or of the invariant it passes through (`carried`: input
         index -> value)."""
-        result = self.outputs[index].result
+        out = self.outputs[index]
+        result = out.result
+        if getattr(out, "carried", None) is not None:
+            return carried[out.carried]
         for k, inp in enumerate(self.inputs):
             if isinstance(inp, (CarriedInput, InvariantInput)) and inp.result == result:
                 return carried[k]

@@ -134,11 +134,16 @@ def _rewritten(nodes: list[Node], loop: Node, k: int, j: int, insert: Node, stac
     def operand(value):
         return OuterInput(shifted(value.index)) if isinstance(value, OuterInput) else value
 
+    def renumbered(out):  # (a final value's carried input, past the one removed: one less)
+        if isinstance(out, LastOutput) and out.carried is not None and out.carried > k:
+            return dataclasses.replace(out, carried=out.carried - 1)
+        return out
+
     inputs = [dataclasses.replace(inp, outer=shifted(inp.outer))
               for m, inp in enumerate(spec.inputs) if m != k]
     spec = dataclasses.replace(
         spec, body=body, inputs=inputs,
-        outputs=[out for m, out in enumerate(spec.outputs) if m != j]
+        outputs=[renumbered(out) for m, out in enumerate(spec.outputs) if m != j]
         + [ConcatOutput(item, axis=0, new_axis=True, sequence=(
             f"{final!r}, appended to by {insert.label} and stacked by {stack.label}"))],
         trip_count=operand(spec.trip_count), initial_cond=operand(spec.initial_cond))

@@ -413,7 +413,7 @@ class _Converter:
             body,
             inputs=[CarriedInput(2 + k, body.inputs[2 + k].name, results[1 + k])
                     for k in range(n_carried)],
-            outputs=[LastOutput(results[1 + k]) for k in range(n_carried)]
+            outputs=[LastOutput(results[1 + k], carried=k) for k in range(n_carried)]
             + [ConcatOutput(results[1 + n_carried + j], axis=0, new_axis=True)
                for j in range(n_scan)],
             trip_count=OuterInput(0) if m_name else None,
@@ -468,7 +468,7 @@ class _Converter:
             stride = -1 if in_dirs[j] else 1
             inputs.append(SlicedInput(n_state + j, body.inputs[n_state + j].name, in_axes[j],
                                       stride=stride))
-        outputs = [LastOutput(results[k]) for k in range(n_state)]
+        outputs = [LastOutput(results[k], carried=k) for k in range(n_state)]
         outputs += [ConcatOutput(results[n_state + j], out_axes[j], bool(out_dirs[j]), True)
                     for j in range(n_scan_out)]
         spec = LoopSpec(body, inputs=inputs, outputs=outputs)

@@ -726,3 +726,27 @@ def test_a_scan_jax2onnx_exports_has_its_weights_hoisted(rng):
     assert "hoisted (run before the loop on chunks of rows): " in plan
     assert re.search(r"fused: ProductPlusTanh node producing '[^']+' runs node '[^']+' "
                      r"\(Gemm\)", plan), plan
+
+
+@pytest.mark.parametrize("trips", [3, 0])
+def test_two_carried_values_returning_one_body_output_keep_their_own_initial_values(trips, rng):
+    """ONNX pairs a Loop's carried values with its outputs by position: a and w both return w
+    (a <- w, w <- w); after zero iterations each is its own initial value, after some both are
+    w. Both drivers and onnxruntime."""
+    f = np.float32
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []), tensor("a_in", f, None),
+         tensor("w_in", f, None)],
+        [tensor("cond_out", np.bool_, []), tensor("w_in", f, None), tensor("w_in", f, None)])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "A", "W"], ["a_last", "w_last"], body=body)], "pair",
+        [tensor("M", np.int64, []), tensor("A", f, [2]), tensor("W", f, [2])],
+        [tensor(name, f, None) for name in ("a_last", "w_last")])
+    feeds = {"M": np.array(trips, np.int64), "A": rng.standard_normal(2).astype(f),
+             "W": rng.standard_normal(2).astype(f)}
+    _, _, got, want, peer = run_three_ways(model(graph, 13), feeds)
+    for name in ("a_last", "w_last"):
+        np.testing.assert_array_equal(got[name], peer[name], err_msg=name)
+        np.testing.assert_array_equal(want[name], peer[name], err_msg=name)
+    np.testing.assert_array_equal(got["a_last"], feeds["A"] if trips == 0 else feeds["W"])
