@@ -406,9 +406,8 @@ def lstm_product_tail(cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c
         return None
     batch, hidden = job.batch, job.hidden
     c_out = cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
-    h_out = out if out is not None else cnp.PyArray_EMPTY(2, [batch, hidden], type_num, 0)
     _rows_of(c_out, type_num, batch, hidden, &job.c_new)
-    _rows_of(h_out, type_num, batch, hidden, &job.h_new)
+    h_out = _made_into(out, type_num, batch, hidden, &job.h_new)
     with nogil:
         _run_pieces(&job.job, batch, job.rows, two_cores)
     _report_raised(raised, PASSES, _UFUNC_OF_PASS)
@@ -488,13 +487,18 @@ def lstm_product_steps(cnp.ndarray h not None, cnp.ndarray w not None, cnp.ndarr
     return outs[steps - 1], c_last
 
 
+cdef object _made_into(object out, int type_num, npy_intp rows, npy_intp n, Rows *into):
+    """Where a step makes its [rows, n] result: `out` (already checked by the caller), or a
+    fresh array; its rows in `into`."""
+    result = out if out is not None else cnp.PyArray_EMPTY(2, [rows, n], type_num, 0)
+    _rows_of(result, type_num, rows, n, into)
+    return result
+
+
 cdef list _staging(Rows *made, int type_num, npy_intp rows, npy_intp n):
     """The two contiguous [rows, n] buffers a staged call of steps makes its states in, turn
     about (`made[0]`, `made[1]`); the caller keeps the list (their memory) while it runs."""
-    buffers = [cnp.PyArray_EMPTY(2, [rows, n], type_num, 0) for _ in range(2)]
-    for k in range(2):
-        _rows_of(buffers[k], type_num, rows, n, &made[k])
-    return buffers
+    return [_made_into(None, type_num, rows, n, &made[k]) for k in range(2)]
 
 
 cdef inline void _copy_rows(Rows source, char *to, npy_intp to_stride, npy_intp rows,
@@ -638,9 +642,7 @@ def product_tanh(cnp.ndarray h, cnp.ndarray r, object x, object out, bint two_co
     cdef int raised[1]
     if not isinstance(x, np.ndarray) or not _tanh_job(&job, h, r, x, out, two_cores, raised):
         return None
-    result = out if out is not None else cnp.PyArray_EMPTY(2, [job.batch, job.width],
-                                                           cnp.PyArray_TYPE(h), 0)
-    _rows_of(result, cnp.PyArray_TYPE(h), job.batch, job.width, &job.out)
+    result = _made_into(out, cnp.PyArray_TYPE(h), job.batch, job.width, &job.out)
     with nogil:
         _run_pieces(&job.job, job.batch, job.rows, two_cores)
     _report_raised(raised, 1, ("tanh",))
@@ -998,9 +1000,7 @@ def gru_product_tail(cnp.ndarray h, cnp.ndarray w_zr, cnp.ndarray w_n, cnp.ndarr
                        blend_raised)
     if buffers is None:
         return None
-    h_out = out if out is not None else cnp.PyArray_EMPTY(2, [job.batch, job.hidden],
-                                                          cnp.PyArray_TYPE(h), 0)
-    _rows_of(h_out, cnp.PyArray_TYPE(h), job.batch, job.hidden, &job.h_new)
+    h_out = _made_into(out, cnp.PyArray_TYPE(h), job.batch, job.hidden, &job.h_new)
     with nogil:
         _run_pieces(&job.job, job.batch, job.rows, two_cores)
     _report_raised(gates_raised, G_PASSES, _UFUNC_OF_GATES_PASS)
