@@ -442,8 +442,7 @@ def lstm_product_steps(cnp.ndarray h not None, cnp.ndarray w not None, cnp.ndarr
     cdef Rows cells[2]
     cdef Rows made[2]
     cdef Rows slot
-    if cnp.PyArray_NDIM(xs) != 3 or cnp.PyArray_NDIM(outs) != 3 \
-            or cnp.PyArray_DIM(xs, 0) != cnp.PyArray_DIM(outs, 0) or cnp.PyArray_DIM(xs, 0) < 1:
+    if not _steps_of(xs, outs):
         return None
     steps = cnp.PyArray_DIM(xs, 0)
     gates = _lstm_job(&job, h, w, xs[0], c, outs[0], f_at, i_at, g_at, o_at, halve, two_cores,
@@ -485,6 +484,13 @@ def lstm_product_steps(cnp.ndarray h not None, cnp.ndarray w not None, cnp.ndarr
                            hidden * item)
     _report_raised(raised, PASSES, _UFUNC_OF_PASS)
     return outs[steps - 1], c_last
+
+
+cdef bint _steps_of(cnp.ndarray xs, cnp.ndarray outs) noexcept:
+    """Whether xs [S, B, ...] and outs [S, B, ...] hold one and the same number S >= 1 of steps'
+    operands (what a call of many steps takes; each step's are checked as its own)."""
+    return cnp.PyArray_NDIM(xs) == 3 and cnp.PyArray_NDIM(outs) == 3 \
+        and cnp.PyArray_DIM(xs, 0) == cnp.PyArray_DIM(outs, 0) and cnp.PyArray_DIM(xs, 0) >= 1
 
 
 cdef object _made_into(object out, int type_num, npy_intp rows, npy_intp n, Rows *into):
@@ -672,9 +678,7 @@ def product_tanh_steps(cnp.ndarray h not None, cnp.ndarray r not None,
     cdef const char *x_data
     cdef Rows made[2]
     cdef Rows slot
-    if cnp.PyArray_NDIM(xs) != 3 or cnp.PyArray_NDIM(outs) != 3 \
-            or cnp.PyArray_DIM(xs, 0) != cnp.PyArray_DIM(outs, 0) or cnp.PyArray_DIM(xs, 0) < 1 \
-            or not _tanh_job(&job, h, r, xs[0], outs[0], two_cores, raised):
+    if not _steps_of(xs, outs) or not _tanh_job(&job, h, r, xs[0], outs[0], two_cores, raised):
         return None
     steps, item, row = cnp.PyArray_DIM(xs, 0), job.item, cnp.PyArray_STRIDE(outs, 1)
     # Every step's operands as step 0's, one stride on (aligned: whole elements apart), and
@@ -1033,8 +1037,7 @@ def gru_product_steps(cnp.ndarray h not None, cnp.ndarray w_zr not None,
     cdef const char *x_data
     cdef Rows made[2]
     cdef Rows slot
-    if cnp.PyArray_NDIM(xs) != 3 or cnp.PyArray_NDIM(outs) != 3 \
-            or cnp.PyArray_DIM(xs, 0) != cnp.PyArray_DIM(outs, 0) or cnp.PyArray_DIM(xs, 0) < 1:
+    if not _steps_of(xs, outs):
         return None
     buffers = _gru_job(&job, h, w_zr, w_n, xs[0], bias_n, cap, outs[0], two_cores,
                        gates_raised, blend_raised)
