@@ -94,6 +94,7 @@ cdef class _Run:
     cdef list pools  # _Pool, one per carried result written in place
     cdef list dests  # slot -> the destination its producer writes into, or None
     cdef list hoisted  # the current chunk of hoisted rows, as _Sliced
+    cdef dict computed  # the hoisted part's values computed once a run (chunks.Hoist.once)
     cdef Py_ssize_t chunk_start, chunk_end, hoist_limit, row_bytes
     cdef list placing  # (Measured, candidate, trial) of each placement this run times
     cdef object cores  # (Measured, candidate, trial, products split before) this run times

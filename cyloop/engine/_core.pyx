@@ -1517,6 +1517,7 @@ cdef class LoopDriver:
                     r.steps_out = cc
         r.dests = [None] * self.body.n_slots
         r.hoisted = []
+        r.computed = {}
         r.chunk_start = r.chunk_end = r.row_bytes = 0
         r.hoist_limit = self.hoist.limit(args, self.n_captures) if self.hoist is not None else -1
         r.started = perf_counter()
@@ -1544,7 +1545,7 @@ cdef class LoopDriver:
             if cc.buffer is not None and i + rows <= cc.cap and cc.hoisted not in into:
                 into[cc.hoisted] = cc.slots(i, rows)
                 owner[cc.hoisted] = cc
-        arrays = hoist.chunk(r.args, self.n_captures, r.run.slicings, i, rows, into)
+        arrays = hoist.chunk(r.args, self.n_captures, r.run.slicings, i, rows, into, r.computed)
         r.hoisted = [_rows_of(<cnp.ndarray>a, s) for a, s in zip(arrays, self.hoist_slots)
                      if s in self.hoist_bound]
         for cc in r.emitted:
@@ -1555,7 +1556,8 @@ cdef class LoopDriver:
             if cc.buffer is None:
                 cc.allocate(self.tally, block[0], r.exact, r.bound)
             cc.fill(self.tally, i, block)
-        r.row_bytes = sum(a.nbytes for a in arrays) // rows
+        # (A value computed once a run has rows that are all one view of it: no bytes a row.)
+        r.row_bytes = sum(a.nbytes for a in arrays if a.strides[0] != 0) // rows
         r.chunk_start = i
         r.chunk_end = i + rows
         self.tally.hoist_chunks += 1

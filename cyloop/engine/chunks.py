@@ -22,8 +22,8 @@ from ..ops._measured import Measured, untimed
 from ..ops.registry import FLOATS, INTEGERS, type_keeping
 from .settings import CHUNK_BUDGETS, FIRST_CHUNK_ROWS, MAX_CHUNK_ROWS, MIN_CHUNK_ROWS
 
-__all__ = ["CaptureStatic", "ConstStatic", "GatherSource", "Hoist", "HoistStep",
-           "IterationSource", "OuterStatic", "SlicedSource", "bias_joined", "gemm"]
+__all__ = ["CaptureStatic", "ComputedStatic", "ConstStatic", "GatherSource", "Hoist", "HoistStep",
+           "IterationSource", "OuterStatic", "SlicedSource", "bias_joined", "gemm", "once"]
 
 
 # Where batched values come from: row i is what iteration i sees.
@@ -65,6 +65,11 @@ class ConstStatic(NamedTuple):
     value: object
 
 
+class ComputedStatic(NamedTuple):
+    """A result of a body node whose inputs are all static: the same at every iteration, so
+    computed once a run (`Hoist.once`), before the first iteration's chunk."""
+
+
 @dataclass
 class HoistStep:
     """One hoisted node: its batched kernel, reading and writing names of the chunk's scope."""
@@ -83,20 +88,27 @@ class Hoist:
     """The hoisted part of one loop body. The driver calls `limit` once per run, `chunk` before
     each block of iterations (`next_rows` says how many) and `finish` when the loop ends.
 
+    The `once` steps, nodes whose inputs are all static, run at a run's first chunk, before the
+    steps on rows; their results (`ComputedStatic`) are kept for the run's later chunks in the
+    dict the driver hands `chunk`, and the body reads one as a row like any hoisted value (every
+    row a read-only view of it).
+
     The chunk size is a measured choice (`sizing`, keyed by the bytes of one row): each budget of
     `CHUNK_BUDGETS` in turn sizes a chunk, timed from its start to the next chunk's (or the loop's
     end) per row, so the chunk's own work and the iterations reading it both count."""
 
     def __init__(self, sources: dict, statics: dict, steps: list[HoistStep],
-                 frontier: list[str], iteration_dtype):
+                 frontier: list[str], iteration_dtype, once: list[HoistStep] = ()):
         self.sources = sources  # name -> SlicedSource | IterationSource | GatherSource
         self.statics = statics  # name -> OuterStatic | CaptureStatic | ConstStatic
         self.steps = steps
+        self.once = list(once)  # steps on static values alone, run once a run
         self.frontier = frontier  # names the body reads row i of, in the new body's input order
+        self.computed = {name for step in self.once for name in step.outputs if name}
         self.iteration_dtype = np.dtype(iteration_dtype)
         self.gathers = [s for s in sources.values() if isinstance(s, GatherSource)]
         self.labels = [g.label for g in self.gathers] + [step.shown or step.label
-                                                         for step in steps]
+                                                         for step in [*self.once, *steps]]
         self._last_use = {}  # name -> the last step reading it
         for index, step in enumerate(steps):
             for name in step.inputs:
@@ -181,12 +193,14 @@ class Hoist:
         return ExecutionError(f"iteration {i} is past the end of a hoisted input")
 
     def chunk(self, args, n_captures: int, slicings: dict[int, Slicing], start: int,
-              rows: int, into: dict[int, np.ndarray] | None = None) -> list:
+              rows: int, into: dict[int, np.ndarray] | None = None,
+              computed: dict | None = None) -> list:
         """The frontier values for iterations [start, start + rows): arrays of `rows` rows.
         `slicings`: the run's sliced inputs (`LoopRun.slicings`). `into`: frontier index ->
         where that value's rows go in the end (a loop output's slots): the step making the
         value writes it there if its kernel can (``out=``); the value returned is then that
-        array itself."""
+        array itself. `computed`: the run's own dict, where the first chunk (`start` 0) puts
+        the `once` steps' results and later chunks find them."""
         targets = {name: dest for k, dest in (into or {}).items()
                    for name in self._sharing[self.frontier[k]]}
         timing, now = self._timing, perf_counter()
@@ -206,6 +220,11 @@ class Hoist:
                 env[name] = _rows_along(data, source.axis, start, rows)
         for name in self.statics:
             env[name] = self._static(name, args, n_captures)
+        if self.once:
+            if start == 0:
+                computed.clear()
+                computed.update(_run_once(self.once, env))
+            env.update(computed)  # (never a buffer a step may take: not `own`)
         own = set()  # names of buffers this chunk made, which nothing outside can see
         for index, step in enumerate(self.steps):
             inputs = [env[name] if name else None for name in step.inputs]
@@ -247,7 +266,8 @@ class Hoist:
                     if (isinstance(value, np.ndarray) and value.base is None
                             and value.flags.writeable and all(value is not a for a in inputs)):
                         own.add(name)
-        return [np.asarray(env[name]) for name in self.frontier]
+        return [np.broadcast_to(env[name], (rows, *np.shape(env[name])))
+                if name in self.computed else np.asarray(env[name]) for name in self.frontier]
 
     def next_rows(self, done_rows: int, row_bytes: int) -> int:
         """Rows for the next chunk: a small first one, then the measured budget's worth."""
@@ -278,6 +298,33 @@ class Hoist:
             trial, name, start, began = running
             if end > start:
                 self.sizing.report(trial, name, (now - began) / (end - start))
+
+
+def _run_once(steps: list[HoistStep], env: dict) -> dict:
+    """The results of the `once` steps, by name, run in order on `env`'s static values (the
+    results of earlier ones included). An error is the node's, as the body would raise it."""
+    results = {}
+    for step in steps:
+        inputs = [results[name] if name in results else env[name] if name else None
+                  for name in step.inputs]
+        try:
+            with untimed():  # (one call a run: no sample of a trial)
+                values = step.call(inputs)
+        except CyloopError:
+            raise
+        except Exception as e:
+            raise ExecutionError(f"{step.label} failed: {type(e).__name__}: {e}") from e
+        results.update((name, value) for name, value in zip(step.outputs, values) if name)
+    return results
+
+
+def once(fn, multi: bool):
+    """A node's own kernel as a `once` step's call: its results as a tuple."""
+    def call(args):
+        result = fn(*args)
+        return tuple(result) if multi else (result,)
+
+    return call
 
 
 def _probe(step: HoistStep, row) -> None:

@@ -16,6 +16,14 @@ LSTMCell is split into its input projection (hoisted) and its recurrence (left i
 A hoisted MatMul whose only reader adds a static bias takes the bias into its GEMM (one more row
 of the weight against a column of ones: `chunks.bias_joined`), so no pass over the chunk adds it.
 
+A body node whose inputs are all static (and which is a pure tensor op) is static too: it runs
+once a run, before the first chunk's steps (loop-invariant code motion), and its result counts
+as static for the nodes after it. Exporters build shapes and broadcasts inside bodies this way
+(jax2onnx broadcasts a scan's bias with a Concat, a Reshape and an Expand every step). Something
+left in the body reads such a value as a row like any hoisted one, every row a view of it. A
+node making a body output stays in the body: that value is kept or emitted an iteration at a
+time.
+
 Chunks keep memory bounded (one of `settings.CHUNK_BUDGETS` of hoisted rows at a time, the one
 measured fastest here, not a whole sequence), so a loop that stops early wastes at most one
 chunk, and a chunk is computed only when an iteration that reads it is about to run: a loop of
@@ -51,6 +59,7 @@ from ..ops.openvino._attrs import as_bool
 from . import chunks
 from .chunks import (
     CaptureStatic,
+    ComputedStatic,
     ConstStatic,
     GatherSource,
     Hoist,
@@ -90,7 +99,9 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
     batched = set(sources)
     taken = body.names() | set(captures)  # names a value the pass adds must not take
     readers = _readers(body)
+    results = {out.name for out in body.outputs}
     steps: list[HoistStep] = []
+    once: list[HoistStep] = []  # nodes of static values alone
     products: dict[str, tuple[int, Node]] = {}  # hoisted weight products read by one node
     kept: list[Node] = []
     hoisted_any = False
@@ -99,6 +110,12 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
         if gather is not None:
             sources[node.outputs[0]] = gather
             batched.add(node.outputs[0])
+            hoisted_any = True
+            continue
+        step = _invariant(node, statics, opsets, results)
+        if step is not None:
+            once.append(step)
+            statics.update((name, ComputedStatic()) for name in node.outputs if name)
             hoisted_any = True
             continue
         plan = _batchable(node, batched, statics, opsets, taken)
@@ -139,22 +156,25 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
                 read[name] = None
     for out in body.outputs:
         read[out.name] = None
-    frontier = [name for name in read if name in batched and name not in params]
+    frontier = [name for name in read if (name in batched or isinstance(
+        statics.get(name), ComputedStatic)) and name not in params]
     new_inputs = list(body.inputs) + [Value(name) for name in frontier]
     new_body = Graph(kept, new_inputs, list(body.outputs), dict(body.initializers),
                      dict(body.opsets), body.name)
     new_spec = dataclasses.replace(spec, body=new_body)
     # Every hoisted node runs, read or not: one that fails must fail as it would in the body.
     needed = set(frontier)
-    for step in steps:
+    for step in [*once, *steps]:
         needed.update(n for n in step.inputs if n)
-    used_statics = {name: ref for name, ref in statics.items() if name in needed}
+    used_statics = {name: ref for name, ref in statics.items()
+                    if name in needed and not isinstance(ref, ComputedStatic)}
     used_sources = {name: src for name, src in sources.items()
                     if name in needed or isinstance(src, GatherSource)}
     for src in used_sources.values():
         if isinstance(src, GatherSource):
             used_statics.setdefault(src.data, statics[src.data])
-    return new_spec, Hoist(used_sources, used_statics, steps, frontier, spec.iteration_dtype)
+    return new_spec, Hoist(used_sources, used_statics, steps, frontier, spec.iteration_dtype,
+                           once)
 
 
 def _readers(body: Graph) -> dict[str, int]:
@@ -209,7 +229,8 @@ def _as_gather(node: Node, iteration_param, statics):
     (with ``batch_dims`` 0)."""
     if (not iteration_param or node.op_type != "Gather" or len(node.outputs) != 1
             or len(node.inputs) < 2 or node.inputs[0] not in statics
-            or node.inputs[1] != iteration_param):
+            or isinstance(statics[node.inputs[0]], ComputedStatic)  # (`limit` reads the data
+            or node.inputs[1] != iteration_param):                   # before any is computed)
         return None
     if node.domain in ("", "ai.onnx") and len(node.inputs) == 2:
         axis = _integer(node.attrs.get("axis", 0))
@@ -222,6 +243,44 @@ def _as_gather(node: Node, iteration_param, statics):
             return GatherSource(node.inputs[0], int(np.asarray(axis.value).reshape(())),
                                 node.label)
     return None
+
+
+# Ops besides those with a batch form (pure tensor ops all) that may run once a run when their
+# inputs are all static: what exporters build shapes and broadcasts with. Not the sequence and
+# optional ops (a body may change a sequence in place), nor random ones.
+_INVARIANT_OPS = {
+    "": {"Shape", "Size", "Concat", "Expand", "Gather", "Slice", "Transpose", "Tile",
+         "ConstantOfShape", "Range", "Constant", "Flatten", "Split", "CastLike", "Trilu"},
+    OPENVINO_DOMAIN: {"ShapeOf", "Concat", "Broadcast", "Gather", "StridedSlice", "Slice",
+                      "Transpose", "Tile", "Range", "Split", "VariadicSplit", "ConvertLike"},
+}
+
+
+def _invariant(node: Node, statics, opsets, results: set[str]) -> HoistStep | None:
+    """A step running `node` once a run, if its inputs are all static (it is then the same at
+    every iteration: loop-invariant code motion) and it is a pure tensor op, else None.
+
+    Not a node making a body output (`results`): the loop keeps or emits that value an
+    iteration at a time, and a chunk's rows of it would be copies made ahead of the iterations
+    (a loop stopping early would have copied it for nothing)."""
+    if node.subgraphs() or any(name and name not in statics for name in node.inputs) \
+            or any(name in results for name in node.outputs):
+        return None
+    try:
+        definition = ops.definition_of(node, opsets)
+    except UnsupportedOpError:
+        return None  # compiling the body says so, naming the node
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    if definition.stateful or definition.identity or definition.batch is None \
+            and node.op_type not in _INVARIANT_OPS.get(domain, ()):
+        return None
+    kernel = ops.build(node, opsets)
+    for choice in (getattr(kernel.fn, "measured", None), getattr(kernel.fn, "cores", None)):
+        if choice is not None:
+            choice.fix()  # (a call once a run is no trial's sample: the default formulation)
+    return HoistStep(chunks.once(kernel.fn, kernel.multi), list(node.inputs), list(node.outputs),
+                     node.label, kernel.fn, [False] * len(node.inputs),
+                     f"{node.label} once a run (its inputs do not change)")
 
 
 def _integer(value) -> int | None:

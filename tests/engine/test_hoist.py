@@ -7,6 +7,7 @@ the driver's counters to check that hoisting really happened. Most run with tiny
 that chunk boundaries fall inside the loop."""
 
 import contextlib
+import re
 
 import numpy as np
 import pytest
@@ -1016,3 +1017,145 @@ def test_gemm_rows_are_one_product(rng, chunk_rows, dtype, c_shape, alpha, beta,
     assert shapes == {plain}
     rows_seen = {key[0][0] for key in kernel.measured.trials}
     assert rows_seen == {m} if per_row else rows_seen - {m}
+
+
+# Nodes of static values alone (invariants, constants and what they make) run once a run.
+
+def _broadcast_bias_graph(batch=3, hidden=4, stop_after=None):
+    """A loop whose body broadcasts an invariant bias b to [batch, hidden] as exporters spell it
+    (a Concat of constants, a Reshape, an Expand: all of static values), adds it to x_t (a
+    hoisted Add reading the broadcast) and scales the carried h by it (a node left in the body,
+    reading the broadcast as a row). Stopping after `stop_after` iterations if given."""
+    body = GraphBuilder("b")
+    x_t, h_in, b = (body.input(name, np.float32) for name in ("x_t", "h_in", "b"))
+    shape = body.node("Concat", body.const(np.array([1], np.int64)),
+                      body.const(np.array([hidden], np.int64)), axis=0)
+    wide = body.node("Expand", body.node("Reshape", b, shape),
+                     body.const(np.array([batch, hidden], np.int64)), outputs=["wide"])
+    y = body.node("Add", x_t, wide, outputs=["y"])
+    h_out = body.node("Add", body.node("Mul", h_in, wide), y, outputs=["h_out"])
+    outputs = [h_out, y]
+    fields = {}
+    if stop_after is not None:
+        i = body.input("i", np.int64)
+        body.input("cond_in", np.bool_, ())
+        outputs.append(body.node("Less", i, body.const(np.int64(stop_after)), outputs=["go"]))
+        fields = {"iteration_param": "i", "cond_param": "cond_in", "cond_result": "go"}
+    body.output(*outputs)
+    g = GraphBuilder("g")
+    g.loop(body.build(), inputs=[(g.input("x", np.float32), SlicedInput(0, "x_t")),
+                                 (g.input("h0", np.float32), CarriedInput(0, "h_in", "h_out")),
+                                 (g.input("B", np.float32), InvariantInput(0, "b"))],
+           outputs=[LastOutput("h_out"), ConcatOutput("y")], output_names=["h", "ys"], **fields)
+    g.output("h", "ys")
+    return g.build()
+
+
+def _counted_once_steps(model) -> dict:
+    """Count the calls of the model's loop's once-a-run steps, by label (from now on)."""
+    calls = {}
+    for step in _hoist_of(model).once:
+        def counted(args, call=step.call, label=step.label):
+            calls[label] = calls.get(label, 0) + 1
+            return call(args)
+        step.call = counted
+        calls[step.label] = 0
+    return calls
+
+
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+def test_nodes_of_static_values_alone_run_once_a_run(rng, chunk_rows):
+    graph = _broadcast_bias_graph()
+    feeds = {"x": rng.standard_normal((7, 3, 4)).astype(np.float32),
+             "h0": rng.standard_normal((3, 4)).astype(np.float32),
+             "B": rng.standard_normal(4).astype(np.float32)}
+    with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+        fast = cyloop.Model(graph, driver="cython")
+        calls = _counted_once_steps(fast)
+        runs = [fast.run(feeds), fast.run(dict(feeds, B=feeds["B"] * 2))]
+    model = cyloop.Model(graph, driver="python")
+    for got, b in zip(runs, (feeds["B"], feeds["B"] * 2)):
+        expected = model.run(dict(feeds, B=b))
+        for name in expected:
+            np.testing.assert_allclose(got[name], expected[name], rtol=1e-6, err_msg=name)
+    # The Concat, the Reshape and the Expand, each once a run, however many chunks there were.
+    assert sorted(label.split()[0] for label in calls) == ["Concat", "Expand", "Reshape"]
+    assert set(calls.values()) == {2}
+    assert _counters(fast)["hoist_chunks"] >= (7 if chunk_rows == 1 else 1) * 2
+    assert _counters(fast)["hoisted_bytes"] == 2 * 7 * feeds["x"][0].nbytes  # (y's rows alone)
+    plan = str(fast.plan())
+    assert "Expand node producing 'wide' once a run (its inputs do not change)" in plan
+    assert re.search(r"input\s+wide\s+hoisted", plan), plan  # the Mul reads it in the body
+    assert feeds["B"].flags.writeable  # (the caller's arrays untouched, as ever)
+
+
+def test_static_nodes_run_once_only_in_runs_that_iterate_and_fail_as_the_body_would(rng):
+    graph = _broadcast_bias_graph(stop_after=2)
+    feeds = {"x": rng.standard_normal((7, 3, 4)).astype(np.float32),
+             "h0": rng.standard_normal((3, 4)).astype(np.float32),
+             "B": rng.standard_normal(5).astype(np.float32)}  # [5] does not reshape to [1, 4]
+    outcome = _same_outcome(graph, feeds)
+    assert isinstance(outcome, str) and "Reshape node producing" in outcome
+    empty = dict(feeds, x=feeds["x"][:0])  # no iteration: nothing computed, nothing raised
+    fast = cyloop.Model(graph, driver="cython")
+    calls = _counted_once_steps(fast)
+    got = fast.run(empty)
+    expected = cyloop.Model(graph, driver="python").run(empty)
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+        assert got[name].shape == expected[name].shape
+    assert set(calls.values()) == {0}
+    good = dict(feeds, B=feeds["B"][:4])
+    got = _same_outcome(graph, good)
+    assert got["ys"].shape == (3, 3, 4)  # iterations 0..2: the condition read at 2 is false
+
+
+def test_a_static_node_making_a_body_output_stays_in_the_body(rng):
+    """Its value is kept or emitted an iteration at a time: rows of it made a chunk ahead
+    would be copies a loop stopping early made for nothing."""
+    body = GraphBuilder("b")
+    x_t, b = body.input("x_t", np.float32), body.input("b", np.float32)
+    body.output(body.node("Neg", b, outputs=["nb"]), body.node("Add", x_t, b, outputs=["y"]))
+    graph, feeds = _one_loop(body, rng.standard_normal((5, 3)).astype(np.float32),
+                             {"b": rng.standard_normal(3).astype(np.float32)}, ("nb", "y"))
+    fast, got, expected = _run(graph, feeds, None)
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+    assert _hoist_of(fast).once == []
+
+
+def test_a_gather_of_a_computed_static_by_the_iteration_number_stays_in_the_body(rng):
+    """A Gather source's rows are counted before the run's first chunk (`Hoist.limit`), before
+    any static value is computed: Gather(Neg(w), i) is read in the body, from Neg's row."""
+    body = GraphBuilder("b")
+    i, w = body.input("i", np.int64), body.input("w", np.float32)
+    x_t = body.input("x_t", np.float32)
+    row = body.node("Gather", body.node("Neg", w, outputs=["nw"]), i, axis=0)
+    body.output(body.node("Add", x_t, row, outputs=["y"]))
+    g = GraphBuilder("g")
+    g.loop(body.build(), inputs=[(g.input("x", np.float32), SlicedInput(0, "x_t")),
+                                 (g.input("W", np.float32), InvariantInput(0, "w"))],
+           outputs=[ConcatOutput("y")], output_names=["ys"], iteration_param="i")
+    g.output("ys")
+    feeds = {"x": rng.standard_normal((6, 3)).astype(np.float32),
+             "W": rng.standard_normal((6, 3)).astype(np.float32)}
+    fast, got, expected = _run(g.build(), feeds, 2)
+    np.testing.assert_array_equal(got["ys"], expected["ys"])
+    np.testing.assert_array_equal(got["ys"], feeds["x"] - feeds["W"])
+    assert [step.label for step in _hoist_of(fast).once] == ["Neg node producing 'nw'"]
+    assert not _hoist_of(fast).gathers
+
+
+def test_random_nodes_are_never_computed_once(rng):
+    """A random node's value changes each iteration, though its inputs are all static."""
+    body = GraphBuilder("b")
+    x_t = body.input("x_t", np.float32)
+    noise = body.node("RandomUniform", body.const(np.array([3], np.int64)),
+                      body.const(np.float32(0)), body.const(np.float32(1)), domain="openvino",
+                      output_type="float32", global_seed=1, op_seed=2)
+    body.output(body.node("Add", x_t, noise, outputs=["y"]))
+    graph, feeds = _one_loop(body, np.zeros((4, 3), np.float32))
+    fast, got, expected = _run(graph, feeds, None)
+    np.testing.assert_array_equal(got["ys"], expected["ys"])
+    assert not np.array_equal(got["ys"][0], got["ys"][1])
+    assert _hoist_of(fast).once == []
