@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir import CarriedInput, ConcatOutput, LoopSpec, SlicedInput
+from ..ir import CarriedInput, ConcatOutput, InvariantInput, LoopSpec, SlicedInput
 
 __all__ = ["Destination", "LoopFacts", "MeasuredPlacement", "PoolDestination", "RecurrentSteps",
            "RowDestination", "plan_destinations", "plan_steps"]
@@ -108,8 +108,8 @@ def plan_steps(spec: LoopSpec, body, hoisted: set[int]) -> RecurrentSteps | None
     loop's carried values, each the back edge of the result that feeds it, and whose other
     arguments stay put (invariants, captures, constants); nothing else is bound per iteration
     (no iteration number or slice read; a condition passed through or constant true); its first
-    result is emitted into one concatenated output, and last-value outputs are its results. None
-    otherwise.
+    result is emitted into one concatenated output, and last-value outputs are its results or
+    invariants. None otherwise.
     """
     if len(body.steps) != 1:
         return None
@@ -155,6 +155,9 @@ def plan_steps(spec: LoopSpec, body, hoisted: set[int]) -> RecurrentSteps | None
         elif k not in feeding and (arg < 0 or arg in hoisted or arg in per_iteration
                                    or arg in step.outputs or arg in params):
             return None  # (an argument that stays put: a carried value changes)
+    # Values no iteration changes: a last-value output of one keeps what iteration 0 gave it
+    # (jax2onnx returns each weight it passes through; fuse.passed_through).
+    invariants = {slot(inp.param) for inp in spec.inputs if isinstance(inp, InvariantInput)}
     output, last = None, []
     for j, out in enumerate(spec.outputs):
         result = slot(out.result)
@@ -166,7 +169,7 @@ def plan_steps(spec: LoopSpec, body, hoisted: set[int]) -> RecurrentSteps | None
             output = j
         elif result in step.outputs:
             last.append((j, step.outputs.index(result)))
-        else:
+        elif result not in invariants:
             return None
     if output is None:
         return None

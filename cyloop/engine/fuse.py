@@ -37,6 +37,11 @@ and the state ``h``:
 which becomes ``GRUGates(x, r, h) -> h'``. The GRU's matrix products are left to their own
 kernels (measured orientation, the input ones hoisted).
 
+A Cast to a float type that alone reads a ProductPlusTanh joins it (its ``to``), and a Cast
+of a value already of its type is an Identity: jax2onnx ends each step with two Casts to the
+carry's type, which would copy the state twice a step and keep its steps from running in one
+call.
+
 Before any of them, a carried value the body returns unchanged (the value itself, or through
 Identity nodes) is read as an invariant input (`passed_through`): jax2onnx passes a scan's
 weights and its xs through as carried state, which would keep the products on them, the row
@@ -110,6 +115,7 @@ def fuse_loop(spec: LoopSpec) -> LoopSpec:
                  lambda root, graph, uses: _match_product_plus(root, graph, uses, carried),
                  wanted=lambda node: id(node) in roots)
     body = _fuse(body, "Tanh", _match_product_tanh)
+    body = _fuse(body, "Cast", _match_cast)
     return spec if body is spec.body else dataclasses.replace(spec, body=body)
 
 
@@ -372,6 +378,56 @@ def _match_product_tanh(tanh: Node, graph: Graph, uses: Uses):
                   "fused_from": f"{product.attrs['fused_from']}, {tanh.label}"},
                  LOOP_DOMAIN, version=1)
     return fused, [product, tanh], tanh
+
+
+# The types a Cast may join a step as (no saturation, no rounding mode: a plain conversion).
+_PLAIN_CASTS = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64))
+
+
+def _cast_to(node: Node | None):
+    """The type an ONNX Cast to a float type converts to, or None for any other node."""
+    if node is None or node.domain not in ("", "ai.onnx") or node.op_type != "Cast" \
+            or len(node.inputs) != 1 or len(node.outputs) != 1 or not node.inputs[0]:
+        return None
+    try:
+        to = np.dtype(node.attrs.get("to"))
+    except TypeError:
+        return None  # (the kernel reports a bad type)
+    return to if to in _PLAIN_CASTS else None
+
+
+def _is_step(node: Node | None) -> bool:
+    """Whether `node` is a fused RNN step (`ProductPlusTanh`), which a Cast may join."""
+    return node is not None and node.domain == LOOP_DOMAIN and node.op_type == "ProductPlusTanh"
+
+
+def _match_cast(cast: Node, graph: Graph, uses: Uses):
+    """(the node in its place, the nodes it replaces, the last of them) for a Cast that changes
+    nothing or joins the step before it, or None. jax2onnx ends each lax.scan step with
+    two Casts to the carry's type:
+
+    - a Cast of a Cast to the same type is an Identity of the first (its value has the type);
+    - a Cast that alone reads a ProductPlusTanh joins it as its ``to``: the step's result is of
+      that type (nothing to convert where its operands are, the usual case), written into its
+      destination, with no copy a step."""
+    to = _cast_to(cast)
+    if to is None:
+        return None
+    source = _producer(graph, cast.inputs[0])
+    if source is None:
+        return None
+    made = source.attrs.get("to") if _is_step(source) else _cast_to(source)  # its type, if known
+    if made is not None and made == to:  # (np.dtype(None) is float64: None == float64 holds)
+        return Node("Identity", [source.outputs[0]], list(cast.outputs), {}, cast.domain,
+                    cast.name, version=cast.version), [cast], cast
+    if not _is_step(source) or "to" in source.attrs \
+            or uses.only_reader(cast.inputs[0]) is not cast:
+        return None
+    fused = Node("ProductPlusTanh", list(source.inputs), list(cast.outputs),
+                 dict(source.attrs, to=to,
+                      fused_from=f"{source.attrs['fused_from']}, {cast.label}"),
+                 LOOP_DOMAIN, version=1)
+    return fused, [source, cast], cast
 
 
 def _split_part(graph: Graph, uses: Uses, name: str | None, reader: Node):

@@ -240,11 +240,26 @@ def product_plus_tanh(attrs):
     written into ``out=`` (the slot of an emitted output the planner gives it). Where the
     product runs on two cores, one call (`product_tanh`: each core copies x's rows into its rows
     of the result, BLAS adds their product, then tanh runs over them) where it takes the
-    operands; else `product_plus`, then np.tanh into the destination."""
+    operands; else `product_plus`, then np.tanh into the destination.
+
+    ``to`` (a float type, or absent) is a Cast that joined the step (engine/fuse.py): the result
+    is converted to it. Where the operands are all of that type, as they are in the exports
+    that write it, there is nothing to convert."""
     summed = product_plus(attrs)
     on_two_cores, as_rows = summed.on_two_cores, summed.as_rows
+    to = np.dtype(attrs["to"]) if attrs.get("to") is not None else None
+
+    def converting(h, r, x) -> bool:
+        """Whether the result needs a conversion to `to`."""
+        return to is not None and not (h.dtype == r.dtype == np.asarray(x).dtype == to)
 
     def run(h, r, x, out=None):
+        if converting(h, r, x):  # (as the Cast: a plain conversion of the result)
+            result = np.tanh(summed(h, r, x))
+            if out is None:
+                return result.astype(to)
+            np.copyto(out, result, casting="unsafe")
+            return out
         if on_two_cores(h, r):
             done = product_tanh(h, as_rows(r), x, out, True)
             if done is not None:
@@ -260,7 +275,7 @@ def product_plus_tanh(attrs):
 
     def steps_for(h, r, x):
         # (On one core `run` is the product in its measured formulation, then np.tanh.)
-        return steps if on_two_cores(h, r) else None
+        return steps if on_two_cores(h, r) and not converting(h, r, x) else None
 
     run.measured = summed.measured
     run.products = True

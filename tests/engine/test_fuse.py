@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import cyloop
+from cyloop.ir import LOOP_DOMAIN
 from cyloop.ops import fused
 
 from ..conftest import measured_steps, run_three_ways
@@ -478,12 +479,14 @@ def test_an_openvino_body_with_r_transposed_is_fused(tmp_path, rng):
 
 # -- ProductPlus: any other Add tree of a carried state's product and other addends -----------
 
-def _rnn_loop(terms=("xw", "hr", "B"), leak=None, dtype=np.float32, feeds=None, gemm=None):
+def _rnn_loop(terms=("xw", "hr", "B"), leak=None, dtype=np.float32, feeds=None, gemm=None,
+              casts=None):
     """An ONNX Loop whose body is ``h' = Tanh(sum of terms)``, the terms summed left to right
     by Add nodes: "xw" = x_t @ W (hoisted), "hr" = h @ R (the recurrent product; with `gemm`,
     a Gemm of those attributes, and B as its C if ``gemm["C"]``), "hr2" = a second product of
     h, "B" a bias, "h" the state itself; `leak` names a value the body also returns. Emits
-    every h'. Inputs of unknown shape, unless `feeds` gives them."""
+    every h'. Inputs of unknown shape, unless `feeds` gives them. `casts`: Casts after the Tanh
+    (made as 't'), in one of `_CASTS`' spellings."""
     node = helper.make_node
     hr = node("MatMul", ["h_in", "R"], ["hr"]) if gemm is None else node(
         "Gemm", ["h_in", "R"] + (["B"] if gemm.get("C") else []), ["hr"],
@@ -497,8 +500,14 @@ def _rnn_loop(terms=("xw", "hr", "B"), leak=None, dtype=np.float32, feeds=None, 
     for k, term in enumerate(terms[1:]):
         nodes.append(node("Add", [total, names.get(term, term)], [f"s{k}"]))
         total = f"s{k}"
-    nodes += [node("Tanh", [total], ["h_out"]), node("Identity", ["h_out"], ["y"]),
-              node("Identity", ["cond_in"], ["cond_out"])]
+    if casts is None:
+        nodes += [node("Tanh", [total], ["h_out"]), node("Identity", ["h_out"], ["y"])]
+    else:
+        nodes += [node("Tanh", [total], ["t"])] + [
+            node("Cast", [source], [made], to=helper.np_dtype_to_tensor_dtype(np.dtype(to)))
+            for source, made, to in _CASTS[casts](dtype)]
+        nodes += [node("Identity", ["t"], ["y"])] if casts == "t read twice" else []
+    nodes += [node("Identity", ["cond_in"], ["cond_out"])]
     outputs = [tensor("cond_out", np.bool_, []), tensor("h_out", dtype, None),
                tensor("y", dtype, None)]
     if leak is not None:
@@ -514,6 +523,16 @@ def _rnn_loop(terms=("xw", "hr", "B"), leak=None, dtype=np.float32, feeds=None, 
                                        for name in ("X", "W", "R", "B", "H0")],
         [tensor(name, dtype, None) for name in loop_outputs])
     return model(graph, 13)
+
+
+# Casts after an RNN step's Tanh (made as 't'), as (source, result, type) triples: jax2onnx's
+# two to the carry's type (the carried h' a Cast of t, the emitted y a Cast of h'); one whose
+# source something else reads too (t emitted as y); and, of the emitted copy, to another type.
+_CASTS = {
+    "jax2onnx": lambda dtype: [("t", "h_out", dtype), ("h_out", "y", dtype)],
+    "t read twice": lambda dtype: [("t", "h_out", dtype)],
+    "y in float64": lambda dtype: [("t", "h_out", dtype), ("h_out", "y", np.float64)],
+}
 
 
 def _rnn_feeds(rng, dtype=np.float32, h_shape=(3, 6), x_rows=3, steps=6, features=4):
@@ -562,6 +581,54 @@ def test_a_state_product_spelled_as_gemm_is_fused_where_it_is_only_the_product(g
     plan = _agree_three_ways(_rnn_loop(("xw", "hr", "B"), gemm=gemm), _rnn_feeds(rng),
                              peer_atol=2e-5)
     assert ("fused: ProductPlusTanh node producing " in plan) == fused_expected, plan
+
+
+@pytest.mark.parametrize("casts", list(_CASTS))
+def test_casts_after_the_step_join_it_or_change_nothing(casts, rng):
+    """A Cast that alone reads the step joins it (its ``to``), and a Cast of a value of its own
+    type is an Identity, so jax2onnx's step is one node that runs its steps in one call; a Cast
+    to another type stays a node. The reference driver and onnxruntime agree each way."""
+    onnx_model = _rnn_loop(casts=casts)
+    y_type = onnx_model.graph.node[0].attribute[0].g.output[2]
+    y_type.type.tensor_type.elem_type = helper.np_dtype_to_tensor_dtype(
+        np.dtype(_CASTS[casts](np.float32)[-1][2]))
+    onnx_model.graph.output[1].type.tensor_type.elem_type = y_type.type.tensor_type.elem_type
+    plan = _agree_three_ways(onnx_model, _rnn_feeds(rng), peer_atol=2e-5)
+    fused = re.search(r"fused: ProductPlusTanh node producing '(\w+)' runs (.*)", plan)
+    assert fused is not None, plan
+    assert fused[1] == ("t" if casts == "t read twice" else "h_out")
+    assert ("Cast node producing 'h_out'" in fused[2]) == (casts != "t read twice")
+    (loop,) = cyloop.load(onnx_model.SerializeToString(), driver="cython")._compiled.loops
+    kinds = [type(step.fn).__name__ for step in loop.body.compiled.steps]
+    assert len(kinds) == {"jax2onnx": 1, "t read twice": 2, "y in float64": 2}[casts], kinds
+    assert ("steps: ProductPlusTanh node producing 'h_out' may run" in plan) == \
+        (casts == "jax2onnx"), plan
+
+
+def test_a_step_joined_by_a_cast_converts_where_its_operands_are_of_another_type(rng):
+    """ProductPlusTanh with a ``to``: the Cast's plain conversion of the result, with or without
+    a destination, on one core or two; steps in one call only where nothing converts."""
+    from cyloop import ops
+    from cyloop.ops._gemm import set_products_on_two_cores
+
+    h, r, x = (rng.standard_normal(shape) for shape in ((64, 128), (128, 128), (64, 128)))
+    step = ops.lookup(LOOP_DOMAIN, "ProductPlusTanh", 1).build({"to": np.dtype(np.float32)})
+    want = np.tanh(h @ r + x).astype(np.float32)
+    same = [a.astype(np.float32) for a in (h, r, x)]
+    for two_cores in (False, True):
+        previous = set_products_on_two_cores(two_cores)
+        try:
+            got = step(h, r, x)
+            assert got.dtype == np.float32
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+            out = np.empty(want.shape, np.float32)
+            assert step(h, r, x, out=out) is out
+            np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+            assert step.steps_for(h, r, x) is None
+            np.testing.assert_allclose(step(*same), want, rtol=1e-4, atol=1e-5)
+            assert (step.steps_for(*same) is not None) == two_cores
+        finally:
+            set_products_on_two_cores(previous)
 
 
 def test_a_gemm_leaves_c_out_where_beta_is_0(rng):
@@ -695,37 +762,37 @@ def test_a_carried_value_the_body_returns_unchanged_is_read_as_invariant(through
                      r"'x_t', MatMul node producing 'xw'", plan), plan
 
 
-def test_a_scan_jax2onnx_exports_has_its_weights_hoisted(rng):
+@pytest.mark.parametrize("biased", [False, True])
+def test_a_scan_jax2onnx_exports_has_its_weights_hoisted(biased, rng):
     """jax2onnx passes a lax.scan's weights and xs through the Loop as carried state: read as
-    invariants, x_t @ W is hoisted, and h @ u (a Gemm whose C beta 0 leaves out) joins the sum
-    and the tanh in one ProductPlusTanh."""
+    invariants, x_t @ W is hoisted, and h @ u (a Gemm whose C beta 0 leaves out) joins the sum,
+    the tanh and the Casts after it in one ProductPlusTanh. The bias's broadcast (Concat,
+    Reshape, Expand of static values) runs once a run, and the steps run many in one call."""
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
     jax2onnx = pytest.importorskip("jax2onnx")
 
-    def rnn(xs, h0, w, u):
+    def rnn(xs, h0, w, u, b):
         def step(h, x):
-            h = jnp.tanh(x @ w + h @ u)
+            h = jnp.tanh(x @ w + h @ u + b) if biased else jnp.tanh(x @ w + h @ u)
             return h, h
         return jax.lax.scan(step, h0, xs)
 
     inputs = [rng.standard_normal((12, 3, 4)).astype(np.float32),
               rng.standard_normal((3, 5)).astype(np.float32),
               (rng.standard_normal((4, 5)) * 0.5).astype(np.float32),
-              (rng.standard_normal((5, 5)) * 0.5).astype(np.float32)]
+              (rng.standard_normal((5, 5)) * 0.5).astype(np.float32),
+              rng.standard_normal(5).astype(np.float32)]
     onnx_model = jax2onnx.to_onnx(rnn, [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in inputs],
                                   model_name="rnn")
     feeds = {spec.name: value for spec, value in zip(onnx_model.graph.input, inputs)}
-    fast = cyloop.load(onnx_model.SerializeToString(), driver="cython")
-    got = fast.run(feeds)
-    want = cyloop.load(onnx_model.SerializeToString(), driver="python").run(feeds)
-    for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6, err_msg=name)
-    plan = str(fast.plan())
+    plan = _agree_three_ways(onnx_model, feeds, peer_atol=2e-5)
     assert plan.count("(carried, the body returns it unchanged as") >= 3  # (xs, w, u)
     assert "hoisted (run before the loop on chunks of rows): " in plan
     assert re.search(r"fused: ProductPlusTanh node producing '[^']+' runs node '[^']+' "
-                     r"\(Gemm\)", plan), plan
+                     r"\(Gemm\).*\(Cast\)", plan), plan
+    assert ("(Expand) once a run" in plan) == biased
+    assert re.search(r"steps: ProductPlusTanh node producing '[^']+' may run", plan), plan
 
 
 @pytest.mark.parametrize("trips", [3, 0])
