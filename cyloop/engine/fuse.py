@@ -37,10 +37,10 @@ and the state ``h``:
 which becomes ``GRUGates(x, r, h) -> h'``. The GRU's matrix products are left to their own
 kernels (measured orientation, the input ones hoisted).
 
-A Cast to a float type that alone reads a ProductPlusTanh joins it (its ``to``), and a Cast
-of a value already of its type is an Identity: jax2onnx ends each step with two Casts to the
-carry's type, which would copy the state twice a step and keep its steps from running in one
-call.
+Casts to a float type that alone read each result of a ProductPlusTanh or an LSTMStep join it
+(its ``to``), and a Cast of a value already of its type is an Identity: jax2onnx ends each step
+with Casts to the carry's type, which would copy the state a step and keep its steps from
+running in one call.
 
 Before any of them, a carried value the body returns unchanged (the value itself, or through
 Identity nodes) is read as an invariant input (`passed_through`): jax2onnx passes a scan's
@@ -144,13 +144,17 @@ def _is(node: Node | None, role: str) -> bool:
     return spelling is not None and node.op_type == spelling[role]
 
 
-def _split_axis(node: Node | None, graph: Graph, parts: int) -> int | None:
-    """The axis of a Split into `parts` equal parts, or None if `node` is not one."""
+def _split_axis(node: Node | None, graph: Graph, parts: int, sized: bool = False) -> int | None:
+    """The axis of a Split into `parts` equal parts, or None if `node` is not one. `sized`: an
+    ONNX Split that gives its parts' sizes, all equal, counts too (`_part_size`; the fused
+    kernel then checks the axis has that many of them, as the Split would)."""
     if node is None or len(node.outputs) != parts or not all(node.outputs):
         return None
     if node.domain in ("", "ai.onnx") and node.op_type == "Split":
-        if any(node.inputs[1:]) or "split" in node.attrs \
-                or int(node.attrs.get("num_outputs", parts)) != parts:
+        if int(node.attrs.get("num_outputs", parts)) != parts:
+            return None
+        if (any(node.inputs[1:]) or "split" in node.attrs) \
+                and (not sized or _part_size(node, graph) is None):
             return None
         return int(node.attrs.get("axis", 0))
     if node.domain == OPENVINO_DOMAIN and node.op_type == "Split" and len(node.inputs) == 2:
@@ -160,6 +164,20 @@ def _split_axis(node: Node | None, graph: Graph, parts: int) -> int | None:
             return None
         return int(np.asarray(axis).reshape(()))
     return None
+
+
+def _part_size(node: Node, graph: Graph) -> int | None:
+    """The size of each part of an ONNX Split whose parts' sizes are given (an attribute, or a
+    constant input), all equal, as jax2onnx gives them; None for any other."""
+    sizes = node.attrs["split"] if "split" in node.attrs else \
+        _constant(graph, node.inputs[1]) if len(node.inputs) == 2 else None
+    if sizes is None:
+        return None
+    sizes = np.asarray(sizes).reshape(-1)
+    if sizes.dtype.kind not in "iu" or sizes.size != len(node.outputs) \
+            or len(set(sizes.tolist())) != 1 or sizes[0] <= 0:
+        return None
+    return int(sizes[0])
 
 
 def _other(node: Node, name: str) -> str | None:
@@ -173,7 +191,7 @@ def _other(node: Node, name: str) -> str | None:
 def _match_lstm_gates(split: Node, graph: Graph, uses: Uses):
     """(fused node, the nodes it replaces, the last of them) for the LSTM gate arithmetic fed by
     `split`, or None."""
-    axis = _split_axis(split, graph, 4)
+    axis = _split_axis(split, graph, 4, sized=True)
     if axis is None:
         return None
     activations = [uses.only_reader(part) for part in split.outputs]
@@ -215,9 +233,11 @@ def _match_lstm_gates(split: Node, graph: Graph, uses: Uses):
         return None
     blocks = [sigmoid_outputs[f_value], sigmoid_outputs[i_value], g_at, sigmoid_outputs[o_value]]
     replaced = [split, *activations, mul_ig, mul_fc, add, tanh_c, mul_h]
+    part = _part_size(split, graph)
     fused = Node("LSTMGates", [split.inputs[0], c_in], [mul_h.outputs[0], c_out],
                  {"axis": axis, "blocks": blocks,
-                  "fused_from": ", ".join(node.label for node in replaced)},
+                  "fused_from": ", ".join(node.label for node in replaced),
+                  **({} if part is None else {"part": part})},
                  LOOP_DOMAIN, version=1)
     return fused, replaced, add  # h' is made after c', and c' is read before h' is
 
@@ -290,6 +310,7 @@ def _match_lstm_step(gates: Node, graph: Graph, uses: Uses, carried: set[str]):
                  list(gates.outputs),
                  {"axis": gates.attrs["axis"], "blocks": gates.attrs["blocks"],
                   "r_rows": r_rows,
+                  **{k: gates.attrs[k] for k in ("part",) if k in gates.attrs},
                   "fused_from": ", ".join([matmul.label, *(a.label for a in adds),
                                            gates.attrs["fused_from"]])},
                  LOOP_DOMAIN, version=1)
@@ -397,8 +418,9 @@ def _cast_to(node: Node | None):
 
 
 def _is_step(node: Node | None) -> bool:
-    """Whether `node` is a fused RNN step (`ProductPlusTanh`), which a Cast may join."""
-    return node is not None and node.domain == LOOP_DOMAIN and node.op_type == "ProductPlusTanh"
+    """Whether `node` is a fused RNN step, which Casts may join (ops/fused.py `_cast_joined`)."""
+    return node is not None and node.domain == LOOP_DOMAIN \
+        and node.op_type in ("ProductPlusTanh", "LSTMStep")
 
 
 def _match_cast(cast: Node, graph: Graph, uses: Uses):
@@ -407,9 +429,9 @@ def _match_cast(cast: Node, graph: Graph, uses: Uses):
     two Casts to the carry's type:
 
     - a Cast of a Cast to the same type is an Identity of the first (its value has the type);
-    - a Cast that alone reads a ProductPlusTanh joins it as its ``to``: the step's result is of
-      that type (nothing to convert where its operands are, the usual case), written into its
-      destination, with no copy a step."""
+    - Casts to one type that alone read each result of a fused step (ProductPlusTanh, LSTMStep)
+      join it as its ``to``: the step's results are of that type (nothing to convert where its
+      operands are, the usual case), written into their destinations, with no copy a step."""
     to = _cast_to(cast)
     if to is None:
         return None
@@ -420,14 +442,17 @@ def _match_cast(cast: Node, graph: Graph, uses: Uses):
     if made is not None and made == to:  # (np.dtype(None) is float64: None == float64 holds)
         return Node("Identity", [source.outputs[0]], list(cast.outputs), {}, cast.domain,
                     cast.name, version=cast.version), [cast], cast
-    if not _is_step(source) or "to" in source.attrs \
-            or uses.only_reader(cast.inputs[0]) is not cast:
+    if not _is_step(source) or "to" in source.attrs:
         return None
-    fused = Node("ProductPlusTanh", list(source.inputs), list(cast.outputs),
-                 dict(source.attrs, to=to,
-                      fused_from=f"{source.attrs['fused_from']}, {cast.label}"),
+    casts = [uses.only_reader(result) for result in source.outputs]
+    if any(_cast_to(c) is None or _cast_to(c) != to for c in casts):
+        return None
+    fused = Node(source.op_type, list(source.inputs), [c.outputs[0] for c in casts],
+                 dict(source.attrs, to=to, fused_from=", ".join(
+                     [source.attrs["fused_from"], *(c.label for c in casts)])),
                  LOOP_DOMAIN, version=1)
-    return fused, [source, cast], cast
+    last = max(casts, key=lambda c: next(k for k, n in enumerate(graph.nodes) if n is c))
+    return fused, [source, *casts], last
 
 
 def _split_part(graph: Graph, uses: Uses, name: str | None, reader: Node):
@@ -439,13 +464,21 @@ def _split_part(graph: Graph, uses: Uses, name: str | None, reader: Node):
     return split, split.outputs.index(name)
 
 
-def _is_one(graph: Graph, name: str | None) -> bool:
-    """Whether `name` is a constant 1 that broadcasts without adding an axis (a scalar or [1])."""
+def _constant(graph: Graph, name: str | None):
+    """The value of `name` if it is a constant of the graph (an initializer, or the output of
+    an ONNX Constant node), else None."""
     value = graph.initializers.get(name) if name else None
     producer = _producer(graph, name) if value is None else None
     if producer is not None and producer.domain in ("", "ai.onnx") \
             and producer.op_type == "Constant":
-        value = producer.attrs.get("value", producer.attrs.get("value_float"))
+        value = next((producer.attrs[key] for key in ("value", "value_float", "value_ints")
+                      if key in producer.attrs), None)
+    return value
+
+
+def _is_one(graph: Graph, name: str | None) -> bool:
+    """Whether `name` is a constant 1 that broadcasts without adding an axis (a scalar or [1])."""
+    value = _constant(graph, name)
     if value is None:
         return False
     value = np.asarray(value)

@@ -31,9 +31,12 @@ def lstm_gates(attrs, n_outputs):
     parts holding f, i, g, o; f, i, o go through a sigmoid and g through tanh; c' = f c + i g and
     h' = o tanh(c'), broadcasting as the Mul and Add nodes did. One tanh activates every gate
     (see `_math.lstm_gate_affine`). A gate axis that does not split in 4 equal parts (an uneven
-    opset-18 Split) runs the replaced nodes' arithmetic as written."""
+    opset-18 Split) runs the replaced nodes' arithmetic as written. ``part``, if given, is the
+    size of each part the Split gave (jax2onnx gives them): an axis of another length fails, as
+    the Split did."""
     axis = int(attrs["axis"])
     f_at, i_at, g_at, o_at = (int(k) for k in attrs["blocks"])
+    part = attrs.get("part")
 
     def as_written(pre, c, index, step):
         parts = []
@@ -48,6 +51,8 @@ def lstm_gates(attrs, n_outputs):
         """The gate affine and the index of f, i, g, o in an activated buffer of `shape`, or
         None if the gate axis does not split in 4 equal parts."""
         length = shape[axis]
+        if part is not None and length != 4 * part:
+            raise ValueError(f"Split: 4 parts of {part} do not make axis {axis}'s {length}")
         if length % 4:
             return None
         trailing = len(shape) - 1 - (axis % len(shape))
@@ -109,10 +114,11 @@ def lstm_step(attrs, n_outputs):
     form writes h' into ``out=`` (the slot of an emitted output the planner gives it); as written,
     h' is a fresh array the engine copies there. The blocked form's product and gate passes are
     one call (`lstm_product_tail`: BLAS, then numpy's own loops; on two cores, the batch's
-    rows cut in two) where it takes the operands."""
+    rows cut in two) where it takes the operands. ``to``: Casts joined (`_cast_joined`)."""
     axis = int(attrs["axis"])
     f_at, i_at, g_at, o_at = (int(k) for k in attrs["blocks"])
     r_rows = bool(attrs.get("r_rows"))
+    part = attrs.get("part")  # (checked by the gate arithmetic: blocked wants it to be H)
     gate_arithmetic = lstm_gates(attrs, 2)
 
     def as_written(h, r, c, x, out=None):
@@ -137,7 +143,8 @@ def lstm_step(attrs, n_outputs):
             return None
         batch, hidden = h.shape
         gates = 4 * hidden
-        if r.shape != ((gates, hidden) if r_rows else (hidden, gates)) \
+        if part is not None and part != hidden \
+                or r.shape != ((gates, hidden) if r_rows else (hidden, gates)) \
                 or x.shape not in ((batch, gates), (gates,), (1, gates)):
             return None
         return (*_gate_affine(h.shape, h.dtype, g_at), (-1, 4, hidden))
@@ -199,14 +206,14 @@ def lstm_step(attrs, n_outputs):
         step.measured = step
         step.products = True  # (its product follows the loop's choice of cores)
         step.recurrence = Recurrence(per_step=3, feedback=(0, 2))  # (h, r, c, x) -> (h', c')
-        return step
+        return _cast_joined(step, attrs.get("to"))
 
     def run(h, r, c, x, out=None):
         return step(h, r, c, x, out=out)[:n_outputs]
 
     run.measured = step
     run.products = True
-    return run
+    return _cast_joined(run, attrs.get("to"))
 
 
 @kernel("ProductPlus", domain=LOOP_DOMAIN, since=1)
@@ -240,26 +247,12 @@ def product_plus_tanh(attrs):
     written into ``out=`` (the slot of an emitted output the planner gives it). Where the
     product runs on two cores, one call (`product_tanh`: each core copies x's rows into its rows
     of the result, BLAS adds their product, then tanh runs over them) where it takes the
-    operands; else `product_plus`, then np.tanh into the destination.
-
-    ``to`` (a float type, or absent) is a Cast that joined the step (engine/fuse.py): the result
-    is converted to it. Where the operands are all of that type, as they are in the exports
-    that write it, there is nothing to convert."""
+    operands; else `product_plus`, then np.tanh into the destination. ``to``: a Cast joined
+    (`_cast_joined`)."""
     summed = product_plus(attrs)
     on_two_cores, as_rows = summed.on_two_cores, summed.as_rows
-    to = np.dtype(attrs["to"]) if attrs.get("to") is not None else None
-
-    def converting(h, r, x) -> bool:
-        """Whether the result needs a conversion to `to`."""
-        return to is not None and not (h.dtype == r.dtype == np.asarray(x).dtype == to)
 
     def run(h, r, x, out=None):
-        if converting(h, r, x):  # (as the Cast: a plain conversion of the result)
-            result = np.tanh(summed(h, r, x))
-            if out is None:
-                return result.astype(to)
-            np.copyto(out, result, casting="unsafe")
-            return out
         if on_two_cores(h, r):
             done = product_tanh(h, as_rows(r), x, out, True)
             if done is not None:
@@ -275,13 +268,48 @@ def product_plus_tanh(attrs):
 
     def steps_for(h, r, x):
         # (On one core `run` is the product in its measured formulation, then np.tanh.)
-        return steps if on_two_cores(h, r) and not converting(h, r, x) else None
+        return steps if on_two_cores(h, r) else None
 
     run.measured = summed.measured
     run.products = True
     run.recurrence = Recurrence(per_step=2, feedback=(0,))  # (h, r, x) -> h'
     run.steps_for = steps_for
     run.steps_hold = True  # (its answer: the run's cores and operands' ranks, not a trial's)
+    return _cast_joined(run, attrs.get("to"))
+
+
+# What a step kernel says of itself that a wrapper around it must say too (ops/registry.py).
+_TRAITS = ("measured", "products", "recurrence", "steps_hold")
+
+
+def _cast_joined(step, to):
+    """`step` (a kernel taking ``out=`` for its first result) with a Cast to float type `to`
+    joined (engine/fuse.py), or `step` itself if `to` is None. Where its operands are all of type
+    `to`, as in the exports that write the Cast, it is `step`: nothing converts, and its steps
+    run in one call as ever. Elsewhere each result is converted, as the Cast would, and no steps
+    run in one call."""
+    if to is None:
+        return step
+    to = np.dtype(to)
+
+    def converting(args) -> bool:
+        return any(getattr(a, "dtype", None) != to for a in args)
+
+    def run(*args, out=None):
+        if not converting(args):
+            return step(*args, out=out)
+        results = step(*args)
+        several = isinstance(results, tuple)
+        converted = [np.asarray(v).astype(to) for v in (results if several else (results,))]
+        if out is not None:
+            np.copyto(out, converted[0], casting="unsafe")
+            converted[0] = out
+        return tuple(converted) if several else converted[0]
+
+    for name in _TRAITS:
+        if hasattr(step, name):
+            setattr(run, name, getattr(step, name))
+    run.steps_for = lambda *args: None if converting(args) else step.steps_for(*args)
     return run
 
 

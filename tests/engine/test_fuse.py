@@ -21,12 +21,13 @@ from ..frontends.onnx_models import model, tensor
 _ROLES = "fiog"  # forget, input, output gates and the candidate g
 
 
-def _lstm_loop(order="ifgo", swapped=False, axis=1, leak=None, sizes=False, hidden=4,
-               gates=None, opset=13):
+def _lstm_loop(order="ifgo", swapped=False, axis=1, leak=None, sizes=None, hidden=4,
+               gates=None, opset=13, sizes_as="constant"):
     """An ONNX Loop whose body spells the LSTM cell: Split into gates in `order`, operands of
     every Mul and Add swapped if `swapped`; `leak` also returns that intermediate value;
-    `sizes` passes explicit split sizes; `gates` is the width of the gate axis (4 * hidden
-    unless an uneven split is wanted)."""
+    `sizes` passes explicit split sizes, `sizes_as` a Constant node, an initializer or an
+    attribute (opsets < 13); `gates` is the width of the gate axis (4 * hidden unless an
+    uneven split is wanted)."""
     gates = 4 * hidden if gates is None else gates
     part = -(-gates // 4)
     state = hidden if gates == 4 * hidden else part
@@ -40,11 +41,17 @@ def _lstm_loop(order="ifgo", swapped=False, axis=1, leak=None, sizes=False, hidd
              node("MatMul", ["x_t", "W"], ["xw"]),
              node("MatMul", ["h_in", "R"], ["hr"]),
              two("Add", "xw", "hr", "s"), two("Add", "s", "B", "pre")]
-    if sizes:
-        nodes.append(node("Constant", [], ["sizes"], value=helper.make_tensor(
-            "sizes", 7, [4], [hidden] * 4)))
-        split_inputs.append("sizes")
     split_attrs = {"axis": axis}
+    initializers = []
+    if sizes is not None and sizes_as == "attribute":
+        split_attrs["split"] = list(sizes)
+    elif sizes is not None:
+        value = helper.make_tensor("sizes", 7, [4], list(sizes))
+        if sizes_as == "constant":
+            nodes.append(node("Constant", [], ["sizes"], value=value))
+        else:
+            initializers.append(value)
+        split_inputs.append("sizes")
     if opset >= 18 and not sizes:
         split_attrs["num_outputs"] = 4
     nodes += [node("Split", split_inputs, [f"g_{r}" for r in order], **split_attrs),
@@ -61,7 +68,7 @@ def _lstm_loop(order="ifgo", swapped=False, axis=1, leak=None, sizes=False, hidd
     body = helper.make_graph(
         nodes, "body", [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []),
                         tensor("h_in", np.float32, None), tensor("c_in", np.float32, None)],
-        outputs)
+        outputs, initializer=initializers)
     graph = helper.make_graph(
         [node("Loop", ["T", "", "h0", "c0"], outer_outputs, body=body)], "lstm",
         [tensor("T", np.int64, []), tensor("X", np.float32, ["T", "N", "F"]),
@@ -141,9 +148,34 @@ def test_an_intermediate_read_elsewhere_keeps_the_body_as_written(leak, rng):
     _check(onnx_model, _feeds(rng, state, gates), fused_expected=False)
 
 
-def test_explicit_split_sizes_are_left_alone(rng):
-    onnx_model, state, gates = _lstm_loop(sizes=True)
-    _check(onnx_model, _feeds(rng, state, gates), fused_expected=False)
+@pytest.mark.parametrize("sizes_as, opset", [("constant", 13), ("initializer", 13),
+                                             ("attribute", 11)])
+def test_explicit_equal_split_sizes_are_fused_and_others_left_alone(sizes_as, opset, rng):
+    """jax2onnx gives its Split the parts' sizes: equal ones split as the fused gates do."""
+    onnx_model, state, gates = _lstm_loop(sizes=[4] * 4, sizes_as=sizes_as, opset=opset)
+    _check(onnx_model, _feeds(rng, state, gates), fused_expected=True)
+    onnx_model, _, _ = _lstm_loop(sizes=[3, 5, 4, 4], sizes_as=sizes_as, opset=opset)
+    assert "LSTM" not in str(cyloop.load(onnx_model.SerializeToString()).plan())
+
+
+@pytest.mark.parametrize("hidden", [3, 5])
+def test_equal_split_sizes_that_do_not_make_the_gate_axis_fail_as_the_split(hidden, rng):
+    """Parts of 4 over a gate axis of 4 * hidden columns: the Split fails, and so does the fused
+    step (blocked or as written), in both drivers."""
+    onnx_model, state, gates = _lstm_loop(sizes=[4] * 4, hidden=hidden)
+    feeds = _feeds(rng, state, gates)
+    for driver in ("cython", "python"):
+        model_ = cyloop.load(onnx_model.SerializeToString(), driver=driver)
+        for _ in range(3):  # (the blocked form too, once the choice is made)
+            with pytest.raises(cyloop.ExecutionError, match="Split"):
+                model_.run(feeds)
+    fused = cyloop.load(onnx_model.SerializeToString(), driver="cython")
+    assert "fused: LSTMStep node producing 'h_out'" in str(fused.plan())
+    for measured in measured_steps(fused):
+        for candidate in measured.candidates:
+            measured.fix(candidate)
+            with pytest.raises(cyloop.ExecutionError, match="Split: 4 parts of 4 do not make"):
+                fused.run(feeds)
 
 
 def test_an_uneven_opset18_split_runs_the_arithmetic_as_written(rng):
@@ -793,6 +825,59 @@ def test_a_scan_jax2onnx_exports_has_its_weights_hoisted(biased, rng):
                      r"\(Gemm\).*\(Cast\)", plan), plan
     assert ("(Expand) once a run" in plan) == biased
     assert re.search(r"steps: ProductPlusTanh node producing '[^']+' may run", plan), plan
+
+
+def test_an_lstm_scan_jax2onnx_exports_is_one_step(rng):
+    """jax2onnx's LSTM step: its Split gives the gates' sizes, the bias is broadcast in the body
+    and h', c' are each cast to the carry's type. It becomes one LSTMStep (the Casts joined),
+    whose steps run many in one call, and agrees with the reference driver and onnxruntime."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    jax2onnx = pytest.importorskip("jax2onnx")
+
+    def lstm(xs, h0, c0, w, r, b):
+        def step(carry, x):
+            h, c = carry
+            i, f, g, o = jnp.split(x @ w + h @ r + b, 4, axis=-1)
+            c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+            h = jax.nn.sigmoid(o) * jnp.tanh(c)
+            return (h, c), h
+        return jax.lax.scan(step, (h0, c0), xs)
+
+    inputs = [rng.standard_normal((9, 3, 4)).astype(np.float32),
+              rng.standard_normal((3, 5)).astype(np.float32),
+              rng.standard_normal((3, 5)).astype(np.float32),
+              (rng.standard_normal((4, 20)) * 0.5).astype(np.float32),
+              (rng.standard_normal((5, 20)) * 0.5).astype(np.float32),
+              rng.standard_normal(20).astype(np.float32)]
+    onnx_model = jax2onnx.to_onnx(lstm, [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in inputs],
+                                  model_name="lstm")
+    feeds = {spec.name: value for spec, value in zip(onnx_model.graph.input, inputs)}
+    plan = _agree_three_ways(onnx_model, feeds, peer_atol=2e-5)
+    fused = re.search(r"fused: LSTMStep node producing '[^']+' runs (.*)", plan)
+    assert fused is not None and "(Split)" in fused[1] and fused[1].count("(Cast)") == 2, plan
+    assert re.search(r"steps: LSTMStep node producing '[^']+' may run", plan), plan
+
+
+def test_an_lstm_step_joined_by_casts_converts_where_its_operands_are_of_another_type(rng):
+    """LSTMStep with a ``to``: h' and c' converted as the Casts would, in each formulation."""
+    from cyloop import ops
+
+    attrs = {"axis": 1, "blocks": [1, 0, 2, 3], "r_rows": False}
+    plain = ops.lookup(LOOP_DOMAIN, "LSTMStep", 1).build(attrs, 2)
+    joined = ops.lookup(LOOP_DOMAIN, "LSTMStep", 1).build(dict(attrs, to=np.float32), 2)
+    h, c = rng.standard_normal((2, 3, 5))
+    r, x = rng.standard_normal((5, 20)), rng.standard_normal((3, 20))
+    for candidate in joined.measured.candidates:
+        joined.measured.fix(candidate)
+        plain.measured.fix(candidate)
+        want = [v.astype(np.float32) for v in plain(h, r, c, x)]
+        out = np.empty((3, 5), np.float32)
+        got = joined(h, r, c, x, out=out)
+        assert got[0] is out and [v.dtype for v in got] == [np.float32] * 2
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+        assert joined.steps_for(h, r, c, x) is None
 
 
 @pytest.mark.parametrize("trips", [3, 0])

@@ -12,14 +12,19 @@ def _ints(values):
 
 
 def _split(axis, n_outputs):
-    """ONNX Split: explicit sizes, or `n_outputs` equal parts (opset 18 allows a smaller last)."""
+    """ONNX Split: explicit sizes, one per output, none negative, that add up to the axis's
+    length (the specification's rule, which onnxruntime enforces too), or `n_outputs` equal
+    parts (opset 18 allows a smaller last)."""
     parts = _shapes.split_kernel()
 
     def split(x, sizes=None):
+        length = x.shape[axis]
         if sizes is None:
-            length = x.shape[axis]
             step = -(-length // n_outputs)
             sizes = [min(step, length - k * step) for k in range(n_outputs)]
+        elif len(sizes) != n_outputs or min(sizes) < 0 or sum(sizes) != length:
+            raise ValueError(f"Split: sizes {list(sizes)} do not split axis {axis} of length "
+                             f"{length} into {n_outputs} parts")
         return parts(x, axis, sizes)
 
     split.measured = parts.measured
