@@ -1556,8 +1556,7 @@ cdef class LoopDriver:
             if cc.buffer is None:
                 cc.allocate(self.tally, block[0], r.exact, r.bound)
             cc.fill(self.tally, i, block)
-        # (A value computed once a run has rows that are all one view of it: no bytes a row.)
-        r.row_bytes = sum(a.nbytes for a in arrays if a.strides[0] != 0) // rows
+        r.row_bytes = hoist.row_bytes(arrays, rows)
         r.chunk_start = i
         r.chunk_end = i + rows
         self.tally.hoist_chunks += 1

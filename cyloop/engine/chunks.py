@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..errors import CyloopError, ExecutionError
+from ..errors import CyloopError, ExecutionError, ResourceLimitError
 from ..ir import SlicedInput, Slicing, read_only
 from ..ops._gemm import Prepared, PreparedPair, rows_plus, splits_now
 from ..ops._measured import Measured, untimed
@@ -67,7 +67,7 @@ class ConstStatic(NamedTuple):
 
 class ComputedStatic(NamedTuple):
     """A result of a body node whose inputs are all static: the same at every iteration, so
-    computed once a run (`Hoist.once`), before the first iteration's chunk."""
+    computed once a run (a `HoistStep` with ``once``), at the run's first chunk."""
 
 
 @dataclass
@@ -82,33 +82,35 @@ class HoistStep:
     batched: list = field(default_factory=list)  # which inputs have rows
     shown: str = ""  # how plans name the step, if not by its label
     probed: set = field(default_factory=set)  # input signatures the probe passed on
+    once: bool = False  # a node of static values alone: call(args) -> outputs, once a run
 
 
 class Hoist:
     """The hoisted part of one loop body. The driver calls `limit` once per run, `chunk` before
     each block of iterations (`next_rows` says how many) and `finish` when the loop ends.
 
-    The `once` steps, nodes whose inputs are all static, run at a run's first chunk, before the
-    steps on rows; their results (`ComputedStatic`) are kept for the run's later chunks in the
-    dict the driver hands `chunk`, and the body reads one as a row like any hoisted value (every
-    row a read-only view of it).
+    Steps marked ``once``, nodes whose inputs are all static, run at a run's first chunk, in
+    their place among the others (a node fails where the body would meet it first); their
+    results (`ComputedStatic`) are kept for the run's later chunks in the dict the driver hands
+    `chunk`, and the body reads one as a row like any hoisted value (every row a read-only view
+    of it).
 
     The chunk size is a measured choice (`sizing`, keyed by the bytes of one row): each budget of
     `CHUNK_BUDGETS` in turn sizes a chunk, timed from its start to the next chunk's (or the loop's
     end) per row, so the chunk's own work and the iterations reading it both count."""
 
     def __init__(self, sources: dict, statics: dict, steps: list[HoistStep],
-                 frontier: list[str], iteration_dtype, once: list[HoistStep] = ()):
+                 frontier: list[str], iteration_dtype):
         self.sources = sources  # name -> SlicedSource | IterationSource | GatherSource
         self.statics = statics  # name -> OuterStatic | CaptureStatic | ConstStatic
         self.steps = steps
-        self.once = list(once)  # steps on static values alone, run once a run
         self.frontier = frontier  # names the body reads row i of, in the new body's input order
-        self.computed = {name for step in self.once for name in step.outputs if name}
+        # The values computed once a run (`ComputedStatic`): steps marked ``once`` make them.
+        self.computed = {name for step in steps if step.once for name in step.outputs if name}
         self.iteration_dtype = np.dtype(iteration_dtype)
         self.gathers = [s for s in sources.values() if isinstance(s, GatherSource)]
         self.labels = [g.label for g in self.gathers] + [step.shown or step.label
-                                                         for step in [*self.once, *steps]]
+                                                         for step in steps]
         self._last_use = {}  # name -> the last step reading it
         for index, step in enumerate(steps):
             for name in step.inputs:
@@ -121,7 +123,7 @@ class Hoist:
             for name in step.inputs:
                 if name:
                     readers[name] = readers.get(name, 0) + 1
-            if len(step.outputs) == 1 and step.outputs[0]:
+            if len(step.outputs) == 1 and step.outputs[0] and not step.once:
                 producer[step.outputs[0]] = index
         self._sharing = {name: self._chain(name, readers, producer) for name in frontier}
         self.sizing = Measured({name: _rows_for(budget) for name, budget in CHUNK_BUDGETS.items()},
@@ -200,7 +202,7 @@ class Hoist:
         where that value's rows go in the end (a loop output's slots): the step making the
         value writes it there if its kernel can (``out=``); the value returned is then that
         array itself. `computed`: the run's own dict, where the first chunk (`start` 0) puts
-        the `once` steps' results and later chunks find them."""
+        the ``once`` steps' results and later chunks find them."""
         targets = {name: dest for k, dest in (into or {}).items()
                    for name in self._sharing[self.frontier[k]]}
         timing, now = self._timing, perf_counter()
@@ -220,14 +222,19 @@ class Hoist:
                 env[name] = _rows_along(data, source.axis, start, rows)
         for name in self.statics:
             env[name] = self._static(name, args, n_captures)
-        if self.once:
+        if self.computed:
             if start == 0:
                 computed.clear()
-                computed.update(_run_once(self.once, env))
             env.update(computed)  # (never a buffer a step may take: not `own`)
         own = set()  # names of buffers this chunk made, which nothing outside can see
         for index, step in enumerate(self.steps):
             inputs = [env[name] if name else None for name in step.inputs]
+            if step.once:
+                if start == 0:
+                    values = _once(step, inputs)
+                    computed.update(values)
+                    env.update(values)
+                continue
             # Inputs dying here whose buffer the chunk made may take the result (in place).
             dying = [name for name in dict.fromkeys(step.inputs) if name in own
                      and self._last_use[name] == index and name not in self._kept]
@@ -251,7 +258,7 @@ class Hoist:
             except CyloopError:
                 raise
             except Exception as e:
-                raise ExecutionError(f"{step.label} failed: {type(e).__name__}: {e}") from e
+                raise _failed(step, e) from e
             for name in dying:
                 own.discard(name)
                 del env[name]
@@ -268,6 +275,12 @@ class Hoist:
                         own.add(name)
         return [np.broadcast_to(env[name], (rows, *np.shape(env[name])))
                 if name in self.computed else np.asarray(env[name]) for name in self.frontier]
+
+    def row_bytes(self, arrays: list, rows: int) -> int:
+        """The bytes of one row of `chunk`'s arrays: those of values computed once a run, whose
+        rows are all one view of them, count for nothing."""
+        return sum(a.nbytes for a, name in zip(arrays, self.frontier)
+                   if name not in self.computed) // rows
 
     def next_rows(self, done_rows: int, row_bytes: int) -> int:
         """Rows for the next chunk: a small first one, then the measured budget's worth."""
@@ -300,26 +313,30 @@ class Hoist:
                 self.sizing.report(trial, name, (now - began) / (end - start))
 
 
-def _run_once(steps: list[HoistStep], env: dict) -> dict:
-    """The results of the `once` steps, by name, run in order on `env`'s static values (the
-    results of earlier ones included). An error is the node's, as the body would raise it."""
-    results = {}
-    for step in steps:
-        inputs = [results[name] if name in results else env[name] if name else None
-                  for name in step.inputs]
-        try:
-            with untimed():  # (one call a run: no sample of a trial)
-                values = step.call(inputs)
-        except CyloopError:
-            raise
-        except Exception as e:
-            raise ExecutionError(f"{step.label} failed: {type(e).__name__}: {e}") from e
-        results.update((name, value) for name, value in zip(step.outputs, values) if name)
-    return results
+def _failed(step: HoistStep, error: Exception) -> CyloopError:
+    """A hoisted node's error as the body raises it (engine/reference.py)."""
+    if isinstance(error, MemoryError):
+        return ResourceLimitError(f"{step.label} failed: {error}")
+    return ExecutionError(f"{step.label} failed: {type(error).__name__}: {error}")
+
+
+def _once(step: HoistStep, inputs: list) -> dict:
+    """A ``once`` step's results by name, or the error the body would raise for its node."""
+    try:
+        with untimed():  # (one call a run: no sample of a trial)
+            values = step.call(inputs)
+    except CyloopError:
+        raise
+    except Exception as e:
+        raise _failed(step, e) from e
+    if len(values) != len(step.outputs):
+        raise ExecutionError(f"{step.label} returned {len(values)} values for "
+                             f"{len(step.outputs)} outputs")
+    return {name: value for name, value in zip(step.outputs, values) if name}
 
 
 def once(fn, multi: bool):
-    """A node's own kernel as a `once` step's call: its results as a tuple."""
+    """A node's own kernel as a ``once`` step's call: its results as a tuple."""
     def call(args):
         result = fn(*args)
         return tuple(result) if multi else (result,)

@@ -410,10 +410,12 @@ def _cast_to(node: Node | None):
     if node is None or node.domain not in ("", "ai.onnx") or node.op_type != "Cast" \
             or len(node.inputs) != 1 or len(node.outputs) != 1 or not node.inputs[0]:
         return None
+    if node.attrs.get("to") is None:  # (np.dtype(None) would be float64)
+        return None  # (the kernel reports a missing or bad type)
     try:
-        to = np.dtype(node.attrs.get("to"))
+        to = np.dtype(node.attrs["to"])
     except TypeError:
-        return None  # (the kernel reports a bad type)
+        return None
     return to if to in _PLAIN_CASTS else None
 
 

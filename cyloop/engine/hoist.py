@@ -101,7 +101,6 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
     readers = _readers(body)
     results = {out.name for out in body.outputs}
     steps: list[HoistStep] = []
-    once: list[HoistStep] = []  # nodes of static values alone
     products: dict[str, tuple[int, Node]] = {}  # hoisted weight products read by one node
     kept: list[Node] = []
     hoisted_any = False
@@ -114,7 +113,7 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
             continue
         step = _invariant(node, statics, opsets, results)
         if step is not None:
-            once.append(step)
+            steps.append(step)
             statics.update((name, ComputedStatic()) for name in node.outputs if name)
             hoisted_any = True
             continue
@@ -164,7 +163,7 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
     new_spec = dataclasses.replace(spec, body=new_body)
     # Every hoisted node runs, read or not: one that fails must fail as it would in the body.
     needed = set(frontier)
-    for step in [*once, *steps]:
+    for step in steps:
         needed.update(n for n in step.inputs if n)
     used_statics = {name: ref for name, ref in statics.items()
                     if name in needed and not isinstance(ref, ComputedStatic)}
@@ -173,8 +172,7 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
     for src in used_sources.values():
         if isinstance(src, GatherSource):
             used_statics.setdefault(src.data, statics[src.data])
-    return new_spec, Hoist(used_sources, used_statics, steps, frontier, spec.iteration_dtype,
-                           once)
+    return new_spec, Hoist(used_sources, used_statics, steps, frontier, spec.iteration_dtype)
 
 
 def _readers(body: Graph) -> dict[str, int]:
@@ -280,7 +278,7 @@ def _invariant(node: Node, statics, opsets, results: set[str]) -> HoistStep | No
             choice.fix()  # (a call once a run is no trial's sample: the default formulation)
     return HoistStep(chunks.once(kernel.fn, kernel.multi), list(node.inputs), list(node.outputs),
                      node.label, kernel.fn, [False] * len(node.inputs),
-                     f"{node.label} once a run (its inputs do not change)")
+                     f"{node.label} once a run (its inputs do not change)", once=True)
 
 
 def _integer(value) -> int | None:

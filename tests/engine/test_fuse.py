@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import cyloop
-from cyloop.ir import LOOP_DOMAIN
+from cyloop.ir import LOOP_DOMAIN, ConcatOutput, GraphBuilder, SlicedInput
 from cyloop.ops import fused
 
 from ..conftest import measured_steps, run_three_ways
@@ -635,6 +635,20 @@ def test_casts_after_the_step_join_it_or_change_nothing(casts, rng):
     assert len(kinds) == {"jax2onnx": 1, "t read twice": 2, "y in float64": 2}[casts], kinds
     assert ("steps: ProductPlusTanh node producing 'h_out' may run" in plan) == \
         (casts == "jax2onnx"), plan
+
+
+def test_a_cast_without_a_type_is_refused_however_it_is_placed():
+    """(np.dtype(None) is float64: a Cast without ``to`` must not pass for a Cast to it.)"""
+    body = GraphBuilder("b")
+    wide = body.node("Cast", body.input("x_t", np.float64), to=np.dtype(np.float64))
+    body.output(body.node("Cast", wide, outputs=["y"]))
+    g = GraphBuilder("g")
+    g.loop(body.build(), inputs=[(g.input("x", np.float64), SlicedInput(0, "x_t"))],
+           outputs=[ConcatOutput("y")], output_names=["ys"])
+    g.output("ys")
+    for driver in ("cython", "python"):
+        with pytest.raises(cyloop.ModelError, match="bad attributes for Cast"):
+            cyloop.Model(g.build(), driver=driver)
 
 
 def test_a_step_joined_by_a_cast_converts_where_its_operands_are_of_another_type(rng):

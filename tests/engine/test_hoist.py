@@ -1051,10 +1051,14 @@ def _broadcast_bias_graph(batch=3, hidden=4, stop_after=None):
     return g.build()
 
 
+def _once_steps(model) -> list:
+    return [step for step in _hoist_of(model).steps if step.once]
+
+
 def _counted_once_steps(model) -> dict:
     """Count the calls of the model's loop's once-a-run steps, by label (from now on)."""
     calls = {}
-    for step in _hoist_of(model).once:
+    for step in _once_steps(model):
         def counted(args, call=step.call, label=step.label):
             calls[label] = calls.get(label, 0) + 1
             return call(args)
@@ -1069,10 +1073,13 @@ def test_nodes_of_static_values_alone_run_once_a_run(rng, chunk_rows):
     feeds = {"x": rng.standard_normal((7, 3, 4)).astype(np.float32),
              "h0": rng.standard_normal((3, 4)).astype(np.float32),
              "B": rng.standard_normal(4).astype(np.float32)}
+    given = {name: value.copy() for name, value in feeds.items()}
     with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
         fast = cyloop.Model(graph, driver="cython")
         calls = _counted_once_steps(fast)
         runs = [fast.run(feeds), fast.run(dict(feeds, B=feeds["B"] * 2))]
+    for name, value in given.items():  # (nothing the caller passed is written)
+        np.testing.assert_array_equal(feeds[name], value, err_msg=name)
     model = cyloop.Model(graph, driver="python")
     for got, b in zip(runs, (feeds["B"], feeds["B"] * 2)):
         expected = model.run(dict(feeds, B=b))
@@ -1086,7 +1093,6 @@ def test_nodes_of_static_values_alone_run_once_a_run(rng, chunk_rows):
     plan = str(fast.plan())
     assert "Expand node producing 'wide' once a run (its inputs do not change)" in plan
     assert re.search(r"input\s+wide\s+hoisted", plan), plan  # the Mul reads it in the body
-    assert feeds["B"].flags.writeable  # (the caller's arrays untouched, as ever)
 
 
 def test_static_nodes_run_once_only_in_runs_that_iterate_and_fail_as_the_body_would(rng):
@@ -1121,7 +1127,7 @@ def test_a_static_node_making_a_body_output_stays_in_the_body(rng):
     fast, got, expected = _run(graph, feeds, None)
     for name in expected:
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
-    assert _hoist_of(fast).once == []
+    assert _once_steps(fast) == []
 
 
 def test_a_gather_of_a_computed_static_by_the_iteration_number_stays_in_the_body(rng):
@@ -1142,7 +1148,7 @@ def test_a_gather_of_a_computed_static_by_the_iteration_number_stays_in_the_body
     fast, got, expected = _run(g.build(), feeds, 2)
     np.testing.assert_array_equal(got["ys"], expected["ys"])
     np.testing.assert_array_equal(got["ys"], feeds["x"] - feeds["W"])
-    assert [step.label for step in _hoist_of(fast).once] == ["Neg node producing 'nw'"]
+    assert [step.label for step in _once_steps(fast)] == ["Neg node producing 'nw'"]
     assert not _hoist_of(fast).gathers
 
 
@@ -1158,4 +1164,49 @@ def test_random_nodes_are_never_computed_once(rng):
     fast, got, expected = _run(graph, feeds, None)
     np.testing.assert_array_equal(got["ys"], expected["ys"])
     assert not np.array_equal(got["ys"][0], got["ys"][1])
-    assert _hoist_of(fast).once == []
+    assert _once_steps(fast) == []
+
+
+@pytest.mark.parametrize("failing", ["row step first", "once step first"])
+def test_the_first_failing_node_in_the_body_fails_first(failing):
+    """Static nodes run in their place among the hoisted ones: of two nodes that fail, the one
+    the body meets first raises, as in the body."""
+    body = GraphBuilder("b")
+    x_t, w, b = (body.input(name, np.float32) for name in ("x_t", "w", "b"))
+
+    def row():  # fails on the first row: x_t [3] + w [4]
+        return body.node("Add", x_t, w, outputs=["y"])
+
+    def static():  # fails once a run: b [5] as [2, 2]
+        return body.node("Reshape", b, body.const(np.array([2, 2], np.int64)))
+
+    made = [row(), static()] if failing == "row step first" else [static(), row()]
+    body.output(made[0] if failing == "row step first" else made[1])
+    graph, feeds = _one_loop(body, np.ones((4, 3), np.float32),
+                             {"w": np.ones(4, np.float32), "b": np.ones(5, np.float32)})
+    outcome = _same_outcome(graph, feeds)
+    first = "Add node producing 'y'" if failing == "row step first" else "Reshape node"
+    assert isinstance(outcome, str) and first in outcome, outcome
+
+
+def test_a_static_node_with_an_unnamed_output_and_one_out_of_memory():
+    """A Split of a static value with an output nobody names; a ConstantOfShape too large to
+    make fails as the body fails: a ResourceLimitError naming the node."""
+    body = GraphBuilder("b")
+    x_t, w = body.input("x_t", np.float32), body.input("w", np.float32)
+    body.node("Split", w, body.const(np.array([2, 2], np.int64)), outputs=["first", ""], axis=0)
+    body.output(body.node("Add", x_t, "first", outputs=["y"]))
+    graph, feeds = _one_loop(body, np.ones((4, 2), np.float32),
+                             {"w": np.arange(4.0, dtype=np.float32)})
+    out = _same_outcome(graph, feeds)
+    np.testing.assert_array_equal(out["ys"], np.ones((4, 2)) + [0, 1])
+    assert len(_once_steps(cyloop.Model(graph, driver="cython"))) == 1
+
+    body = GraphBuilder("b")
+    x_t = body.input("x_t", np.float32)
+    huge = body.node("ConstantOfShape", body.const(np.array([2 ** 50], np.int64)))
+    body.output(body.node("Add", x_t, body.node("ReduceMax", huge, keepdims=0), outputs=["y"]))
+    graph, feeds = _one_loop(body, np.ones((4, 2), np.float32))
+    for driver in ("cython", "python"):
+        with pytest.raises(cyloop.ResourceLimitError, match="ConstantOfShape node producing"):
+            cyloop.Model(graph, driver=driver).run(feeds)
