@@ -1210,3 +1210,41 @@ def test_a_static_node_with_an_unnamed_output_and_one_out_of_memory():
     for driver in ("cython", "python"):
         with pytest.raises(cyloop.ResourceLimitError, match="ConstantOfShape node producing"):
             cyloop.Model(graph, driver=driver).run(feeds)
+
+
+def test_values_computed_once_are_each_runs_own_under_threads(rng):
+    """Threads sharing a model, each with its own bias: each run's broadcast is its own."""
+    import concurrent.futures
+
+    graph = _broadcast_bias_graph()
+    fast, reference = (cyloop.Model(graph, driver=driver) for driver in ("cython", "python"))
+    feeds = [{"x": rng.standard_normal((1000, 3, 4)).astype(np.float32),
+              "h0": rng.standard_normal((3, 4)).astype(np.float32),
+              "B": np.full(4, 0.2 * k - 0.3, np.float32)} for k in range(4)]
+    want = [reference.run(f) for f in feeds]
+    with chunks_of(2), concurrent.futures.ThreadPoolExecutor(4) as pool:
+        for _ in range(5):
+            for got, expected in zip(pool.map(fast.run, feeds), want):
+                for name in expected:
+                    np.testing.assert_allclose(got[name], expected[name], rtol=1e-6)
+
+
+def test_a_value_computed_once_read_inside_an_if():
+    """A subgraph's outer read of a static node's result: its row, each iteration."""
+    then_b, else_b = GraphBuilder("then"), GraphBuilder("else")
+    then_b.output(then_b.node("Add", "x_t", "nb"))
+    else_b.output(else_b.node("Identity", "x_t"))
+    body = GraphBuilder("b")
+    body.input("x_t", np.float32)  # (read by the branches)
+    b, flag = body.input("b", np.float32), body.input("flag")
+    body.node("Neg", b, outputs=["nb"])
+    branch = body.node("If", flag, then_branch=then_b.build(), else_branch=else_b.build())
+    body.output(body.node("Identity", branch, outputs=["y"]))
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for value in (True, False):
+        graph, feeds = _one_loop(body, x, {"b": np.ones(3, np.float32),
+                                           "flag": np.array(value)})
+        out = _same_outcome(graph, feeds)
+        np.testing.assert_array_equal(out["ys"], x - 1 if value else x)
+    assert [step.label for step in _once_steps(cyloop.Model(graph))] == \
+        ["Neg node producing 'nb'"]
