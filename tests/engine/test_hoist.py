@@ -1246,5 +1246,5 @@ def test_a_value_computed_once_read_inside_an_if():
                                            "flag": np.array(value)})
         out = _same_outcome(graph, feeds)
         np.testing.assert_array_equal(out["ys"], x - 1 if value else x)
-    assert [step.label for step in _once_steps(cyloop.Model(graph))] == \
+    assert [step.label for step in _once_steps(cyloop.Model(graph, driver="cython"))] == \
         ["Neg node producing 'nb'"]
