@@ -37,13 +37,14 @@ and the state ``h``:
 which becomes ``GRUGates(x, r, h) -> h'``. The GRU's matrix products are left to their own
 kernels (measured orientation, the input ones hoisted).
 
-Casts to a float type that alone read each result of a ProductPlusTanh or an LSTMStep join it
-(its ``to``), and a Cast of a value already of its type is an Identity: jax2onnx ends each step
-with Casts to the carry's type, which would copy the state a step and keep its steps from
-running in one call.
+Casts to a float type that alone read each result of a ProductPlusTanh, an LSTMStep or GRUGates
+join it (its ``to``), and a Cast of a value already of its type is an Identity: jax2onnx ends
+each step with Casts to the carry's type, which would copy the state a step and keep its steps
+from running in one call. jax2onnx's Splits give the parts' sizes: equal ones count as equal
+parts.
 
 Before any of them, a carried value the body returns unchanged (the value itself, or through
-Identity nodes) is read as an invariant input (`passed_through`): jax2onnx passes a scan's
+Identity nodes, ONNX's or OpenVINO's) is read as an invariant input (`passed_through`): jax2onnx passes a scan's
 weights and its xs through as carried state, which would keep the products on them, the row
 of xs and the pattern's weights from being hoisted or fused.
 
@@ -88,7 +89,8 @@ def passed_through(spec: LoopSpec) -> LoopSpec:
 
     def source(name):
         node = producer.get(name)
-        while node is not None and node.op_type == "Identity" and node.domain in ("", "ai.onnx") \
+        while node is not None and node.op_type == "Identity" \
+                and node.domain in ("", "ai.onnx", OPENVINO_DOMAIN) \
                 and len(node.inputs) == 1 and not node.subgraphs():
             name, node = node.inputs[0], producer.get(node.inputs[0])
         return name
@@ -422,7 +424,7 @@ def _cast_to(node: Node | None):
 def _is_step(node: Node | None) -> bool:
     """Whether `node` is a fused RNN step, which Casts may join (ops/fused.py `_cast_joined`)."""
     return node is not None and node.domain == LOOP_DOMAIN \
-        and node.op_type in ("ProductPlusTanh", "LSTMStep")
+        and node.op_type in ("ProductPlusTanh", "LSTMStep", "GRUGates")
 
 
 def _match_cast(cast: Node, graph: Graph, uses: Uses):
@@ -431,8 +433,8 @@ def _match_cast(cast: Node, graph: Graph, uses: Uses):
     two Casts to the carry's type:
 
     - a Cast of a Cast to the same type is an Identity of the first (its value has the type);
-    - Casts to one type that alone read each result of a fused step (ProductPlusTanh, LSTMStep)
-      join it as its ``to``: the step's results are of that type (nothing to convert where its
+    - Casts to one type that alone read each result of a fused step (ProductPlusTanh, LSTMStep,
+      GRUGates) join it as its ``to``: the step's results are of that type (nothing to convert where its
       operands are, the usual case), written into their destinations, with no copy a step."""
     to = _cast_to(cast)
     if to is None:
@@ -461,7 +463,7 @@ def _split_part(graph: Graph, uses: Uses, name: str | None, reader: Node):
     """(the Split, the part's index) if `name` is a part of a Split into 3 equal parts that only
     `reader` reads, else None."""
     split = _producer(graph, name)
-    if _split_axis(split, graph, 3) is None or uses.only_reader(name) is not reader:
+    if _split_axis(split, graph, 3, sized=True) is None or uses.only_reader(name) is not reader:
         return None
     return split, split.outputs.index(name)
 
@@ -526,8 +528,8 @@ def _match_gru_rest(graph, uses, tanh, add_n, mul_r, reset, x_part, r_part):
     """The rest of `_match_gru_gates`, from the candidate's nodes: the two gates' sums, the
     update gate and the blend."""
     (x_split, xn_at), (r_split, rn_at) = x_part, r_part
-    axis = _split_axis(x_split, graph, 3)
-    if axis != _split_axis(r_split, graph, 3):
+    axis = _split_axis(x_split, graph, 3, sized=True)
+    if axis != _split_axis(r_split, graph, 3, sized=True):
         return None
     reset_sum = _sum_of_parts(graph, uses, reset.inputs[0], reset)
     if reset_sum is None:
@@ -553,7 +555,9 @@ def _match_gru_rest(graph, uses, tanh, add_n, mul_r, reset, x_part, r_part):
     fused = Node("GRUGates", [x_split.inputs[0], r_split.inputs[0], h], [final.outputs[0]],
                  {"axis": axis, "x_blocks": [xz_at, xg_at, xn_at],
                   "r_blocks": [rz_at, rg_at, rn_at], "z_scales": z_scales,
-                  "fused_from": ", ".join(node.label for node in replaced)},
+                  "fused_from": ", ".join(node.label for node in replaced),
+                  **{key: size for key, split in (("x_part", x_split), ("r_part", r_split))
+                     if (size := _part_size(split, graph)) is not None}},
                  LOOP_DOMAIN, version=1)
     return fused, replaced, final
 

@@ -283,7 +283,7 @@ _TRAITS = ("measured", "products", "recurrence", "steps_hold")
 
 
 def _cast_joined(step, to):
-    """`step` (a kernel taking ``out=`` for its first result) with a Cast to float type `to`
+    """`step` (a kernel, which may take ``out=`` for its first result) with a Cast to float type `to`
     joined (engine/fuse.py), or `step` itself if `to` is None. Where its operands are all of type
     `to`, as in the exports that write the Cast, it is `step`: nothing converts, and its steps
     run in one call as ever. Elsewhere each result is converted, as the Cast would, and no steps
@@ -297,7 +297,7 @@ def _cast_joined(step, to):
 
     def run(*args, out=None):
         if not converting(args):
-            return step(*args, out=out)
+            return step(*args) if out is None else step(*args, out=out)
         results = step(*args)
         several = isinstance(results, tuple)
         converted = [np.asarray(v).astype(to) for v in (results if several else (results,))]
@@ -309,7 +309,8 @@ def _cast_joined(step, to):
     for name in _TRAITS:
         if hasattr(step, name):
             setattr(run, name, getattr(step, name))
-    run.steps_for = lambda *args: None if converting(args) else step.steps_for(*args)
+    if hasattr(step, "steps_for"):
+        run.steps_for = lambda *args: None if converting(args) else step.steps_for(*args)
     return run
 
 
@@ -320,10 +321,13 @@ def gru_gates(attrs):
     gate) and n. z = sigmoid(xz + rz), g = sigmoid(xg + rg), n = tanh(xn + g rn), and
     h' = (1 - z) n + z h, or (1 - z) h + z n if ``z_scales`` is "n"; broadcasting as the
     replaced nodes did. Sigmoids are tanh(t/2)/2 + 1/2, one pass for both gates when their
-    blocks sit side by side in the same order in x and r."""
+    blocks sit side by side in the same order in x and r. ``x_part`` and ``r_part``, if given,
+    are the sizes of the parts x's and r's Splits gave (jax2onnx gives them): an axis of
+    another length fails, as the Split did. ``to``: a Cast joined (`_cast_joined`)."""
     axis = int(attrs["axis"])
     xz_at, xg_at, xn_at = (int(k) for k in attrs["x_blocks"])
     rz_at, rg_at, rn_at = (int(k) for k in attrs["r_blocks"])
+    sizes = (("x", attrs.get("x_part")), ("r", attrs.get("r_part")))
     z_scales_n = attrs["z_scales"] == "n"
     side_by_side = (xz_at, xg_at) == (rz_at, rg_at) and abs(xz_at - xg_at) == 1
 
@@ -336,6 +340,10 @@ def gru_gates(attrs):
         """The index of each part (as Split cuts an axis in 3: ceil-sized parts, the last shorter
         on an uneven axis): x's z, g, n, r's z, g, n, and the zg pair's if one pass serves both
         gates (its z, g within it)."""
+        for (name, part), shape in zip(sizes, (x_shape, r_shape)):
+            if part is not None and shape[axis] != 3 * part:
+                raise ValueError(f"Split: 3 parts of {part} do not make axis {axis}'s "
+                                 f"{shape[axis]} (of {name})")
         x_step, r_step = -(-x_shape[axis] // 3), -(-r_shape[axis] // 3)
         parts = [cut(len(x_shape), k * x_step, (k + 1) * x_step) for k in (xz_at, xg_at, xn_at)]
         parts += [cut(len(r_shape), k * r_step, (k + 1) * r_step) for k in (rz_at, rg_at, rn_at)]
@@ -368,7 +376,7 @@ def gru_gates(attrs):
         p, q = (h, n) if z_scales_n else (n, h)
         return _accumulate(_scale(np.subtract(q, p), z), p)  # (1 - z) p + z q = p + z (q - p)
 
-    return gates
+    return _cast_joined(gates, attrs.get("to"))
 
 
 def _sigmoid_in_place(t):

@@ -17,6 +17,7 @@ from cyloop.ops import fused
 
 from ..conftest import measured_steps, run_three_ways
 from ..frontends.onnx_models import model, tensor
+from ..frontends.openvino_models import converted
 
 _ROLES = "fiog"  # forget, input, output gates and the candidate g
 
@@ -306,14 +307,15 @@ def test_the_blocked_step_lets_go_of_its_weights_when_not_chosen(rng):
 
 
 def _gru_loop(x_order="zrn", r_order="zrn", blend="keras", swapped=False, one="initializer",
-              leak=None, hidden=4, gates=None, opset=13):
+              leak=None, hidden=4, gates=None, opset=13, sizes=None):
     """An ONNX Loop whose body spells the GRU cell with the reset gate after the recurrent
     product: x = x_t W + Bx and r = h R + Br, each split in 3 (gates in `x_order` / `r_order`),
     then z, g (reset), n and the blend: "keras" (1 - z) n + z h, "keras_n" (1 - z) h + z n
     (the one that z scales is n), "torch" n + z (h - n). `one` is the 1 of 1 - z as an
     initializer or a Constant node; operands of every Mul and Add swapped if `swapped`; `leak`
     also returns that intermediate value; `gates` is the width of the gate axis (3 * hidden
-    unless an uneven split is wanted)."""
+    unless an uneven split is wanted); `sizes`, the parts' sizes both Splits give (an
+    initializer), as jax2onnx gives them."""
     gates = 3 * hidden if gates is None else gates
     state = hidden if gates == 3 * hidden else -(-gates // 3)
     node = helper.make_node
@@ -325,13 +327,15 @@ def _gru_loop(x_order="zrn", r_order="zrn", blend="keras", swapped=False, one="i
     nodes = [node("Gather", ["X", "i"], ["x_t"], axis=0),
              node("MatMul", ["x_t", "W"], ["xw"]), two("Add", "xw", "Bx", "x"),
              node("MatMul", ["h_in", "R"], ["hr"]), two("Add", "hr", "Br", "r"),
-             node("Split", ["x"], [f"x_{g}" for g in x_order], **split_attrs),
-             node("Split", ["r"], [f"r_{g}" for g in r_order], **split_attrs),
+             node("Split", ["x"] + (["sizes"] if sizes else []), [f"x_{g}" for g in x_order],
+                  **split_attrs),
+             node("Split", ["r"] + (["sizes"] if sizes else []), [f"r_{g}" for g in r_order],
+                  **split_attrs),
              two("Add", "x_z", "r_z", "sz"), node("Sigmoid", ["sz"], ["z"]),
              two("Add", "x_r", "r_r", "sg"), node("Sigmoid", ["sg"], ["g"]),
              two("Mul", "g", "r_n", "gr"), two("Add", "x_n", "gr", "sn"),
              node("Tanh", ["sn"], ["n"])]
-    initializers = []
+    initializers = [helper.make_tensor("sizes", 7, [3], sizes)] if sizes else []
     if blend == "torch":
         nodes += [node("Sub", ["h_in", "n"], ["d"]), two("Mul", "z", "d", "zd"),
                   two("Add", "n", "zd", "h_out")]
@@ -375,6 +379,20 @@ def _agree_three_ways(onnx_model, feeds, peer_atol=2e-6) -> str:
                                    err_msg=name)
     assert "fused:" not in str(reference.plan())  # the reference driver runs the body as written
     return str(fast.plan())
+
+
+def test_gru_splits_giving_equal_sizes_are_fused_and_others_fail_as_the_split(rng):
+    onnx_model, state, gates = _gru_loop(sizes=[4] * 3)
+    _check_gru(onnx_model, _gru_feeds(rng, state, gates), fused_expected=True)
+    onnx_model, state, gates = _gru_loop(sizes=[4] * 3, hidden=5)  # (parts of 4 over 15)
+    feeds = _gru_feeds(rng, state, gates)
+    for driver in ("cython", "python"):
+        with pytest.raises(cyloop.ExecutionError, match="Split"):
+            cyloop.load(onnx_model.SerializeToString(), driver=driver).run(feeds)
+    fused = cyloop.load(onnx_model.SerializeToString(), driver="cython")
+    assert "fused: GRUGates node producing 'h_out'" in str(fused.plan())
+    with pytest.raises(cyloop.ExecutionError, match="Split: 3 parts of 4 do not make"):
+        fused.run(feeds)
 
 
 def _check_gru(onnx_model, feeds, fused_expected):
@@ -871,6 +889,72 @@ def test_an_lstm_scan_jax2onnx_exports_is_one_step(rng):
     fused = re.search(r"fused: LSTMStep node producing '[^']+' runs (.*)", plan)
     assert fused is not None and "(Split)" in fused[1] and fused[1].count("(Cast)") == 2, plan
     assert re.search(r"steps: LSTMStep node producing '[^']+' may run", plan), plan
+
+
+def _gru_scan(jax, jnp):
+    """A GRU step as JAX code writes it (the reset gate after the recurrent product)."""
+    def gru(xs, h0, wx, wh, bx, bh):
+        def step(h, x):
+            xr, xz, xn = jnp.split(x @ wx + bx, 3, axis=-1)
+            hr, hz, hn = jnp.split(h @ wh + bh, 3, axis=-1)
+            r, z = jax.nn.sigmoid(xr + hr), jax.nn.sigmoid(xz + hz)
+            n = jnp.tanh(xn + r * hn)
+            h = (1 - z) * n + z * h
+            return h, h
+        return jax.lax.scan(step, h0, xs)
+    return gru
+
+
+def test_a_gru_scan_jax2onnx_exports_has_its_gates_fused(rng):
+    """jax2onnx's GRU step: Splits giving the parts' sizes, the biases broadcast in the body, a
+    Cast after the blend. The gates become one GRUGates (the Cast joined), the broadcasts run
+    once a run, x W + b is hoisted; it agrees with the reference driver and onnxruntime."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    jax2onnx = pytest.importorskip("jax2onnx")
+    inputs = [rng.standard_normal((9, 3, 4)).astype(np.float32),
+              rng.standard_normal((3, 5)).astype(np.float32),
+              (rng.standard_normal((4, 15)) * 0.5).astype(np.float32),
+              (rng.standard_normal((5, 15)) * 0.5).astype(np.float32),
+              rng.standard_normal(15).astype(np.float32), rng.standard_normal(15).astype(np.float32)]
+    onnx_model = jax2onnx.to_onnx(_gru_scan(jax, jnp), [jax.ShapeDtypeStruct(v.shape, v.dtype)
+                                                       for v in inputs], model_name="gru")
+    feeds = {spec.name: value for spec, value in zip(onnx_model.graph.input, inputs)}
+    plan = _agree_three_ways(onnx_model, feeds, peer_atol=2e-5)
+    fused = re.search(r"fused: GRUGates node producing '[^']+' runs (.*)", plan)
+    assert fused is not None and fused[1].count("(Split)") == 2 and "(Cast)" in fused[1], plan
+    assert "(Expand) once a run" in plan
+
+
+def test_an_ir_of_a_jax2onnx_scan_reads_its_passed_through_weights_as_invariants(tmp_path, rng):
+    """convert_model keeps jax2onnx's pass-through of the weights, as OpenVINO Identity nodes:
+    read as invariants, x_t W is hoisted there too; both drivers agree."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    jax2onnx = pytest.importorskip("jax2onnx")
+    pytest.importorskip("openvino")
+
+    def rnn(xs, h0, w, u):
+        def step(h, x):
+            h = jnp.tanh(x @ w + h @ u)
+            return h, h
+        return jax.lax.scan(step, h0, xs)
+
+    inputs = [rng.standard_normal((12, 3, 4)).astype(np.float32),
+              rng.standard_normal((3, 5)).astype(np.float32),
+              (rng.standard_normal((4, 5)) * 0.5).astype(np.float32),
+              (rng.standard_normal((5, 5)) * 0.5).astype(np.float32)]
+    onnx_model = jax2onnx.to_onnx(rnn, [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in inputs],
+                                  model_name="rnn")
+    feeds = {spec.name: value for spec, value in zip(onnx_model.graph.input, inputs)}
+    path = converted(onnx_model, feeds, str(tmp_path / "rnn.xml"))
+    fast = cyloop.load(path, driver="cython")
+    got, want = fast.run(feeds), cyloop.load(path, driver="python").run(feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    plan = str(fast.plan())
+    assert plan.count("(carried, the body returns it unchanged as") >= 3, plan  # (xs, w, u)
+    assert re.search(r"hoisted \(run before the loop on chunks of rows\): .*\(MatMul\)", plan), plan
 
 
 def test_an_lstm_step_joined_by_casts_converts_where_its_operands_are_of_another_type(rng):
