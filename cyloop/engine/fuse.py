@@ -44,9 +44,9 @@ from running in one call. jax2onnx's Splits give the parts' sizes: equal ones co
 parts.
 
 Before any of them, a carried value the body returns unchanged (the value itself, or through
-Identity nodes, ONNX's or OpenVINO's) is read as an invariant input (`passed_through`): jax2onnx passes a scan's
-weights and its xs through as carried state, which would keep the products on them, the row
-of xs and the pattern's weights from being hoisted or fused.
+Identity nodes, ONNX's or OpenVINO's) is read as an invariant input (`passed_through`):
+jax2onnx passes a scan's weights and its xs through as carried state, which would keep the
+products on them, the row of xs and the pattern's weights from being hoisted or fused.
 
 Only the Cython driver fuses; the reference driver runs bodies as written, and the tests compare
 the two.
