@@ -434,8 +434,9 @@ def _match_cast(cast: Node, graph: Graph, uses: Uses):
 
     - a Cast of a Cast to the same type is an Identity of the first (its value has the type);
     - Casts to one type that alone read each result of a fused step (ProductPlusTanh, LSTMStep,
-      GRUGates) join it as its ``to``: the step's results are of that type (nothing to convert where its
-      operands are, the usual case), written into their destinations, with no copy a step."""
+      GRUGates) join it as its ``to``: the step's results are of that type (nothing to convert
+      where its operands are, the usual case), written into their destinations, with no copy a
+      step."""
     to = _cast_to(cast)
     if to is None:
         return None

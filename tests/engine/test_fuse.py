@@ -916,7 +916,8 @@ def test_a_gru_scan_jax2onnx_exports_has_its_gates_fused(rng):
               rng.standard_normal((3, 5)).astype(np.float32),
               (rng.standard_normal((4, 15)) * 0.5).astype(np.float32),
               (rng.standard_normal((5, 15)) * 0.5).astype(np.float32),
-              rng.standard_normal(15).astype(np.float32), rng.standard_normal(15).astype(np.float32)]
+              rng.standard_normal(15).astype(np.float32),
+              rng.standard_normal(15).astype(np.float32)]
     onnx_model = jax2onnx.to_onnx(_gru_scan(jax, jnp), [jax.ShapeDtypeStruct(v.shape, v.dtype)
                                                        for v in inputs], model_name="gru")
     feeds = {spec.name: value for spec, value in zip(onnx_model.graph.input, inputs)}
