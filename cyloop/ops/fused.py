@@ -284,10 +284,10 @@ _TRAITS = ("measured", "products", "recurrence", "steps_hold")
 
 def _cast_joined(step, to):
     """`step` (a kernel, which may take ``out=`` for its first result) with a Cast to float type
-    `to` joined (engine/fuse.py), or `step` itself if `to` is None. Where its operands are all of type
-    `to`, as in the exports that write the Cast, it is `step`: nothing converts, and its steps
-    run in one call as ever. Elsewhere each result is converted, as the Cast would, and no steps
-    run in one call."""
+    `to` joined (engine/fuse.py), or `step` itself if `to` is None. Where its operands are all
+    of type `to`, as in the exports that write the Cast, it is `step`: nothing converts, and its
+    steps run in one call as ever. Elsewhere each result is converted, as the Cast would, and no
+    steps run in one call."""
     if to is None:
         return step
     to = np.dtype(to)
