@@ -445,7 +445,7 @@ def _match_cast(cast: Node, graph: Graph, uses: Uses):
         return None
     made = source.attrs.get("to") if _is_step(source) else _cast_to(source)  # its type, if known
     if made is not None and made == to:  # (np.dtype(None) is float64: None == float64 holds)
-        return Node("Identity", [source.outputs[0]], list(cast.outputs), {}, cast.domain,
+        return Node("Identity", list(cast.inputs), list(cast.outputs), {}, cast.domain,
                     cast.name, version=cast.version), [cast], cast
     if not _is_step(source) or "to" in source.attrs:
         return None
@@ -456,8 +456,8 @@ def _match_cast(cast: Node, graph: Graph, uses: Uses):
                  dict(source.attrs, to=to, fused_from=", ".join(
                      [source.attrs["fused_from"], *(c.label for c in casts)])),
                  LOOP_DOMAIN, version=1)
-    last = max(casts, key=lambda c: next(k for k, n in enumerate(graph.nodes) if n is c))
-    return fused, [source, *casts], last
+    # In the step's place: its inputs are made before it, and what reads a Cast comes after.
+    return fused, [source, *casts], source
 
 
 def _split_part(graph: Graph, uses: Uses, name: str | None, reader: Node):

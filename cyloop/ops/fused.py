@@ -202,7 +202,8 @@ def lstm_step(attrs, n_outputs):
                     key=lambda h, r, c, x: (h.shape, r.shape, h.dtype.char), on_settled=settled,
                     label=lambda key: f"state {list(key[0])} {np.dtype(key[2]).name}")
 
-    if n_outputs == 2:  # (h', c') as the step returns them: no wrapper call per step
+    if n_outputs == 2:  # (h', c') as the step returns them: no wrapper call per step (but
+        # a joined Cast's, `_cast_joined`; a loop's steps in one call make none)
         step.measured = step
         step.products = True  # (its product follows the loop's choice of cores)
         step.recurrence = Recurrence(per_step=3, feedback=(0, 2))  # (h, r, c, x) -> (h', c')

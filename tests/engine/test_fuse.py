@@ -23,12 +23,13 @@ _ROLES = "fiog"  # forget, input, output gates and the candidate g
 
 
 def _lstm_loop(order="ifgo", swapped=False, axis=1, leak=None, sizes=None, hidden=4,
-               gates=None, opset=13, sizes_as="constant"):
+               gates=None, opset=13, sizes_as="constant", casts=False):
     """An ONNX Loop whose body spells the LSTM cell: Split into gates in `order`, operands of
     every Mul and Add swapped if `swapped`; `leak` also returns that intermediate value;
     `sizes` passes explicit split sizes, `sizes_as` a Constant node, an initializer or an
     attribute (opsets < 13); `gates` is the width of the gate axis (4 * hidden unless an
-    uneven split is wanted)."""
+    uneven split is wanted); `casts`: h' and c' each cast to float32 (as jax2onnx does), with
+    the emitted copy of h' read between the two Casts."""
     gates = 4 * hidden if gates is None else gates
     part = -(-gates // 4)
     state = hidden if gates == 4 * hidden else part
@@ -62,6 +63,15 @@ def _lstm_loop(order="ifgo", swapped=False, axis=1, leak=None, sizes=None, hidde
               two("Add", "fc", "ic", "c_out"), node("Tanh", ["c_out"], ["tc"]),
               two("Mul", "o_t", "tc", "h_out"), node("Identity", ["h_out"], ["y"]),
               node("Identity", ["cond_in"], ["cond_out"])]
+    if casts:  # (h_new, c_new made, then Cast(h_new), y read, then Cast(c_new))
+        renamed = {"c_out": "c_new", "h_out": "h_new"}
+        nodes = [node(n.op_type, [renamed.get(v, v) for v in n.input],
+                      [renamed.get(v, v) for v in n.output],
+                      **{a.name: helper.get_attribute_value(a) for a in n.attribute})
+                 if n.op_type != "Identity" else n for n in nodes]
+        y_at = next(k for k, n in enumerate(nodes) if list(n.output) == ["y"])
+        nodes[y_at:y_at] = [node("Cast", ["h_new"], ["h_out"], to=1)]
+        nodes.append(node("Cast", ["c_new"], ["c_out"], to=1))
     outputs = [tensor("cond_out", np.bool_, []), tensor("h_out", np.float32, None),
                tensor("c_out", np.float32, None), tensor("y", np.float32, None)]
     outer_outputs = ["h_last", "c_last", "hs"]
@@ -177,6 +187,16 @@ def test_equal_split_sizes_that_do_not_make_the_gate_axis_fail_as_the_split(hidd
             measured.fix(candidate)
             with pytest.raises(cyloop.ExecutionError, match="Split: 4 parts of 4 do not make"):
                 fused.run(feeds)
+
+
+def test_casts_of_both_results_join_the_step_in_its_place(rng):
+    """h' and c' each cast to their own type, the emitted copy of h' read between the Casts:
+    the Casts join the LSTMStep, which takes the step's place (before that reader)."""
+    onnx_model, state, gates = _lstm_loop(casts=True)
+    _check(onnx_model, _feeds(rng, state, gates), fused_expected=True)
+    plan = str(cyloop.load(onnx_model.SerializeToString(), driver="cython").plan())
+    assert re.search(r"fused: LSTMStep node producing 'h_out' runs .*Cast node producing "
+                     r"'h_out', Cast node producing 'c_out'", plan), plan
 
 
 def test_an_uneven_opset18_split_runs_the_arithmetic_as_written(rng):
@@ -859,10 +879,12 @@ def test_a_scan_jax2onnx_exports_has_its_weights_hoisted(biased, rng):
     assert re.search(r"steps: ProductPlusTanh node producing '[^']+' may run", plan), plan
 
 
-def test_an_lstm_scan_jax2onnx_exports_is_one_step(rng):
+@pytest.mark.parametrize("emits", ["h", "h and c"])
+def test_an_lstm_scan_jax2onnx_exports_is_one_step(emits, rng):
     """jax2onnx's LSTM step: its Split gives the gates' sizes, the bias is broadcast in the body
     and h', c' are each cast to the carry's type. It becomes one LSTMStep (the Casts joined),
-    whose steps run many in one call, and agrees with the reference driver and onnxruntime."""
+    whose steps run many in one call where it emits h alone, and agrees with the reference
+    driver and onnxruntime. (Each emitted copy is a Cast of a Cast: an Identity of its own.)"""
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
     jax2onnx = pytest.importorskip("jax2onnx")
@@ -873,7 +895,7 @@ def test_an_lstm_scan_jax2onnx_exports_is_one_step(rng):
             i, f, g, o = jnp.split(x @ w + h @ r + b, 4, axis=-1)
             c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
             h = jax.nn.sigmoid(o) * jnp.tanh(c)
-            return (h, c), h
+            return (h, c), (h if emits == "h" else (h, c))
         return jax.lax.scan(step, (h0, c0), xs)
 
     inputs = [rng.standard_normal((9, 3, 4)).astype(np.float32),
@@ -888,7 +910,8 @@ def test_an_lstm_scan_jax2onnx_exports_is_one_step(rng):
     plan = _agree_three_ways(onnx_model, feeds, peer_atol=2e-5)
     fused = re.search(r"fused: LSTMStep node producing '[^']+' runs (.*)", plan)
     assert fused is not None and "(Split)" in fused[1] and fused[1].count("(Cast)") == 2, plan
-    assert re.search(r"steps: LSTMStep node producing '[^']+' may run", plan), plan
+    assert bool(re.search(r"steps: LSTMStep node producing '[^']+' may run", plan)) == \
+        (emits == "h"), plan
 
 
 def _gru_scan(jax, jnp):
