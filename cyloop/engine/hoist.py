@@ -17,8 +17,8 @@ A hoisted MatMul whose only reader adds a static bias takes the bias into its GE
 of the weight against a column of ones: `chunks.bias_joined`), so no pass over the chunk adds it.
 
 A body node whose inputs are all static (and which is a pure tensor op) is static too: it runs
-once a run, before the first chunk's steps (loop-invariant code motion), and its result counts
-as static for the nodes after it. Exporters build shapes and broadcasts inside bodies this way
+once a run, when the first chunk is computed, in its place among the hoisted steps
+(loop-invariant code motion), and its result counts as static for the nodes after it. Exporters build shapes and broadcasts inside bodies this way
 (jax2onnx broadcasts a scan's bias with a Concat, a Reshape and an Expand every step). Something
 left in the body reads such a value as a row like any hoisted one, every row a view of it. A
 node making a body output stays in the body: that value is kept or emitted an iteration at a
