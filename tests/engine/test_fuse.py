@@ -846,6 +846,21 @@ def test_a_carried_value_the_body_returns_unchanged_is_read_as_invariant(through
                      r"'x_t', MatMul node producing 'xw'", plan), plan
 
 
+def _draws(rng, *shapes):
+    """float32 normal draws of these shapes; a (shape, scale) pair scales its draw."""
+    return [(rng.standard_normal(shape) * scale).astype(np.float32) for shape, scale in
+            (item if isinstance(item[0], tuple) else (item, 1.0) for item in shapes)]
+
+
+def _exported(fn, inputs, name):
+    """(the ONNX model jax2onnx exports for `fn` on arrays like `inputs`, feeds of them)."""
+    jax = pytest.importorskip("jax")
+    jax2onnx = pytest.importorskip("jax2onnx")
+    onnx_model = jax2onnx.to_onnx(fn, [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in inputs],
+                                  model_name=name)
+    return onnx_model, {spec.name: value for spec, value in zip(onnx_model.graph.input, inputs)}
+
+
 @pytest.mark.parametrize("biased", [False, True])
 def test_a_scan_jax2onnx_exports_has_its_weights_hoisted(biased, rng):
     """jax2onnx passes a lax.scan's weights and xs through the Loop as carried state: read as
@@ -854,7 +869,6 @@ def test_a_scan_jax2onnx_exports_has_its_weights_hoisted(biased, rng):
     Reshape, Expand of static values) runs once a run, and the steps run many in one call."""
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
-    jax2onnx = pytest.importorskip("jax2onnx")
 
     def rnn(xs, h0, w, u, b):
         def step(h, x):
@@ -862,14 +876,8 @@ def test_a_scan_jax2onnx_exports_has_its_weights_hoisted(biased, rng):
             return h, h
         return jax.lax.scan(step, h0, xs)
 
-    inputs = [rng.standard_normal((12, 3, 4)).astype(np.float32),
-              rng.standard_normal((3, 5)).astype(np.float32),
-              (rng.standard_normal((4, 5)) * 0.5).astype(np.float32),
-              (rng.standard_normal((5, 5)) * 0.5).astype(np.float32),
-              rng.standard_normal(5).astype(np.float32)]
-    onnx_model = jax2onnx.to_onnx(rnn, [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in inputs],
-                                  model_name="rnn")
-    feeds = {spec.name: value for spec, value in zip(onnx_model.graph.input, inputs)}
+    inputs = _draws(rng, (12, 3, 4), (3, 5), ((4, 5), 0.5), ((5, 5), 0.5), (5,))
+    onnx_model, feeds = _exported(rnn, inputs, "rnn")
     plan = _agree_three_ways(onnx_model, feeds, peer_atol=2e-5)
     assert plan.count("(carried, the body returns it unchanged as") >= 3  # (xs, w, u)
     assert "hoisted (run before the loop on chunks of rows): " in plan
@@ -887,7 +895,6 @@ def test_an_lstm_scan_jax2onnx_exports_is_one_step(emits, rng):
     driver and onnxruntime. (Each emitted copy is a Cast of a Cast: an Identity of its own.)"""
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
-    jax2onnx = pytest.importorskip("jax2onnx")
 
     def lstm(xs, h0, c0, w, r, b):
         def step(carry, x):
@@ -898,15 +905,8 @@ def test_an_lstm_scan_jax2onnx_exports_is_one_step(emits, rng):
             return (h, c), (h if emits == "h" else (h, c))
         return jax.lax.scan(step, (h0, c0), xs)
 
-    inputs = [rng.standard_normal((9, 3, 4)).astype(np.float32),
-              rng.standard_normal((3, 5)).astype(np.float32),
-              rng.standard_normal((3, 5)).astype(np.float32),
-              (rng.standard_normal((4, 20)) * 0.5).astype(np.float32),
-              (rng.standard_normal((5, 20)) * 0.5).astype(np.float32),
-              rng.standard_normal(20).astype(np.float32)]
-    onnx_model = jax2onnx.to_onnx(lstm, [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in inputs],
-                                  model_name="lstm")
-    feeds = {spec.name: value for spec, value in zip(onnx_model.graph.input, inputs)}
+    inputs = _draws(rng, (9, 3, 4), (3, 5), (3, 5), ((4, 20), 0.5), ((5, 20), 0.5), (20,))
+    onnx_model, feeds = _exported(lstm, inputs, "lstm")
     plan = _agree_three_ways(onnx_model, feeds, peer_atol=2e-5)
     fused = re.search(r"fused: LSTMStep node producing '[^']+' runs (.*)", plan)
     assert fused is not None and "(Split)" in fused[1] and fused[1].count("(Cast)") == 2, plan
@@ -934,16 +934,8 @@ def test_a_gru_scan_jax2onnx_exports_has_its_gates_fused(rng):
     once a run, x W + b is hoisted; it agrees with the reference driver and onnxruntime."""
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
-    jax2onnx = pytest.importorskip("jax2onnx")
-    inputs = [rng.standard_normal((9, 3, 4)).astype(np.float32),
-              rng.standard_normal((3, 5)).astype(np.float32),
-              (rng.standard_normal((4, 15)) * 0.5).astype(np.float32),
-              (rng.standard_normal((5, 15)) * 0.5).astype(np.float32),
-              rng.standard_normal(15).astype(np.float32),
-              rng.standard_normal(15).astype(np.float32)]
-    onnx_model = jax2onnx.to_onnx(_gru_scan(jax, jnp), [jax.ShapeDtypeStruct(v.shape, v.dtype)
-                                                       for v in inputs], model_name="gru")
-    feeds = {spec.name: value for spec, value in zip(onnx_model.graph.input, inputs)}
+    inputs = _draws(rng, (9, 3, 4), (3, 5), ((4, 15), 0.5), ((5, 15), 0.5), (15,), (15,))
+    onnx_model, feeds = _exported(_gru_scan(jax, jnp), inputs, "gru")
     plan = _agree_three_ways(onnx_model, feeds, peer_atol=2e-5)
     fused = re.search(r"fused: GRUGates node producing '[^']+' runs (.*)", plan)
     assert fused is not None and fused[1].count("(Split)") == 2 and "(Cast)" in fused[1], plan
@@ -955,7 +947,6 @@ def test_an_ir_of_a_jax2onnx_scan_reads_its_passed_through_weights_as_invariants
     read as invariants, x_t W is hoisted there too; both drivers agree."""
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
-    jax2onnx = pytest.importorskip("jax2onnx")
     pytest.importorskip("openvino")
 
     def rnn(xs, h0, w, u):
@@ -964,13 +955,8 @@ def test_an_ir_of_a_jax2onnx_scan_reads_its_passed_through_weights_as_invariants
             return h, h
         return jax.lax.scan(step, h0, xs)
 
-    inputs = [rng.standard_normal((12, 3, 4)).astype(np.float32),
-              rng.standard_normal((3, 5)).astype(np.float32),
-              (rng.standard_normal((4, 5)) * 0.5).astype(np.float32),
-              (rng.standard_normal((5, 5)) * 0.5).astype(np.float32)]
-    onnx_model = jax2onnx.to_onnx(rnn, [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in inputs],
-                                  model_name="rnn")
-    feeds = {spec.name: value for spec, value in zip(onnx_model.graph.input, inputs)}
+    inputs = _draws(rng, (12, 3, 4), (3, 5), ((4, 5), 0.5), ((5, 5), 0.5))
+    onnx_model, feeds = _exported(rnn, inputs, "rnn")
     path = converted(onnx_model, feeds, str(tmp_path / "rnn.xml"))
     fast = cyloop.load(path, driver="cython")
     got, want = fast.run(feeds), cyloop.load(path, driver="python").run(feeds)
