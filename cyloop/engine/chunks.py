@@ -332,6 +332,9 @@ def _once(step: HoistStep, inputs: list) -> dict:
     if len(values) != len(step.outputs):
         raise ExecutionError(f"{step.label} returned {len(values)} values for "
                              f"{len(step.outputs)} outputs")
+    for value in values:  # (nothing writes them: marked so, kernels may keep what they derive)
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
     return {name: value for name, value in zip(step.outputs, values) if name}
 
 

@@ -276,7 +276,9 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings,
         body = compile_graph(spec.body, settings, captures=captures, opsets=opsets)
         steps = None
         if hoist is not None:
-            steps = plan_steps(spec, body, {body.slot(name) for name in hoist.frontier})
+            steps = plan_steps(spec, body, {body.slot(name) for name in hoist.frontier},
+                               frozenset(body.slot(name) for name in hoist.computed
+                                         if name in hoist.frontier))
         return _runner(_core.LoopDriver(spec, body, node.label, settings,
                                         plan_destinations(spec, body), hoist, steps))
     if node.domain in ("", "ai.onnx") and node.op_type in ("If", "SequenceMap"):

@@ -101,12 +101,14 @@ class RecurrentSteps:
     last: tuple[tuple[int, int], ...]
 
 
-def plan_steps(spec: LoopSpec, body, hoisted: set[int]) -> RecurrentSteps | None:
+def plan_steps(spec: LoopSpec, body, hoisted: set[int],
+               computed: frozenset[int] = frozenset()) -> RecurrentSteps | None:
     """Whether a loop's iterations may run many at a time, in one call of its body's one step
     (see `RecurrentSteps`): its kernel is a `Recurrence` whose per-step argument is a hoisted row
     (`hoisted`: the slots of the body's hoisted values), whose fed-back arguments are exactly the
     loop's carried values, each the back edge of the result that feeds it, and whose other
-    arguments stay put (invariants, captures, constants); nothing else is bound per iteration
+    arguments stay put (invariants, captures, constants, hoisted values computed once a run:
+    `computed`, a subset of `hoisted`); nothing else is bound per iteration
     (no iteration number or slice read; a condition passed through or constant true); its first
     result is emitted into one concatenated output, and last-value outputs are its results or
     invariants. None otherwise.
@@ -152,8 +154,9 @@ def plan_steps(spec: LoopSpec, body, hoisted: set[int]) -> RecurrentSteps | None
         if k == recurrence.per_step:
             if arg not in hoisted:
                 return None
-        elif k not in feeding and (arg < 0 or arg in hoisted or arg in per_iteration
-                                   or arg in step.outputs or arg in params):
+        elif k not in feeding and (arg < 0 or arg in hoisted and arg not in computed
+                                   or arg in per_iteration or arg in step.outputs
+                                   or arg in params):
             return None  # (an argument that stays put: a carried value changes)
     # Values no iteration changes: a last-value output of one keeps what iteration 0 gave it
     # (jax2onnx returns each weight it passes through; fuse.passed_through).

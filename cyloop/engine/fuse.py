@@ -34,8 +34,9 @@ and the state ``h``:
     z = Sigmoid(Add(xz, rz))    g = Sigmoid(Add(xr, rr))    n = Tanh(Add(xn, Mul(g, rn)))
     h' = Add(Mul(Sub(1, z), p), Mul(z, q))  or  Add(p, Mul(z, Sub(q, p)))    ({p, q} = {n, h})
 
-which becomes ``GRUGates(x, r, h) -> h'``. The GRU's matrix products are left to their own
-kernels (measured orientation, the input ones hoisted).
+which becomes ``GRUGates(x, r, h) -> h'``; where r is ``h R + b`` (a ProductPlus, below) of the
+state it blends, the two become one recurrent step, ``GRUStep(h, R, x, b)``. The input
+products are left to their own kernels (measured orientation, hoisted).
 
 Casts to a float type that alone read each result of a ProductPlusTanh, an LSTMStep or GRUGates
 join it (its ``to``), and a Cast of a value already of its type is an Identity: jax2onnx ends
@@ -117,6 +118,8 @@ def fuse_loop(spec: LoopSpec) -> LoopSpec:
                  lambda root, graph, uses: _match_product_plus(root, graph, uses, carried),
                  wanted=lambda node: id(node) in roots)
     body = _fuse(body, "Tanh", _match_product_tanh)
+    body = _fuse(body, "GRUGates",
+                 lambda gates, graph, uses: _match_gru_step(gates, graph, uses, carried))
     body = _fuse(body, "Cast", _match_cast)
     return spec if body is spec.body else dataclasses.replace(spec, body=body)
 
@@ -403,6 +406,24 @@ def _match_product_tanh(tanh: Node, graph: Graph, uses: Uses):
     return fused, [product, tanh], tanh
 
 
+def _match_gru_step(gates: Node, graph: Graph, uses: Uses, carried: set[str]):
+    """(the fused node, the nodes it replaces, the last of them) for fused GRU gates whose
+    recurrent pre-activations are a ProductPlus of the carried state they blend (``h @ R + b``),
+    read by them alone, or None: ``GRUStep(h, R, x, b)``, one recurrent step."""
+    if gates.domain != LOOP_DOMAIN or gates.op_type != "GRUGates" or "to" in gates.attrs:
+        return None
+    x, pre, h = gates.inputs
+    product = _producer(graph, pre)
+    if product is None or product.domain != LOOP_DOMAIN or product.op_type != "ProductPlus" \
+            or uses.only_reader(pre) is not gates or product.inputs[0] != h or h not in carried:
+        return None
+    attrs = dict(gates.attrs, r_rows=product.attrs.get("r_rows", False),
+                 fused_from=f"{product.attrs['fused_from']}, {gates.attrs['fused_from']}")
+    fused = Node("GRUStep", [h, product.inputs[1], x, product.inputs[2]], list(gates.outputs),
+                 attrs, LOOP_DOMAIN, version=1)
+    return fused, [product, gates], gates
+
+
 # The types a Cast may join a step as (no saturation, no rounding mode: a plain conversion).
 _PLAIN_CASTS = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 
@@ -424,7 +445,7 @@ def _cast_to(node: Node | None):
 def _is_step(node: Node | None) -> bool:
     """Whether `node` is a fused RNN step, which Casts may join (ops/fused.py `_cast_joined`)."""
     return node is not None and node.domain == LOOP_DOMAIN \
-        and node.op_type in ("ProductPlusTanh", "LSTMStep", "GRUGates")
+        and node.op_type in ("ProductPlusTanh", "LSTMStep", "GRUGates", "GRUStep")
 
 
 def _match_cast(cast: Node, graph: Graph, uses: Uses):

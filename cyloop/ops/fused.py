@@ -7,6 +7,8 @@ import numpy as np
 from ..ir import LOOP_DOMAIN
 from . import _math
 from ._gate_passes import (
+    gru_product_steps,
+    gru_product_tail,
     lstm_product_steps,
     lstm_product_tail,
     lstm_tail,
@@ -421,3 +423,136 @@ def stacked_sequence(attrs):
         return rows
 
     return stacked
+
+
+def _whole(a: np.ndarray) -> np.ndarray:
+    """The array `a` is a view of all of, if it is one (the row a loop binds each iteration of
+    a value computed once a run is a new view of that value), else `a`: what a kernel derives
+    from it is then remembered for the run (`Prepared`), not derived or compared each call."""
+    base = a.base
+    if isinstance(base, np.ndarray) and base.shape == a.shape and base.dtype == a.dtype \
+            and not base.flags.writeable and not a.flags.writeable \
+            and all(s == t for s, t, n in zip(a.strides, base.strides, a.shape) if n > 1) \
+            and np.may_share_memory(a, base):
+        return base
+    return a
+
+
+@kernel("GRUStep", domain=LOOP_DOMAIN, since=1, out=True)
+def gru_step(attrs):
+    """``(h, r, x, b) -> h'``: `gru_gates` (this node's attributes) of x, ``h @ r + b`` (``h @
+    r^T`` if ``r_rows``) and h: GRUGates fed by a ProductPlus of the state (engine/fuse.py), in
+    one call where it takes the operands: OpenVINO's GRU step with linear_before_reset
+    (`gru_product_tail`: the products and the passes as one call; and a loop's steps many in one
+    call, `gru_product_steps`), for which r's gate blocks are laid out once in its order (z,
+    reset, n), x's z and reset blocks take b's, and b's n block is the recurrent candidate bias.
+    As the GRU cells' (ops/openvino/cells.py), that form is no measured choice: a call at a time
+    cannot see what its steps save (a GRU of jax2onnx's, B8 H128: a call at a time 23.0 against
+    the two as written 24.3 us, the loop 27.6 against 37.3 us a step; AMD EPYC Zen 4). It wants
+    a [B, H] state, the gates on the last axis in parts of H, z scaling h, x [B, 3H], r [H, 3H]
+    (or [3H, H]), b [3H] or rows of one [3H] (its n block, at least), all of one float type;
+    other operands run as the two as written. ``to``: a Cast joined (`_cast_joined`)."""
+    gates = gru_gates({key: value for key, value in attrs.items() if key != "to"})
+    summed = product_plus({"r_rows": attrs.get("r_rows", False)})
+    r_rows = bool(attrs.get("r_rows"))
+    axis = int(attrs["axis"])
+    xz_at, xg_at, xn_at = (int(k) for k in attrs["x_blocks"])
+    rz_at, rg_at, rn_at = (int(k) for k in attrs["r_blocks"])
+    z_scales_h = attrs["z_scales"] == "h"
+    parts = {attrs.get("x_part"), attrs.get("r_part")} - {None}
+
+    def as_written(h, r, x, b, out=None):
+        return gates(x, summed(h, r, b), h)
+
+    def reordered(r):
+        """r's gate blocks as OpenVINO's step takes them: ([H, 2H] of z and reset, [H, H] of n),
+        each the right operand of h @ (it)."""
+        columns = r.T if r_rows else r  # [H, 3H]
+        hidden = columns.shape[0]
+        z, g, n = (columns[:, k * hidden:(k + 1) * hidden] for k in (rz_at, rg_at, rn_at))
+        return np.concatenate([z, g], axis=1), np.ascontiguousarray(n)
+
+    weights = Prepared(reordered)
+    plans = {}  # operand shapes and dtypes -> plan_for's answer
+
+    def plan_for(h, r, x, b):
+        """(hidden, the sigmoid's cap) if one call takes operands of these shapes and types,
+        else None."""
+        signature = (h.shape, r.shape, x.shape, np.shape(b), h.dtype, r.dtype, x.dtype,
+                     getattr(b, "dtype", None))
+        plan = plans.get(signature, False)
+        if plan is False:
+            plan = None
+            cap = _math.sigmoid_cap(h.dtype)
+            if z_scales_h and cap is not None and h.ndim == 2 and axis in (1, -1) \
+                    and h.dtype == r.dtype == x.dtype == getattr(b, "dtype", None):
+                batch, hidden = h.shape
+                if parts <= {hidden} and r.shape == ((3 * hidden, hidden) if r_rows else
+                                                     (hidden, 3 * hidden)) \
+                        and x.shape == (batch, 3 * hidden) \
+                        and b.shape in ((3 * hidden,), (1, 3 * hidden), (batch, 3 * hidden)):
+                    plan = hidden, cap
+            if len(plans) < 16:  # not one entry per shape of an ever-changing series
+                plans[signature] = plan
+        return plan
+
+    def bias_parts(b):
+        """b as one call takes it: ([rows, 3H] in OpenVINO's gate order, its z and reset blocks
+        b's and its n block 0, added to x; b's n block [H], the recurrent candidate bias), or
+        None if b's rows differ in their n block (as written then)."""
+        hidden = b.shape[-1] // 3
+        rows = b.reshape(-1, 3 * hidden)
+        z, g, n = (rows[:, k * hidden:(k + 1) * hidden] for k in (rz_at, rg_at, rn_at))
+        if len(rows) > 1 and not (n == n[:1]).all():
+            return None
+        return np.concatenate([z, g, np.zeros_like(n)], axis=1), n[0].copy()
+
+    biases = Prepared(bias_parts)
+
+    def joined(x, b, hidden):
+        """(x [..., B, 3H] in OpenVINO's gate order plus b's z and reset blocks, the recurrent
+        candidate bias [H]), or None (`bias_parts`)."""
+        parts = biases(_whole(b))
+        if parts is None:
+            return None
+        order = x_orders.get(hidden)
+        if order is None:
+            order = x_orders[hidden] = np.concatenate(
+                [np.arange(k * hidden, (k + 1) * hidden) for k in (xz_at, xg_at, xn_at)])
+        xw = np.take(x, order, axis=-1)
+        xw += parts[0]
+        return xw, parts[1]
+
+    x_orders = {}  # hidden -> the columns of x in OpenVINO's gate order
+
+    def one_call(h, r, x, b, out=None):
+        plan = plan_for(h, r, x, b)
+        made = None if plan is None else joined(x, b, plan[0])
+        if made is not None:
+            update_reset, candidate = weights(r)
+            done = gru_product_tail(h, update_reset, candidate, made[0], made[1], plan[1], out,
+                                    products_on_two_cores())
+            if done is not None:
+                return done
+        return as_written(h, r, x, b)
+
+    def steps(args, rows, outs, staged):
+        """`one_call` over ``len(rows)`` steps in one call (ops/registry.py `Recurrence`):
+        `gru_product_steps`, `gru_product_tail`'s job step after step."""
+        h, r, x, b = args
+        plan = plan_for(h, r, x, b)
+        made = None if plan is None else joined(rows, b, plan[0])
+        if made is None:
+            return None
+        update_reset, candidate = weights(r)
+        state = h if h.strides[-1] == h.itemsize else np.ascontiguousarray(h)
+        done = gru_product_steps(state, update_reset, candidate, made[0], made[1], plan[1], outs,
+                                 products_on_two_cores(), staged)
+        return None if done is None else (done,)
+
+    one_call.measured = summed.measured  # (the product's formulation, as written)
+    one_call.products = True  # (its products follow the loop's choice of cores)
+    one_call.recurrence = Recurrence(per_step=2, feedback=(0,))  # (h, r, x, b) -> h'
+    one_call.steps_for = lambda h, r, x, b: None if plan_for(h, r, x, b) is None else steps
+    one_call.steps_hold = True  # (its answer: the operands' shapes and types, for a run)
+    return _cast_joined(one_call, attrs.get("to"))

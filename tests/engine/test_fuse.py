@@ -410,14 +410,18 @@ def test_gru_splits_giving_equal_sizes_are_fused_and_others_fail_as_the_split(rn
         with pytest.raises(cyloop.ExecutionError, match="Split"):
             cyloop.load(onnx_model.SerializeToString(), driver=driver).run(feeds)
     fused = cyloop.load(onnx_model.SerializeToString(), driver="cython")
-    assert "fused: GRUGates node producing 'h_out'" in str(fused.plan())
+    assert "fused: GRUStep node producing 'h_out'" in str(fused.plan())
     with pytest.raises(cyloop.ExecutionError, match="Split: 3 parts of 4 do not make"):
         fused.run(feeds)
 
 
 def _check_gru(onnx_model, feeds, fused_expected):
+    """The gates fused (with the recurrent product, its sum a ProductPlus of the state read by
+    them alone: one GRUStep) or not, agreeing three ways either way."""
     plan = _agree_three_ways(onnx_model, feeds)
-    assert ("fused: GRUGates node producing 'h_out' runs " in plan) == fused_expected, plan
+    fused = re.search(r"fused: GRU(Gates|Step) node producing 'h_out' runs ", plan)
+    assert (fused is not None) == fused_expected, plan
+    return plan
 
 
 @pytest.mark.parametrize("x_order, r_order", [("zrn", "zrn"), ("rzn", "rzn"), ("nzr", "nzr"),
@@ -428,6 +432,22 @@ def test_gru_any_gate_order_blend_and_operand_order_is_fused_and_computes_the_sa
         x_order, r_order, blend, swapped, rng):
     onnx_model, state, gates = _gru_loop(x_order, r_order, blend, swapped)
     _check_gru(onnx_model, _gru_feeds(rng, state, gates), fused_expected=True)
+
+
+@pytest.mark.parametrize("blend", ["keras", "keras_n"])
+def test_a_gru_loop_runs_its_steps_many_in_one_call(blend, rng):
+    """The gates and the recurrent product as one GRUStep: where z scales h (as in OpenVINO's
+    GRU), the loop's steps run many in one call; where it scales n, one at a time, as written.
+    Either way as the reference driver and onnxruntime."""
+    onnx_model, state, gates = _gru_loop(blend=blend)
+    feeds = _gru_feeds(rng, state, gates, steps=40)
+    fast, _, got, want, peer = run_three_ways(onnx_model, feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
+        np.testing.assert_allclose(got[name], peer[name], rtol=2e-5, atol=2e-6, err_msg=name)
+    assert "fused: GRUStep node producing 'h_out'" in str(fast.plan())
+    (counters,) = fast.counters().values()
+    assert (counters["stepped_iterations"] > 0) == (blend == "keras"), counters
 
 
 def test_gru_one_as_a_constant_node_is_fused(rng):
@@ -460,8 +480,8 @@ def test_gru_an_uneven_opset18_split_runs_as_split_cuts_it(rng):
 def test_gru_the_ir_openvino_converts_is_fused(tmp_path, rng):
     onnx_model, state, gates = _gru_loop("rzn", "rzn", "torch")
     plan = _through_openvino_ir(tmp_path, onnx_model, _gru_feeds(rng, state, gates))
-    assert re.search(r"fused: GRUGates node producing '[^']+' runs node '\d+:\w+' \(Split\), ",
-                     plan)
+    assert re.search(r"fused: GRUStep node producing '[^']+' runs .*\(MatMul\).*\(Split\), ",
+                     plan), plan
 
 
 @settings(max_examples=60, deadline=None)
@@ -490,6 +510,88 @@ def test_the_gru_kernel_against_the_cell_equations(x_blocks, r_blocks, rank, axi
     want = (1 - z) * h + z * n if z_scales_n else (1 - z) * n + z * h
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert got.dtype == np.float32 and got.shape == h.shape
+
+
+def _gru_equations(h, r, x, b, x_blocks, r_blocks, z_scales_n, r_rows):
+    """h' of ``GRUGates(x, h @ r + b, h)`` (``h @ r^T`` if `r_rows`), written out in float64."""
+    pre = h.astype(np.float64) @ (r.T if r_rows else r).astype(np.float64) + b
+    xs, rs = (np.split(a.astype(np.float64), 3, axis=-1) for a in (x, pre))
+    (xz, xg, xn), (rz, rg, rn) = ([parts[k] for k in blocks]
+                                  for parts, blocks in ((xs, x_blocks), (rs, r_blocks)))
+    z, g = _sigmoid(xz + rz), _sigmoid(xg + rg)
+    n = np.tanh(xn + g * rn)
+    return (1 - z) * h + z * n if z_scales_n else (1 - z) * n + z * h
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.permutations(range(3)), st.permutations(range(3)), st.booleans(), st.booleans(),
+       st.sampled_from(["[3H]", "[1, 3H]", "[B, 3H] rows alike", "[B, 3H]"]),
+       st.sampled_from([np.float32, np.float64]), st.booleans(), st.integers(0, 2**32 - 1))
+def test_the_gru_step_kernel_in_one_call_and_in_steps(x_blocks, r_blocks, z_scales_n, r_rows,
+                                                       bias, dtype, two_cores, seed):
+    """GRUStep against the equations: one call where it takes the operands (z scaling h, b's
+    n block one row), as written elsewhere; its steps in one call, where it offers them,
+    against one call a step."""
+    from cyloop.ops._gemm import _blas_bound, set_products_on_two_cores
+
+    if not _blas_bound():  # (what a loop's first product does: the one call wants BLAS)
+        pytest.skip("numpy's own BLAS is not found here: the one call declines everything")
+    rng = np.random.default_rng(seed)
+    batch, hidden, count = 3, 4, 5
+    h = rng.standard_normal((batch, hidden)).astype(dtype)
+    r = (rng.standard_normal((3 * hidden, hidden) if r_rows else (hidden, 3 * hidden))
+         * 0.5).astype(dtype)
+    r.flags.writeable = False
+    xs = rng.standard_normal((count, batch, 3 * hidden)).astype(dtype)
+    b = {"[3H]": lambda: rng.standard_normal(3 * hidden),
+         "[1, 3H]": lambda: rng.standard_normal((1, 3 * hidden)),
+         "[B, 3H] rows alike": lambda: np.repeat(rng.standard_normal((1, 3 * hidden)), batch, 0),
+         "[B, 3H]": lambda: rng.standard_normal((batch, 3 * hidden))}[bias]().astype(dtype)
+    b.flags.writeable = False
+    kernel = fused.gru_step({"axis": 1, "x_blocks": x_blocks, "r_blocks": r_blocks,
+                             "z_scales": "n" if z_scales_n else "h", "r_rows": r_rows})
+    tolerance = {"rtol": 1e-5, "atol": 1e-5} if dtype == np.float32 else {"rtol": 1e-12}
+    previous = set_products_on_two_cores(two_cores)
+    try:
+        state, want = h, []
+        for x in xs:
+            state = _gru_equations(state, r, x, b, x_blocks, r_blocks, z_scales_n, r_rows)
+            want.append(state)
+        out = np.empty((batch, hidden), dtype)
+        got = kernel(h, r, xs[0], b, out=out)
+        np.testing.assert_allclose(got, want[0], **tolerance)
+        assert got.dtype == dtype
+        one_call = not z_scales_n and bias != "[B, 3H]"
+        assert (got is out) == one_call  # (one call writes its destination; as written not)
+        steps = kernel.steps_for(h, r, xs[0], b)
+        assert (steps is not None) == (not z_scales_n)
+        if steps is not None:
+            outs = np.empty((count, batch, hidden), dtype)
+            done = steps((h, r, xs[0], b), xs, outs, False)
+            assert (done is None) == (bias == "[B, 3H]")  # (rows of b unlike: declined)
+            if done is not None:
+                np.testing.assert_allclose(outs, np.stack(want), **tolerance)
+                np.testing.assert_array_equal(done[0], outs[-1])
+    finally:
+        set_products_on_two_cores(previous)
+
+
+def test_a_kernel_sees_through_a_view_of_all_of_a_read_only_value():
+    """`_whole`: the row a loop binds each iteration of a value computed once a run (a view of
+    all of it, read-only) stands for that value; a row of a chunk, or anything writeable, for
+    itself."""
+    value = np.ones((1, 6))
+    value.flags.writeable = False
+    rows = np.broadcast_to(value, (4, 1, 6))
+    assert fused._whole(rows[2]) is value
+    chunk = np.ones((4, 1, 6))
+    chunk.flags.writeable = False
+    row = chunk[2]
+    assert fused._whole(row) is row
+    writeable = np.ones((1, 6))
+    view = writeable.view()
+    view.flags.writeable = False
+    assert fused._whole(view) is view
 
 
 def test_an_openvino_body_with_r_transposed_is_fused(tmp_path, rng):
@@ -930,16 +1032,18 @@ def _gru_scan(jax, jnp):
 
 def test_a_gru_scan_jax2onnx_exports_has_its_gates_fused(rng):
     """jax2onnx's GRU step: Splits giving the parts' sizes, the biases broadcast in the body, a
-    Cast after the blend. The gates become one GRUGates (the Cast joined), the broadcasts run
-    once a run, x W + b is hoisted; it agrees with the reference driver and onnxruntime."""
+    Cast after the blend. The gates and the recurrent product become one GRUStep (the Cast
+    joined) whose steps run many in one call, the broadcasts run once a run, x W + b is
+    hoisted; it agrees with the reference driver and onnxruntime."""
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
     inputs = _draws(rng, (9, 3, 4), (3, 5), ((4, 15), 0.5), ((5, 15), 0.5), (15,), (15,))
     onnx_model, feeds = _exported(_gru_scan(jax, jnp), inputs, "gru")
     plan = _agree_three_ways(onnx_model, feeds, peer_atol=2e-5)
-    fused = re.search(r"fused: GRUGates node producing '[^']+' runs (.*)", plan)
+    fused = re.search(r"fused: GRUStep node producing '[^']+' runs (.*)", plan)
     assert fused is not None and fused[1].count("(Split)") == 2 and "(Cast)" in fused[1], plan
     assert "(Expand) once a run" in plan
+    assert re.search(r"steps: GRUStep node producing '[^']+' may run", plan), plan
 
 
 def test_an_ir_of_a_jax2onnx_scan_reads_its_passed_through_weights_as_invariants(tmp_path, rng):
