@@ -487,7 +487,8 @@ def gru_step(attrs):
             if z_scales_h and cap is not None and h.ndim == 2 and axis in (1, -1) \
                     and h.dtype == r.dtype == x.dtype == getattr(b, "dtype", None):
                 batch, hidden = h.shape
-                if parts <= {hidden} and r.shape == ((3 * hidden, hidden) if r_rows else
+                if batch and hidden and parts <= {hidden} \
+                        and r.shape == ((3 * hidden, hidden) if r_rows else
                                                      (hidden, 3 * hidden)) \
                         and x.shape == (batch, 3 * hidden) \
                         and b.shape in ((3 * hidden,), (1, 3 * hidden), (batch, 3 * hidden)):
@@ -499,12 +500,13 @@ def gru_step(attrs):
     def bias_parts(b):
         """b as one call takes it: ([rows, 3H] in OpenVINO's gate order, its z and reset blocks
         b's and its n block 0, added to x; b's n block [H], the recurrent candidate bias), or
-        None if b's rows differ in their n block (as written then)."""
+        () if b's rows differ in their n block (as written then; not None, which `Prepared`
+        would take for b itself)."""
         hidden = b.shape[-1] // 3
         rows = b.reshape(-1, 3 * hidden)
         z, g, n = (rows[:, k * hidden:(k + 1) * hidden] for k in (rz_at, rg_at, rn_at))
         if len(rows) > 1 and not (n == n[:1]).all():
-            return None
+            return ()
         return np.concatenate([z, g, np.zeros_like(n)], axis=1), n[0].copy()
 
     biases = Prepared(bias_parts)
@@ -513,7 +515,7 @@ def gru_step(attrs):
         """(x [..., B, 3H] in OpenVINO's gate order plus b's z and reset blocks, the recurrent
         candidate bias [H]), or None (`bias_parts`)."""
         parts = biases(_whole(b))
-        if parts is None:
+        if not parts:
             return None
         order = x_orders.get(hidden)
         if order is None:
@@ -529,7 +531,7 @@ def gru_step(attrs):
         plan = plan_for(h, r, x, b)
         made = None if plan is None else joined(x, b, plan[0])
         if made is not None:
-            update_reset, candidate = weights(r)
+            update_reset, candidate = weights(_whole(r))
             done = gru_product_tail(h, update_reset, candidate, made[0], made[1], plan[1], out,
                                     products_on_two_cores())
             if done is not None:
@@ -544,7 +546,7 @@ def gru_step(attrs):
         made = None if plan is None else joined(rows, b, plan[0])
         if made is None:
             return None
-        update_reset, candidate = weights(r)
+        update_reset, candidate = weights(_whole(r))
         state = h if h.strides[-1] == h.itemsize else np.ascontiguousarray(h)
         done = gru_product_steps(state, update_reset, candidate, made[0], made[1], plan[1], outs,
                                  products_on_two_cores(), staged)
