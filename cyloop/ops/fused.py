@@ -487,9 +487,8 @@ def gru_step(attrs):
             if z_scales_h and cap is not None and h.ndim == 2 and axis in (1, -1) \
                     and h.dtype == r.dtype == x.dtype == getattr(b, "dtype", None):
                 batch, hidden = h.shape
-                if batch and hidden and parts <= {hidden} \
-                        and r.shape == ((3 * hidden, hidden) if r_rows else
-                                                     (hidden, 3 * hidden)) \
+                r_shape = (3 * hidden, hidden) if r_rows else (hidden, 3 * hidden)
+                if batch and hidden and parts <= {hidden} and r.shape == r_shape \
                         and x.shape == (batch, 3 * hidden) \
                         and b.shape in ((3 * hidden,), (1, 3 * hidden), (batch, 3 * hidden)):
                     plan = hidden, cap
