@@ -1,5 +1,6 @@
 """Side-by-side: the loop workloads on cyloop, onnxruntime, OpenVINO, onnx.reference and a numpy
-hand loop, interleaved in one process so machine drift hits every runner alike.
+hand loop, interleaved in one process so machine drift hits every runner alike. With jax and
+jax2onnx (the test extra), the RNN, LSTM and GRU cells as jax2onnx exports them too (J2O-*).
 
     python asv_benchmarks/compare.py [--repeat 7] [--only W2-loop,W6] [--no-memory]
                                      [--startup-only] [--functional-only] [--spellings-only]
@@ -75,6 +76,9 @@ def workloads():
         "W5-ir": (lambda: common.converted_ir(DIRECTORY, "w5", common.w5_while_onnx), 5000),
         "W6": (lambda: _w6(), 2000),
         "W6-seq": (lambda: _w6(kept=True), 2000),
+        # The cells as jax2onnx exports them (with jax and jax2onnx, the test extra, only).
+        **({name: (build, {"J2O-rnn": 1000}.get(name, 200))
+            for name, build in common.EXPORTED.items()} if common.exported_available() else {}),
     }
 
 

@@ -1,5 +1,6 @@
-"""The comparison workloads (W1-W6; W4 as a TensorIterator and as an ONNX Loop) on cyloop:
-time, peak memory, and bytes the planner copies per iteration. `asv_benchmarks/compare.py` runs the same workloads on the peers."""
+"""The comparison workloads (W1-W6; W4 as a TensorIterator and as an ONNX Loop; the RNN, LSTM
+and GRU cells as jax2onnx exports them) on cyloop: time, peak memory, and bytes the planner
+copies per iteration. `asv_benchmarks/compare.py` runs the same workloads on the peers."""
 
 import tempfile
 
@@ -24,7 +25,15 @@ WORKLOADS = {
     "W5": lambda: common.w5_while_onnx(),
     "W6": lambda: (common.sequence_insert_model(),
                    {"N": np.array(2000, np.int64), "row": np.ones(64, np.float32)}, None),
+    **{name: (lambda build=build: _exported(build)) for name, build in common.EXPORTED.items()},
 }
+
+
+def _exported(build):
+    """A cell as jax2onnx exports it (`common.EXPORTED`); skipped without jax2onnx."""
+    if not common.exported_available():
+        raise NotImplementedError("jax and jax2onnx are not installed")
+    return build()
 
 
 class Workloads:

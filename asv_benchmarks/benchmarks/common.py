@@ -616,3 +616,133 @@ def sequence_insert_kept_model():
     onnx_model.graph.output.append(
         helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, None))
     return onnx_model
+
+
+# -- models jax2onnx exports: each workload's cell written in JAX as a `lax.scan` step and
+# exported by jax2onnx (what its users run). jax2onnx passes the weights through the Loop as
+# carried state, broadcasts the biases inside the body and casts each step's carry; each
+# builder returns (ModelProto, feeds by the model's input names, numpy_loop). They need jax and
+# jax2onnx (the test extra); `exported_available()` says whether they are here.
+
+def exported_available() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(name) is not None for name in ("jax", "jax2onnx"))
+
+
+def _exported(step, inputs, name):
+    """(the ModelProto jax2onnx writes for a `lax.scan` of `step` over inputs[0] carrying
+    inputs[1] (a tuple for several), the other inputs its weights; feeds)."""
+    import jax
+    import jax2onnx
+
+    carries = inputs[1] if isinstance(inputs[1], tuple) else (inputs[1],)
+    flat = [inputs[0], *carries, *inputs[2:]]
+    n_carries = len(carries)
+
+    def scan(xs, *rest):
+        carry, weights = rest[:n_carries], rest[n_carries:]
+        init = carry if n_carries > 1 else carry[0]
+        return jax.lax.scan(lambda c, x: step(c, x, *weights), init, xs)
+
+    onnx_model = jax2onnx.to_onnx(scan, [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in flat],
+                                  model_name=name)
+    return onnx_model, {spec.name: v for spec, v in zip(onnx_model.graph.input, flat)}
+
+
+@functools.cache
+def exported_rnn(steps=1000, batch=16, features=128, hidden=256, seed=2):
+    """W2's RNN, h = tanh(x_t W + h U + b), as jax2onnx exports a `lax.scan` of it."""
+    import jax.numpy as jnp
+
+    x, w, u, b = _rnn_weights(steps, batch, features, hidden, seed)
+    h0 = np.zeros((batch, hidden), np.float32)
+
+    def step(h, x_t, w, u, b):
+        h = jnp.tanh(x_t @ w + h @ u + b)
+        return h, h
+
+    onnx_model, feeds = _exported(step, [x, h0, w, u, b], "exported_rnn")
+
+    def numpy_loop(fd):
+        h, hs = h0, []
+        for x_t in x:
+            h = np.tanh(x_t @ w + h @ u + b)
+            hs.append(h)
+        return [h, np.stack(hs)]
+
+    return onnx_model, feeds, numpy_loop
+
+
+@functools.cache
+def exported_lstm(steps=200, batch=8, features=64, hidden=128, seed=4):
+    """W4's LSTM cell (gates i, f, g, o) as jax2onnx exports a `lax.scan` of it."""
+    import jax
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((steps, batch, features)).astype(np.float32)
+    w = (rng.standard_normal((features, 4 * hidden)) * 0.1).astype(np.float32)
+    r = (rng.standard_normal((hidden, 4 * hidden)) * 0.1).astype(np.float32)
+    b = (rng.standard_normal(4 * hidden) * 0.1).astype(np.float32)
+    h0 = np.zeros((batch, hidden), np.float32)
+    c0 = np.zeros((batch, hidden), np.float32)
+
+    def step(carry, x_t, w, r, b):
+        h, c = carry
+        i, f, g, o = jnp.split(x_t @ w + h @ r + b, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        return (h, c), h
+
+    onnx_model, feeds = _exported(step, [x, (h0, c0), w, r, b], "exported_lstm")
+
+    def numpy_loop(fd):
+        h, c, hs = h0, c0, []
+        for x_t in x:
+            i, f, g, o = np.split(x_t @ w + h @ r + b, 4, axis=1)
+            c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+            h = _sigmoid(o) * np.tanh(c)
+            hs.append(h)
+        return [h, c, np.stack(hs)]
+
+    return onnx_model, feeds, numpy_loop
+
+
+@functools.cache
+def exported_gru(steps=200, batch=8, features=64, hidden=128, seed=5):
+    """A GRU cell with the reset gate after the recurrent product (gates r, z, n, as PyTorch
+    and Keras write it) as jax2onnx exports a `lax.scan` of it."""
+    import jax
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((steps, batch, features)).astype(np.float32)
+    wx = (rng.standard_normal((features, 3 * hidden)) * 0.1).astype(np.float32)
+    wh = (rng.standard_normal((hidden, 3 * hidden)) * 0.1).astype(np.float32)
+    bx, bh = ((rng.standard_normal(3 * hidden) * 0.1).astype(np.float32) for _ in range(2))
+    h0 = np.zeros((batch, hidden), np.float32)
+
+    def step(h, x_t, wx, wh, bx, bh):
+        xr, xz, xn = jnp.split(x_t @ wx + bx, 3, axis=-1)
+        hr, hz, hn = jnp.split(h @ wh + bh, 3, axis=-1)
+        r, z = jax.nn.sigmoid(xr + hr), jax.nn.sigmoid(xz + hz)
+        h = (1 - z) * jnp.tanh(xn + r * hn) + z * h
+        return h, h
+
+    onnx_model, feeds = _exported(step, [x, h0, wx, wh, bx, bh], "exported_gru")
+
+    def numpy_loop(fd):
+        h, hs = h0, []
+        for x_t in x:
+            xr, xz, xn = np.split(x_t @ wx + bx, 3, axis=1)
+            hr, hz, hn = np.split(h @ wh + bh, 3, axis=1)
+            r, z = _sigmoid(xr + hr), _sigmoid(xz + hz)
+            h = (1 - z) * np.tanh(xn + r * hn) + z * h
+            hs.append(h)
+        return [h, np.stack(hs)]
+
+    return onnx_model, feeds, numpy_loop
+
+
+EXPORTED = {"J2O-rnn": exported_rnn, "J2O-lstm": exported_lstm, "J2O-gru": exported_gru}
