@@ -25,15 +25,16 @@ WORKLOADS = {
     "W5": lambda: common.w5_while_onnx(),
     "W6": lambda: (common.sequence_insert_model(),
                    {"N": np.array(2000, np.int64), "row": np.ones(64, np.float32)}, None),
-    **{name: (lambda build=build: _exported(build)) for name, build in common.EXPORTED.items()},
+    **{name: (lambda name=name: _exported(name)) for name in common.EXPORTED},
 }
 
 
-def _exported(build):
-    """A cell as jax2onnx exports it (`common.EXPORTED`); skipped without jax2onnx."""
+def _exported(name):
+    """A cell as jax2onnx exports it (`common.EXPORTED`, made in a child interpreter: jax's
+    memory is not the run's); skipped without jax2onnx."""
     if not common.exported_available():
         raise NotImplementedError("jax and jax2onnx are not installed")
-    return build()
+    return common.exported_file(_DIRECTORY, name)
 
 
 class Workloads:

@@ -746,3 +746,21 @@ def exported_gru(steps=200, batch=8, features=64, hidden=128, seed=5):
 
 
 EXPORTED = {"J2O-rnn": exported_rnn, "J2O-lstm": exported_lstm, "J2O-gru": exported_gru}
+
+
+def exported_file(directory, name):
+    """`EXPORTED[name]` made in a child interpreter and saved in `directory`: (the model's path,
+    its feeds, None). jax is then imported there, not in the caller's process, whose peak memory
+    (asv's peakmem) would count it (about 450 MiB)."""
+    import os
+    import subprocess
+    import sys
+
+    path, feeds_path = os.path.join(directory, f"{name}.onnx"), os.path.join(directory, name)
+    make = ("import sys, numpy as np, onnx; sys.path.insert(0, sys.argv[1]); import common; "
+            "m, f, _ = common.EXPORTED[sys.argv[2]](); onnx.save(m, sys.argv[3]); "
+            "np.savez(sys.argv[4], **f)")
+    subprocess.run([sys.executable, "-c", make, os.path.dirname(os.path.abspath(__file__)),
+                    name, path, feeds_path], check=True)
+    with np.load(feeds_path + ".npz") as saved:
+        return path, dict(saved), None
