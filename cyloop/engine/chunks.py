@@ -228,13 +228,13 @@ class Hoist:
             env.update(computed)  # (never a buffer a step may take: not `own`)
         own = set()  # names of buffers this chunk made, which nothing outside can see
         for index, step in enumerate(self.steps):
-            inputs = [env[name] if name else None for name in step.inputs]
             if step.once:
                 if start == 0:
-                    values = _once(step, inputs)
+                    values = _once(step, [env[name] if name else None for name in step.inputs])
                     computed.update(values)
                     env.update(values)
                 continue
+            inputs = [env[name] if name else None for name in step.inputs]
             # Inputs dying here whose buffer the chunk made may take the result (in place).
             dying = [name for name in dict.fromkeys(step.inputs) if name in own
                      and self._last_use[name] == index and name not in self._kept]
