@@ -54,8 +54,9 @@ from ._aligned import aligned
 from ._measured import Measured
 
 __all__ = ["ONE_CORE", "TWO_CORES", "Prepared", "PreparedPair", "matmul", "matmul_plus",
-           "on_two_cores", "plus", "products_decided", "products_on_two_cores", "rows_plus",
-           "set_products_on_two_cores", "splits_now", "two_cores_here", "weight_product"]
+           "on_two_cores", "plus", "products_decided", "products_on_two_cores", "rows_apart",
+           "rows_plus", "set_products_on_two_cores", "splits_now", "two_cores_here",
+           "weight_product"]
 
 # Bytes of scratch the transposed formulation (``columns``) computes a block of rows in.
 _COLUMNS_SCRATCH = 64 * 1024
@@ -82,6 +83,7 @@ class _Remembered:
 
     def recall(self, operands: tuple):
         """The derived value standing for `operands` (read-only arrays), or None."""
+        operands = tuple(map(_whole, operands))
         refs, derived, values = self.last
         if derived is None or len(refs) != len(operands):
             return None
@@ -99,6 +101,7 @@ class _Remembered:
         """`derived` stands for `operands` from now on (None: nothing is remembered). It stands
         for other operands of the same values only if it is none of their memory (an aligned,
         contiguous view of a weight is used as it is: it would follow its operand's changes)."""
+        operands = tuple(map(_whole, operands))
         refs = self.last[0]
         again = bool(refs) and not self.changing  # other operands came before these
         if again and all(_bits(x.dtype) is not None for x in operands) \
@@ -111,6 +114,27 @@ class _Remembered:
 
     def forget(self) -> None:
         self.last = ((), None, None)
+
+
+def _whole(a: np.ndarray) -> np.ndarray:
+    """The read-only array `a` is a read-only view of all of, if it is one, else `a`: the row a
+    loop binds each iteration of a value computed once a run is a new view of that value, and
+    stands for it (what was derived from one such row is then recalled for the next by identity,
+    not by comparing their values each call)."""
+    base = a.base
+    if isinstance(base, np.ndarray) and base.shape == a.shape and base.dtype == a.dtype \
+            and not base.flags.writeable and not a.flags.writeable \
+            and all(s == t for s, t, n in zip(a.strides, base.strides, a.shape) if n > 1) \
+            and np.may_share_memory(a, base):
+        return base
+    return a
+
+
+def rows_apart(state: np.ndarray) -> np.ndarray:
+    """A [B, H] state as the steps kernels take it, rows of contiguous elements: a copy of one
+    with another layout (the gate-major step hands on transposed views, and a trial's last step
+    may be one), else itself."""
+    return state if state.strides[-1] == state.itemsize else np.ascontiguousarray(state)
 
 
 # Unsigned integers by size: two arrays are compared bit for bit through views of these (so that

@@ -20,6 +20,7 @@ from ._gemm import (
     matmul_plus,
     plus,
     products_on_two_cores,
+    rows_apart,
     splits_now,
     weight_product,
 )
@@ -425,19 +426,6 @@ def stacked_sequence(attrs):
     return stacked
 
 
-def _whole(a: np.ndarray) -> np.ndarray:
-    """The array `a` is a view of all of, if it is one (the row a loop binds each iteration of
-    a value computed once a run is a new view of that value), else `a`: what a kernel derives
-    from it is then remembered for the run (`Prepared`), not derived or compared each call."""
-    base = a.base
-    if isinstance(base, np.ndarray) and base.shape == a.shape and base.dtype == a.dtype \
-            and not base.flags.writeable and not a.flags.writeable \
-            and all(s == t for s, t, n in zip(a.strides, base.strides, a.shape) if n > 1) \
-            and np.may_share_memory(a, base):
-        return base
-    return a
-
-
 @kernel("GRUStep", domain=LOOP_DOMAIN, since=1, out=True)
 def gru_step(attrs):
     """``(h, r, x, b) -> h'``: `gru_gates` (this node's attributes) of x, ``h @ r + b`` (``h @
@@ -513,7 +501,7 @@ def gru_step(attrs):
     def joined(x, b, hidden):
         """(x [..., B, 3H] in OpenVINO's gate order plus b's z and reset blocks, the recurrent
         candidate bias [H]), or None (`bias_parts`)."""
-        parts = biases(_whole(b))
+        parts = biases(b)
         if not parts:
             return None
         order = x_orders.get(hidden)
@@ -530,7 +518,7 @@ def gru_step(attrs):
         plan = plan_for(h, r, x, b)
         made = None if plan is None else joined(x, b, plan[0])
         if made is not None:
-            update_reset, candidate = weights(_whole(r))
+            update_reset, candidate = weights(r)
             done = gru_product_tail(h, update_reset, candidate, made[0], made[1], plan[1], out,
                                     products_on_two_cores())
             if done is not None:
@@ -545,10 +533,9 @@ def gru_step(attrs):
         made = None if plan is None else joined(rows, b, plan[0])
         if made is None:
             return None
-        update_reset, candidate = weights(_whole(r))
-        state = h if h.strides[-1] == h.itemsize else np.ascontiguousarray(h)
-        done = gru_product_steps(state, update_reset, candidate, made[0], made[1], plan[1], outs,
-                                 products_on_two_cores(), staged)
+        update_reset, candidate = weights(r)
+        done = gru_product_steps(rows_apart(h), update_reset, candidate, made[0], made[1],
+                                 plan[1], outs, products_on_two_cores(), staged)
         return None if done is None else (done,)
 
     one_call.measured = summed.measured  # (the product's formulation, as written)

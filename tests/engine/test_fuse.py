@@ -595,24 +595,6 @@ def test_the_gru_step_kernel_on_an_empty_batch_or_state(batch, hidden):
     assert got.shape == want.shape == (batch, hidden) and got.dtype == want.dtype
 
 
-def test_a_kernel_sees_through_a_view_of_all_of_a_read_only_value():
-    """`_whole`: the row a loop binds each iteration of a value computed once a run (a view of
-    all of it, read-only) stands for that value; a row of a chunk, or anything writeable, for
-    itself."""
-    value = np.ones((1, 6))
-    value.flags.writeable = False
-    rows = np.broadcast_to(value, (4, 1, 6))
-    assert fused._whole(rows[2]) is value
-    chunk = np.ones((4, 1, 6))
-    chunk.flags.writeable = False
-    row = chunk[2]
-    assert fused._whole(row) is row
-    writeable = np.ones((1, 6))
-    view = writeable.view()
-    view.flags.writeable = False
-    assert fused._whole(view) is view
-
-
 def test_an_openvino_body_with_r_transposed_is_fused(tmp_path, rng):
     """A TensorIterator whose body spells the cell with OpenVINO ops, h R^T as MatMul with
     transpose_b (R stored [4H, H]), the gates f, g, i, o: fused into one LSTMStep and agreeing

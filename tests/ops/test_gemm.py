@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import cyloop
+from cyloop.ops import _gemm
 from cyloop.ops._aligned import ALIGNMENT
 from cyloop.ops._gemm import (
     Prepared,
@@ -385,3 +386,26 @@ def test_rows_plus_multiplies_rows_where_they_lie(layout, two_cores, rng):
     assert got.shape == x.shape[:-1] + (96,)
     np.testing.assert_allclose(got, x @ w + b, rtol=1e-5, atol=1e-4)
     np.testing.assert_array_equal(x, before)
+
+
+def test_a_kernel_sees_through_a_view_of_all_of_a_read_only_value():
+    """`_whole`: the row a loop binds each iteration of a value computed once a run (a view of
+    all of it, read-only) stands for that value; a row of a chunk, or anything writeable, for
+    itself. `Prepared` recalls what it derived from one such view for the next."""
+    value = np.ones((1, 6))
+    value.flags.writeable = False
+    rows = np.broadcast_to(value, (4, 1, 6))
+    assert _gemm._whole(rows[2]) is value
+    chunk = np.ones((4, 1, 6))
+    chunk.flags.writeable = False
+    row = chunk[2]
+    assert _gemm._whole(row) is row
+    writeable = np.ones((1, 6))
+    view = writeable.view()
+    view.flags.writeable = False
+    assert _gemm._whole(view) is view
+    made = []
+    prepared = _gemm.Prepared(lambda w: made.append(w) or w * 2)
+    for k in range(4):  # (each a new view of all of `value`, as a loop binds it)
+        np.testing.assert_array_equal(prepared(rows[k]), value * 2)
+    assert len(made) == 1

@@ -48,6 +48,7 @@ from .._gemm import (
     matmul,
     matmul_plus,
     products_on_two_cores,
+    rows_apart,
     rows_plus,
     splits_now,
     weight_product,
@@ -118,13 +119,6 @@ def _span(gate_major: bool, lo: int, hi: int) -> tuple:
 
 def _state_shape(xw, h, *rest):
     return h.shape, xw.dtype.char
-
-
-def _rows_apart(state):
-    """A [B, H] state as the steps take it, rows of contiguous elements: a copy of one with
-    another layout (the gate-major step hands on transposed views, and a trial's last step may
-    be one), else itself."""
-    return state if state.strides[-1] == state.itemsize else np.ascontiguousarray(state)
 
 
 def _measured(steps: dict[str, Callable]) -> Measured:
@@ -352,7 +346,7 @@ def lstm_step(attrs) -> Measured:
             dtype = h.dtype
             if h.ndim != 2 or dtype.kind != "f" or not rows.dtype == c.dtype == r.dtype == dtype:
                 return None
-            return lstm_product_steps(_rows_apart(h), weights(r), rows, _rows_apart(c), outs, 0,
+            return lstm_product_steps(rows_apart(h), weights(r), rows, rows_apart(c), outs, 0,
                                       1, 3, 2, False, products_on_two_cores(),
                                       staged)  # (arranged: f, i, o, c)
 
@@ -448,7 +442,7 @@ def gru_step(attrs) -> Measured:
                 return None
             hidden = h.shape[-1]
             update_reset, candidate_weights = weights(r)
-            done = gru_product_steps(_rows_apart(h), update_reset, candidate_weights, rows,
+            done = gru_product_steps(rows_apart(h), update_reset, candidate_weights, rows,
                                      b[3 * hidden:] if linear_before_reset else None, cap, outs,
                                      products_on_two_cores(), staged)
             return None if done is None else (done,)
@@ -497,7 +491,7 @@ def rnn_step(attrs) -> Measured:
             _, h, r = args
             if h.ndim != 2:
                 return None
-            done = product_tanh_steps(_rows_apart(h), weights(r), rows, outs,
+            done = product_tanh_steps(rows_apart(h), weights(r), rows, outs,
                                       products_on_two_cores(), staged)
             return None if done is None else (done,)
 
