@@ -92,3 +92,25 @@ def test_in_a_loop_body_every_candidate_matches_the_reference_driver(rng, candid
         (trial,) = split.measured.trials.values()
         assert trial.choice in CANDIDATES
         assert f"on float32[8, 48] along axis 1: {trial.choice}, the fastest here" in plan
+
+
+@pytest.mark.parametrize("lengths, built", [([2, 2], False), ([4, 4], False), ([-1, -1], False),
+                                            ([-1, 6], True)])
+def test_variadic_split_lengths_that_do_not_make_the_axis_are_refused(rng, lengths, built):
+    """The lengths must make the axis, one -1 taking what the others leave (a length of 0 at
+    least), as the specification has it; OpenVINO refuses such lengths at the model's build,
+    but for a -1 left negative (`built`: its part's shape unknown there)."""
+    ov_ops = pytest.importorskip("openvino.opset8")
+    x = rng.standard_normal((2, 5)).astype(np.float32)
+    kernel = _kernel("VariadicSplit", OPENVINO_DOMAIN, n_outputs=len(lengths))
+    with pytest.raises(ValueError, match=r"VariadicSplit: lengths .* do not make axis 1's 5"):
+        kernel(x, np.array(1, np.int64), np.array(lengths, np.int64))
+    try:
+        ov_ops.variadic_split(ov_ops.parameter([2, 5], np.float32),
+                              ov_ops.constant(np.array(1, np.int64)),
+                              ov_ops.constant(np.array(lengths, np.int64)))
+    except RuntimeError:
+        assert not built
+    else:
+        assert built
+    assert [p.shape[1] for p in kernel(x, np.array(1, np.int64), np.array([2, -1]))] == [2, 3]

@@ -40,14 +40,20 @@ def split(attrs, n_outputs):
 
 @kernel("VariadicSplit", domain=DOMAIN, since=1, multi=True)
 def variadic_split(attrs, n_outputs):
-    """Parts of the given lengths; one length of -1 takes what the others leave."""
+    """Parts of the given lengths, which must make the axis; one length of -1 takes what the
+    others leave."""
     parts = _shapes.split_kernel()
 
     def by_lengths(x, axis, lengths):
         axis = int(np.asarray(axis).reshape(()))
-        lengths = _ints(lengths)
-        if -1 in lengths:
-            lengths[lengths.index(-1)] = x.shape[axis] - (sum(lengths) + 1)
+        given = lengths = _ints(lengths)
+        length = x.shape[axis]
+        if lengths.count(-1) == 1:
+            lengths = list(lengths)
+            lengths[lengths.index(-1)] = length - (sum(lengths) + 1)
+        if sum(lengths) != length or any(size < 0 for size in lengths):
+            raise ValueError(f"VariadicSplit: lengths {given} do not make axis {axis}'s "
+                             f"{length}")
         return parts(x, axis, lengths)
 
     by_lengths.measured = parts.measured
