@@ -38,6 +38,13 @@ which becomes ``GRUGates(x, r, h) -> h'``; where r is ``h R + b`` (a ProductPlus
 state it blends, the two become one recurrent step, ``GRUStep(h, R, x, b)``. The input
 products are left to their own kernels (measured orientation, hoisted).
 
+OpenVINO's convert_model rewrites jax2onnx's bias broadcast, ``s + Expand(b, c)``, as the sum
+broadcast after it, ``Broadcast(s, Maximum(ShapeOf(s), c))``: that becomes ``AtLeast(s)`` (s
+itself wherever its shape covers c, as it does at the shapes the model was exported for), and the
+patterns above read through it, the fused kernel taking c as its pre-activation's ``at_least``
+(GRUGates': ``x_at_least``, ``r_at_least``) and running as written, broadcast included, where a
+shape does not cover it. OpenVINO's VariadicSplit giving equal lengths is a Split in equal parts.
+
 Casts to a float type that alone read each result of a ProductPlusTanh, an LSTMStep or GRUGates
 join it (its ``to``), and a Cast of a value already of its type is an Identity: jax2onnx ends
 each step with Casts to the carry's type, which would copy the state a step and keep its steps
@@ -108,7 +115,9 @@ def fuse_loop(spec: LoopSpec) -> LoopSpec:
     """`spec` with every recognised pattern in its body fused, its passed-through carried
     values read as invariants first (`passed_through`; the same spec if nothing changes)."""
     spec = passed_through(spec)
-    body = _fuse(spec.body, "Split", _match_lstm_gates)
+    body = _fuse(spec.body, "Broadcast", _match_at_least)
+    body = _fuse(body, "Split", _match_lstm_gates)
+    body = _fuse(body, "VariadicSplit", _match_lstm_gates)
     carried = {inp.param for inp in spec.inputs if isinstance(inp, CarriedInput)}
     body = _fuse(body, "LSTMGates",
                  lambda gates, graph, uses: _match_lstm_step(gates, graph, uses, carried))
@@ -162,20 +171,28 @@ def _split_axis(node: Node | None, graph: Graph, parts: int, sized: bool = False
                 and (not sized or _part_size(node, graph) is None):
             return None
         return int(node.attrs.get("axis", 0))
-    if node.domain == OPENVINO_DOMAIN and node.op_type == "Split" and len(node.inputs) == 2:
+    if node.domain == OPENVINO_DOMAIN and (node.op_type == "Split" and len(node.inputs) == 2
+                                           or node.op_type == "VariadicSplit" and sized
+                                           and len(node.inputs) == 3):
         axis = graph.initializers.get(node.inputs[1])
         if axis is None or np.size(axis) != 1 \
-                or int(node.attrs.get("num_splits", parts)) != parts:
+                or int(node.attrs.get("num_splits", parts)) != parts \
+                or node.op_type == "VariadicSplit" and _part_size(node, graph) is None:
             return None
         return int(np.asarray(axis).reshape(()))
     return None
 
 
 def _part_size(node: Node, graph: Graph) -> int | None:
-    """The size of each part of an ONNX Split whose parts' sizes are given (an attribute, or a
-    constant input), all equal, as jax2onnx gives them; None for any other."""
-    sizes = node.attrs["split"] if "split" in node.attrs else \
-        _constant(graph, node.inputs[1]) if len(node.inputs) == 2 else None
+    """The size of each part of a Split whose parts' sizes are given, all equal, as jax2onnx
+    gives them (ONNX's Split: an attribute or a constant input; OpenVINO's VariadicSplit: its
+    constant lengths); None for any other."""
+    if node.domain == OPENVINO_DOMAIN:  # (a Split of OpenVINO's gives none)
+        sizes = _constant(graph, node.inputs[2]) \
+            if node.op_type == "VariadicSplit" and len(node.inputs) == 3 else None
+    else:
+        sizes = node.attrs["split"] if "split" in node.attrs else \
+            _constant(graph, node.inputs[1]) if len(node.inputs) == 2 else None
     if sizes is None:
         return None
     sizes = np.asarray(sizes).reshape(-1)
@@ -237,14 +254,64 @@ def _match_lstm_gates(split: Node, graph: Graph, uses: Uses):
             or uses.only_reader(o_value) is not mul_h:
         return None
     blocks = [sigmoid_outputs[f_value], sigmoid_outputs[i_value], g_at, sigmoid_outputs[o_value]]
-    replaced = [split, *activations, mul_ig, mul_fc, add, tanh_c, mul_h]
+    pre, at_least, widening = _widened(graph, uses, split.inputs[0], split)
+    replaced = [*widening, split, *activations, mul_ig, mul_fc, add, tanh_c, mul_h]
     part = _part_size(split, graph)
-    fused = Node("LSTMGates", [split.inputs[0], c_in], [mul_h.outputs[0], c_out],
-                 {"axis": axis, "blocks": blocks,
-                  "fused_from": ", ".join(node.label for node in replaced),
-                  **({} if part is None else {"part": part})},
+    fused = Node("LSTMGates", [pre, c_in], [mul_h.outputs[0], c_out],
+                 {"axis": axis, "blocks": blocks, "fused_from": _labels(replaced),
+                  **({} if part is None else {"part": part}),
+                  **({} if at_least is None else {"at_least": at_least})},
                  LOOP_DOMAIN, version=1)
     return fused, replaced, add  # h' is made after c', and c' is read before h' is
+
+
+def _match_at_least(broadcast: Node, graph: Graph, uses: Uses):
+    """(the node in its place, the nodes it replaces, the last of them) for OpenVINO's
+    ``Broadcast(s, Maximum(ShapeOf(s), c))`` of a constant c, numpy broadcasting throughout, that
+    alone reads the ShapeOf and the Maximum, or None: ``AtLeast(s)``, s broadcast to at least c
+    (ops/fused.py `at_least`), which the patterns read through (`_widened`)."""
+    if broadcast.domain != OPENVINO_DOMAIN or len(broadcast.inputs) != 2 \
+            or str(broadcast.attrs.get("mode", "numpy")).lower() != "numpy":
+        return None
+    s, target = broadcast.inputs
+    maximum = _producer(graph, target)
+    if maximum is None or maximum.domain != OPENVINO_DOMAIN or maximum.op_type != "Maximum" \
+            or len(maximum.inputs) != 2 or uses.only_reader(target) is not broadcast \
+            or str(maximum.attrs.get("auto_broadcast", "numpy")).lower() != "numpy":
+        return None
+    for shape in maximum.inputs:
+        shape_of = _producer(graph, shape)
+        at_least = _constant(graph, _other(maximum, shape))
+        if shape_of is None or shape_of.domain != OPENVINO_DOMAIN \
+                or shape_of.op_type != "ShapeOf" or shape_of.inputs != [s] \
+                or uses.only_reader(shape) is not maximum or at_least is None:
+            continue
+        at_least = np.asarray(at_least)
+        if at_least.ndim != 1 or at_least.dtype.kind not in "iu":
+            continue
+        replaced = [shape_of, maximum, broadcast]
+        fused = Node("AtLeast", [s], list(broadcast.outputs),
+                     {"shape": [int(d) for d in at_least], "fused_from": _labels(replaced)},
+                     LOOP_DOMAIN, version=1)
+        return fused, replaced, broadcast
+    return None
+
+
+def _widened(graph: Graph, uses: Uses, name: str, reader: Node):
+    """(the value, AtLeast's shape, [the AtLeast node]) if `name` is made by an AtLeast that
+    only `reader` reads, else (`name`, None, [])."""
+    node = _producer(graph, name)
+    if node is None or node.domain != LOOP_DOMAIN or node.op_type != "AtLeast" \
+            or uses.only_reader(name) is not reader:
+        return name, None, []
+    return node.inputs[0], node.attrs["shape"], [node]
+
+
+def _labels(nodes: list[Node]) -> str:
+    """The nodes a fused node replaces, as its plan names them: a node the engine made in place of
+    others (AtLeast) by those."""
+    return ", ".join(node.attrs["fused_from"] if node.op_type == "AtLeast"
+                     and node.domain == LOOP_DOMAIN else node.label for node in nodes)
 
 
 def _sum_tree(graph: Graph, uses: Uses, name: str, reader: Node, leaves: list, nodes: list):
@@ -315,7 +382,7 @@ def _match_lstm_step(gates: Node, graph: Graph, uses: Uses, carried: set[str]):
                  list(gates.outputs),
                  {"axis": gates.attrs["axis"], "blocks": gates.attrs["blocks"],
                   "r_rows": r_rows,
-                  **{k: gates.attrs[k] for k in ("part",) if k in gates.attrs},
+                  **{k: gates.attrs[k] for k in ("part", "at_least") if k in gates.attrs},
                   "fused_from": ", ".join([matmul.label, *(a.label for a in adds),
                                            gates.attrs["fused_from"]])},
                  LOOP_DOMAIN, version=1)
@@ -395,15 +462,17 @@ def _match_product_tanh(tanh: Node, graph: Graph, uses: Uses):
     made where the product is, in its destination."""
     if not _is(tanh, "Tanh") or len(tanh.inputs) != 1 or len(tanh.outputs) != 1:
         return None
-    product = _producer(graph, tanh.inputs[0])
+    pre, at_least, widening = _widened(graph, uses, tanh.inputs[0], tanh)
+    product = _producer(graph, pre)
     if product is None or product.domain != LOOP_DOMAIN or product.op_type != "ProductPlus" \
-            or uses.only_reader(tanh.inputs[0]) is not tanh:
+            or uses.only_reader(pre) is not (widening[0] if widening else tanh):
         return None
     fused = Node("ProductPlusTanh", list(product.inputs), list(tanh.outputs),
                  {"r_rows": product.attrs.get("r_rows", False),
-                  "fused_from": f"{product.attrs['fused_from']}, {tanh.label}"},
+                  "fused_from": f"{product.attrs['fused_from']}, {_labels([*widening, tanh])}",
+                  **({} if at_least is None else {"at_least": at_least})},
                  LOOP_DOMAIN, version=1)
-    return fused, [product, tanh], tanh
+    return fused, [product, *widening, tanh], tanh
 
 
 def _match_gru_step(gates: Node, graph: Graph, uses: Uses, carried: set[str]):
@@ -502,13 +571,15 @@ def _constant(graph: Graph, name: str | None):
     return value
 
 
-def _is_one(graph: Graph, name: str | None) -> bool:
-    """Whether `name` is a constant 1 that broadcasts without adding an axis (a scalar or [1])."""
+def _one_rank(graph: Graph, name: str | None) -> int | None:
+    """The rank of `name` if it is a constant float 1 (a scalar, [1], or [1, 1] as OpenVINO
+    writes it), else None."""
     value = _constant(graph, name)
     if value is None:
-        return False
+        return None
     value = np.asarray(value)
-    return value.size == 1 and value.ndim <= 1 and value.dtype.kind == "f" and value.item() == 1
+    ok = value.size == 1 and value.dtype.kind == "f" and value.item() == 1
+    return value.ndim if ok else None
 
 
 def _sum_of_parts(graph: Graph, uses: Uses, name: str | None, reader: Node):
@@ -572,29 +643,37 @@ def _match_gru_rest(graph, uses, tanh, add_n, mul_r, reset, x_part, r_part):
     blend = _match_blend(graph, uses, update.outputs[0], tanh.outputs[0])
     if blend is None:
         return None
-    final, blend_nodes, z_scales, h = blend
-    replaced = [x_split, r_split, add_g, reset, add_z, update, mul_r, add_n, tanh, *blend_nodes]
-    fused = Node("GRUGates", [x_split.inputs[0], r_split.inputs[0], h], [final.outputs[0]],
+    final, blend_nodes, z_scales, h, one_rank = blend
+    x, x_at_least, x_widening = _widened(graph, uses, x_split.inputs[0], x_split)
+    r, r_at_least, r_widening = _widened(graph, uses, r_split.inputs[0], r_split)
+    replaced = [*x_widening, x_split, *r_widening, r_split, add_g, reset, add_z, update, mul_r,
+                add_n, tanh, *blend_nodes]
+    fused = Node("GRUGates", [x, r, h], [final.outputs[0]],
                  {"axis": axis, "x_blocks": [xz_at, xg_at, xn_at],
                   "r_blocks": [rz_at, rg_at, rn_at], "z_scales": z_scales,
-                  "fused_from": ", ".join(node.label for node in replaced),
+                  "fused_from": _labels(replaced),
                   **{key: size for key, split in (("x_part", x_split), ("r_part", r_split))
-                     if (size := _part_size(split, graph)) is not None}},
+                     if (size := _part_size(split, graph)) is not None},
+                  **{key: shape for key, shape in (("x_at_least", x_at_least),
+                                                   ("r_at_least", r_at_least))
+                     if shape is not None},
+                  **({"one_rank": one_rank} if one_rank > 1 else {})},
                  LOOP_DOMAIN, version=1)
     return fused, replaced, final
 
 
 def _match_blend(graph: Graph, uses: Uses, z: str, n: str):
-    """(the final Add, the blend's nodes, what z scales ("n" or "h"), h) for
-    ``Add(Mul(Sub(1, z), p), Mul(z, q))`` or ``Add(p, Mul(z, Sub(q, p)))`` with {p, q} = {n, h}
-    (operands of Add and Mul in any order), or None."""
+    """(the final Add, the blend's nodes, what z scales ("n" or "h"), h, the rank of the 1 (0
+    if none)) for ``Add(Mul(Sub(1, z), p), Mul(z, q))`` or ``Add(p, Mul(z, Sub(q, p)))`` with
+    {p, q} = {n, h} (operands of Add and Mul in any order), or None."""
     readers = uses.readers.get(z, [])
     if z in uses.results or len(readers) not in (1, 2):
         return None
     if len(readers) == 2:  # Add(Mul(Sub(1, z), p), Mul(z, q))
         sub = next((r for r in readers if _is(r, "Sub") and list(r.inputs[1:]) == [z]), None)
         mul_q = next((r for r in readers if _is(r, "Mul")), None)
-        if sub is None or mul_q is None or not _is_one(graph, sub.inputs[0]):
+        one_rank = _one_rank(graph, sub.inputs[0]) if sub is not None else None
+        if one_rank is None or mul_q is None:
             return None
         mul_p = uses.only_reader(sub.outputs[0])
         final = uses.only_reader(mul_q.outputs[0])
@@ -606,7 +685,7 @@ def _match_blend(graph: Graph, uses: Uses, z: str, n: str):
         nodes = [sub, mul_p, mul_q, final]
         n_readers = (mul_p,) if p == n else (mul_q,)
     else:  # Add(p, Mul(z, Sub(q, p)))
-        (mul,) = readers
+        (mul,), one_rank = readers, 0
         sub = _producer(graph, _other(mul, z)) if _is(mul, "Mul") else None
         final = uses.only_reader(mul.outputs[0])
         if not _is(sub, "Sub") or len(sub.inputs) != 2 or not _is(final, "Add") \
@@ -620,7 +699,7 @@ def _match_blend(graph: Graph, uses: Uses, z: str, n: str):
     if n not in (p, q) or p == q or n in uses.results \
             or sorted(map(id, uses.readers.get(n, []))) != sorted(map(id, n_readers)):
         return None
-    return final, nodes, "n" if q == n else "h", p if q == n else q
+    return final, nodes, "n" if q == n else "h", p if q == n else q, one_rank
 
 
 def _producer(graph: Graph, name: str | None) -> Node | None:

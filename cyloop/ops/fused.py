@@ -28,6 +28,51 @@ from ._measured import Measured
 from .registry import Recurrence, kernel
 
 
+class _AtLeast:
+    """A value broadcast to at least a shape, as OpenVINO's ``Broadcast(s, Maximum(ShapeOf(s),
+    shape))`` does (numpy broadcasting throughout; engine/fuse.py `_match_at_least`): the value
+    itself where its shape covers `shape`, the usual case, else its broadcast copy. Raises as
+    the Maximum or the Broadcast would."""
+
+    def __init__(self, shape):
+        self.shape = np.asarray(shape, np.int64).reshape(-1)
+        self.targets = {}  # a value's shape -> its broadcast shape
+
+    def target(self, shape: tuple) -> tuple:
+        found = self.targets.get(shape)
+        if found is None:
+            found = tuple(int(d) for d in np.maximum(np.array(shape, np.int64), self.shape))
+            if len(self.targets) < 16:  # not one entry per shape of an ever-changing series
+                self.targets[shape] = found
+        return found
+
+    def covers(self, shape: tuple | None) -> bool:
+        """Whether a value of `shape` is left as it is (None, or a shape the Maximum refuses:
+        no)."""
+        try:
+            return shape is not None and self.target(shape) == shape
+        except ValueError:
+            return False
+
+    def __call__(self, value):
+        shape = np.shape(value)
+        target = self.target(shape)
+        return value if target == shape else np.array(np.broadcast_to(value, target))
+
+
+def _at_least(attrs, key="at_least"):
+    """The `_AtLeast` of a fused node's `key` attribute, or None where it has none."""
+    return _AtLeast(attrs[key]) if key in attrs else None
+
+
+@kernel("AtLeast", domain=LOOP_DOMAIN, since=1)
+def at_least(attrs):
+    """``s -> s`` broadcast to at least ``shape``: OpenVINO's ``Broadcast(s, Maximum(ShapeOf(s),
+    shape))``, which convert_model writes for jax2onnx's bias broadcast; s itself (no copy)
+    where its shape covers ``shape``."""
+    return _AtLeast(attrs["shape"])
+
+
 @kernel("LSTMGates", domain=LOOP_DOMAIN, since=1, multi=True)
 def lstm_gates(attrs, n_outputs):
     """``(pre, c) -> (h', c')``: pre split in 4 equal parts along ``axis``; ``blocks`` gives the
@@ -36,10 +81,12 @@ def lstm_gates(attrs, n_outputs):
     (see `_math.lstm_gate_affine`). A gate axis that does not split in 4 equal parts (an uneven
     opset-18 Split) runs the replaced nodes' arithmetic as written. ``part``, if given, is the
     size of each part the Split gave (jax2onnx gives them): an axis of another length fails, as
-    the Split did."""
+    the Split did. ``at_least``, if given, is the shape pre is broadcast to at least first
+    (`_AtLeast`)."""
     axis = int(attrs["axis"])
     f_at, i_at, g_at, o_at = (int(k) for k in attrs["blocks"])
     part = attrs.get("part")
+    widen = _at_least(attrs)
 
     def as_written(pre, c, index, step):
         parts = []
@@ -70,6 +117,8 @@ def lstm_gates(attrs, n_outputs):
     layouts = {}
 
     def gates(pre, c):
+        if widen is not None:
+            pre = widen(pre)
         key = pre.shape, pre.dtype
         found = layouts.get(key, False)
         if found is False:
@@ -117,11 +166,14 @@ def lstm_step(attrs, n_outputs):
     form writes h' into ``out=`` (the slot of an emitted output the planner gives it); as written,
     h' is a fresh array the engine copies there. The blocked form's product and gate passes are
     one call (`lstm_product_tail`: BLAS, then numpy's own loops; on two cores, the batch's
-    rows cut in two) where it takes the operands. ``to``: Casts joined (`_cast_joined`)."""
+    rows cut in two) where it takes the operands. ``to``: Casts joined (`_cast_joined`).
+    ``at_least``: as `lstm_gates`' (the blocked form wants pre-activations it leaves as they
+    are)."""
     axis = int(attrs["axis"])
     f_at, i_at, g_at, o_at = (int(k) for k in attrs["blocks"])
     r_rows = bool(attrs.get("r_rows"))
     part = attrs.get("part")  # (checked by the gate arithmetic: blocked wants it to be H)
+    widen = _at_least(attrs)  # (applied by the gate arithmetic: blocked wants it to do nothing)
     gate_arithmetic = lstm_gates(attrs, 2)
 
     def as_written(h, r, c, x, out=None):
@@ -148,7 +200,8 @@ def lstm_step(attrs, n_outputs):
         gates = 4 * hidden
         if part is not None and part != hidden \
                 or r.shape != ((gates, hidden) if r_rows else (hidden, gates)) \
-                or x.shape not in ((batch, gates), (gates,), (1, gates)):
+                or x.shape not in ((batch, gates), (gates,), (1, gates)) \
+                or widen is not None and not widen.covers((batch, gates)):
             return None
         return (*_gate_affine(h.shape, h.dtype, g_at), (-1, 4, hidden))
 
@@ -245,6 +298,20 @@ def product_plus(attrs):
     return run
 
 
+def _sum_shape(h_shape: tuple, r_shape: tuple, x_shape: tuple, r_rows: bool) -> tuple | None:
+    """The shape of ``h @ r + x`` (``h @ r^T`` if `r_rows`) for a 2-D r, or None where r is not
+    2-D or the operands make no sum."""
+    if len(r_shape) != 2 or not h_shape:
+        return None
+    inner, columns = r_shape[::-1] if r_rows else r_shape
+    if h_shape[-1] != inner:
+        return None
+    try:
+        return np.broadcast_shapes((*h_shape[:-1], columns), x_shape)
+    except ValueError:
+        return None
+
+
 @kernel("ProductPlusTanh", domain=LOOP_DOMAIN, since=1, out=True)
 def product_plus_tanh(attrs):
     """``(h, r, x) -> tanh(h @ r + x)`` (``h @ r^T`` if ``r_rows``): a plain RNN's step,
@@ -252,11 +319,27 @@ def product_plus_tanh(attrs):
     product runs on two cores, one call (`product_tanh`: each core copies x's rows into its rows
     of the result, BLAS adds their product, then tanh runs over them) where it takes the
     operands; else `product_plus`, then np.tanh into the destination. ``to``: a Cast joined
-    (`_cast_joined`)."""
+    (`_cast_joined`). ``at_least``, if given, is the shape the sum is broadcast to at least
+    before the tanh (`_AtLeast`): where that changes it, the sum, broadcast, then a fresh
+    tanh."""
     summed = product_plus(attrs)
     on_two_cores, as_rows = summed.on_two_cores, summed.as_rows
+    r_rows = bool(attrs.get("r_rows"))
+    widen = _at_least(attrs)
+    left = {}  # operands' shapes -> whether `widen` leaves their sum as it is
+
+    def widens(h, r, x) -> bool:
+        key = np.shape(h), np.shape(r), np.shape(x)
+        found = left.get(key)
+        if found is None:
+            found = widen.covers(_sum_shape(*key, r_rows))
+            if len(left) < 16:  # not one entry per shape of an ever-changing series
+                left[key] = found
+        return not found
 
     def run(h, r, x, out=None):
+        if widen is not None and widens(h, r, x):
+            return np.tanh(widen(summed(h, r, x)))
         if on_two_cores(h, r):
             done = product_tanh(h, as_rows(r), x, out, True)
             if done is not None:
@@ -272,7 +355,7 @@ def product_plus_tanh(attrs):
 
     def steps_for(h, r, x):
         # (On one core `run` is the product in its measured formulation, then np.tanh.)
-        return steps if on_two_cores(h, r) else None
+        return steps if on_two_cores(h, r) and (widen is None or not widens(h, r, x)) else None
 
     run.measured = summed.measured
     run.products = True
@@ -327,8 +410,13 @@ def gru_gates(attrs):
     replaced nodes did. Sigmoids are tanh(t/2)/2 + 1/2, one pass for both gates when their
     blocks sit side by side in the same order in x and r. ``x_part`` and ``r_part``, if given,
     are the sizes of the parts x's and r's Splits gave (jax2onnx gives them): an axis of
-    another length fails, as the Split did. ``to``: a Cast joined (`_cast_joined`)."""
+    another length fails, as the Split did. ``x_at_least`` and ``r_at_least``, if given, are
+    the shapes x and r are broadcast to at least first (`_AtLeast`). ``one_rank``, if given, is
+    the rank of the 1 of 1 - z (OpenVINO writes [1, 1]), which h' has at least, as the Sub
+    broadcasts it. ``to``: a Cast joined (`_cast_joined`)."""
     axis = int(attrs["axis"])
+    one_rank = int(attrs.get("one_rank", 0))
+    widen_x, widen_r = _at_least(attrs, "x_at_least"), _at_least(attrs, "r_at_least")
     xz_at, xg_at, xn_at = (int(k) for k in attrs["x_blocks"])
     rz_at, rg_at, rn_at = (int(k) for k in attrs["r_blocks"])
     sizes = (("x", attrs.get("x_part")), ("r", attrs.get("r_part")))
@@ -362,6 +450,10 @@ def gru_gates(attrs):
     shapes = {}
 
     def gates(x, r, h):
+        if widen_x is not None:
+            x = widen_x(x)
+        if widen_r is not None:
+            r = widen_r(r)
         key = x.shape, r.shape
         found = shapes.get(key)
         if found is None:
@@ -378,7 +470,10 @@ def gru_gates(attrs):
         n = _accumulate(np.multiply(g, r[rn]), x[xn])
         np.tanh(n, out=n)
         p, q = (h, n) if z_scales_n else (n, h)
-        return _accumulate(_scale(np.subtract(q, p), z), p)  # (1 - z) p + z q = p + z (q - p)
+        blended = _accumulate(_scale(np.subtract(q, p), z), p)  # (1 - z) p + z q = p + z (q - p)
+        if blended.ndim < one_rank:
+            return blended.reshape((1,) * (one_rank - blended.ndim) + blended.shape)
+        return blended
 
     return _cast_joined(gates, attrs.get("to"))
 
@@ -439,8 +534,11 @@ def gru_step(attrs):
     the two as written 24.3 us, the loop 27.6 against 37.3 us a step; AMD EPYC Zen 4). It wants
     a [B, H] state, the gates on the last axis in parts of H, z scaling h, x [B, 3H], r [H, 3H]
     (or [3H, H]), b [3H] or rows of one [3H] (its n block, at least), all of one float type;
-    other operands run as the two as written. ``to``: a Cast joined (`_cast_joined`)."""
+    other operands run as the two as written, as do x or ``h @ r + b`` that ``x_at_least`` or
+    ``r_at_least`` would broadcast. ``to``: a Cast joined (`_cast_joined`)."""
     gates = gru_gates({key: value for key, value in attrs.items() if key != "to"})
+    widen_x, widen_r = _at_least(attrs, "x_at_least"), _at_least(attrs, "r_at_least")
+    one_rank = int(attrs.get("one_rank", 0))  # (one call makes h' of h's rank: 2)
     summed = product_plus({"r_rows": attrs.get("r_rows", False)})
     r_rows = bool(attrs.get("r_rows"))
     axis = int(attrs["axis"])
@@ -472,13 +570,15 @@ def gru_step(attrs):
         if plan is False:
             plan = None
             cap = _math.sigmoid_cap(h.dtype)
-            if z_scales_h and cap is not None and h.ndim == 2 and axis in (1, -1) \
+            if z_scales_h and cap is not None and h.ndim == 2 >= one_rank and axis in (1, -1) \
                     and h.dtype == r.dtype == x.dtype == getattr(b, "dtype", None):
                 batch, hidden = h.shape
                 r_shape = (3 * hidden, hidden) if r_rows else (hidden, 3 * hidden)
                 if batch and hidden and parts <= {hidden} and r.shape == r_shape \
                         and x.shape == (batch, 3 * hidden) \
-                        and b.shape in ((3 * hidden,), (1, 3 * hidden), (batch, 3 * hidden)):
+                        and b.shape in ((3 * hidden,), (1, 3 * hidden), (batch, 3 * hidden)) \
+                        and all(widen is None or widen.covers(x.shape)
+                                for widen in (widen_x, widen_r)):  # (h @ r + b: x's shape)
                     plan = hidden, cap
             if len(plans) < 16:  # not one entry per shape of an ever-changing series
                 plans[signature] = plan

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import cyloop
-from cyloop.ir import LOOP_DOMAIN, ConcatOutput, GraphBuilder, SlicedInput
+from cyloop.ir import LOOP_DOMAIN, OPENVINO_DOMAIN, ConcatOutput, GraphBuilder, SlicedInput
 from cyloop.ops import fused
+from cyloop.ops.registry import lookup
 
 from ..conftest import measured_steps, run_three_ways
 from ..frontends.onnx_models import model, tensor
@@ -332,10 +333,10 @@ def _gru_loop(x_order="zrn", r_order="zrn", blend="keras", swapped=False, one="i
     product: x = x_t W + Bx and r = h R + Br, each split in 3 (gates in `x_order` / `r_order`),
     then z, g (reset), n and the blend: "keras" (1 - z) n + z h, "keras_n" (1 - z) h + z n
     (the one that z scales is n), "torch" n + z (h - n). `one` is the 1 of 1 - z as an
-    initializer or a Constant node; operands of every Mul and Add swapped if `swapped`; `leak`
-    also returns that intermediate value; `gates` is the width of the gate axis (3 * hidden
-    unless an uneven split is wanted); `sizes`, the parts' sizes both Splits give (an
-    initializer), as jax2onnx gives them."""
+    initializer ("initializer", or "[1, 1, 1]" of that shape) or a Constant node; operands of
+    every Mul and Add swapped if `swapped`; `leak` also returns that intermediate value; `gates`
+    is the width of the gate axis (3 * hidden unless an uneven split is wanted); `sizes`, the
+    parts' sizes both Splits give (an initializer), as jax2onnx gives them."""
     gates = 3 * hidden if gates is None else gates
     state = hidden if gates == 3 * hidden else -(-gates // 3)
     node = helper.make_node
@@ -364,7 +365,8 @@ def _gru_loop(x_order="zrn", r_order="zrn", blend="keras", swapped=False, one="i
         if one == "constant":
             nodes.append(node("Constant", [], ["one"], value_float=1.0))
         else:
-            initializers.append(helper.make_tensor("one", 1, [], [1.0]))
+            initializers.append(helper.make_tensor("one", 1, [1, 1, 1] if one == "[1, 1, 1]"
+                                                   else [], [1.0]))
         nodes += [node("Sub", ["one", "z"], ["omz"]), two("Mul", "omz", p, "a"),
                   two("Mul", "z", q, "b"), two("Add", "a", "b", "h_out")]
     nodes += [node("Identity", ["h_out"], ["y"]), node("Identity", ["cond_in"], ["cond_out"])]
@@ -459,6 +461,20 @@ def test_gru_one_as_a_constant_node_is_fused(rng):
     _check_gru(onnx_model, _gru_feeds(rng, state, gates), fused_expected=True)
 
 
+def test_gru_one_of_a_higher_rank_is_fused_and_broadcasts_as_written(rng):
+    """A 1 of rank 3 (OpenVINO writes [1, 1]) makes h' [1, B, H]: fused, it does too, as the
+    reference driver has it. (One step: the next would split r's batch axis, as written.)"""
+    onnx_model, state, gates = _gru_loop(one="[1, 1, 1]")
+    feeds = _gru_feeds(rng, state, gates, steps=1)
+    fast = cyloop.load(onnx_model, driver="cython")
+    got, want = fast.run(feeds), cyloop.load(onnx_model, driver="python").run(feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
+        assert got[name].shape == want[name].shape
+    assert want["h_last"].shape == (1, *feeds["h0"].shape)
+    assert re.search(r"fused: GRU(Gates|Step) node producing 'h_out' runs ", str(fast.plan()))
+
+
 @pytest.mark.parametrize("leak, blend", [("z", "keras"), ("g", "keras"), ("n", "keras"),
                                          ("omz", "keras"), ("a", "keras"), ("sn", "torch"),
                                          ("d", "torch"), ("x_r", "torch"), ("gr", "torch")])
@@ -490,11 +506,12 @@ def test_gru_the_ir_openvino_converts_is_fused(tmp_path, rng):
 
 @settings(max_examples=60, deadline=None)
 @given(st.permutations(range(3)), st.permutations(range(3)), st.integers(1, 3),
-       st.integers(0, 2), st.integers(1, 4), st.booleans(), st.integers(0, 2**32 - 1))
+       st.integers(0, 2), st.integers(1, 4), st.booleans(), st.integers(0, 3),
+       st.integers(0, 2**32 - 1))
 def test_the_gru_kernel_against_the_cell_equations(x_blocks, r_blocks, rank, axis_pick, hidden,
-                                                   z_scales_n, seed):
-    """GRUGates on any rank and gate axis, any block placement, both blends, against the
-    equations written out in float64."""
+                                                   z_scales_n, one_rank, seed):
+    """GRUGates on any rank and gate axis, any block placement, both blends, the 1 of 1 - z
+    of any rank (OpenVINO's is [1, 1]), against the equations written out in float64."""
     rng = np.random.default_rng(seed)
     axis = axis_pick % rank
     shape = [2, 3, 2][:rank]
@@ -504,21 +521,28 @@ def test_the_gru_kernel_against_the_cell_equations(x_blocks, r_blocks, rank, axi
     h_shape[axis] = hidden
     h = rng.standard_normal(h_shape).astype(np.float32)
     kernel = fused.gru_gates({"axis": axis - rank if seed % 2 else axis, "x_blocks": x_blocks,
-                              "r_blocks": r_blocks, "z_scales": "n" if z_scales_n else "h"})
+                              "r_blocks": r_blocks, "z_scales": "n" if z_scales_n else "h",
+                              "one_rank": one_rank})
     got = kernel(x, r, h)
     xs, rs = (np.split(a.astype(np.float64), 3, axis=axis) for a in (x, r))
     (xz, xg, xn), (rz, rg, rn) = ([parts[k] for k in blocks]
                                   for parts, blocks in ((xs, x_blocks), (rs, r_blocks)))
     z, g = _sigmoid(xz + rz), _sigmoid(xg + rg)
     n = np.tanh(xn + g * rn)
-    want = (1 - z) * h + z * n if z_scales_n else (1 - z) * n + z * h
+    one = np.ones((1,) * one_rank)
+    want = (one - z) * h + z * n if z_scales_n else (one - z) * n + z * h
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    assert got.dtype == np.float32 and got.shape == h.shape
+    assert got.dtype == np.float32 and got.shape == want.shape
 
 
-def _gru_equations(h, r, x, b, x_blocks, r_blocks, z_scales_n, r_rows):
-    """h' of ``GRUGates(x, h @ r + b, h)`` (``h @ r^T`` if `r_rows`), written out in float64."""
+def _gru_equations(h, r, x, b, x_blocks, r_blocks, z_scales_n, r_rows, x_at_least=None,
+                   r_at_least=None):
+    """h' of ``GRUGates(x, h @ r + b, h)`` (``h @ r^T`` if `r_rows`), written out in float64;
+    x and the recurrent pre-activations broadcast at least to the shapes given first, as
+    OpenVINO spells it (`_broadcast_at_least`)."""
     pre = h.astype(np.float64) @ (r.T if r_rows else r).astype(np.float64) + b
+    x, pre = (a if shape is None else _broadcast_at_least(a, shape)
+              for a, shape in ((x, x_at_least), (pre, r_at_least)))
     xs, rs = (np.split(a.astype(np.float64), 3, axis=-1) for a in (x, pre))
     (xz, xg, xn), (rz, rg, rn) = ([parts[k] for k in blocks]
                                   for parts, blocks in ((xs, x_blocks), (rs, r_blocks)))
@@ -579,6 +603,178 @@ def test_the_gru_step_kernel_in_one_call_and_in_steps(x_blocks, r_blocks, z_scal
                 np.testing.assert_array_equal(done[0], outs[-1])
     finally:
         set_products_on_two_cores(previous)
+
+
+def _broadcast_at_least(s, shape):
+    """OpenVINO's ``Broadcast(s, Maximum(ShapeOf(s), shape))``, by the kernels of those ops the
+    reference driver runs."""
+    def op(op_type):
+        return lookup(OPENVINO_DOMAIN, op_type, 8).build({"mode": "numpy"})
+
+    return op("Broadcast")(s, op("Maximum")(op("ShapeOf")(s), np.array(shape, np.int64)))
+
+
+# AtLeast shapes against pre-activations [B, G] (B 3, or 1 where the shape "widens" them): what
+# jax2onnx's export gives (left as they are), smaller ones, and ones the Broadcast or the
+# Maximum refuses.
+_AT_LEAST = {"as exported": lambda g: [3, g], "smaller": lambda g: [1, 1],
+             "one number": lambda g: [1], "widens": lambda g: [3, g],
+             "too long": lambda g: [5, g], "of another rank": lambda g: [1, 1, 1]}
+
+
+def _step_at_least(cell, shape, r, b):
+    """(the fused step kernel of `cell` with `shape` as its ``at_least``, the same without it,
+    the step's equations: (state, x) -> the next state, a tuple (h',) or (h', c'))."""
+    if cell == "rnn":
+        def equations(state, x):
+            return (np.tanh(_broadcast_at_least(x + state[0].astype(np.float64) @ r, shape)),)
+        return (fused.product_plus_tanh({"at_least": shape}), fused.product_plus_tanh({}),
+                equations)
+    if cell == "lstm":
+        def equations(state, x):
+            h, c = state
+            pre = _broadcast_at_least(x + h.astype(np.float64) @ r, shape)
+            i, f, g, o = np.split(pre, 4, axis=-1)
+            c_new = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+            return _sigmoid(o) * np.tanh(c_new), c_new
+        attrs = {"axis": -1, "blocks": [1, 0, 2, 3]}
+        return (fused.lstm_step({**attrs, "at_least": shape}, 2), fused.lstm_step(attrs, 2),
+                equations)
+    key = "x_at_least" if cell == "gru x" else "r_at_least"
+
+    def equations(state, x):
+        return (_gru_equations(state[0], r, x, b, [0, 1, 2], [0, 1, 2], False, False,
+                               **{key: shape}),)
+    attrs = {"axis": 1, "x_blocks": [0, 1, 2], "r_blocks": [0, 1, 2], "z_scales": "h"}
+    return fused.gru_step({**attrs, key: shape}), fused.gru_step(attrs), equations
+
+
+@pytest.mark.parametrize("kind", list(_AT_LEAST))
+@pytest.mark.parametrize("cell", ["rnn", "lstm", "gru x", "gru r"])
+def test_step_kernels_broadcast_their_pre_activations_at_least_as_openvino_spells_it(cell, kind,
+                                                                                      rng,
+                                                                                      monkeypatch):
+    """ProductPlusTanh, LSTMStep (each candidate) and GRUStep given the shape their
+    pre-activations are broadcast to at least (fuse.py `_match_at_least`) against their
+    equations after OpenVINO's ops, on one core and on two: the same values where the shape
+    leaves them as they are, in one call and in steps wherever the kernel without it offers
+    them; a broadcast state where it widens them (as written, no steps); the ops' errors where
+    they refuse it."""
+    from cyloop.ops import _gemm
+
+    hidden, count = 4, 3
+    batch = 1 if kind == "widens" else 3
+    gates = {"rnn": 1, "lstm": 4}.get(cell, 3) * hidden
+    shape = _AT_LEAST[kind](gates)
+    r = (rng.standard_normal((hidden, gates)) * 0.5).astype(np.float32)
+    r.flags.writeable = False
+    b = rng.standard_normal(gates).astype(np.float32)
+    b.flags.writeable = False
+    kernel, plain, equations = _step_at_least(cell, shape, r, b)
+    state = tuple(rng.standard_normal((batch, hidden)).astype(np.float32)
+                  for _ in range(2 if cell == "lstm" else 1))
+    xs = rng.standard_normal((count, batch, gates)).astype(np.float32)
+
+    def args(state, x):
+        h, *c = state
+        return (h, r, *c, x, b) if cell.startswith("gru") else (h, r, *c, x)
+
+    refused = kind in _REFUSED
+    # (ProductPlusTanh's one call and steps are its two cores' form: taken here at any size)
+    monkeypatch.setattr(fused, "splits_now", lambda multiply_adds: _gemm.splits_now(1 << 40))
+    for two_cores in (False, True):
+        previous = _gemm.set_products_on_two_cores(two_cores)
+        try:
+            candidates = list(kernel.measured.candidates) if cell == "lstm" else [None]
+            for candidate in candidates:
+                if candidate is not None:
+                    kernel.measured.fix(candidate)
+                if refused:
+                    with pytest.raises(ValueError):
+                        kernel(*args(state, xs[0]))
+                    continue
+                got, want = _each(kernel(*args(state, xs[0]))), equations(state, xs[0])
+                for g, w in zip(got, want, strict=True):
+                    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5,
+                                               err_msg=f"{candidate}, two cores {two_cores}")
+                    assert g.shape == w.shape and g.dtype == np.float32
+            if candidates[-1] is not None:  # (the steps are the blocked form's)
+                plain.measured.fix(candidates[-1])
+            outs, plain_outs = (np.empty((count, batch, hidden), np.float32) for _ in range(2))
+            ran, plain_ran = (_steps_ran(k, args(state, xs[0]), xs, into)
+                              for k, into in ((kernel, outs), (plain, plain_outs)))
+            assert ran == (plain_ran and kind not in ("widens", *_REFUSED)), two_cores
+            if ran:
+                now, want = state, []
+                for x in xs:
+                    now = equations(now, x)
+                    want.append(now[0])
+                np.testing.assert_allclose(outs, np.stack(want), rtol=1e-5, atol=1e-5)
+        finally:
+            _gemm.set_products_on_two_cores(previous)
+
+
+_REFUSED = ("too long", "of another rank")
+
+
+@pytest.mark.parametrize("case", ["as exported", "read elsewhere", "sum read elsewhere",
+                                  "widens"])
+def test_an_openvino_broadcast_after_the_sum_is_read_through(case, tmp_path, rng):
+    """A TensorIterator whose RNN body broadcasts its sum as convert_model writes jax2onnx's
+    (Broadcast(s, Maximum(ShapeOf(s), c))): read through into one ProductPlusTanh; kept as its
+    own AtLeast where the broadcast value or the sum is also returned (the sum then a
+    ProductPlus of its own, the tanh apart); and where it widens the state
+    (batch 1 broadcast to 3 in the first step), the same values as the reference driver."""
+    import openvino as ov
+    import openvino.opset8 as ops
+
+    from ..frontends.openvino_models import save
+
+    steps, features, hidden, f = 5, 4, 6, np.float32
+    batch = 1 if case == "widens" else 3
+    x = ops.parameter([batch, steps, features], f, name="X")
+    h0 = ops.parameter([batch, hidden], f, name="H0")
+    xt = ops.parameter(ov.PartialShape([-1, 1, features]), f, name="xt")
+    h = ops.parameter(ov.PartialShape([-1, hidden]), f, name="h")
+    w, r = (ops.constant((rng.standard_normal(shape) * 0.5).astype(f))
+            for shape in ((features, hidden), (hidden, hidden)))
+    b = ops.constant(rng.standard_normal(hidden).astype(f))
+    x_t = ops.squeeze(xt, ops.constant(np.array([1], np.int64)))
+    total = ops.add(ops.add(ops.matmul(x_t, w, False, False), ops.matmul(h, r, False, False)), b)
+    at_least = ops.constant(np.array([3, hidden], np.int64))
+    wide = ops.broadcast(total, ops.maximum(ops.shape_of(total), at_least))
+    res_h = ops.result(ops.tanh(wide))
+    results = [res_h, *{"read elsewhere": [ops.result(wide)],
+                        "sum read elsewhere": [ops.result(total)]}.get(case, [])]
+    ti = ops.tensor_iterator()
+    ti.set_body(ov.Model(results, [xt, h], "body"))
+    ti.set_sliced_input(xt, x.output(0), 0, 1, 1, -1, 1)
+    ti.set_merged_input(h, h0.output(0), res_h.output(0))
+    outputs = [ti.get_iter_value(result.output(0), -1) for result in results]
+    path = save(ov.Model(outputs, [x, h0], "rnn"), tmp_path / "rnn.xml")
+    feeds = {"X": rng.standard_normal((batch, steps, features)).astype(f),
+             "H0": rng.standard_normal((batch, hidden)).astype(f)}
+    fast, reference = cyloop.load(path, driver="cython"), cyloop.load(path, driver="python")
+    got, want = fast.run(feeds), reference.run(feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    assert next(iter(got.values())).shape == (3, hidden)  # (the last h)
+    plan = str(fast.plan())
+    apart = case in ("read elsewhere", "sum read elsewhere")
+    assert ("fused: AtLeast node" in plan) == apart, plan
+    assert bool(re.search(r"fused: ProductPlusTanh node producing '[^']+' runs .*\(Broadcast\)",
+                          plan)) == (not apart), plan
+
+
+def _steps_ran(kernel, args, xs, outs) -> bool:
+    """Whether `kernel` ran the steps of `xs` in one call (into `outs`) from `args`."""
+    steps = kernel.steps_for(*args)
+    return steps is not None and steps(args, xs, outs, False) is not None
+
+
+def _each(results):
+    """A kernel's results as a tuple."""
+    return results if isinstance(results, tuple) else (results,)
 
 
 @pytest.mark.parametrize("batch, hidden", [(0, 4), (3, 0)])
@@ -964,6 +1160,16 @@ def _exported(fn, inputs, name):
     return onnx_model, {spec.name: value for spec, value in zip(onnx_model.graph.input, inputs)}
 
 
+def _rnn_scan(jax, jnp, biased=True):
+    """A plain RNN step as JAX code writes it, and arrays like its inputs (`_draws`)."""
+    def rnn(xs, h0, w, u, b):
+        def step(h, x):
+            h = jnp.tanh(x @ w + h @ u + b) if biased else jnp.tanh(x @ w + h @ u)
+            return h, h
+        return jax.lax.scan(step, h0, xs)
+    return rnn, ((12, 3, 4), (3, 5), ((4, 5), 0.5), ((5, 5), 0.5), (5,))
+
+
 @pytest.mark.parametrize("biased", [False, True])
 def test_a_scan_jax2onnx_exports_has_its_weights_hoisted(biased, rng):
     """jax2onnx passes a lax.scan's weights and xs through the Loop as carried state: read as
@@ -972,15 +1178,8 @@ def test_a_scan_jax2onnx_exports_has_its_weights_hoisted(biased, rng):
     Reshape, Expand of static values) runs once a run, and the steps run many in one call."""
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
-
-    def rnn(xs, h0, w, u, b):
-        def step(h, x):
-            h = jnp.tanh(x @ w + h @ u + b) if biased else jnp.tanh(x @ w + h @ u)
-            return h, h
-        return jax.lax.scan(step, h0, xs)
-
-    inputs = _draws(rng, (12, 3, 4), (3, 5), ((4, 5), 0.5), ((5, 5), 0.5), (5,))
-    onnx_model, feeds = _exported(rnn, inputs, "rnn")
+    rnn, shapes = _rnn_scan(jax, jnp, biased)
+    onnx_model, feeds = _exported(rnn, _draws(rng, *shapes), "rnn")
     plan = _agree_three_ways(onnx_model, feeds, peer_atol=2e-5)
     assert plan.count("(carried, the body returns it unchanged as") >= 3  # (xs, w, u)
     assert "hoisted (run before the loop on chunks of rows): " in plan
@@ -988,6 +1187,20 @@ def test_a_scan_jax2onnx_exports_has_its_weights_hoisted(biased, rng):
                      r"\(Gemm\).*\(Cast\)", plan), plan
     assert ("(Expand) once a run" in plan) == biased
     assert re.search(r"steps: ProductPlusTanh node producing '[^']+' may run", plan), plan
+
+
+def _lstm_scan(jax, jnp, emits="h"):
+    """An LSTM step as JAX code writes it (gates i, f, g, o), emitting h or (h, c), and arrays
+    like its inputs (`_draws`)."""
+    def lstm(xs, h0, c0, w, r, b):
+        def step(carry, x):
+            h, c = carry
+            i, f, g, o = jnp.split(x @ w + h @ r + b, 4, axis=-1)
+            c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+            h = jax.nn.sigmoid(o) * jnp.tanh(c)
+            return (h, c), (h if emits == "h" else (h, c))
+        return jax.lax.scan(step, (h0, c0), xs)
+    return lstm, ((9, 3, 4), (3, 5), (3, 5), ((4, 20), 0.5), ((5, 20), 0.5), (20,))
 
 
 @pytest.mark.parametrize("emits", ["h", "h and c"])
@@ -998,18 +1211,8 @@ def test_an_lstm_scan_jax2onnx_exports_is_one_step(emits, rng):
     driver and onnxruntime. (Each emitted copy is a Cast of a Cast: an Identity of its own.)"""
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
-
-    def lstm(xs, h0, c0, w, r, b):
-        def step(carry, x):
-            h, c = carry
-            i, f, g, o = jnp.split(x @ w + h @ r + b, 4, axis=-1)
-            c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
-            h = jax.nn.sigmoid(o) * jnp.tanh(c)
-            return (h, c), (h if emits == "h" else (h, c))
-        return jax.lax.scan(step, (h0, c0), xs)
-
-    inputs = _draws(rng, (9, 3, 4), (3, 5), (3, 5), ((4, 20), 0.5), ((5, 20), 0.5), (20,))
-    onnx_model, feeds = _exported(lstm, inputs, "lstm")
+    lstm, shapes = _lstm_scan(jax, jnp, emits)
+    onnx_model, feeds = _exported(lstm, _draws(rng, *shapes), "lstm")
     plan = _agree_three_ways(onnx_model, feeds, peer_atol=2e-5)
     fused = re.search(r"fused: LSTMStep node producing '[^']+' runs (.*)", plan)
     assert fused is not None and "(Split)" in fused[1] and fused[1].count("(Cast)") == 2, plan
@@ -1028,7 +1231,7 @@ def _gru_scan(jax, jnp):
             h = (1 - z) * n + z * h
             return h, h
         return jax.lax.scan(step, h0, xs)
-    return gru
+    return gru, ((9, 3, 4), (3, 5), ((4, 15), 0.5), ((5, 15), 0.5), (15,), (15,))
 
 
 def test_a_gru_scan_jax2onnx_exports_has_its_gates_fused(rng):
@@ -1038,8 +1241,8 @@ def test_a_gru_scan_jax2onnx_exports_has_its_gates_fused(rng):
     hoisted; it agrees with the reference driver and onnxruntime."""
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
-    inputs = _draws(rng, (9, 3, 4), (3, 5), ((4, 15), 0.5), ((5, 15), 0.5), (15,), (15,))
-    onnx_model, feeds = _exported(_gru_scan(jax, jnp), inputs, "gru")
+    gru, shapes = _gru_scan(jax, jnp)
+    onnx_model, feeds = _exported(gru, _draws(rng, *shapes), "gru")
     plan = _agree_three_ways(onnx_model, feeds, peer_atol=2e-5)
     fused = re.search(r"fused: GRUStep node producing '[^']+' runs (.*)", plan)
     assert fused is not None and fused[1].count("(Split)") == 2 and "(Cast)" in fused[1], plan
@@ -1070,6 +1273,38 @@ def test_an_ir_of_a_jax2onnx_scan_reads_its_passed_through_weights_as_invariants
     plan = str(fast.plan())
     assert plan.count("(carried, the body returns it unchanged as") >= 3, plan  # (xs, w, u)
     assert re.search(r"hoisted \(run before the loop on chunks of rows\): .*\(MatMul\)", plan), plan
+
+
+_SCANS = {"rnn": (_rnn_scan, "ProductPlusTanh"), "lstm": (_lstm_scan, "LSTMStep"),
+          "gru": (_gru_scan, "GRUStep")}
+
+
+@pytest.mark.parametrize("cell", list(_SCANS))
+def test_the_ir_convert_model_writes_for_a_jax2onnx_cell_is_one_step(cell, tmp_path, rng):
+    """convert_model writes jax2onnx's bias broadcast after the sum, as Broadcast(s,
+    Maximum(ShapeOf(s), c)), and its Splits giving sizes as VariadicSplit: each cell is still
+    one fused step, the broadcast's nodes and the Splits in it, whose steps run many in one
+    call; it agrees with the reference driver and with onnxruntime on the ONNX model."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    pytest.importorskip("openvino")
+    make, step = _SCANS[cell]
+    fn, shapes = make(jax, jnp)
+    onnx_model, feeds = _exported(fn, _draws(rng, *shapes), cell)
+    _, _, _, _, peer = run_three_ways(onnx_model, feeds)
+    path = converted(onnx_model, feeds, str(tmp_path / f"{cell}.xml"))
+    fast, reference = cyloop.load(path, driver="cython"), cyloop.load(path, driver="python")
+    got, want = fast.run(feeds), reference.run(feeds)
+    for name, peer_value in zip(want, peer.values()):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(got[name], peer_value, rtol=1e-5, atol=2e-5, err_msg=name)
+    plan = str(fast.plan())
+    fused_from = re.findall(rf"fused: {step} node producing '[^']+' runs (.*)", plan)
+    assert len(fused_from) == 1 and "(AtLeast)" not in plan, plan
+    broadcasts = {"rnn": 1, "lstm": 1, "gru": 2}[cell]
+    assert fused_from[0].count("(Broadcast)") == fused_from[0].count("(ShapeOf)") == broadcasts
+    assert fused_from[0].count("(VariadicSplit)") == {"rnn": 0, "lstm": 1, "gru": 2}[cell]
+    assert re.search(rf"steps: {step} node producing '[^']+' may run", plan), plan
 
 
 def test_an_lstm_step_joined_by_casts_converts_where_its_operands_are_of_another_type(rng):
