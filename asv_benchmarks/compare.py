@@ -1,6 +1,7 @@
 """Side-by-side: the loop workloads on cyloop, onnxruntime, OpenVINO, onnx.reference and a numpy
 hand loop, interleaved in one process so machine drift hits every runner alike. With jax and
-jax2onnx (the test extra), the RNN, LSTM and GRU cells as jax2onnx exports them too (J2O-*).
+jax2onnx (the test extra), the RNN, LSTM and GRU cells as jax2onnx exports them too (J2O-*),
+and the IR openvino.convert_model writes for them (J2O-*-ir).
 
     python asv_benchmarks/compare.py [--repeat 7] [--only W2-loop,W6] [--no-memory]
                                      [--startup-only] [--functional-only] [--spellings-only]
@@ -10,7 +11,7 @@ Every runner's outputs are checked against the numpy loop. Times are medians of 
 peak memory is measured in a fresh subprocess per cell, with that runner's engine alone loaded:
 the resident set size sampled during the first run, above its level after loading, so that
 native allocations count too (one-time costs such as thread pools count as well). Then cyloop on
-the IR spelling of W1-W5 against the ONNX ones, interleaved in the same rounds; the time of
+the IR spelling of W1-W5 (and J2O-*) against the ONNX ones, interleaved in the same rounds; the time of
 `import cyloop` in a fresh interpreter and of `cyloop.load` on each workload's file. Last, the
 functional API: each workload's step as one Python function, run by cyloop.scan / while_loop /
 fori_loop and by the plain Python loop that calls the same function (its floor).
@@ -76,10 +77,18 @@ def workloads():
         "W5-ir": (lambda: common.converted_ir(DIRECTORY, "w5", common.w5_while_onnx), 5000),
         "W6": (lambda: _w6(), 2000),
         "W6-seq": (lambda: _w6(kept=True), 2000),
-        # The cells as jax2onnx exports them (with jax and jax2onnx, the test extra, only).
-        **({name: (build, {"J2O-rnn": 1000}.get(name, 200))
+        # The cells as jax2onnx exports them (with jax and jax2onnx, the test extra, only), and
+        # the IR convert_model writes for them.
+        **({name: (build, _J2O_STEPS.get(name, 200))
             for name, build in common.EXPORTED.items()} if common.exported_available() else {}),
+        **({f"{name}-ir": (lambda name=name: common.converted_ir(DIRECTORY, name.lower(),
+                                                                 common.EXPORTED[name]),
+                           _J2O_STEPS.get(name, 200))
+            for name in common.EXPORTED} if common.exported_available() else {}),
     }
+
+
+_J2O_STEPS = {"J2O-rnn": 1000}  # (the others: 200)
 
 
 def _w4_ti():
@@ -303,6 +312,7 @@ SPELLINGS = {
     "W3": ("W3-ti-p1", ("W3-scan",)),
     "W4": ("W4-loop-ir", ("W4-loop",)),
     "W5": ("W5-ir", ("W5",)),
+    **{name: (f"{name}-ir", (name,)) for name in common.EXPORTED},
 }
 
 
@@ -321,7 +331,7 @@ def spellings(chosen, repeat):
     print("| workload | IR spelling, µs / iteration | ONNX spellings | IR / best ONNX | agree |")
     print("|---|---:|---|---:|---|")
     for workload, (ir, onnx_ids) in SPELLINGS.items():
-        if chosen is not None and workload not in chosen:
+        if chosen is not None and workload.split("-")[0] not in chosen or ir not in workloads():
             continue
         cells, iterations, agree = {}, {}, []
         for workload_id in (ir, *onnx_ids):
