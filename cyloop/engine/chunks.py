@@ -332,10 +332,14 @@ def _once(step: HoistStep, inputs: list) -> dict:
     if len(values) != len(step.outputs):
         raise ExecutionError(f"{step.label} returned {len(values)} values for "
                              f"{len(step.outputs)} outputs")
+    marked = []
     for value in values:  # (nothing writes them: marked so, kernels may keep what they derive)
         if isinstance(value, np.ndarray):
+            if any(value is a for a in inputs):  # (an input handed back, AtLeast's say: a
+                value = value.view()             # view of it is marked, not the input itself)
             value.flags.writeable = False
-    return {name: value for name, value in zip(step.outputs, values) if name}
+        marked.append(value)
+    return {name: value for name, value in zip(step.outputs, marked) if name}
 
 
 def once(fn, multi: bool):

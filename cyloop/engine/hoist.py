@@ -251,6 +251,7 @@ _INVARIANT_OPS = {
          "ConstantOfShape", "Range", "Constant", "Flatten", "Split", "CastLike", "Trilu"},
     OPENVINO_DOMAIN: {"ShapeOf", "Concat", "Broadcast", "Gather", "StridedSlice", "Slice",
                       "Transpose", "Tile", "Range", "Split", "VariadicSplit", "ConvertLike"},
+    LOOP_DOMAIN: {"AtLeast"},  # (engine/fuse.py's Broadcast(s, Maximum(ShapeOf(s), c)))
 }
 
 

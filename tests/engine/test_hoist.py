@@ -1248,3 +1248,21 @@ def test_a_value_computed_once_read_inside_an_if():
         np.testing.assert_array_equal(out["ys"], x - 1 if value else x)
     assert [step.label for step in _once_steps(cyloop.Model(graph, driver="cython"))] == \
         ["Neg node producing 'nb'"]
+
+
+def test_a_once_step_marks_its_results_read_only_but_not_an_input_it_hands_back():
+    """A value computed once a run is read-only (kernels may keep what they derive from it); a
+    step that hands back one of its inputs (AtLeast, where the shape covers) gets a read-only
+    view of it, and the input itself keeps its flags."""
+    given_input, made = np.zeros(3), None
+
+    def call(args):
+        nonlocal made
+        made = np.ones(2)
+        return args[0], made
+
+    step = _chunks.HoistStep(call, ["a"], ["same", "new"], "a step", once=True)
+    values = _chunks._once(step, [given_input])
+    assert given_input.flags.writeable and values["same"].base is given_input
+    assert not values["same"].flags.writeable and not values["new"].flags.writeable
+    assert values["new"] is made
