@@ -160,8 +160,9 @@ def _is(node: Node | None, role: str) -> bool:
 
 def _split_axis(node: Node | None, graph: Graph, parts: int, sized: bool = False) -> int | None:
     """The axis of a Split into `parts` equal parts, or None if `node` is not one. `sized`: an
-    ONNX Split that gives its parts' sizes, all equal, counts too (`_part_size`; the fused
-    kernel then checks the axis has that many of them, as the Split would)."""
+    ONNX Split that gives its parts' sizes, all equal, counts too, as does OpenVINO's
+    VariadicSplit of equal lengths (`_part_size`; the fused kernel then checks the axis has
+    that many of them, as the Split would)."""
     if node is None or len(node.outputs) != parts or not all(node.outputs):
         return None
     if node.domain in ("", "ai.onnx") and node.op_type == "Split":
@@ -260,6 +261,7 @@ def _match_lstm_gates(split: Node, graph: Graph, uses: Uses):
     fused = Node("LSTMGates", [pre, c_in], [mul_h.outputs[0], c_out],
                  {"axis": axis, "blocks": blocks, "fused_from": _labels(replaced),
                   **({} if part is None else {"part": part}),
+                  **({"even": True} if _even(split) else {}),
                   **({} if at_least is None else {"at_least": at_least})},
                  LOOP_DOMAIN, version=1)
     return fused, replaced, add  # h' is made after c', and c' is read before h' is
@@ -292,9 +294,15 @@ def _match_at_least(broadcast: Node, graph: Graph, uses: Uses):
         replaced = [shape_of, maximum, broadcast]
         fused = Node("AtLeast", [s], list(broadcast.outputs),
                      {"shape": [int(d) for d in at_least], "fused_from": _labels(replaced)},
-                     LOOP_DOMAIN, version=1)
+                     LOOP_DOMAIN, broadcast.name, version=1)  # (errors name the Broadcast)
         return fused, replaced, broadcast
     return None
+
+
+def _even(split: Node) -> bool:
+    """Whether `split` is OpenVINO's Split, which refuses an axis its parts do not cut evenly
+    (ONNX's at opset 18 makes the last part shorter): the fused kernel then refuses it too."""
+    return split.domain == OPENVINO_DOMAIN and split.op_type == "Split"
 
 
 def _widened(graph: Graph, uses: Uses, name: str, reader: Node):
@@ -310,7 +318,7 @@ def _widened(graph: Graph, uses: Uses, name: str, reader: Node):
 def _labels(nodes: list[Node]) -> str:
     """The nodes a fused node replaces, as its plan names them: a node the engine made in place of
     others (AtLeast) by those."""
-    return ", ".join(node.attrs["fused_from"] if node.op_type == "AtLeast"
+    return ", ".join(node.attrs.get("fused_from", node.label) if node.op_type == "AtLeast"
                      and node.domain == LOOP_DOMAIN else node.label for node in nodes)
 
 
@@ -382,7 +390,8 @@ def _match_lstm_step(gates: Node, graph: Graph, uses: Uses, carried: set[str]):
                  list(gates.outputs),
                  {"axis": gates.attrs["axis"], "blocks": gates.attrs["blocks"],
                   "r_rows": r_rows,
-                  **{k: gates.attrs[k] for k in ("part", "at_least") if k in gates.attrs},
+                  **{k: gates.attrs[k] for k in ("part", "at_least", "even")
+                     if k in gates.attrs},
                   "fused_from": ", ".join([matmul.label, *(a.label for a in adds),
                                            gates.attrs["fused_from"]])},
                  LOOP_DOMAIN, version=1)
@@ -458,8 +467,9 @@ def _match_product_plus(root: Node, graph: Graph, uses: Uses, carried: set[str])
 
 def _match_product_tanh(tanh: Node, graph: Graph, uses: Uses):
     """(the fused node, the nodes it replaces, the last of them) for a Tanh of a ProductPlus that
-    nothing else reads (a plain RNN's step), or None: ``ProductPlusTanh(h, R, x)``, the tanh
-    made where the product is, in its destination."""
+    nothing else reads (a plain RNN's step), or of an AtLeast of one that only it reads (its
+    ``at_least``), or None: ``ProductPlusTanh(h, R, x)``, the tanh made where the product is,
+    in its destination."""
     if not _is(tanh, "Tanh") or len(tanh.inputs) != 1 or len(tanh.outputs) != 1:
         return None
     pre, at_least, widening = _widened(graph, uses, tanh.inputs[0], tanh)
@@ -572,8 +582,8 @@ def _constant(graph: Graph, name: str | None):
 
 
 def _one_rank(graph: Graph, name: str | None) -> int | None:
-    """The rank of `name` if it is a constant float 1 (a scalar, [1], or [1, 1] as OpenVINO
-    writes it), else None."""
+    """The rank of `name` if it is a constant float 1 of any rank (a scalar, [1], OpenVINO's
+    [1, 1]), else None."""
     value = _constant(graph, name)
     if value is None:
         return None
@@ -657,6 +667,8 @@ def _match_gru_rest(graph, uses, tanh, add_n, mul_r, reset, x_part, r_part):
                   **{key: shape for key, shape in (("x_at_least", x_at_least),
                                                    ("r_at_least", r_at_least))
                      if shape is not None},
+                  **{key: True for key, split in (("x_even", x_split), ("r_even", r_split))
+                     if _even(split)},
                   **({"one_rank": one_rank} if one_rank > 1 else {})},
                  LOOP_DOMAIN, version=1)
     return fused, replaced, final

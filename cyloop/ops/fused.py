@@ -81,11 +81,12 @@ def lstm_gates(attrs, n_outputs):
     (see `_math.lstm_gate_affine`). A gate axis that does not split in 4 equal parts (an uneven
     opset-18 Split) runs the replaced nodes' arithmetic as written. ``part``, if given, is the
     size of each part the Split gave (jax2onnx gives them): an axis of another length fails, as
-    the Split did. ``at_least``, if given, is the shape pre is broadcast to at least first
-    (`_AtLeast`)."""
+    the Split did; ``even``, that the axis must split in 4 equal parts (OpenVINO's Split
+    refuses it otherwise). ``at_least``, if given, is the shape pre is broadcast to at least
+    first (`_AtLeast`)."""
     axis = int(attrs["axis"])
     f_at, i_at, g_at, o_at = (int(k) for k in attrs["blocks"])
-    part = attrs.get("part")
+    part, even = attrs.get("part"), bool(attrs.get("even"))
     widen = _at_least(attrs)
 
     def as_written(pre, c, index, step):
@@ -104,6 +105,8 @@ def lstm_gates(attrs, n_outputs):
         if part is not None and length != 4 * part:
             raise ValueError(f"Split: 4 parts of {part} do not make axis {axis}'s {length}")
         if length % 4:
+            if even:
+                raise ValueError(f"Split: an axis of {length} does not split into 4 equal parts")
             return None
         trailing = len(shape) - 1 - (axis % len(shape))
         scale, offset = _math.lstm_gate_affine(length, trailing, dtype, g_at)
@@ -361,7 +364,7 @@ def product_plus_tanh(attrs):
     run.products = True
     run.recurrence = Recurrence(per_step=2, feedback=(0,))  # (h, r, x) -> h'
     run.steps_for = steps_for
-    run.steps_hold = True  # (its answer: the run's cores and operands' ranks, not a trial's)
+    run.steps_hold = True  # (its answer: the run's cores and operands' shapes, not a trial's)
     return _cast_joined(run, attrs.get("to"))
 
 
@@ -410,16 +413,18 @@ def gru_gates(attrs):
     replaced nodes did. Sigmoids are tanh(t/2)/2 + 1/2, one pass for both gates when their
     blocks sit side by side in the same order in x and r. ``x_part`` and ``r_part``, if given,
     are the sizes of the parts x's and r's Splits gave (jax2onnx gives them): an axis of
-    another length fails, as the Split did. ``x_at_least`` and ``r_at_least``, if given, are
-    the shapes x and r are broadcast to at least first (`_AtLeast`). ``one_rank``, if given, is
-    the rank of the 1 of 1 - z (OpenVINO writes [1, 1]), which h' has at least, as the Sub
-    broadcasts it. ``to``: a Cast joined (`_cast_joined`)."""
+    another length fails, as the Split did; ``x_even`` and ``r_even``, that the axis must split
+    in 3 equal parts (OpenVINO's Split refuses it otherwise). ``x_at_least`` and ``r_at_least``,
+    if given, are the shapes x and r are broadcast to at least first (`_AtLeast`).
+    ``one_rank``, if given, is the rank of the 1 of 1 - z (OpenVINO writes [1, 1]), which h'
+    has at least, as the Sub broadcasts it. ``to``: a Cast joined (`_cast_joined`)."""
     axis = int(attrs["axis"])
     one_rank = int(attrs.get("one_rank", 0))
     widen_x, widen_r = _at_least(attrs, "x_at_least"), _at_least(attrs, "r_at_least")
     xz_at, xg_at, xn_at = (int(k) for k in attrs["x_blocks"])
     rz_at, rg_at, rn_at = (int(k) for k in attrs["r_blocks"])
     sizes = (("x", attrs.get("x_part")), ("r", attrs.get("r_part")))
+    evens = (bool(attrs.get("x_even")), bool(attrs.get("r_even")))
     z_scales_n = attrs["z_scales"] == "n"
     side_by_side = (xz_at, xg_at) == (rz_at, rg_at) and abs(xz_at - xg_at) == 1
 
@@ -432,10 +437,13 @@ def gru_gates(attrs):
         """The index of each part (as Split cuts an axis in 3: ceil-sized parts, the last shorter
         on an uneven axis): x's z, g, n, r's z, g, n, and the zg pair's if one pass serves both
         gates (its z, g within it)."""
-        for (name, part), shape in zip(sizes, (x_shape, r_shape)):
+        for (name, part), even, shape in zip(sizes, evens, (x_shape, r_shape)):
             if part is not None and shape[axis] != 3 * part:
                 raise ValueError(f"Split: 3 parts of {part} do not make axis {axis}'s "
                                  f"{shape[axis]} (of {name})")
+            if even and shape[axis] % 3:
+                raise ValueError(f"Split: an axis of {shape[axis]} does not split into 3 "
+                                 f"equal parts (of {name})")
         x_step, r_step = -(-x_shape[axis] // 3), -(-r_shape[axis] // 3)
         parts = [cut(len(x_shape), k * x_step, (k + 1) * x_step) for k in (xz_at, xg_at, xn_at)]
         parts += [cut(len(r_shape), k * r_step, (k + 1) * r_step) for k in (rz_at, rg_at, rn_at)]
