@@ -11,10 +11,10 @@ Every runner's outputs are checked against the numpy loop. Times are medians of 
 peak memory is measured in a fresh subprocess per cell, with that runner's engine alone loaded:
 the resident set size sampled during the first run, above its level after loading, so that
 native allocations count too (one-time costs such as thread pools count as well). Then cyloop on
-the IR spelling of W1-W5 (and J2O-*) against the ONNX ones, interleaved in the same rounds; the time of
-`import cyloop` in a fresh interpreter and of `cyloop.load` on each workload's file. Last, the
-functional API: each workload's step as one Python function, run by cyloop.scan / while_loop /
-fori_loop and by the plain Python loop that calls the same function (its floor).
+the IR spelling of W1-W5 (and J2O-*) against the ONNX ones, interleaved in the same rounds; the
+time of `import cyloop` in a fresh interpreter and of `cyloop.load` on each workload's file.
+Last, the functional API: each workload's step as one Python function, run by cyloop.scan /
+while_loop / fori_loop and by the plain Python loop that calls the same function (its floor).
 """
 
 from __future__ import annotations
