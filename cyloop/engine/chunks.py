@@ -480,6 +480,7 @@ class _JoinedBias:
         self.product, self.transposed = product, transposed
         self.weights = PreparedPair(self._join)
         self.rows = Prepared(lambda w: w.T if transposed else w)  # w as [K, N] (two cores)
+        self.one_row = Prepared(_one_row)  # a read-only bias of rows all alike: its row
 
     def _join(self, w, b):
         row = b.reshape(-1)
@@ -489,18 +490,26 @@ class _JoinedBias:
         return joined
 
     def covers(self, x, w, b) -> bool:
-        """Whether x [rows, ..., K], w and b are of one float type and b is one row of the
-        product's width that broadcasts over a row's product without widening it ([N], or
-        [1, N] on [B, N])."""
+        """Whether x [rows, ..., K], w and b are of one float type and b broadcasts over a
+        row's product without widening it, as one row of the product's width ([N], or [1, N]
+        on [B, N]), or as rows all alike ([B, N] on [B, N]: a bias jax2onnx broadcast in the
+        body, computed once a run, whose row is then found once)."""
         if not (isinstance(x, np.ndarray) and isinstance(w, np.ndarray)
                 and isinstance(b, np.ndarray) and x.dtype == w.dtype == b.dtype
                 and x.dtype.kind == "f" and w.ndim == 2 and x.ndim >= 2 and b.ndim >= 1):
             return False
         n, k = w.shape if self.transposed else w.shape[::-1]
-        return (x.shape[-1] == k and b.shape[-1] == n and b.size == n
-                and b.ndim <= max(x.ndim - 1, 1))
+        if x.shape[-1] != k or b.shape[-1] != n or b.ndim > max(x.ndim - 1, 1):
+            return False
+        if b.size == n:
+            return True
+        return n > 0 \
+            and all(d in (1, e) for d, e in zip(b.shape[-2::-1], x.shape[-2:0:-1])) \
+            and isinstance(self.one_row(b), np.ndarray)
 
     def __call__(self, x, w, b):
+        if b.size != b.shape[-1]:
+            b = self.one_row(b)  # (`covers` found its rows alike)
         lead, k = x.shape[:-1], x.shape[-1]
         if splits_now(x.size * b.size):  # BLAS adds b, copied into each piece's block of rows
             return rows_plus(x, self.rows(w), b.reshape(-1))  # (w as [K, N], laid out once)
@@ -509,6 +518,19 @@ class _JoinedBias:
         ones[..., -1] = 1
         result = self.product(ones.reshape(-1, k + 1), self.weights(w, b))
         return result.reshape(lead + result.shape[-1:])
+
+
+def _one_row(b: np.ndarray):
+    """b's row if all its rows (along its last axis) are alike, bit for bit (a -0.0 is not a
+    0.0, a NaN its own), as a read-only copy; else () (not None: `Prepared` takes None for b
+    itself)."""
+    rows = b.reshape(-1, b.shape[-1])
+    bits = rows.view(np.dtype(f"u{rows.dtype.itemsize}"))
+    if not (bits == bits[:1]).all():
+        return ()
+    row = rows[0].copy()
+    row.flags.writeable = False
+    return row
 
 
 def bias_joined(product, add, transposed: bool, bias_first: bool, labels: tuple[str, str]):

@@ -78,7 +78,7 @@ from ..ir import (
     fresh_name,
 )
 
-__all__ = ["Uses", "fuse_loop", "passed_through"]
+__all__ = ["Uses", "fuse_loop", "is_gemm_product", "passed_through"]
 
 # The ops of the pattern in each format's spelling.
 _ONNX = {"Sigmoid": "Sigmoid", "Tanh": "Tanh", "Mul": "Mul", "Add": "Add", "Sub": "Sub",
@@ -334,7 +334,7 @@ def _sum_tree(graph: Graph, uses: Uses, name: str, reader: Node, leaves: list, n
     return len(leaves) - 1
 
 
-def _is_gemm_product(node: Node | None) -> bool:
+def is_gemm_product(node: Node | None) -> bool:
     """Whether `node` is an ONNX Gemm that is only its product ``A B`` (or ``A B^T``): alpha 1,
     A not transposed, and no C, or a C that beta 0 leaves out (as ONNX's reference and
     onnxruntime leave it: ops/onnx/nn.py `gemm`)."""
@@ -348,7 +348,7 @@ def _is_gemm_product(node: Node | None) -> bool:
 
 
 def _is_product(node: Node | None) -> bool:
-    return _is(node, "MatMul") and len(node.inputs) == 2 or _is_gemm_product(node)
+    return _is(node, "MatMul") and len(node.inputs) == 2 or is_gemm_product(node)
 
 
 def _recurrent_product(graph: Graph, uses: Uses, name: str, reader: Node, carried: set[str]):

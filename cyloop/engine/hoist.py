@@ -13,8 +13,10 @@ row i of the same op run on all rows at once. Such nodes leave the body and run 
 hoisted value something left in it still needs. This is the cuDNN trick the ONNX Loop
 specification points to: an RNN's ``x_t @ W`` becomes one GEMM per chunk, and a TensorIterator's
 LSTMCell is split into its input projection (hoisted) and its recurrence (left in the body).
-A hoisted MatMul whose only reader adds a static bias takes the bias into its GEMM (one more row
-of the weight against a column of ones: `chunks.bias_joined`), so no pass over the chunk adds it.
+A hoisted MatMul (or an ONNX Gemm that is only its product) whose only reader adds a static
+bias takes the bias into its GEMM (one more row of the weight against a column of ones:
+`chunks.bias_joined`), so no pass over the chunk adds it; a bias of rows all alike (jax2onnx
+broadcasts one row to the batch's) joins as its one row.
 
 A body node whose inputs are all static (and which is a pure tensor op) is static too: it runs
 once a run, when the first chunk is computed, in its place among the hoisted steps
@@ -68,6 +70,7 @@ from .chunks import (
     OuterStatic,
     SlicedSource,
 )
+from .fuse import is_gemm_product
 
 __all__ = ["hoist_loop"]
 
@@ -189,8 +192,11 @@ def _readers(body: Graph) -> dict[str, int]:
 
 
 def _weight_product(node: Node, step: HoistStep) -> bool:
-    """Whether `node` is a MatMul hoisted as rows times a static operand (ONNX's, or OpenVINO's,
-    which hoists only untransposed rows)."""
+    """Whether `node` is a product hoisted as rows times a static operand: a MatMul (ONNX's, or
+    OpenVINO's, which hoists only untransposed rows), or an ONNX Gemm that is only its product
+    (`is_gemm_product`: jax2onnx writes ``x W`` so, with a C that beta 0 leaves out)."""
+    if is_gemm_product(node):
+        return len(node.outputs) == 1 and step.batched[:2] == [True, False]
     return (node.op_type == "MatMul" and len(node.inputs) == 2 and len(node.outputs) == 1
             and step.batched == [True, False]
             and (node.domain in ("", "ai.onnx") and not node.attrs or node.domain == OPENVINO_DOMAIN))
@@ -212,7 +218,8 @@ def _bias_joined(node: Node, products: dict, statics, opsets):
         return None
     index, matmul = products.pop(product)
     product_fn, add_fn = ops.build(matmul, opsets).fn, ops.build(node, opsets).fn
-    transposed = matmul.domain == OPENVINO_DOMAIN and as_bool(matmul.attrs, "transpose_b")
+    transposed = product_fn.trans_b if matmul.op_type == "Gemm" else \
+        matmul.domain == OPENVINO_DOMAIN and as_bool(matmul.attrs, "transpose_b")
     call, probe = chunks.bias_joined(product_fn, add_fn, transposed, bias_first,
                                      (matmul.label, node.label))
     step = HoistStep(call, [matmul.inputs[0], matmul.inputs[1], bias], list(node.outputs),

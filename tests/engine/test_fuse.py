@@ -1352,6 +1352,9 @@ def test_an_lstm_scan_jax2onnx_exports_is_one_step(emits, rng):
     plan = _agree_three_ways(onnx_model, feeds, peer_atol=2e-5)
     fused = re.search(r"fused: LSTMStep node producing '[^']+' runs (.*)", plan)
     assert fused is not None and "(Split)" in fused[1] and fused[1].count("(Cast)") == 2, plan
+    # x W (a Gemm whose C beta 0 leaves out) and the bias broadcast to the batch's rows are one
+    # hoisted GEMM.
+    assert re.search(r"\(Gemm\) and [^,]+ \(Add\), the bias joined to the product", plan), plan
     assert bool(re.search(r"steps: LSTMStep node producing '[^']+' may run", plan)) == \
         (emits == "h"), plan
 
@@ -1383,6 +1386,7 @@ def test_a_gru_scan_jax2onnx_exports_has_its_gates_fused(rng):
     fused = re.search(r"fused: GRUStep node producing '[^']+' runs (.*)", plan)
     assert fused is not None and fused[1].count("(Split)") == 2 and "(Cast)" in fused[1], plan
     assert "(Expand) once a run" in plan
+    assert re.search(r"\(Gemm\) and [^,]+ \(Add\), the bias joined to the product", plan), plan
     assert re.search(r"steps: GRUStep node producing '[^']+' may run", plan), plan
 
 

@@ -880,13 +880,22 @@ def test_values_the_pass_adds_take_names_the_body_does_not_use(rng, chunk_rows):
 # row of the weight (chunks.bias_joined); operands the joined form does not cover run the two
 # kernels in turn. Either way both drivers agree, errors included.
 
-def _biased_loop(x, w, b, domain, transposed, bias_first, emit_product=False):
+def _biased_loop(x, w, b, domain, transposed, bias_first, emit_product=False, gemm=None):
+    """``y = x_t @ w + b`` (w^T if `transposed`): a MatMul, or with `gemm` (its attributes) an
+    ONNX Gemm, given a C of ones where ``gemm["C"]``; then an Add of the bias."""
     ov = domain == OPENVINO_DOMAIN
     body = GraphBuilder("biased", opsets={OPENVINO_DOMAIN: 5} if ov else None)
     attrs = {"transpose_a": "false", "transpose_b": "true" if transposed else "false"} \
         if ov else {}
-    xw = body.node("MatMul", body.input("x_t", x.dtype), body.input("w", w.dtype),
-                   domain=domain, outputs=["xw"], **attrs)
+    if gemm is not None:
+        gemm = dict(gemm)
+        c = [body.const(np.ones(w.shape[0 if transposed else 1], w.dtype))] \
+            if gemm.pop("C") else []
+        xw = body.node("Gemm", body.input("x_t", x.dtype), body.input("w", w.dtype), *c,
+                       outputs=["xw"], transB=int(transposed), **gemm)
+    else:
+        xw = body.node("MatMul", body.input("x_t", x.dtype), body.input("w", w.dtype),
+                       domain=domain, outputs=["xw"], **attrs)
     bias = body.input("b", b.dtype)
     body.node("Add", *((bias, xw) if bias_first else (xw, bias)), domain=domain,
               outputs=["y"])
@@ -903,7 +912,9 @@ def _joined_keys(model):
 @pytest.mark.parametrize("chunk_rows", [None, 3])
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 @pytest.mark.parametrize("row_rank, bias_shape", [(2, "n"), (2, "1n"), (2, "bn"), (2, "11n"),
-                                                   (1, "n"), (1, "1n")])
+                                                   (1, "n"), (1, "1n"), (2, "bn alike"),
+                                                   (2, "bn alike but a -0.0"),
+                                                   (1, "bn alike")])
 @pytest.mark.parametrize("bias_first", [False, True])
 @pytest.mark.parametrize("domain, transposed", [("", False), (OPENVINO_DOMAIN, False),
                                                 (OPENVINO_DOMAIN, True)])
@@ -913,7 +924,11 @@ def test_a_static_bias_joins_the_hoisted_product(rng, chunk_rows, dtype, row_ran
     x = (rng.standard_normal((steps,) + (batch, k)[-row_rank:]) * 4).astype(dtype)
     w = (rng.standard_normal((n, k) if transposed else (k, n)) * 4).astype(dtype)
     b = (rng.standard_normal({"n": (n,), "1n": (1, n), "bn": (batch, n),
-                              "11n": (1, 1, n)}[bias_shape]) * 4).astype(dtype)
+                              "11n": (1, 1, n)}.get(bias_shape, (1, n))) * 4).astype(dtype)
+    if bias_shape.startswith("bn alike"):  # (rows of one, as jax2onnx's Expand of a bias)
+        b = np.repeat(b, batch, axis=0)
+        if bias_shape.endswith("-0.0"):
+            b[:, 0], b[-1, 0] = 0, -0.0
     graph, feeds = _biased_loop(x, w, b, domain, transposed, bias_first)
     fast, got, expected = _run(graph, feeds, chunk_rows)
     row = x[0] @ (w.T if transposed else w)
@@ -923,11 +938,51 @@ def test_a_static_bias_joins_the_hoisted_product(rng, chunk_rows, dtype, row_ran
     np.testing.assert_allclose(got["ys"], want, rtol=1e-5, atol=1e-4)
     assert "the bias joined to the product" in str(fast.plan())
     assert _counters(fast)["hoist_chunks"] >= 1
-    # A float bias of one row of the product's width goes into the GEMM: its weight gains a row
-    # (a column, transposed) and the weight alone is never multiplied.
-    joined = dtype == np.float32 and bias_shape in ("n", "1n") and b.ndim <= row_rank
+    # A float bias of one row of the product's width, or of rows alike bit for bit (a -0.0 is
+    # no 0.0), goes into the GEMM: its weight gains a row (a column, transposed) and the weight
+    # alone is never multiplied.
+    joined = dtype == np.float32 and bias_shape in ("n", "1n", "bn alike") \
+        and b.ndim <= row_rank
     extra = 1 if joined else 0  # otherwise (integers, a bias it does not cover) the two kernels
     assert _joined_keys(fast) == {(n, k + extra) if transposed else (k + extra, n)}
+
+
+def test_a_bias_of_rows_alike_that_widens_the_product_stays_apart(rng):
+    """A row's product [1, N] plus a bias of 3 alike rows is [3, N]: the bias's one row would
+    not widen it, so the Add runs as written."""
+    x = rng.standard_normal((40, 1, 5)).astype(np.float32)
+    w = rng.standard_normal((5, 4)).astype(np.float32)
+    b = np.repeat(rng.standard_normal((1, 4)).astype(np.float32), 3, axis=0)
+    graph, feeds = _biased_loop(x, w, b, "", False, False)
+    fast, got, expected = _run(graph, feeds, None)
+    assert got["ys"].shape == expected["ys"].shape == (40, 3, 4)
+    np.testing.assert_allclose(got["ys"], expected["ys"], rtol=1e-5, atol=1e-5)
+    assert _joined_keys(fast) == {(5, 4)}  # (the weight as it is: nothing joined)
+
+
+@pytest.mark.parametrize("gemm, joined", [
+    ({"C": False}, True), ({"C": True, "beta": 0.0}, True), ({"C": False, "alpha": 2.0}, False),
+    ({"C": True}, False), ({"C": False, "transA": 1}, False)])
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("alike", [False, True])
+def test_a_gemm_that_is_only_its_product_joins_its_bias(rng, gemm, joined, transposed, alike):
+    """An ONNX Gemm that is only ``A B`` (alpha 1, A as it is, no C or one beta 0 leaves out:
+    jax2onnx writes x W so) joins the bias added to it as a MatMul does, one row or rows alike
+    (jax2onnx broadcasts its bias to the batch's rows); any other Gemm keeps the Add apart."""
+    steps, batch, k, n = 40, 3, 5, 4
+    x = rng.standard_normal((steps, k if gemm.get("transA") else batch,
+                             batch if gemm.get("transA") else k)).astype(np.float32)
+    w = rng.standard_normal((n, k) if transposed else (k, n)).astype(np.float32)
+    b = rng.standard_normal((1, n)).astype(np.float32)
+    b = np.repeat(b, batch, axis=0) if alike else b
+    graph, feeds = _biased_loop(x, w, b, "", transposed, False, gemm=gemm)
+    fast, got, expected = _run(graph, feeds, None)
+    np.testing.assert_allclose(got["ys"], expected["ys"], rtol=1e-5, atol=1e-5)
+    plan = str(fast.plan())
+    assert ("Gemm node producing 'xw' and Add node producing 'y', the bias joined to the "
+            "product" in plan) == joined, plan
+    if joined:  # (the weight gained the bias's row: the product of x's rows and ones)
+        assert _joined_keys(fast) == {(n, k + 1) if transposed else (k + 1, n)}
 
 
 def test_a_product_something_else_reads_keeps_its_bias_apart(rng):
@@ -942,18 +997,18 @@ def test_a_product_something_else_reads_keeps_its_bias_apart(rng):
     np.testing.assert_allclose(got["ys"], got["xws"] + b, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("bad", ["bias", "weight"])
+@pytest.mark.parametrize("bad", ["bias", "bias rows", "weight"])
 @pytest.mark.parametrize("domain", ["", OPENVINO_DOMAIN])
 def test_a_joined_step_fails_as_the_node_that_fails_would(domain, bad):
-    """A bias of the wrong width fails in the Add, a weight of the wrong height in the MatMul,
-    each named as the body names it."""
+    """A bias of the wrong width, or of rows alike but not the product's count, fails in the
+    Add, a weight of the wrong height in the MatMul, each named as the body names it."""
     x = np.ones((6, 3, 5), np.float32)
-    w = np.ones((5 if bad == "bias" else 6, 4), np.float32)
-    b = np.ones(5 if bad == "bias" else 4, np.float32)
+    w = np.ones((5 if bad == "bias" else 6 if bad == "weight" else 5, 4), np.float32)
+    b = np.ones({"bias": (5,), "bias rows": (2, 4)}.get(bad, (4,)), np.float32)
     graph, feeds = _biased_loop(x, w, b, domain, False, False)
     message = _same_outcome(graph, feeds)
     assert isinstance(message, str)
-    assert ("producing 'y' failed" if bad == "bias" else "producing 'xw' failed") in message
+    assert ("producing 'xw' failed" if bad == "weight" else "producing 'y' failed") in message
 
 
 def test_untuned_a_joined_product_keeps_the_default_formulation(rng):
