@@ -17,7 +17,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..errors import CyloopError, ExecutionError, ResourceLimitError
 from ..ir import SlicedInput, Slicing, read_only
-from ..ops._gemm import Prepared, PreparedPair, rows_plus, splits_now
+from ..ops._gemm import Prepared, PreparedPair, _bits, rows_plus, splits_now
 from ..ops._measured import Measured, untimed
 from ..ops.registry import FLOATS, INTEGERS, type_keeping
 from .settings import CHUNK_BUDGETS, FIRST_CHUNK_ROWS, MAX_CHUNK_ROWS, MIN_CHUNK_ROWS
@@ -501,14 +501,14 @@ class _JoinedBias:
         n, k = w.shape if self.transposed else w.shape[::-1]
         if x.shape[-1] != k or b.shape[-1] != n or b.ndim > max(x.ndim - 1, 1):
             return False
-        if b.size == n:
+        if _one_row_shaped(b):
             return True
-        return n > 0 \
+        return b.size > 0 \
             and all(d in (1, e) for d, e in zip(b.shape[-2::-1], x.shape[-2:0:-1])) \
             and isinstance(self.one_row(b), np.ndarray)
 
     def __call__(self, x, w, b):
-        if b.size != b.shape[-1]:
+        if not _one_row_shaped(b):
             b = self.one_row(b)  # (`covers` found its rows alike)
         lead, k = x.shape[:-1], x.shape[-1]
         if splits_now(x.size * b.size):  # BLAS adds b, copied into each piece's block of rows
@@ -520,13 +520,18 @@ class _JoinedBias:
         return result.reshape(lead + result.shape[-1:])
 
 
+def _one_row_shaped(b: np.ndarray) -> bool:
+    """Whether b is one row by its shape ([N], [1, N], [1, 1, N], ...; N may be 0)."""
+    return all(d == 1 for d in b.shape[:-1])
+
+
 def _one_row(b: np.ndarray):
-    """b's row if all its rows (along its last axis) are alike, bit for bit (a -0.0 is not a
-    0.0, a NaN its own), as a read-only copy; else () (not None: `Prepared` takes None for b
-    itself)."""
+    """b's row if all its rows (along its last axis; b not empty) are alike, bit for bit (a
+    -0.0 is not a 0.0, a NaN its own), as a read-only copy; else () (not None: `Prepared` takes
+    None for b itself)."""
     rows = b.reshape(-1, b.shape[-1])
-    bits = rows.view(np.dtype(f"u{rows.dtype.itemsize}"))
-    if not (bits == bits[:1]).all():
+    bits = _bits(rows.dtype)  # (None for a float of another size, a long double: not joined)
+    if bits is None or not (rows.view(bits) == rows[:1].view(bits)).all():
         return ()
     row = rows[0].copy()
     row.flags.writeable = False
@@ -554,7 +559,8 @@ def bias_joined(product, add, transposed: bool, bias_first: bool, labels: tuple[
         return _labelled(labels[1], add, *((b, y) if bias_first else (y, b)))
 
     probe.measured = getattr(product, "measured", None)
-    probe.prepared = getattr(product, "prepared", None)  # (its formulations' weights)
+    probe.prepared = getattr(getattr(product, "product", product), "prepared", None)  # (its
+    # formulations' weights: a Gemm's are its product's)
     return call, probe
 
 

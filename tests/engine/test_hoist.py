@@ -960,6 +960,32 @@ def test_a_bias_of_rows_alike_that_widens_the_product_stays_apart(rng):
     assert _joined_keys(fast) == {(5, 4)}  # (the weight as it is: nothing joined)
 
 
+@pytest.mark.parametrize("x_shape, n, bias_shape, dtype, joined", [
+    ((40, 0, 5), 4, (0, 4), np.float32, False),    # an empty batch, its bias broadcast to it
+    ((40, 1, 5), 0, (3, 0), np.float32, False),    # a width of 0 whose bias widens the product
+    ((40, 3, 5), 0, (3, 0), np.float32, False),    # a width of 0, rows of the product's count
+    ((40, 3, 5), 4, (3, 4), np.longdouble, False),  # rows alike of a type not compared
+    ((40, 2, 3, 5), 4, (1, 3, 4), np.float32, True),  # rows alike of a rank-3 bias
+    ((40, 3, 2, 5), 4, (3, 1, 4), np.float32, True)])
+def test_odd_biases_of_rows_alike_join_or_run_as_written(rng, x_shape, n, bias_shape, dtype,
+                                                           joined):
+    """Biases of rows alike that are empty, widen a row's product, are of a type whose bits
+    are not compared, or are of rank 3: the same as the body as written, joined where they can
+    be."""
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal((x_shape[-1], n)).astype(dtype)
+    b = np.broadcast_to(rng.standard_normal(n).astype(dtype), bias_shape).copy()
+    graph, feeds = _biased_loop(x, w, b, "", False, False)
+    fast, got, expected = _run(graph, feeds, None)
+    want = np.stack([x_t @ w + b for x_t in x])
+    assert got["ys"].shape == expected["ys"].shape == want.shape
+    np.testing.assert_allclose(got["ys"], expected["ys"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["ys"].astype(np.float64), want.astype(np.float64),
+                               rtol=1e-5, atol=1e-5)
+    if x.size and n:  # (an empty product opens no trial)
+        assert _joined_keys(fast) == {(x_shape[-1] + joined, n)}
+
+
 @pytest.mark.parametrize("gemm, joined", [
     ({"C": False}, True), ({"C": True, "beta": 0.0}, True), ({"C": False, "alpha": 2.0}, False),
     ({"C": True}, False), ({"C": False, "transA": 1}, False)])
@@ -978,6 +1004,10 @@ def test_a_gemm_that_is_only_its_product_joins_its_bias(rng, gemm, joined, trans
     graph, feeds = _biased_loop(x, w, b, "", transposed, False, gemm=gemm)
     fast, got, expected = _run(graph, feeds, None)
     np.testing.assert_allclose(got["ys"], expected["ys"], rtol=1e-5, atol=1e-5)
+    a = x.swapaxes(1, 2) if gemm.get("transA") else x
+    c = 1.0 if gemm["C"] and gemm.get("beta", 1.0) else 0.0  # (a C of ones)
+    want = gemm.get("alpha", 1.0) * a @ (w.T if transposed else w) + c + b
+    np.testing.assert_allclose(got["ys"], want, rtol=1e-5, atol=1e-5)
     plan = str(fast.plan())
     assert ("Gemm node producing 'xw' and Add node producing 'y', the bias joined to the "
             "product" in plan) == joined, plan
