@@ -480,7 +480,7 @@ class _JoinedBias:
         self.product, self.transposed = product, transposed
         self.weights = PreparedPair(self._join)
         self.rows = Prepared(lambda w: w.T if transposed else w)  # w as [K, N] (two cores)
-        self.one_row = Prepared(_one_row)  # a read-only bias of rows all alike: its row
+        self.one_row = Prepared(_one_row)  # a bias of rows all alike: its row (once a bias)
 
     def _join(self, w, b):
         row = b.reshape(-1)

@@ -43,7 +43,9 @@ broadcast after it, ``Broadcast(s, Maximum(ShapeOf(s), c))``: that becomes ``AtL
 itself wherever its shape covers c, as it does at the shapes the model was exported for), and the
 patterns above read through it, the fused kernel taking c as its pre-activation's ``at_least``
 (GRUGates': ``x_at_least``, ``r_at_least``) and running as written, broadcast included, where a
-shape does not cover it. OpenVINO's VariadicSplit giving equal lengths is a Split in equal parts.
+shape does not cover it. OpenVINO's VariadicSplit giving equal lengths is a Split in equal parts
+(its Split refuses an axis it does not cut evenly, and so do the fused gates: ``even``), and the
+1 of GRU's 1 - z may be of any rank (OpenVINO's is [1, 1]: ``one_rank``).
 
 Casts to a float type that alone read each result of a ProductPlusTanh, an LSTMStep or GRUGates
 join it (its ``to``), and a Cast of a value already of its type is an Identity: jax2onnx ends
