@@ -54,12 +54,19 @@ def _identity(reduction, dtype):
     return dtype.type(info.max if reduction == "min" else info.min)
 
 
-def _scatter(data, index, updates, reduction, use_init):
+def _scatter(data, index, updates, reduction, use_init, out=None):
     """A copy of `data` with `updates` combined in at `index` (a numpy index tuple): overwritten
     (reduction None: where two updates meet one place, the last wins), or reduced (see
     REDUCTIONS, and "mean": the mean of the updates and, with `use_init`, the data's value;
-    floored on integers). Without `use_init` a reduction starts from its identity."""
-    result = np.array(data, copy=True)
+    floored on integers). Without `use_init` a reduction starts from its identity. `out`: the
+    buffer of `data`'s shape and type the result is made in (`data` itself: updated in place,
+    nothing copied)."""
+    if out is None:
+        result = np.array(data, copy=True)
+    else:
+        if out is not data:
+            np.copyto(out, data)
+        result = out
     if reduction is None:
         result[index] = updates
         return result
@@ -82,24 +89,25 @@ def _scatter(data, index, updates, reduction, use_init):
     return result
 
 
-def scatter_elements(data, indices, updates, axis, reduction=None, use_init=True):
+def scatter_elements(data, indices, updates, axis, reduction=None, use_init=True, out=None):
     """A copy of `data` with ``out[i, indices[i, j, k], k] = updates[i, j, k]`` (for axis 1),
-    or combined per `reduction` (`_scatter`); negative indices count back."""
+    or combined per `reduction` (`_scatter`, which says `out`); negative indices count back."""
     indices = _positive(indices, data.shape[axis])
     index = list(np.indices(indices.shape, sparse=True))
     index[axis] = indices
-    return _scatter(data, tuple(index), updates, reduction, use_init)
+    return _scatter(data, tuple(index), updates, reduction, use_init, out)
 
 
-def scatter_nd(data, indices, updates, reduction=None):
+def scatter_nd(data, indices, updates, reduction=None, out=None):
     """A copy of `data` with the slices at the index tuples along the last axis of `indices`
-    set to (or combined per `reduction` with) `updates`; negative indices count back."""
+    set to (or combined per `reduction` with) `updates` (`_scatter`, which says `out`); negative
+    indices count back."""
     indices = np.asarray(indices)
     depth = indices.shape[-1]
     lengths = np.array(data.shape[:depth]).reshape((1,) * (indices.ndim - 1) + (depth,))
     indices = np.where(indices < 0, indices + lengths, indices)
     updates = np.asarray(updates).reshape(indices.shape[:-1] + data.shape[depth:])
-    return _scatter(data, tuple(np.moveaxis(indices, -1, 0)), updates, reduction, True)
+    return _scatter(data, tuple(np.moveaxis(indices, -1, 0)), updates, reduction, True, out)
 
 
 def one_hot(indices, depth, on, off, axis, normalize_negative=True):

@@ -29,6 +29,11 @@ A kernel declares its traits where it is registered, and the engine reads them f
   iterations of a body that is that step alone in one call (engine/destinations.py,
   `plan_steps`), as its ``steps_for(*args)`` offers them. An answer None is asked again while
   its ``measured`` choice is on trial, unless ``steps_hold`` says it holds for a run.
+- A built kernel that takes ``out=`` may also say, as its ``updates_first`` attribute (True),
+  that given its first input's own buffer as ``out=`` it updates that buffer in place (a
+  scatter writing a few places of a large array): the engine hands it that buffer where the
+  input dies at the step and nothing else holds it (`type_keeping`: `FIRST_INPUT`), so that a
+  loop updating a carried buffer a row at a time copies no buffer a step.
 - ``stateful=True``: its calls depend on the calls before (a random stream moving on), so each
   node has a kernel of its own. Any other kernel is a pure function of its attributes and
   inputs, which lets nodes with one attributes dict share one (engine/compile.py).
@@ -160,12 +165,15 @@ _FLOAT_KEEPING = {np.add, np.subtract, np.multiply, np.true_divide, np.maximum, 
 _INTEGER_KEEPING = {np.add, np.subtract, np.multiply, np.maximum, np.minimum, np.negative,
                     np.absolute}
 FLOATS, INTEGERS = 1, 2  # the operand kinds `type_keeping` reports, as bits
+FIRST_INPUT = 4  # ... and a kernel updating its first input's buffer in place (`updates_first`)
 
 
 def type_keeping(fn) -> int:
     """For which operand kinds (`FLOATS`, `INTEGERS`, or'ed) ufunc `fn`'s result has the type
-    its operands share, so that one of them may be written over with the result; 0 for anything
-    else."""
+    its operands share, so that one of them may be written over with the result; `FIRST_INPUT`
+    for a kernel that ``updates_first``; 0 for anything else."""
+    if getattr(fn, "updates_first", False):
+        return FIRST_INPUT
     if not isinstance(fn, np.ufunc):
         return 0
     return (FLOATS if fn in _FLOAT_KEEPING else 0) | (INTEGERS if fn in _INTEGER_KEEPING else 0)

@@ -105,22 +105,31 @@ def gather_nd(attrs):
 _REDUCTIONS = {"none": None, "add": "sum", "mul": "prod", "max": "max", "min": "min"}
 
 
-@kernel("Scatter", since=9)  # deprecated at 11 for ScatterElements, which it is
-@kernel("ScatterElements", since=11)
+@kernel("Scatter", since=9, out=True)  # deprecated at 11 for ScatterElements, which it is
+@kernel("ScatterElements", since=11, out=True)
 def scatter_elements(attrs):
+    """Made in ``out=`` where given; in data's own buffer where the engine hands it that
+    (``updates_first``: a loop updating a carried buffer copies none a step)."""
     axis = int(attrs.get("axis", 0))
     reduction = _REDUCTIONS[attrs.get("reduction", "none")]
 
-    def scattered(data, indices, updates):
-        return _indexing.scatter_elements(data, indices, updates, axis, reduction)
+    def scattered(data, indices, updates, out=None):
+        return _indexing.scatter_elements(data, indices, updates, axis, reduction, out=out)
 
+    scattered.updates_first = True
     return scattered
 
 
-@kernel("ScatterND", since=11)
+@kernel("ScatterND", since=11, out=True)
 def scatter_nd(attrs):
+    """As ScatterElements' (jax2onnx writes ``buf.at[k].set(y)`` as one)."""
     reduction = _REDUCTIONS[attrs.get("reduction", "none")]
-    return lambda data, indices, updates: _indexing.scatter_nd(data, indices, updates, reduction)
+
+    def scattered(data, indices, updates, out=None):
+        return _indexing.scatter_nd(data, indices, updates, reduction, out=out)
+
+    scattered.updates_first = True
+    return scattered
 
 
 @kernel("NonZero", since=9)

@@ -51,31 +51,40 @@ def _scatter_reduction(attrs, allowed):
     return None if reduction == "none" else reduction
 
 
-@kernel("ScatterElementsUpdate", domain=DOMAIN, since=3)
+@kernel("ScatterElementsUpdate", domain=DOMAIN, since=3, out=True)
 def scatter_elements_update(attrs):
     """(data, indices, updates, axis); -12 adds ``reduction`` (none, sum, prod, min, max, mean)
-    and ``use_init_val`` (whether data's values take part in a reduction)."""
+    and ``use_init_val`` (whether data's values take part in a reduction). Made in ``out=``
+    where given; in data's own buffer where the engine hands it that (``updates_first``)."""
     reduction = _scatter_reduction(attrs, ("none", "sum", "prod", "min", "max", "mean"))
     use_init = as_bool(attrs, "use_init_val", True)
 
-    def scattered(data, indices, updates, axis):
+    def scattered(data, indices, updates, axis, out=None):
         axis = _scalar_int(axis) % data.ndim
-        return _indexing.scatter_elements(data, indices, updates, axis, reduction, use_init)
+        return _indexing.scatter_elements(data, indices, updates, axis, reduction, use_init,
+                                          out=out)
 
+    scattered.updates_first = True
     return scattered
 
 
-kernel("ScatterElementsUpdate", domain=DOMAIN, since=12)(scatter_elements_update)
+kernel("ScatterElementsUpdate", domain=DOMAIN, since=12, out=True)(scatter_elements_update)
 
 
-@kernel("ScatterNDUpdate", domain=DOMAIN, since=3)
+@kernel("ScatterNDUpdate", domain=DOMAIN, since=3, out=True)
 def scatter_nd_update(attrs):
-    """(data, indices, updates); -15 adds ``reduction`` (none, sum, sub, prod, min, max)."""
+    """(data, indices, updates); -15 adds ``reduction`` (none, sum, sub, prod, min, max). As
+    ScatterElementsUpdate's, in ``out=`` or data's own buffer."""
     reduction = _scatter_reduction(attrs, ("none", "sum", "sub", "prod", "min", "max"))
-    return lambda data, indices, updates: _indexing.scatter_nd(data, indices, updates, reduction)
+
+    def scattered(data, indices, updates, out=None):
+        return _indexing.scatter_nd(data, indices, updates, reduction, out=out)
+
+    scattered.updates_first = True
+    return scattered
 
 
-kernel("ScatterNDUpdate", domain=DOMAIN, since=15)(scatter_nd_update)
+kernel("ScatterNDUpdate", domain=DOMAIN, since=15, out=True)(scatter_nd_update)
 
 
 @kernel("OneHot", domain=DOMAIN, since=1)

@@ -214,6 +214,36 @@ def test_versioned_kernels_match_onnxruntime(op, opset, attrs, inputs):
             np.testing.assert_allclose(g, e, rtol=1e-6)
 
 
+@pytest.mark.parametrize("domain, op, attrs, extra", [
+    ("", "ScatterND", {}, []), ("", "ScatterND", {"reduction": "add"}, []),
+    ("", "ScatterElements", {"axis": 1}, []),
+    ("openvino", "ScatterNDUpdate", {}, []),
+    ("openvino", "ScatterElementsUpdate", {}, [np.array(1)])])
+@pytest.mark.parametrize("into", ["a buffer", "data itself"])
+def test_scatters_made_in_out_or_in_their_data_give_their_result(domain, op, attrs, extra, into,
+                                                                 rng):
+    """A scatter given ``out=`` makes its result there: a buffer of data's shape (data is
+    left as it is), or data's own buffer (updated in place, as the engine hands it where data
+    dies at the step), the same values as without."""
+    data = rng.standard_normal((3, 4)).astype(np.float32)
+    if op.startswith("ScatterND"):
+        indices, updates = np.array([[2], [0]]), rng.standard_normal((2, 4)).astype(np.float32)
+    else:
+        indices = np.array([[3, 0], [1, 1], [2, 0]])
+        updates = rng.standard_normal((3, 2)).astype(np.float32)
+    opset = {"": 18, "openvino": 15 if op == "ScatterNDUpdate" else 12}[domain]
+    fn = ops.lookup(domain, op, opset).build(attrs)
+    assert fn.updates_first
+    want = fn(data, indices, updates, *extra)
+    kept = data.copy()
+    out = data if into == "data itself" else np.full_like(data, np.nan)
+    got = fn(data, indices, updates, *extra, out=out)
+    assert got is out
+    np.testing.assert_array_equal(got, want)
+    if into == "a buffer":
+        np.testing.assert_array_equal(data, kept)
+
+
 def test_dropout_mask_type_follows_the_opset():
     """Before opset 10 the mask has the input's type (onnxruntime returns zeros there, and
     onnx.reference a bool mask, so neither is an oracle for the values)."""
