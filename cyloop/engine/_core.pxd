@@ -128,6 +128,7 @@ cdef class LoopDriver:
     cdef Py_ssize_t[::1] carried_result
     cdef Py_ssize_t[::1] last_index
     cdef Py_ssize_t[::1] last_slot
+    cdef dict last_carried  # output index -> index into the run's carried values
     cdef Py_ssize_t[::1] reset_slots
     cdef readonly object hoist
     cdef list hoist_slots

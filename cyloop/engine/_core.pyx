@@ -37,7 +37,9 @@ Design: the planner's invariants, each with the code that keeps it.
    pool's own list holds the sole reference to it (`_Pool.pick`: refcount 1), so no value the
    iteration reads — directly, through a view, a carried value or a sequence holding it — is ever
    overwritten; a body may read the old value after making the new one. For that rule to hold the
-   driver drops every reference it keeps itself before the next iteration (`_reset_slots`).
+   driver drops every reference it keeps itself before the next iteration (`_reset_slots`), and
+   while an iteration runs holds each carried value in its slot alone (so a kernel updating its
+   first input in place may take a carried buffer nothing else holds: 8).
 6. Liveness: a step drops each value whose last reader it is (`Program.execute`, kill lists from
    compile.py), so a run holds the outputs plus one iteration's live set.
 7. The planner writes only into buffers it allocated in this call. Feeds, invariants and slices
@@ -48,7 +50,8 @@ Design: the planner's invariants, each with the code that keeps it.
    kernel cache can see it), owns its writeable memory and has the result's shape and the type
    every operand shares, of a kind the ufunc keeps, is given that buffer as its destination
    (`Program._spare_input`). Feeds, constants, slices and rows are views or held elsewhere, so
-   they never qualify.
+   they never qualify. A kernel that updates its first input in place (a scatter: ops/registry.py
+   `updates_first`) is given that input's buffer so, where it dies at the step.
 9. Limits are per run, not per loop: every loop of a run counts each iteration on the run's
    `RunLimits` before running it (a decrement; the clock is read every few milliseconds of work),
    and no output buffer is allocated past its memory limit (`_Concat.allocate`, `ensure`). A
@@ -92,12 +95,13 @@ from time import monotonic, perf_counter
 import numpy as np
 
 from ..errors import CyloopError, ExecutionError, LoopLimitError, ModelError, ResourceLimitError
-from ..ir import CarriedInput, ConcatOutput, InvariantInput, SlicedInput, read_only, truth
+from ..ir import (CarriedInput, ConcatOutput, InvariantInput, LastOutput, SlicedInput, read_only,
+                  truth)
 from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
 from ..ops._gemm import ONE_CORE, TWO_CORES, set_products_on_two_cores, two_cores_here
 from ..ops._two_core import products_split
 from ..ops._measured import Measured, untimed
-from ..ops.registry import FLOATS, INTEGERS
+from ..ops.registry import FIRST_INPUT, FLOATS, INTEGERS
 from .settings import COUNTERS, GROWTH_CAP_BYTES, PROGRESS_EVERY
 
 cnp.import_array()
@@ -449,7 +453,7 @@ cdef Py_ssize_t _signature(tuple args, Py_ssize_t count, cnp.npy_intp *sig) exce
 # scalar operators warn on overflow (an error under -W error), where the ufunc wraps silently.
 
 # The operand kinds a ufunc step keeps the type of (CompiledStep.keeps), as C constants.
-cdef int _KEEPS_FLOATS = FLOATS, _KEEPS_INTEGERS = INTEGERS
+cdef int _KEEPS_FLOATS = FLOATS, _KEEPS_INTEGERS = INTEGERS, _KEEPS_FIRST = FIRST_INPUT
 
 cdef dict _WRAPPING_OPS = {operator.add: 0, operator.sub: 1, operator.mul: 2}
 cdef frozenset _INTEGERS = frozenset([np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
@@ -650,13 +654,25 @@ cdef class Program:
         """A buffer step s's ufunc may write its result into (invariant 8), or None: an operand
         the step is the last reader of and only its slot holds, a plain array owning its
         writeable, aligned, native-order memory, of the kind and the type every operand has
-        (array or numpy scalar: so the result has it too) and of the shape they broadcast to."""
+        (array or numpy scalar: so the result has it too) and of the shape they broadcast to.
+        For a kernel updating its first input in place, that input under the same conditions
+        of ownership."""
         cdef Py_ssize_t a = self.in_off[s], n = self.in_off[s + 1] - a, k, j, d, slot, other
         cdef int nd, nd_other, kind = self.keeps[s]
         cdef bint read
         cdef cnp.ndarray arr, operand
         cdef cnp.dtype descr
         cdef object value
+        if kind == _KEEPS_FIRST:  # (the first input, which dies here and is read once: compile)
+            value = slots[self.in_idx[a]]
+            if type(value) is not _NDARRAY or _refcount(<PyObject *>value) != 2:
+                return None
+            arr = <cnp.ndarray>value
+            if (cnp.PyArray_BASE(arr) != NULL
+                    or not cnp.PyArray_CHKFLAGS(arr, cnp.NPY_ARRAY_OWNDATA)
+                    or not cnp.PyArray_ISBEHAVED(arr)):
+                return None
+            return arr
         for k in range(self.kill_off[s], self.kill_off[s + 1]):
             slot = self.kill_idx[k]
             value = slots[slot]
@@ -1258,8 +1274,23 @@ cdef class LoopDriver:
             step = compiled_body.steps[0]
             self.steps_inputs = tuple(step.inputs)
             self.steps_row_slot = step.inputs[step.fn.recurrence.per_step]
+        # A carried value's final value (its own output, or, as OpenVINO pairs them, any
+        # last-value output of the body result it is carried from) is read from the run's
+        # carried values, not kept as a last value too: while an iteration runs, its slot then
+        # holds the carried value alone (Design 5, 8).
+        carried_at = {k: c for c, (k, _, _) in enumerate(self.carried)}
+        carried_from = {}
+        for c, (_, _, result_slot) in enumerate(self.carried):
+            carried_from.setdefault(result_slot, c)
+        self.last_carried = {}
+        for j, out in enumerate(spec.outputs):
+            if isinstance(out, LastOutput):
+                c = carried_at.get(out.carried) if out.carried is not None \
+                    else carried_from.get(slot(out.result))
+                if c is not None and self.carried[c][2] == slot(out.result):
+                    self.last_carried[j] = c
         last = [(j, slot(out.result)) for j, out in enumerate(spec.outputs)
-                if not isinstance(out, ConcatOutput)]
+                if not isinstance(out, ConcatOutput) and j not in self.last_carried]
         self.last_index = np.array([j for j, _ in last], dtype=np.intp)
         self.last_slot = np.array([s for _, s in last], dtype=np.intp)
 
@@ -1347,8 +1378,9 @@ cdef class LoopDriver:
                 slots[self.iter_slot] = iteration
             if self.cond_slot >= 0:
                 slots[self.cond_slot] = true_value
-            for k in range(n_carried):
-                slots[self.carried_param[k]] = r.values[k]
+            for k in range(n_carried):  # (then held by its slot alone: a step may update it
+                slots[self.carried_param[k]] = r.values[k]  # in place, Design 8; the
+                r.values[k] = None  # iteration's results take its place)
             for sl in r.sliced:
                 slots[sl.param_slot] = sl.part(i)
             if self.hoist is not None:
@@ -1387,6 +1419,7 @@ cdef class LoopDriver:
                     value = slots[pool.result_slot]
                     if value is not dests[pool.result_slot]:
                         pool.observe(value, generation[pool.step])
+                value = None  # (no reference of its own to what the next iteration carries)
                 for k in range(n_last):
                     r.last_values[self.last_index[k]] = slots[self.last_slot[k]]
                 for k in range(n_carried):
@@ -1670,6 +1703,8 @@ cdef class LoopDriver:
                 results.append(finished[j])
             elif n == 0:
                 results.append(self.spec.zero_iteration_value(j, carried, self.label))
+            elif j in self.last_carried:
+                results.append(r.values[self.last_carried[j]])
             else:
                 results.append(r.last_values[j])
         return tuple(results)

@@ -24,6 +24,7 @@ from .. import ops
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import LOOP_DOMAIN, MAX_NESTING, Graph, LoopSpec, Node
 from ..ops._aligned import owns_memory
+from ..ops.registry import FIRST_INPUT
 from . import _core, reference
 from .control import BatchedScanRunner, IfRunner, SequenceMapRunner
 from .destinations import plan_destinations, plan_steps
@@ -60,8 +61,9 @@ class CompiledStep:
     node: Node  # what errors and plans name (a label string per step would cost as much as
     #             the rest of the step on a large model: it is made when asked for)
     # A ufunc step that is the last reader of an input: the operand kinds on which that input's
-    # buffer may take the result (ops.type_keeping; 0: never). The Cython runner checks at each
-    # call that nothing else holds the buffer (`Program._spare_input`).
+    # buffer may take the result (ops.type_keeping; 0: never); or FIRST_INPUT, a kernel that
+    # updates its first input in place, that input dying here and read by it once. The Cython
+    # runner checks at each call that nothing else holds the buffer (`Program._spare_input`).
     keeps: int = 0
 
     @property
@@ -211,6 +213,9 @@ def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> Compil
         step.kills = killed
         if step.out and set(killed) & set(step.inputs):
             step.keeps = ops.type_keeping(step.fn)
+            if step.keeps == FIRST_INPUT and not (step.inputs[0] in killed
+                                                  and step.inputs.count(step.inputs[0]) == 1):
+                step.keeps = 0
 
     names = {name: slots[name] for name in input_names}
     names.update((out.name, slots[out.name]) for out in graph.outputs)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..ir import CarriedInput, ConcatOutput, InvariantInput, LoopSpec, SlicedInput
+from ..ops.registry import FIRST_INPUT
 
 __all__ = ["Destination", "LoopFacts", "MeasuredPlacement", "PoolDestination", "RecurrentSteps",
            "RowDestination", "plan_destinations", "plan_steps"]
@@ -68,9 +69,14 @@ def plan_destinations(spec: LoopSpec, body) -> dict[int, Destination]:
     step's GEMM, ran 1.2-2.7 us a step slower in its slot than from a pool buffer copied there,
     Intel Xeon KVM; elsewhere it may be the other way).
     Only the (first) result of an ``out=``-capable step qualifies (`body`: the compiled body): a
-    recurrent cell's h, not its c; a body input passed through is never written.
+    recurrent cell's h, not its c; a body input passed through is never written. A result only
+    carried that a step makes by updating its first input in place (a scatter on the carried
+    buffer) gets no pool: it is made in that input's buffer, which the back edge hands on (the
+    runner's invariant 8, `_core.pyx`), with no copy a step.
     """
     producer = {step.outputs[0] for step in body.steps if step.out}
+    in_place = {step.outputs[0]: step.inputs[0] for step in body.steps
+                if step.keeps == FIRST_INPUT}  # result slot -> the input it updates
     carried = {body.slot(inp.result): k for k, inp in enumerate(spec.inputs)
                if isinstance(inp, CarriedInput)}
     destinations: dict[int, Destination] = {}
@@ -82,7 +88,8 @@ def plan_destinations(spec: LoopSpec, body) -> dict[int, Destination]:
     for k, inp in enumerate(spec.inputs):
         if isinstance(inp, CarriedInput):
             slot = body.slot(inp.result)
-            if slot in producer and slot not in destinations:
+            if slot in producer and slot not in destinations \
+                    and in_place.get(slot, -1) != body.slot(inp.param):
                 destinations[slot] = PoolDestination(k)
     return destinations
 

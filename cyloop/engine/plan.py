@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ..ir import CarriedInput, ConcatOutput, InvariantInput, OuterInput, SlicedInput
 from ..ops._gemm import two_cores_here
+from ..ops.registry import FIRST_INPUT
 from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
 
 __all__ = ["LoopPlan", "Plan", "describe"]
@@ -130,6 +131,9 @@ def describe(facts: LoopFacts) -> LoopPlan:
     spec, body, destinations = facts.spec, facts.body, facts.destinations
     producer = {slot: step.op_type for step in body.steps for slot in step.outputs if slot >= 0}
     scalar_slots = {slot for k in facts.scalar_steps for slot in body.steps[k].outputs}
+    # Results a step makes by updating its first input in place (a scatter), by that input.
+    updating = {step.outputs[0]: step.inputs[0] for step in body.steps
+                if step.keeps == FIRST_INPUT}
     params = {v.name for v in spec.body.inputs}
     trip = _operand(spec.trip_count)
     if spec.slices_set_trip_count and any(isinstance(i, SlicedInput) for i in spec.inputs):
@@ -213,6 +217,11 @@ def describe(facts: LoopFacts) -> LoopPlan:
                             "ping-pong buffer pair (0 copies, 2 buffers in steady state)"
                             + ("; a scalar it makes is handed over by reference"
                                if slot in scalar_slots else ""))
+        elif updating.get(slot, -1) == body.slot(inp.param):
+            aliasing.append(f"{inp.param} <- {inp.result}: {producer[slot]} updates "
+                            f"{inp.param}'s buffer in place where nothing else holds it (the "
+                            "first iteration copies the initial value), handed over by "
+                            "reference")
         else:
             aliasing.append(f"{inp.param} <- {inp.result}: handed over by reference "
                             f"({producer.get(slot, 'an outer value')} allocates it)")

@@ -1,7 +1,10 @@
 """Aliasing hazards: the planner's in-place writes must never change what a body computes, touch a
 caller's array, or overwrite an array already handed back."""
 
+import re
+
 import numpy as np
+import pytest
 
 import cyloop
 from cyloop.ir import (
@@ -351,3 +354,138 @@ def test_a_ufunc_at_the_top_level_never_writes_over_a_feed(rng):
     np.testing.assert_array_equal(model.run({"x": x})["y"], kept + 1.0)
     np.testing.assert_array_equal(x, kept)
     assert model._program.overwriting_steps() == {}
+
+
+# A scatter on a carried buffer (jax2onnx writes ``buf.at[i].set(x)`` in a fori_loop so) updates
+# the buffer in place where it dies there and nothing else holds it (invariant 8): no copy of
+# the buffer a step, where onnxruntime copies it each step.
+
+def _scatter_loop(case, reduction="none"):
+    """An ONNX Loop over i < T: buf <- ScatterND(buf, [[i]], [xs[i]]); "in place" returns the
+    final buf; "read after" also emits the sum of the old buf, read after the scatter; "emitted"
+    also emits each new buf; "two readers" scatters the old buf twice (a second buffer); "its
+    own updates" adds buf's rows, reversed, to buf (ScatterND(buf, [[8], ..., [0]], buf));
+    "initial kept" loops over a buffer computed before the loop and also returned; "from a
+    capture" scatters into xs, read from the outer scope, each step (not the carried buffer)."""
+    from onnx import helper
+
+    from ..frontends.onnx_models import const, model, tensor
+
+    node = helper.make_node
+    nodes = [const("shape", np.array([1, 1], np.int64)), const("axes", np.array([0], np.int64)),
+             node("Reshape", ["i", "shape"], ["index"]), node("Gather", ["xs", "i"], ["x_t"]),
+             node("Unsqueeze", ["x_t", "axes"], ["update"]),
+             node("ScatterND", ["buf_in", "index", "update"], ["buf_out"],
+                  **({} if reduction == "none" else {"reduction": reduction})),
+             node("Identity", ["cond_in"], ["cond_out"])]
+    outputs = [tensor("cond_out", np.bool_, []), tensor("buf_out", np.float32, None)]
+    outer = ["buf_last"]
+    if case == "read after":
+        nodes.append(node("ReduceSum", ["buf_in"], ["total"], keepdims=0))
+        outputs.append(tensor("total", np.float32, None))
+        outer.append("totals")
+    elif case == "emitted":
+        nodes.append(node("Identity", ["buf_out"], ["buf_y"]))
+        outputs.append(tensor("buf_y", np.float32, None))
+        outer.append("bufs")
+    elif case == "from a capture":
+        nodes[5] = node("ScatterND", ["xs", "index", "update"], ["buf_out"])
+    elif case == "its own updates":
+        nodes[5] = node("ScatterND", ["buf_in", "reversed", "buf_in"], ["buf_out"],
+                        reduction="add")
+        nodes.insert(0, const("reversed", np.arange(8, -1, -1).reshape(9, 1)))
+    elif case == "two readers":
+        nodes.append(node("ScatterND", ["buf_in", "index", "update"], ["other"]))
+        nodes.append(node("ReduceSum", ["other"], ["total"], keepdims=0))
+        outputs.append(tensor("total", np.float32, None))
+        outer.append("totals")
+    body = helper.make_graph(nodes, "body", [tensor("i", np.int64, []),
+                                             tensor("cond_in", np.bool_, []),
+                                             tensor("buf_in", np.float32, None)], outputs)
+    before = [const("zero", np.float32(0)), node("Add", ["buf0", "zero"], ["start"])] \
+        if case == "initial kept" else []
+    start = "start" if before else "buf0"
+    graph = helper.make_graph(
+        [*before, node("Loop", ["T", "", start], outer, body=body)], "scatter",
+        [tensor("T", np.int64, []), tensor("buf0", np.float32, ["N", "D"]),
+         tensor("xs", np.float32, ["M", "D"])],
+        [tensor(name, np.float32, None) for name in outer + ["start"] * bool(before)])
+    return model(graph, 16)
+
+
+@pytest.mark.parametrize("trips", [7, 1, 0])
+@pytest.mark.parametrize("case, reduction", [("in place", "none"), ("in place", "add"),
+                                             ("read after", "none"), ("emitted", "none"),
+                                             ("two readers", "none"),
+                                             ("its own updates", "add"),
+                                             ("initial kept", "none"),
+                                             ("from a capture", "none")])
+def test_a_scatter_updates_a_carried_buffer_in_place_where_nothing_else_holds_it(case, reduction,
+                                                                                 trips, rng):
+    """The same values as the reference driver and onnxruntime, the caller's buffer untouched;
+    written in place from the second step on (the first scatters the caller's buffer, which it
+    copies) where the old buffer dies at the scatter and is kept nowhere; a buffer emitted every
+    step is made in its slot of the output."""
+    from ..conftest import run_three_ways
+
+    feeds = {"T": np.array(trips, np.int64),
+             "buf0": rng.standard_normal((9, 4)).astype(np.float32),
+             "xs": rng.standard_normal((9, 4)).astype(np.float32)}
+    kept = {name: value.copy() for name, value in feeds.items()}
+    fast, _, got, want, peer = run_three_ways(_scatter_loop(case, reduction), feeds)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+        np.testing.assert_allclose(got[name], peer[name], rtol=1e-6, atol=1e-6, err_msg=name)
+        assert not np.shares_memory(got[name], feeds["buf0"])
+    if case == "initial kept":  # (the loop's initial value, returned as the graph made it)
+        np.testing.assert_array_equal(got["start"], feeds["buf0"])
+    for name, value in feeds.items():
+        np.testing.assert_array_equal(value, kept[name], err_msg=name)
+        assert value.flags.writeable, name
+    in_place = case in ("in place", "initial kept") and trips > 1
+    line = re.search(r"written over a dying operand .*ScatterND node producing 'buf_out' "
+                     r"\((\d+) calls\)", str(fast.plan()))
+    assert (line is not None) == in_place, fast.plan()
+    if in_place:
+        assert int(line[1]) == trips - 1
+        assert "ScatterND updates buf_in's buffer in place" in str(fast.plan())
+    if case == "emitted":  # (each buffer is kept: made in its slot of the output, read there)
+        assert "ScatterND writes slot i in place" in str(fast.plan())
+    if case == "from a capture":  # (a copy of xs each step, into a buffer of a pool)
+        assert "ScatterND writes into a ping-pong buffer pair" in str(fast.plan())
+
+
+def test_an_openvino_scatter_updates_a_carried_buffer_in_place(tmp_path, rng):
+    """A TensorIterator carrying a buffer ScatterNDUpdate writes a row of each step into (its
+    last value an output, as OpenVINO pairs them: by the body result): in place from the second
+    step on, the same values as the reference driver, the caller's buffer untouched."""
+    import openvino as ov
+    import openvino.opset8 as ops
+
+    from ..frontends.openvino_models import save
+
+    steps, rows, width, f = 6, 5, 3, np.float32
+    x = ops.parameter([steps, 1, width], f, name="X")
+    buf0 = ops.parameter([rows, width], f, name="B0")
+    xt = ops.parameter([1, 1, width], f, name="xt")
+    buf = ops.parameter([rows, width], f, name="buf")
+    update = ops.squeeze(xt, ops.constant(np.array([0], np.int64)))  # [1, width]
+    written = ops.scatter_nd_update(buf, ops.constant(np.array([[2]], np.int64)), update)
+    res = ops.result(ops.add(written, ops.constant(np.zeros((), f))))  # (a fresh result too)
+    res_buf = ops.result(written)
+    ti = ops.tensor_iterator()
+    ti.set_body(ov.Model([res_buf, res], [xt, buf], "body"))
+    ti.set_sliced_input(xt, x.output(0), 0, 1, 1, -1, 0)
+    ti.set_merged_input(buf, buf0.output(0), res_buf.output(0))
+    outputs = [ti.get_iter_value(res_buf.output(0), -1), ti.get_iter_value(res.output(0), -1)]
+    path = save(ov.Model(outputs, [x, buf0], "scatter"), tmp_path / "scatter.xml")
+    feeds = {"X": rng.standard_normal((steps, 1, width)).astype(f),
+             "B0": rng.standard_normal((rows, width)).astype(f)}
+    kept = feeds["B0"].copy()
+    fast = cyloop.load(path, driver="cython")
+    got, want = fast.run(feeds), cyloop.load(path, driver="python").run(feeds)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    np.testing.assert_array_equal(feeds["B0"], kept)
+    plan = str(fast.plan())
+    assert re.search(r"written over a dying operand .*\(ScatterNDUpdate\) \(5 calls\)", plan), plan

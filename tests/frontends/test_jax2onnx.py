@@ -2,6 +2,8 @@
 and checked against JAX itself. Nobody here wrote these graphs: they are what the exporter writes
 for ordinary JAX loops (Loop with scan outputs, Loop with a computed condition, If inside a body)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -87,6 +89,16 @@ def fori_nested(x):
     return jax.lax.fori_loop(0, 4, outer, x)
 
 
+def fori_buffer(x):
+    """A row written into a buffer each step, ``buf.at[k].set(...)`` (jax2onnx: a ScatterND of
+    the carried buffer)."""
+    def body(k, state):
+        acc, buf, x = state  # (x carried: jax2onnx 0.17 cannot export a body reading it)
+        acc = acc * 0.5 + x
+        return acc, buf.at[k].set(acc), x
+    return jax.lax.fori_loop(0, 6, body, (jnp.zeros_like(x), jnp.zeros((8, 3), F32), x))[:2]
+
+
 def _f32(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
@@ -102,6 +114,7 @@ CASES = {  # name: (function, inputs from a seeded generator)
     "fori-static": (fori_static, lambda r: [_f32(r, 2, 3)]),
     "while-counted": (while_counted, lambda r: [np.int32(5), _f32(r, 3)]),
     "fori-nested": (fori_nested, lambda r: [_f32(r, 3)]),
+    "fori-buffer": (fori_buffer, lambda r: [_f32(r, 3)]),
 }
 
 
@@ -124,3 +137,9 @@ def test_jax2onnx_export_runs_like_jax(name, rng):
         assert value.shape == want.shape, output.name
         assert value.dtype == want.dtype, output.name
         np.testing.assert_allclose(value, want, rtol=2e-6, atol=2e-6, err_msg=output.name)
+    if name == "fori-buffer":  # (the buffer updated in place from the second step on)
+        fast = cyloop.load(onnx_model.SerializeToString(), driver="cython")
+        for output, value in zip(onnx_model.graph.output, fast.run(feeds).values()):
+            np.testing.assert_array_equal(value, got[output.name], err_msg=output.name)
+        assert re.search(r"written over a dying operand .*\(ScatterND\) \(5 calls\)",
+                         str(fast.plan())), fast.plan()
