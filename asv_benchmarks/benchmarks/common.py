@@ -764,3 +764,39 @@ def exported_file(directory, name):
                     name, path, feeds_path], check=True)
     with np.load(feeds_path + ".npz") as saved:
         return path, dict(saved), None
+
+
+@functools.cache
+def exported_buffer(steps=4000, width=64, seed=7):
+    """A row written into a preallocated buffer each step (``buf.at[k].set(acc)`` in a
+    `lax.fori_loop`), as jax2onnx exports it: a ScatterND of the carried [steps, width] buffer,
+    which an engine copying its operand copies whole every step."""
+    import jax
+    import jax.numpy as jnp
+    import jax2onnx
+
+    x = np.random.default_rng(seed).standard_normal(width).astype(np.float32)
+
+    def fill(x):
+        def body(k, state):
+            acc, buf, x = state  # (x carried: jax2onnx cannot export a body reading it)
+            acc = acc * 0.5 + x
+            return acc, buf.at[k].set(acc), x
+        init = (jnp.zeros(width, jnp.float32), jnp.zeros((steps, width), jnp.float32), x)
+        return jax.lax.fori_loop(0, steps, body, init)[:2]
+
+    onnx_model = jax2onnx.to_onnx(fill, [jax.ShapeDtypeStruct(x.shape, x.dtype)],
+                                  model_name="exported_buffer")
+    feeds = {onnx_model.graph.input[0].name: x}
+
+    def numpy_loop(fd):
+        acc, buf = np.zeros(width, np.float32), np.zeros((steps, width), np.float32)
+        for k in range(steps):
+            acc = acc * np.float32(0.5) + x
+            buf[k] = acc
+        return [acc, buf]
+
+    return onnx_model, feeds, numpy_loop
+
+
+EXPORTED["J2O-buffer"] = exported_buffer
