@@ -459,10 +459,9 @@ def test_an_openvino_scatter_updates_a_carried_buffer_in_place(tmp_path, rng):
     """A TensorIterator carrying a buffer ScatterNDUpdate writes a row of each step into (its
     last value an output, as OpenVINO pairs them: by the body result): in place from the second
     step on, the same values as the reference driver, the caller's buffer untouched."""
-    import openvino as ov
     import openvino.opset8 as ops
 
-    from ..frontends.openvino_models import save
+    from ..frontends.openvino_models import ti_last_values
 
     steps, rows, width, f = 6, 5, 3, np.float32
     x = ops.parameter([steps, 1, width], f, name="X")
@@ -473,12 +472,8 @@ def test_an_openvino_scatter_updates_a_carried_buffer_in_place(tmp_path, rng):
     written = ops.scatter_nd_update(buf, ops.constant(np.array([[2]], np.int64)), update)
     res = ops.result(ops.add(written, ops.constant(np.zeros((), f))))  # (a fresh result too)
     res_buf = ops.result(written)
-    ti = ops.tensor_iterator()
-    ti.set_body(ov.Model([res_buf, res], [xt, buf], "body"))
-    ti.set_sliced_input(xt, x.output(0), 0, 1, 1, -1, 0)
-    ti.set_merged_input(buf, buf0.output(0), res_buf.output(0))
-    outputs = [ti.get_iter_value(res_buf.output(0), -1), ti.get_iter_value(res.output(0), -1)]
-    path = save(ov.Model(outputs, [x, buf0], "scatter"), tmp_path / "scatter.xml")
+    path = ti_last_values(tmp_path / "scatter.xml", [x, buf0], [res_buf, res], [xt, buf],
+                          (xt, x, 0), (buf, buf0, res_buf))
     feeds = {"X": rng.standard_normal((steps, 1, width)).astype(f),
              "B0": rng.standard_normal((rows, width)).astype(f)}
     kept = feeds["B0"].copy()

@@ -727,7 +727,7 @@ def test_openvino_gates_split_unevenly_fail_as_openvino_split(width, tmp_path, r
     import openvino as ov
     import openvino.opset8 as ops
 
-    from ..frontends.openvino_models import save
+    from ..frontends.openvino_models import ti_last_values
 
     steps, batch, f = 4, 2, np.float32
     x = ops.parameter(ov.PartialShape([batch, steps, -1]), f, name="X")  # (OpenVINO refuses
@@ -739,12 +739,8 @@ def test_openvino_gates_split_unevenly_fail_as_openvino_split(width, tmp_path, r
     c_new = ops.add(ops.multiply(ops.sigmoid(g_f), c),
                     ops.multiply(ops.sigmoid(g_i), ops.tanh(g_g)))
     res_h, res_c = ops.result(ops.multiply(ops.sigmoid(g_o), ops.tanh(c_new))), ops.result(c_new)
-    ti = ops.tensor_iterator()
-    ti.set_body(ov.Model([res_h, res_c], [xt, c], "body"))
-    ti.set_sliced_input(xt, x.output(0), 0, 1, 1, -1, 1)
-    ti.set_merged_input(c, c0.output(0), res_c.output(0))
-    outputs = [ti.get_iter_value(res_h.output(0), -1), ti.get_iter_value(res_c.output(0), -1)]
-    path = save(ov.Model(outputs, [x, c0], "gates"), tmp_path / "gates.xml")
+    path = ti_last_values(tmp_path / "gates.xml", [x, c0], [res_h, res_c], [xt, c], (xt, x, 1),
+                          (c, c0, res_c))
     feeds = {"X": rng.standard_normal((batch, steps, width)).astype(f),
              "C0": rng.standard_normal((batch, width // 4)).astype(f)}
     fast, reference = cyloop.load(path, driver="cython"), cyloop.load(path, driver="python")
@@ -864,7 +860,7 @@ def test_an_openvino_broadcast_after_the_sum_is_read_through(case, tmp_path, rng
     import openvino as ov
     import openvino.opset8 as ops
 
-    from ..frontends.openvino_models import save
+    from ..frontends.openvino_models import ti_last_values
 
     steps, features, hidden, f = 5, 4, 6, np.float32
     batch = 1 if case == "widens" else 3
@@ -882,12 +878,8 @@ def test_an_openvino_broadcast_after_the_sum_is_read_through(case, tmp_path, rng
     res_h = ops.result(ops.tanh(wide))
     results = [res_h, *{"read elsewhere": [ops.result(wide)],
                         "sum read elsewhere": [ops.result(total)]}.get(case, [])]
-    ti = ops.tensor_iterator()
-    ti.set_body(ov.Model(results, [xt, h], "body"))
-    ti.set_sliced_input(xt, x.output(0), 0, 1, 1, -1, 1)
-    ti.set_merged_input(h, h0.output(0), res_h.output(0))
-    outputs = [ti.get_iter_value(result.output(0), -1) for result in results]
-    path = save(ov.Model(outputs, [x, h0], "rnn"), tmp_path / "rnn.xml")
+    path = ti_last_values(tmp_path / "rnn.xml", [x, h0], results, [xt, h], (xt, x, 1),
+                          (h, h0, res_h))
     feeds = {"X": rng.standard_normal((batch, steps, features)).astype(f),
              "H0": rng.standard_normal((batch, hidden)).astype(f)}
     fast, reference = cyloop.load(path, driver="cython"), cyloop.load(path, driver="python")

@@ -14,6 +14,21 @@ def save(model, path):
     return path
 
 
+def ti_last_values(path, inputs, results, params, sliced, merged):
+    """A TensorIterator model saved at `path`, of `inputs`: its body makes `results` of
+    `params`; `sliced` = (param, outer value, axis) takes one element of that axis a step,
+    `merged` = (param, initial value, result) is carried; it returns the last value of each of
+    `results`."""
+    ti = ops.tensor_iterator()
+    ti.set_body(ov.Model(results, params, "body"))
+    param, outer, axis = sliced
+    ti.set_sliced_input(param, outer.output(0), 0, 1, 1, -1, axis)
+    param, initial, result = merged
+    ti.set_merged_input(param, initial.output(0), result.output(0))
+    outputs = [ti.get_iter_value(result.output(0), -1) for result in results]
+    return save(ov.Model(outputs, inputs, "ti"), path)
+
+
 def converted(onnx_model, feeds, path):
     """`onnx_model` as the IR openvino.convert_model writes for it, saved at `path`, its inputs
     declared with the shapes of `feeds` (the IR's take the shapes declared). Converted in a
