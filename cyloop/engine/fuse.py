@@ -318,10 +318,10 @@ def _widened(graph: Graph, uses: Uses, name: str, reader: Node):
 
 
 def _labels(nodes: list[Node]) -> str:
-    """The nodes a fused node replaces, as its plan names them: a node the engine made in place of
-    others (AtLeast) by those."""
-    return ", ".join(node.attrs.get("fused_from", node.label) if node.op_type == "AtLeast"
-                     and node.domain == LOOP_DOMAIN else node.label for node in nodes)
+    """The nodes a fused node replaces, as its plan names them: a node an earlier pattern made
+    (of the engine's domain) by the nodes it replaced in turn."""
+    return ", ".join(node.attrs.get("fused_from", node.label) if node.domain == LOOP_DOMAIN
+                     else node.label for node in nodes)
 
 
 def _sum_tree(graph: Graph, uses: Uses, name: str, reader: Node, leaves: list, nodes: list):
@@ -394,8 +394,7 @@ def _match_lstm_step(gates: Node, graph: Graph, uses: Uses, carried: set[str]):
                   "r_rows": r_rows,
                   **{k: gates.attrs[k] for k in ("part", "at_least", "even")
                      if k in gates.attrs},
-                  "fused_from": ", ".join([matmul.label, *(a.label for a in adds),
-                                           gates.attrs["fused_from"]])},
+                  "fused_from": _labels([matmul, *adds, gates])},
                  LOOP_DOMAIN, version=1)
     return [*made, fused], replaced, gates
 
@@ -462,7 +461,7 @@ def _match_product_plus(root: Node, graph: Graph, uses: Uses, carried: set[str])
     replaced = [matmul, *adds]
     fused = Node("ProductPlus", [matmul.inputs[0], matmul.inputs[1], addend], list(root.outputs),
                  {"r_rows": r_rows,
-                  "fused_from": ", ".join(node.label for node in replaced)},
+                  "fused_from": _labels(replaced)},
                  LOOP_DOMAIN, version=1)
     return [*made, fused], replaced, root
 
@@ -481,7 +480,7 @@ def _match_product_tanh(tanh: Node, graph: Graph, uses: Uses):
         return None
     fused = Node("ProductPlusTanh", list(product.inputs), list(tanh.outputs),
                  {"r_rows": product.attrs.get("r_rows", False),
-                  "fused_from": f"{product.attrs['fused_from']}, {_labels([*widening, tanh])}",
+                  "fused_from": _labels([product, *widening, tanh]),
                   **({} if at_least is None else {"at_least": at_least})},
                  LOOP_DOMAIN, version=1)
     return fused, [product, *widening, tanh], tanh
@@ -499,7 +498,7 @@ def _match_gru_step(gates: Node, graph: Graph, uses: Uses, carried: set[str]):
             or uses.only_reader(pre) is not gates or product.inputs[0] != h or h not in carried:
         return None
     attrs = dict(gates.attrs, r_rows=product.attrs.get("r_rows", False),
-                 fused_from=f"{product.attrs['fused_from']}, {gates.attrs['fused_from']}")
+                 fused_from=_labels([product, gates]))
     fused = Node("GRUStep", [h, product.inputs[1], x, product.inputs[2]], list(gates.outputs),
                  attrs, LOOP_DOMAIN, version=1)
     return fused, [product, gates], gates
@@ -555,8 +554,7 @@ def _match_cast(cast: Node, graph: Graph, uses: Uses):
     if any(_cast_to(c) is None or _cast_to(c) != to for c in casts):
         return None
     fused = Node(source.op_type, list(source.inputs), [c.outputs[0] for c in casts],
-                 dict(source.attrs, to=to, fused_from=", ".join(
-                     [source.attrs["fused_from"], *(c.label for c in casts)])),
+                 dict(source.attrs, to=to, fused_from=_labels([source, *casts])),
                  LOOP_DOMAIN, version=1)
     # In the step's place: its inputs are made before it, and what reads a Cast comes after.
     return fused, [source, *casts], source
