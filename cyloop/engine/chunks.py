@@ -258,7 +258,7 @@ class Hoist:
             except CyloopError:
                 raise
             except Exception as e:
-                raise _failed(step, e) from e
+                raise _failed(step.label, e) from e
             for name in dying:
                 own.discard(name)
                 del env[name]
@@ -313,11 +313,11 @@ class Hoist:
                 self.sizing.report(trial, name, (now - began) / (end - start))
 
 
-def _failed(step: HoistStep, error: Exception) -> CyloopError:
-    """A hoisted node's error as the body raises it (engine/reference.py)."""
+def _failed(label: str, error: Exception) -> CyloopError:
+    """The error of the node `label` names, as the body raises it (engine/reference.py)."""
     if isinstance(error, MemoryError):
-        return ResourceLimitError(f"{step.label} failed: {error}")
-    return ExecutionError(f"{step.label} failed: {type(error).__name__}: {error}")
+        return ResourceLimitError(f"{label} failed: {error}")
+    return ExecutionError(f"{label} failed: {type(error).__name__}: {error}")
 
 
 def _once(step: HoistStep, inputs: list) -> dict:
@@ -328,7 +328,7 @@ def _once(step: HoistStep, inputs: list) -> dict:
     except CyloopError:
         raise
     except Exception as e:
-        raise _failed(step, e) from e
+        raise _failed(step.label, e) from e
     if len(values) != len(step.outputs):
         raise ExecutionError(f"{step.label} returned {len(values)} values for "
                              f"{len(step.outputs)} outputs")
@@ -593,7 +593,7 @@ def _labelled(label, fn, *args):
     except CyloopError:
         raise
     except Exception as e:
-        raise ExecutionError(f"{label} failed: {type(e).__name__}: {e}") from e
+        raise _failed(label, e) from e
 
 
 def with_axes(fn, batched):

@@ -20,8 +20,9 @@ broadcasts one row to the batch's) joins as its one row.
 
 A body node whose inputs are all static (and which is a pure tensor op) is static too: it runs
 once a run, when the first chunk is computed, in its place among the hoisted steps
-(loop-invariant code motion), and its result counts as static for the nodes after it. Exporters build shapes and broadcasts inside bodies this way
-(jax2onnx broadcasts a scan's bias with a Concat, a Reshape and an Expand every step). Something
+(loop-invariant code motion), and its result counts as static for the nodes after it.
+Exporters build shapes and broadcasts inside bodies this way (jax2onnx broadcasts a scan's bias
+with a Concat, a Reshape and an Expand every step). Something
 left in the body reads such a value as a row like any hoisted one, every row a view of it. A
 node making a body output stays in the body: that value is kept or emitted an iteration at a
 time.
@@ -199,7 +200,8 @@ def _weight_product(node: Node, step: HoistStep) -> bool:
         return len(node.outputs) == 1 and step.batched[:2] == [True, False]
     return (node.op_type == "MatMul" and len(node.inputs) == 2 and len(node.outputs) == 1
             and step.batched == [True, False]
-            and (node.domain in ("", "ai.onnx") and not node.attrs or node.domain == OPENVINO_DOMAIN))
+            and (node.domain in ("", "ai.onnx") and not node.attrs
+                 or node.domain == OPENVINO_DOMAIN))
 
 
 def _bias_joined(node: Node, products: dict, statics, opsets):

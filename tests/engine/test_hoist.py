@@ -1351,3 +1351,17 @@ def test_a_once_step_marks_its_results_read_only_but_not_an_input_it_hands_back(
     assert given_input.flags.writeable and values["same"].base is given_input
     assert not values["same"].flags.writeable and not values["new"].flags.writeable
     assert values["new"] is made
+
+
+def test_a_hoisted_kernel_out_of_memory_fails_as_the_body_would():
+    """Out of memory in a hoisted kernel (a joined step's fallback, say) is the ResourceLimitError
+    the body raises for it; another error an ExecutionError; each naming the node."""
+    def failing(error):
+        def fn():
+            raise error
+        return fn
+
+    with pytest.raises(cyloop.ResourceLimitError, match="node 'xw' failed: no room"):
+        _chunks._labelled("node 'xw'", failing(MemoryError("no room")))
+    with pytest.raises(cyloop.ExecutionError, match="node 'xw' failed: ValueError: bad"):
+        _chunks._labelled("node 'xw'", failing(ValueError("bad")))
