@@ -609,12 +609,39 @@ def with_axes(fn, batched):
     return call
 
 
+def with_axis(fn, batched):
+    """OpenVINO's Gather of rows: its axis input shifts past the row axis (if not negative)."""
+
+    def call(args, rows, reusable=()):
+        data, indices, axis = args
+        axis = int(np.asarray(axis).reshape(()))
+        return (fn(data, indices, axis + 1 if axis >= 0 else axis),)
+
+    return call
+
+
 def reshaped(fn, batched):
     """Reshape: the target shape gains the row count in front."""
 
     def call(args, rows, reusable=()):
         data, shape = args
         return (fn(data, np.concatenate([[rows], np.asarray(shape, np.int64).ravel()])),)
+
+    return call
+
+
+def broadcast(fn, batched):
+    """Expand (or a Broadcast) of rows to a static target shape: the row count goes in front of
+    the target and the rows' dims are aligned behind it (ones pad the shorter of the two), so
+    numpy broadcasts every row as the node broadcasts it alone."""
+
+    def call(args, rows, reusable=()):
+        data, target, *rest = args
+        target = np.asarray(target, np.int64).ravel()
+        rank = max(data.ndim - 1, target.size)
+        data = np.reshape(data, (rows,) + (1,) * (rank - data.ndim + 1) + data.shape[1:])
+        target = np.concatenate([[rows], np.ones(rank - target.size, np.int64), target])
+        return (fn(data, target, *rest),)
 
     return call
 

@@ -22,10 +22,16 @@ A body node whose inputs are all static (and which is a pure tensor op) is stati
 once a run, when the first chunk is computed, in its place among the hoisted steps
 (loop-invariant code motion), and its result counts as static for the nodes after it.
 Exporters build shapes and broadcasts inside bodies this way (jax2onnx broadcasts a scan's bias
-with a Concat, a Reshape and an Expand every step). Something
-left in the body reads such a value as a row like any hoisted one, every row a view of it. A
-node making a body output stays in the body: that value is kept or emitted an iteration at a
-time.
+with a Concat, a Reshape and an Expand every step). Something left in the body reads such a
+value as a row like any hoisted one, every row a view of it. A node making a body output stays
+in the body: that value is kept or emitted an iteration at a time.
+
+A Shape (Size, ShapeOf) whose input has the same shape at every iteration runs once a run too:
+of a batched value (every row of a chunk has one shape: row 0's), and of a carried value no
+iteration reshapes (the body makes it from its own param through Identity or a scatter updating
+it, `_kept_shapes`: its initial value's). jax2onnx bounds a ``buf.at[k].set(y)`` scatter's index
+by ``Shape(buf)`` and an index it broadcasts (Expand) from k; with these, its index arithmetic
+leaves the body.
 
 Chunks keep memory bounded (one of `settings.CHUNK_BUDGETS` of hoisted rows at a time, the one
 measured fastest here, not a whole sequence), so a loop that stops early wastes at most one
@@ -50,6 +56,7 @@ from ..errors import UnsupportedOpError
 from ..ir import (
     LOOP_DOMAIN,
     OPENVINO_DOMAIN,
+    CarriedInput,
     Graph,
     InvariantInput,
     LoopSpec,
@@ -78,7 +85,7 @@ __all__ = ["hoist_loop"]
 # The registry's batch forms that a node's own kernel runs through (see chunks.py).
 _ADAPTERS = {"elementwise": chunks.elementwise, "first": chunks.elementwise,
              "matmul": chunks.matmul, "axes": chunks.with_axes, "reshape": chunks.reshaped,
-             "gemm": chunks.gemm}
+             "gemm": chunks.gemm, "broadcast": chunks.broadcast, "axis": chunks.with_axis}
 
 
 def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
@@ -102,6 +109,7 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
 
     batched = set(sources)
     taken = body.names() | set(captures)  # names a value the pass adds must not take
+    kept_shapes = _kept_shapes(spec, opsets)
     readers = _readers(body)
     results = {out.name for out in body.outputs}
     steps: list[HoistStep] = []
@@ -115,7 +123,8 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
             batched.add(node.outputs[0])
             hoisted_any = True
             continue
-        step = _invariant(node, statics, opsets, results)
+        step = _invariant(node, statics, opsets, results) or _shape_once(
+            node, batched, statics, kept_shapes, opsets, results, taken)
         if step is not None:
             steps.append(step)
             statics.update((name, ComputedStatic()) for name in node.outputs if name)
@@ -291,6 +300,66 @@ def _invariant(node: Node, statics, opsets, results: set[str]) -> HoistStep | No
                      f"{node.label} once a run (its inputs do not change)", once=True)
 
 
+# The ops reading only their input's shape (Shape's start and end included).
+_SHAPE_OPS = {"": {"Shape", "Size"}, OPENVINO_DOMAIN: {"ShapeOf"}}
+
+
+def _kept_shapes(spec: LoopSpec, opsets) -> dict[str, int]:
+    """The carried values whose shape no iteration changes: param -> the loop input holding its
+    initial value. The body makes each from its own param through ops whose result has the shape
+    of their first input: another name for it (Identity), or a scatter updating it
+    (``updates_first``, ScatterND say: jax2onnx's ``buf.at[k].set(y)``)."""
+    producer = {name: node for node in spec.body.nodes for name in node.outputs if name}
+    kept = {}
+    for inp in spec.inputs:
+        if not isinstance(inp, CarriedInput):
+            continue
+        name = inp.result
+        while name != inp.param:
+            node = producer.get(name)
+            if node is None or node.subgraphs() or not node.inputs \
+                    or not _keeps_first_shape(node, opsets):
+                break
+            name = node.inputs[0]
+        else:
+            kept[inp.param] = inp.outer
+    return kept
+
+
+def _keeps_first_shape(node: Node, opsets) -> bool:
+    try:
+        definition = ops.definition_of(node, opsets)
+    except UnsupportedOpError:
+        return False  # compiling the body says so, naming the node
+    return definition.identity or bool(getattr(ops.build(node, opsets).fn, "updates_first",
+                                               False))
+
+
+def _shape_once(node: Node, batched, statics, kept_shapes, opsets, results, taken):
+    """A step running a Shape (Size, ShapeOf) node once a run, if its input's shape is the same
+    at every iteration, else None:
+    - a batched value's: every row of a chunk has one shape, the one row 0 has;
+    - a carried value's whose shape no iteration changes (`_kept_shapes`): its initial value's,
+      which the step reads as a static (named anew in `statics`)."""
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    if node.op_type not in _SHAPE_OPS.get(domain, ()) or len(node.inputs) != 1 \
+            or len(node.outputs) != 1 or node.outputs[0] in results:
+        return None  # (the loop keeps or emits a body output an iteration at a time)
+    (name,) = node.inputs
+    fn = ops.build(node, opsets).fn
+    if name in batched:
+        return HoistStep(chunks.once(lambda rows: fn(rows[0]), False), [name],
+                         list(node.outputs), node.label, fn, [True], f"{node.label} once a "
+                         "run (every row of its input has one shape)", once=True)
+    if name in kept_shapes:
+        initial = fresh_name(f"{name}/initial", taken)
+        statics[initial] = OuterStatic(kept_shapes[name])
+        return HoistStep(chunks.once(fn, False), [initial], list(node.outputs), node.label, fn,
+                         [False], f"{node.label} once a run (of the initial value: no "
+                         f"iteration changes the shape of {name!r})", once=True)
+    return None
+
+
 def _integer(value) -> int | None:
     """An integer attribute, or None for anything else (the node then stays in the body, where
     its kernel reports the bad attribute)."""
@@ -323,7 +392,8 @@ def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
     form = definition.batch
     if form == "first" and any(mask[1:]):
         return None
-    if form in ("matmul", "reshape") and mask != [True, False]:
+    if form in ("matmul", "reshape", "axis_attribute") and mask != [True, False] \
+            or form in ("broadcast", "axis") and mask != [True] + [False] * (len(mask) - 1):
         return None
     if form == "axes" and (not mask[0] or any(mask[1:]) or len(node.inputs) < 2
                            or not node.inputs[1]):
@@ -334,6 +404,12 @@ def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
         if not mask[0] or any(mask[1:]) or axes is None:
             return None
         attrs = dict(node.attrs, axes=[a + 1 if a >= 0 else a for a in axes])
+        call = chunks.leading(ops.build(node, opsets, attrs).fn)
+    elif form == "axis_attribute":
+        axis = _integer(node.attrs.get("axis", 0))
+        if axis is None:
+            return None
+        attrs = dict(node.attrs, axis=axis + 1 if axis >= 0 else axis)
         call = chunks.leading(ops.build(node, opsets, attrs).fn)
     else:
         call = _ADAPTERS[form](own, mask)

@@ -76,6 +76,11 @@ BATCH_FORMS = (
                     # they shift by one
     "axes_attribute",  # the same with axes as an attribute (ONNX opsets < 13)
     "reshape",      # Reshape: the target shape gains the row count in front
+    "broadcast",    # Expand (or a Broadcast) of rows to a static target shape: the row count
+                    # goes in front of the target, the rows' dims are aligned behind it
+    "axis",         # Gather of rows by static indices along a static axis input (OpenVINO's),
+                    # which counts the part's dims: one past it when it is not negative
+    "axis_attribute",  # the same with the axis an attribute (ONNX's Gather)
     "matmul",       # the left operand batched, the right one not: one GEMM over every row
     "gemm",         # ONNX Gemm: A batched (not transposed), B and C not; the kernel says its
                     # attributes (alpha, beta, trans_b) and its weight product

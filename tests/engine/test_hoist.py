@@ -24,6 +24,7 @@ from cyloop.ir import (
     InvariantInput,
     LastOutput,
     SlicedInput,
+    Value,
 )
 from cyloop.ops._measured import EARLY_ROUNDS
 
@@ -1365,3 +1366,258 @@ def test_a_hoisted_kernel_out_of_memory_fails_as_the_body_would():
         _chunks._labelled("node 'xw'", failing(MemoryError("no room")))
     with pytest.raises(cyloop.ExecutionError, match="node 'xw' failed: ValueError: bad"):
         _chunks._labelled("node 'xw'", failing(ValueError("bad")))
+
+
+# Shapes that no iteration changes: of rows (every row of a chunk has one), and of a carried
+# buffer a scatter updates (jax2onnx bounds its scatter's index by the buffer's shape).
+
+def _hoisted_labels(model) -> list[str]:
+    return [step.label for step in _hoist_of(model).steps]
+
+
+def _broadcast_body(x_rank, target, op, attrs):
+    """y = 2 * Expand(x_t, target) (or OpenVINO's Broadcast with `attrs`), y made in the body."""
+    body = GraphBuilder("b")
+    x_t = body.input("x_t", np.float32)
+    domain = "openvino" if op == "Broadcast" else ""
+    wide = body.node(op, x_t, body.const(np.array(target, np.int64)), domain=domain,
+                     outputs=["wide"], **attrs)
+    body.output(body.node("Mul", wide, body.const(np.float32(2)), outputs=["y"]))
+    return body, np.arange(5 * 3 ** x_rank, dtype=np.float32).reshape((5,) + (3,) * x_rank)
+
+
+@pytest.mark.parametrize("chunk_rows", [None, 2])
+@pytest.mark.parametrize("x_rank, target", [(1, [2, 1, 3]), (1, [4, 1]), (1, [3]), (1, [1]),
+                                            (2, [3]), (2, [1, 1, 3, 1]), (0, [2, 2])])
+@pytest.mark.parametrize("op, attrs", [("Expand", {}), ("Broadcast", {"mode": "bidirectional"}),
+                                       ("Broadcast", {})], ids=["expand", "bidirectional", "numpy"])
+def test_rows_broadcast_to_a_static_shape_are_hoisted(chunk_rows, x_rank, target, op, attrs):
+    body, x = _broadcast_body(x_rank, target, op, attrs)
+    with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+        outcome = _same_outcome(*_one_loop(body, x))
+        model = cyloop.Model(_one_loop(body, x)[0], driver="cython")
+    numpy_mode = op == "Broadcast" and not attrs
+    fits = np.broadcast_shapes(x.shape[1:], tuple(target)) == tuple(target)
+    if numpy_mode and not fits:  # (numpy mode: the target is the result's shape, or it fails)
+        assert isinstance(outcome, str) and "Broadcast node producing 'wide' failed" in outcome
+    else:
+        np.testing.assert_array_equal(
+            outcome["ys"], 2 * np.stack([np.broadcast_to(x_t, np.broadcast_shapes(
+                x_t.shape, tuple(target))) for x_t in x]))
+    assert f"{op} node producing 'wide'" in _hoisted_labels(model)
+
+
+@pytest.mark.parametrize("data_rows", [False, True])
+def test_an_expand_to_shapes_that_are_rows_is_right(data_rows):
+    """The target shape sliced from the loop's input (the same at every iteration), x a row or
+    an invariant: right, hoisted or not."""
+    body = GraphBuilder("b")
+    wide = body.node("Expand", body.input("x_t" if data_rows else "table", np.float32),
+                     body.input("shape_t", np.int64))
+    body.output(body.node("Mul", wide, body.const(np.float32(2)), outputs=["y"]))
+    x = np.arange(15, dtype=np.float32).reshape(5, 3)
+    g = GraphBuilder("g")
+    inputs = [(g.input("shapes", np.int64), SlicedInput(0, "shape_t")),
+              (g.input("x", np.float32), SlicedInput(0, "x_t")) if data_rows else
+              (g.input("T", np.float32), InvariantInput(0, "table"))]
+    g.loop(body.build(), inputs=inputs, outputs=[ConcatOutput("y")], output_names=["ys"])
+    g.output("ys")
+    feeds = {"shapes": np.tile(np.array([2, 1], np.int64), (5, 1)),
+             **({"x": x} if data_rows else {"T": x[0]})}
+    out = _same_outcome(g.build(), feeds)
+    assert not isinstance(out, str), out
+    np.testing.assert_array_equal(out["ys"], 2 * np.stack(
+        [np.broadcast_to(x[k] if data_rows else x[0], (2, 3)) for k in range(5)]))
+
+
+def test_rows_broadcast_by_an_axes_mapping_stay_in_the_body():
+    body = GraphBuilder("b")
+    x_t = body.input("x_t", np.float32)
+    wide = body.node("Broadcast", x_t, body.const(np.array([3, 2], np.int64)),
+                     body.const(np.array([0], np.int64)), domain="openvino", mode="explicit")
+    body.output(body.node("Mul", wide, body.const(np.float32(2)), outputs=["y"]))
+    x = np.arange(15, dtype=np.float32).reshape(5, 3)
+    out = _same_outcome(*_one_loop(body, x))
+    np.testing.assert_array_equal(out["ys"], 2 * np.repeat(x[:, :, None], 2, axis=2))
+    model = cyloop.Model(_one_loop(body, x)[0], driver="cython")
+    assert not any(label.startswith("Broadcast") for label in _hoisted_labels(model))
+
+
+@pytest.mark.parametrize("chunk_rows", [None, 2])
+@pytest.mark.parametrize("axis", [0, 1, -1, -2])
+@pytest.mark.parametrize("indices", [np.array([2, 0]), np.int64(-1), np.array([[1], [0]]),
+                                     np.array([3])], ids=["list", "scalar", "2-d", "too far"])
+@pytest.mark.parametrize("domain", ["", "openvino"])
+def test_rows_gathered_by_static_indices_are_hoisted(chunk_rows, axis, indices, domain):
+    body = GraphBuilder("b", opsets={"openvino": 8} if domain else None)
+    x_t = body.input("x_t", np.float32)
+    if domain:  # (the axis an input)
+        picked = body.node("Gather", x_t, body.const(indices), body.const(np.int64(axis)),
+                           domain=domain, outputs=["picked"], batch_dims=0)
+    else:
+        picked = body.node("Gather", x_t, body.const(indices), axis=axis, outputs=["picked"])
+    body.output(body.node("Mul", picked, body.const(np.float32(2)), outputs=["y"]))
+    x = np.arange(5 * 3 * 4, dtype=np.float32).reshape(5, 3, 4)
+    with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+        outcome = _same_outcome(*_one_loop(body, x))
+    if x.shape[1:][axis] <= np.max(indices):
+        assert isinstance(outcome, str) and "Gather node producing 'picked' failed" in outcome
+    else:
+        np.testing.assert_array_equal(
+            outcome["ys"], 2 * np.stack([np.take(x_t, indices, axis=axis) for x_t in x]))
+    model = cyloop.Model(_one_loop(body, x)[0], driver="cython")
+    assert "Gather node producing 'picked'" in _hoisted_labels(model)
+
+
+@pytest.mark.parametrize("domain", ["", "openvino"])
+@pytest.mark.parametrize("data_rows", [False, True])
+def test_a_gather_by_indices_that_are_rows_is_right(rng, domain, data_rows):
+    """Indices sliced from the loop's input, data an invariant (or sliced too): right, hoisted
+    or not."""
+    body = GraphBuilder("b", opsets={"openvino": 8} if domain else None)
+    data = body.input("x_t" if data_rows else "table", np.float32)
+    if domain:
+        picked = body.node("Gather", data, body.input("idx_t", np.int64),
+                           body.const(np.int64(1)), domain=domain, outputs=["picked"])
+    else:
+        picked = body.node("Gather", data, body.input("idx_t", np.int64), axis=1,
+                           outputs=["picked"])
+    body.output(body.node("Mul", picked, body.const(np.float32(2)), outputs=["y"]))
+    x = rng.standard_normal((5, 3, 4)).astype(np.float32)
+    indices = rng.integers(0, 4, (5, 2))
+    g = GraphBuilder("g")
+    inputs = [(g.input("idx", np.int64), SlicedInput(0, "idx_t")),
+              (g.input("x", np.float32), SlicedInput(0, "x_t")) if data_rows else
+              (g.input("T", np.float32), InvariantInput(0, "table"))]
+    g.loop(body.build(), inputs=inputs, outputs=[ConcatOutput("y")], output_names=["ys"])
+    g.output("ys")
+    feeds = {"idx": indices, **({"x": x} if data_rows else {"T": x[0]})}
+    out = _same_outcome(g.build(), feeds)
+    assert not isinstance(out, str), out
+    np.testing.assert_array_equal(out["ys"], 2 * np.stack(
+        [np.take(x[k] if data_rows else x[0], indices[k], axis=1) for k in range(5)]))
+
+
+def test_rows_gathered_with_batch_dims_stay_in_the_body():
+    body = GraphBuilder("b", opsets={"openvino": 8})
+    picked = body.node("Gather", body.input("x_t", np.float32),
+                       body.const(np.array([[1], [0], [1]])), body.const(np.int64(1)),
+                       domain="openvino", outputs=["picked"], batch_dims=1)
+    body.output(body.node("Mul", picked, body.const(np.float32(2)), outputs=["y"]))
+    x = np.arange(5 * 3 * 4, dtype=np.float32).reshape(5, 3, 4)
+    out = _same_outcome(*_one_loop(body, x))
+    np.testing.assert_array_equal(out["ys"], 2 * x[:, :, [1, 0, 1]][:, [0, 1, 2], [0, 1, 2]][
+        ..., None])
+    model = cyloop.Model(_one_loop(body, x)[0], driver="cython")
+    assert "Gather node producing 'picked'" not in _hoisted_labels(model)
+
+
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+@pytest.mark.parametrize("op, attrs", [("Shape", {}), ("Shape", {"start": -2}),
+                                       ("Shape", {"start": 1, "end": 2}), ("Size", {}),
+                                       ("ShapeOf", {})])
+def test_the_shape_of_rows_is_computed_once_a_run(rng, chunk_rows, op, attrs):
+    """Each iteration emits x_t (flattened) followed by the shape of Expand(x_t, [2, 1, 1]), a
+    hoisted value: its rows have one shape, read once a run from the first row."""
+    body = GraphBuilder("b")
+    x_t = body.input("x_t", np.float32)
+    wide = body.node("Expand", x_t, body.const(np.array([2, 1, 1], np.int64)))
+    shape = body.node(op, wide, domain="openvino" if op == "ShapeOf" else "", outputs=["shape"],
+                      **attrs)
+    shape = body.node("Reshape", body.node("Cast", shape, to=np.float32),
+                      body.const(np.array([-1], np.int64)))
+    flat = body.node("Reshape", x_t, body.const(np.array([-1], np.int64)))
+    body.output(body.node("Concat", flat, shape, axis=0, outputs=["y"]))
+    x = rng.standard_normal((7, 3, 4)).astype(np.float32)
+    graph, feeds = _one_loop(body, x)
+    graph.inputs = [Value("x", np.float32)]  # (any shape: the second run's rows are narrower)
+    with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+        fast = cyloop.Model(graph, driver="cython")
+        calls = _counted_once_steps(fast)
+        runs = [fast.run(feeds), fast.run({"x": x[:, :2]})]
+    model = cyloop.Model(graph, driver="python")
+    for got, x_fed in zip(runs, (x, x[:, :2])):
+        expected = model.run({"x": x_fed})
+        np.testing.assert_array_equal(got["ys"], expected["ys"])
+        wide_shape = (2,) + x_fed.shape[1:]
+        tail = np.size(np.empty(wide_shape)) if op == "Size" else \
+            wide_shape[attrs.get("start", 0):attrs.get("end")]
+        np.testing.assert_array_equal(got["ys"][:, x_fed[0].size:],
+                                      np.broadcast_to(np.float32(tail), (7, np.size(tail))))
+    assert calls[f"{op} node producing 'shape'"] == 2  # (once in each run)
+    assert f"{op} node producing 'shape' once a run (every row of its input has one shape)" \
+        in str(fast.plan())
+
+
+def _kept_shape_loop(case):
+    """T iterations writing x_t into row i mod N of a carried buffer [N, W], N read from the
+    buffer's shape as jax2onnx reads it. `case`: "scatter" (the buffer is the scatter's result),
+    "identity" (an Identity after it), "openvino" (ShapeOf and ScatterNDUpdate), "grows" (a row
+    is also appended: its shape changes, so its Shape stays in the body) and "other" (the Shape
+    read is another carried value's, one that grows)."""
+    body = GraphBuilder("b")
+    i = body.input("i", np.int64, ())
+    body.input("cond_in", np.bool_, ())
+    x_t, buf = body.input("x_t", np.float32), body.input("buf_in", np.float32)
+    grown = body.input("grown_in", np.float32)
+    ov = {"domain": "openvino"} if case == "openvino" else {}
+    read = grown if case == "other" else buf
+    if case == "openvino":
+        rows = body.node("Gather", body.node("ShapeOf", read, **ov), body.const(np.int64(0)),
+                         body.const(np.int64(0)), **ov)
+        index = body.node("Reshape", body.node("FloorMod", i, rows, **ov),
+                          body.const(np.array([1, 1], np.int64)), special_zero=False, **ov)
+    else:
+        rows = body.node("Gather", body.node("Shape", read), body.const(np.int64(0)))
+        index = body.node("Reshape", body.node("Mod", i, rows),
+                          body.const(np.array([1, 1], np.int64)))
+    update = body.node("Unsqueeze", x_t, body.const(np.array([0], np.int64)), **ov)
+    out = body.node("ScatterNDUpdate" if ov else "ScatterND", buf, index, update, **ov)
+    if case == "identity":
+        out = body.node("Identity", out)
+    elif case == "grows":
+        out = body.node("Concat", out, update, axis=0)
+    grown_out = body.node("Concat", grown, update, axis=0)
+    body.output(out, grown_out, body.node("Identity", "cond_in", outputs=["cond_out"]))
+    g = GraphBuilder("g")
+    g.loop(body.build(), inputs=[(g.input("x", np.float32), SlicedInput(0, "x_t")),
+                                 (g.input("buf0", np.float32), CarriedInput(0, "buf_in", out)),
+                                 (g.input("grown0", np.float32),
+                                  CarriedInput(0, "grown_in", grown_out))],
+           outputs=[LastOutput(out)], output_names=["buf"], iteration_param="i",
+           cond_param="cond_in", cond_result="cond_out")
+    g.output("buf")
+    return g.build()
+
+
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+@pytest.mark.parametrize("case", ["scatter", "identity", "openvino", "grows", "other"])
+def test_the_shape_of_a_carried_buffer_a_scatter_updates_is_read_once_a_run(rng, chunk_rows,
+                                                                            case):
+    feeds = {"x": rng.standard_normal((7, 4)).astype(np.float32),
+             "buf0": rng.standard_normal((9 if case == "other" else 3, 4)).astype(np.float32),
+             "grown0": rng.standard_normal((2, 4)).astype(np.float32)}
+    given = {name: value.copy() for name, value in feeds.items()}
+    graph = _kept_shape_loop(case)
+    with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+        fast = cyloop.Model(graph, driver="cython")
+        calls = _counted_once_steps(fast)
+        got = fast.run(feeds)
+    expected = cyloop.Model(graph, driver="python").run(feeds)
+    np.testing.assert_array_equal(got["buf"], expected["buf"])
+    for name, value in given.items():
+        np.testing.assert_array_equal(feeds[name], value, err_msg=name)
+    # numpy: row i mod N (N the buffer's rows at that iteration) takes x_t.
+    buf, grown = feeds["buf0"].copy(), feeds["grown0"]
+    for k, x_t in enumerate(feeds["x"]):
+        buf[k % len(grown if case == "other" else buf)] = x_t
+        buf = np.concatenate([buf, x_t[None]]) if case == "grows" else buf
+        grown = np.concatenate([grown, x_t[None]])
+    np.testing.assert_array_equal(got["buf"], buf)
+    shape = f"{'ShapeOf' if case == 'openvino' else 'Shape'} node producing"
+    once = [label for label in calls if label.startswith(shape)]
+    assert len(once) == (case in ("scatter", "identity", "openvino"))
+    assert all(calls[label] == 1 for label in once)
+    if once:
+        assert "once a run (of the initial value: no iteration changes the shape of " \
+               "'buf_in')" in str(fast.plan())

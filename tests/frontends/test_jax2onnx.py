@@ -143,3 +143,8 @@ def test_jax2onnx_export_runs_like_jax(name, rng):
             np.testing.assert_array_equal(value, got[output.name], err_msg=output.name)
         assert re.search(r"written over a dying operand .*\(ScatterND\) \(5 calls\)",
                          str(fast.plan())), fast.plan()
+        # Its index arithmetic leaves the body: the buffer's Shape read once a run, from the
+        # initial buffer, and that of the index broadcast from k, from its first row.
+        shapes = re.findall(r"\(Shape\) once a run \((of the initial value|every row)",
+                            str(fast.plan()))
+        assert sorted(shapes) == ["every row", "of the initial value"], fast.plan()

@@ -159,7 +159,7 @@ def concat(attrs):
     return joined
 
 
-@kernel("Gather", since=1, out=True)
+@kernel("Gather", since=1, out=True, batch="axis_attribute")
 def gather(attrs):
     axis = int(attrs.get("axis", 0))
 
@@ -186,7 +186,7 @@ def flatten(attrs):
     return flattened
 
 
-@kernel("Expand", since=8)
+@kernel("Expand", since=8, batch="broadcast")
 def expand(attrs):
     def expanded(x, shape):
         target = np.broadcast_shapes(np.shape(x), tuple(int(d) for d in shape))

@@ -134,12 +134,22 @@ def _gather(batch_dims_attr):
     return factory
 
 
-kernel("Gather", domain=DOMAIN, since=1)(_gather(False))
-kernel("Gather", domain=DOMAIN, since=7)(_gather(True))
-kernel("Gather", domain=DOMAIN, since=8)(_gather(True))
+def _batches_gather(attrs, batched):
+    """Rows of data gathered by static indices along a static axis, without batch dims."""
+    return attrs.get("batch_dims") in (None, "", 0, "0")
 
 
-@kernel("Broadcast", domain=DOMAIN, since=1)
+for _since in (1, 7, 8):
+    kernel("Gather", domain=DOMAIN, since=_since, batch="axis",
+           batch_if=_batches_gather)(_gather(_since > 1))
+
+
+def _batches_broadcast(attrs, batched):
+    """Rows broadcast to a target shape as each row is (not `explicit`'s axes mapping)."""
+    return str(attrs.get("mode", "numpy")).lower() in ("numpy", "bidirectional")
+
+
+@kernel("Broadcast", domain=DOMAIN, since=1, batch="broadcast", batch_if=_batches_broadcast)
 def broadcast(attrs):
     mode = attrs.get("mode", "numpy").lower()
 
