@@ -155,6 +155,7 @@ X3 = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4) % 7 - 3
     ("ScatterElements", 18, {"axis": 0, "reduction": "add"},
      [X3, np.zeros((2, 3, 4), np.int64), np.ones((2, 3, 4), np.float32)]),
     ("ScatterND", 13, {}, [X3, np.array([[1, 0], [0, 2]]), np.ones((2, 4), np.float32)]),
+    ("ScatterND", 13, {}, [X3, np.array([[-1, 0], [0, -3]]), np.ones((2, 4), np.float32)]),
     ("ScatterND", 18, {"reduction": "mul"}, [X3, np.array([[1], [1]]),
                                              np.full((2, 3, 4), 2, np.float32)]),
     ("NonZero", 13, {}, [X3]),
@@ -212,6 +213,26 @@ def test_versioned_kernels_match_onnxruntime(op, opset, attrs, inputs):
             assert g.tolist() == e.tolist()
         else:
             np.testing.assert_allclose(g, e, rtol=1e-6)
+
+
+@pytest.mark.parametrize("index", [-3, 2], ids=["one past the start", "one past the end"])
+def test_a_scatter_nd_index_out_of_range_fails_as_in_onnxruntime(index):
+    """[index, 0] on an axis of 2: onnxruntime refuses it, and so does cyloop (a -3 made
+    positive first would count back a second time, to row 1)."""
+    node = helper.make_node("ScatterND", ["data", "indices", "updates"], ["out"])
+    feeds = {"data": X3, "indices": np.array([[index, 0]]),
+             "updates": np.ones((1, 4), np.float32)}
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for n, v in feeds.items()],
+        [helper.make_empty_tensor_value_info("out")])
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx_model.ir_version = 8
+    session = ort.InferenceSession(onnx_model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception, match="(?i)ind"):
+        session.run(None, feeds)
+    with pytest.raises(cyloop.ExecutionError, match="ScatterND .*IndexError"):
+        cyloop.load(onnx_model.SerializeToString()).run(feeds)
 
 
 @pytest.mark.parametrize("domain, op, attrs, extra", [
