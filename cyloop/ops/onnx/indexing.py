@@ -137,7 +137,10 @@ def non_zero(attrs):
     def nonzero(x):
         if np.ndim(x) == 0:  # numpy refuses 0-d; ONNX gives shape (1, 1 or 0)
             return np.zeros((1, int(bool(x))), np.int64)
-        return np.array(np.nonzero(x), dtype=np.int64).reshape(np.ndim(x), -1)
+        found = np.nonzero(x)
+        if len(found) == 1:  # (1-D: its one index array as the row, not stacked by np.array)
+            return found[0].astype(np.int64, copy=False).reshape(1, -1)
+        return np.array(found, dtype=np.int64).reshape(np.ndim(x), -1)
 
     return nonzero
 

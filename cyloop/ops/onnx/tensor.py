@@ -7,8 +7,17 @@ from .. import _shapes
 from ..registry import kernel
 
 
+def _int_list(values) -> list:
+    """A 1-D integer tensor as Python ints: `tolist` converts them in C, where int() of each
+    element costs more than the reshape or squeeze they are for on a body's small tensors."""
+    values = np.asarray(values)
+    if values.ndim == 1 and values.dtype.kind in "iu":
+        return values.tolist()
+    return [int(v) for v in values]  # (anything else as int() has it, errors included)
+
+
 def _axes_tuple(axes):
-    return tuple(int(a) for a in np.asarray(axes).ravel())
+    return tuple(_int_list(np.asarray(axes).ravel()))
 
 
 def _to_text(value):
@@ -111,11 +120,11 @@ def reshape(attrs):
     allow_zero = bool(attrs.get("allowzero", 0))
 
     def reshaped(data, new_shape):
-        dims = [int(d) for d in new_shape]
-        if not allow_zero:
+        dims = _int_list(new_shape)
+        if not allow_zero and 0 in dims:
             # ONNX: a 0 copies the input's dimension at that position.
             dims = [np.shape(data)[k] if d == 0 else d for k, d in enumerate(dims)]
-        return np.reshape(data, dims)
+        return data.reshape(dims) if isinstance(data, np.ndarray) else np.reshape(data, dims)
 
     return reshaped
 
@@ -133,7 +142,8 @@ def squeeze_1(attrs):
 @kernel("Squeeze", since=13, batch="axes")
 def squeeze_13(attrs):
     def squeezed(data, axes=None):
-        return np.squeeze(data, axis=None if axes is None else _axes_tuple(axes))
+        axis = None if axes is None else _axes_tuple(axes)
+        return data.squeeze(axis) if isinstance(data, np.ndarray) else np.squeeze(data, axis)
 
     return squeezed
 
