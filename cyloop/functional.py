@@ -411,6 +411,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val,
     check = _Checked("val", structure, leaves)
     val = _unflatten(structure, leaves)
     made = 0  # body_fun calls made: the step a call of either belongs to
+    steps = None  # the loop's steps not yet taken, while it runs (they say `made`)
     try:
         go = cond_fun(val)
         if _truth(go):
@@ -420,10 +421,13 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val,
             made = 1
             check(val, "after the first step")
             # (A Python loop, as fori_loop's: CPython calls a Python function from its own loop
-            # more cheaply than from C. A condition whose truth raises, an array of several
-            # values, ends it; `_truth` then refuses it.)
+            # more cheaply than from C. Its steps are counted by `repeat`, which makes no int
+            # a step as a range past 256 does: 1.0-2.4% of W5's step for range, 1.0-1.3% for
+            # repeat, against a loop without a bound. A condition whose truth raises, an array
+            # of several values, ends it; `_truth` then refuses it.)
             stop = limit if limit >= 0 else _NO_LIMIT
-            for made in range(1, stop):
+            steps = repeat(None, stop - 1)
+            for _ in steps:
                 go = cond_fun(val)
                 try:
                     if not go:
@@ -432,12 +436,14 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val,
                     break
                 val = body_fun(val)
             else:  # `limit` calls made (no limit: a bound no loop reaches)
-                made = stop
+                steps, made = None, stop
                 go = cond_fun(val)
                 if _truth(go):  # one more true condition is one too many
                     raise _reached(limit)
             _truth(go)  # (the falsy result that ended it must be a boolean: checked once, here)
     except Exception as error:
+        if steps is not None:  # (raised in the loop: at the step it was taking)
+            made = stop - 1 - operator.length_hint(steps)
         _noted(error, "while_loop", made)
         raise
     return _finished(check, structure, val)

@@ -384,6 +384,31 @@ def test_the_users_exception_passes_through_with_the_step_noted(loop, where):
     assert info.value.__notes__ == [f"(raised at step 3 of cyloop.{where})"]
 
 
+@pytest.mark.parametrize("raising, step", [("cond_fun", 0), ("cond_fun", 1), ("cond_fun", 2),
+                                           ("cond_fun", 5), ("body_fun", 0), ("body_fun", 1),
+                                           ("body_fun", 2), ("body_fun", 4)])
+def test_a_while_loop_notes_the_step_of_either_function(raising, step):
+    """The step a call belongs to: the body calls made before it (the condition after the
+    fifth body call, the last max_iterations=5 allows, is step 5)."""
+    def fails_at(v):
+        if int(v) == step:
+            raise Boom("the user's own")
+
+    def cond_fun(v):
+        if raising == "cond_fun":
+            fails_at(v)
+        return v < 100
+
+    def body_fun(v):
+        if raising == "body_fun":
+            fails_at(v)
+        return v + 1
+
+    with pytest.raises(Boom) as info:
+        cyloop.while_loop(cond_fun, body_fun, np.int64(0), max_iterations=5)
+    assert info.value.__notes__ == [f"(raised at step {step} of cyloop.while_loop)"]
+
+
 def test_max_iterations_bounds_every_loop():
     with pytest.raises(cyloop.LoopLimitError, match="reached max_iterations=1000 with cond_fun "
                                                     "still true"):
