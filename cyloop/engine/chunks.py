@@ -609,13 +609,29 @@ def with_axes(fn, batched):
     return call
 
 
-def with_axis(fn, batched):
-    """OpenVINO's Gather of rows: its axis input shifts past the row axis (if not negative)."""
+def axis_shifted(fn):
+    """OpenVINO's Gather `fn` on rows: its axis input shifts past the row axis (if not
+    negative)."""
+
+    def shifted(data, indices, axis):
+        axis = int(np.asarray(axis).reshape(()))
+        return fn(data, indices, axis + 1 if axis >= 0 else axis)
+
+    return shifted
+
+
+def gathered(fn, own):
+    """A Gather of rows by static indices (`fn`: with the axis shifted past the row axis). An
+    index out of range is the same at every row, so the node raises its own error on row 0 (the
+    first-row probe does not see it on a run whose indices, too many to be remembered by value,
+    changed), naming the row's axis."""
 
     def call(args, rows, reusable=()):
-        data, indices, axis = args
-        axis = int(np.asarray(axis).reshape(()))
-        return (fn(data, indices, axis + 1 if axis >= 0 else axis),)
+        try:
+            return (fn(*args),)
+        except IndexError:
+            own(args[0][0], *args[1:])
+            raise
 
     return call
 

@@ -85,7 +85,8 @@ __all__ = ["hoist_loop"]
 # The registry's batch forms that a node's own kernel runs through (see chunks.py).
 _ADAPTERS = {"elementwise": chunks.elementwise, "first": chunks.elementwise,
              "matmul": chunks.matmul, "axes": chunks.with_axes, "reshape": chunks.reshaped,
-             "gemm": chunks.gemm, "broadcast": chunks.broadcast, "axis": chunks.with_axis}
+             "gemm": chunks.gemm, "broadcast": chunks.broadcast,
+             "axis": lambda fn, batched: chunks.gathered(chunks.axis_shifted(fn), fn)}
 
 
 def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
@@ -314,12 +315,13 @@ def _kept_shapes(spec: LoopSpec, opsets) -> dict[str, int]:
     for inp in spec.inputs:
         if not isinstance(inp, CarriedInput):
             continue
-        name = inp.result
+        name, seen = inp.result, set()
         while name != inp.param:
             node = producer.get(name)
-            if node is None or node.subgraphs() or not node.inputs \
+            if node is None or name in seen or node.subgraphs() or not node.inputs \
                     or not _keeps_first_shape(node, opsets):
-                break
+                break  # (a name seen again: a body reading a name before making it)
+            seen.add(name)
             name = node.inputs[0]
         else:
             kept[inp.param] = inp.outer
@@ -410,7 +412,7 @@ def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
         if axis is None:
             return None
         attrs = dict(node.attrs, axis=axis + 1 if axis >= 0 else axis)
-        call = chunks.leading(ops.build(node, opsets, attrs).fn)
+        call = chunks.gathered(ops.build(node, opsets, attrs).fn, own)
     else:
         call = _ADAPTERS[form](own, mask)
     return HoistStep(call, list(node.inputs), list(node.outputs), node.label, own, mask), []

@@ -33,7 +33,8 @@ A kernel declares its traits where it is registered, and the engine reads them f
   that given its first input's own buffer as ``out=`` it updates that buffer in place (a
   scatter writing a few places of a large array): the engine hands it that buffer where the
   input dies at the step and nothing else holds it (`type_keeping`: `FIRST_INPUT`), so that a
-  loop updating a carried buffer a row at a time copies no buffer a step.
+  loop updating a carried buffer a row at a time copies no buffer a step. Its result has its
+  first input's shape (the hoister reads a carried buffer's shape once a run on it).
 - ``stateful=True``: its calls depend on the calls before (a random stream moving on), so each
   node has a kernel of its own. Any other kernel is a pure function of its attributes and
   inputs, which lets nodes with one attributes dict share one (engine/compile.py).

@@ -8,6 +8,7 @@ that chunk boundaries fall inside the loop."""
 
 import contextlib
 import re
+import signal
 
 import numpy as np
 import pytest
@@ -1496,6 +1497,70 @@ def test_a_gather_by_indices_that_are_rows_is_right(rng, domain, data_rows):
     assert not isinstance(out, str), out
     np.testing.assert_array_equal(out["ys"], 2 * np.stack(
         [np.take(x[k] if data_rows else x[0], indices[k], axis=1) for k in range(5)]))
+
+
+@pytest.mark.parametrize("domain", ["", "openvino"])
+def test_a_hoisted_gather_out_of_range_names_the_rows_axis_on_every_run(domain):
+    """Indices too many to be remembered by value (a run with good ones does not spare a
+    later run with a bad one its first-row probe): the error names the node's own axis."""
+    body = GraphBuilder("b", opsets={"openvino": 8} if domain else None)
+    x_t, idx = body.input("x_t", np.float32), body.input("idx", np.int64)
+    if domain:
+        picked = body.node("Gather", x_t, idx, body.const(np.int64(1)), domain=domain,
+                           outputs=["picked"])
+    else:
+        picked = body.node("Gather", x_t, idx, axis=1, outputs=["picked"])
+    body.output(body.node("Mul", picked, body.const(np.float32(2)), outputs=["y"]))
+    x = np.arange(5 * 3 * 4, dtype=np.float32).reshape(5, 3, 4)
+    good = np.arange(100) % 4
+    graph, feeds = _one_loop(body, x, {"idx": good})
+    fast = cyloop.Model(graph, driver="cython")
+    fast.run(feeds)
+    bad = good.copy()
+    bad[7] = 9
+    with pytest.raises(cyloop.ExecutionError, match="index 9 is out of bounds for axis 1 "):
+        fast.run(dict(feeds, IDX=bad))
+    assert isinstance(_same_outcome(graph, dict(feeds, IDX=bad)), str)
+
+
+def test_a_carried_value_made_from_a_name_read_before_it_is_made_is_no_kept_shape():
+    """s1 = ScatterND(s2, ...) reads the outer s2 (a capture), then s2 = ScatterND(s1, ...)
+    makes a body value of that name: the walk back from the carried s1 must end (it looped
+    forever), and both drivers agree."""
+    from onnx import helper
+
+    from ..frontends.onnx_models import model, tensor
+
+    node = helper.make_node
+    body = helper.make_graph(
+        [node("ScatterND", ["s2", "idx", "upd"], ["s1"]),
+         node("ScatterND", ["s1", "idx", "upd"], ["s2"]),
+         node("Shape", ["buf_in"], ["shape"]),
+         node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []),
+                 tensor("buf_in", np.float32, None)],
+        [tensor("cond_out", np.bool_, []), tensor("s1", np.float32, None),
+         tensor("shape", np.int64, None)],
+        [helper.make_tensor("idx", 7, [1, 1], [1]), helper.make_tensor("upd", 1, [1, 2],
+                                                                          [5.0, 6.0])])
+    onnx_model = model(helper.make_graph(
+        [node("Loop", ["M", "", "buf0"], ["buf", "shapes"], body=body)], "g",
+        [tensor("M", np.int64, []), tensor("buf0", np.float32, None),
+         tensor("s2", np.float32, None)],
+        [tensor("buf", np.float32, None), tensor("shapes", np.int64, None)]), 13)
+    feeds = {"M": np.array(3, np.int64), "buf0": np.zeros((3, 2), np.float32),
+             "s2": np.ones((3, 2), np.float32)}
+    signal.signal(signal.SIGALRM, _timed_out)
+    signal.alarm(60)  # (a hang fails the test instead of the suite)
+    try:
+        outcome = _same_outcome(cyloop.load(onnx_model.SerializeToString()).graph, feeds)
+    finally:
+        signal.alarm(0)
+    assert not isinstance(outcome, str), outcome
+
+
+def _timed_out(signum, frame):
+    raise TimeoutError("the model did not load within a minute")
 
 
 def test_rows_gathered_with_batch_dims_stay_in_the_body():
