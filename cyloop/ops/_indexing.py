@@ -15,14 +15,9 @@ REDUCTIONS = {
 }
 
 
-def _positive(indices, length):
-    indices = np.asarray(indices)
-    return np.where(indices < 0, indices + length, indices)
-
-
 def gather_elements(data, indices, axis):
     """out[i, j, k] = data[i, indices[i, j, k], k] (for axis 1); negative indices count back."""
-    return np.take_along_axis(data, _positive(indices, data.shape[axis]), axis=axis)
+    return np.take_along_axis(data, np.asarray(indices), axis=axis)  # (numpy counts back)
 
 
 def gather_nd(data, indices, batch_dims=0):
@@ -92,7 +87,7 @@ def _scatter(data, index, updates, reduction, use_init, out=None):
 def scatter_elements(data, indices, updates, axis, reduction=None, use_init=True, out=None):
     """A copy of `data` with ``out[i, indices[i, j, k], k] = updates[i, j, k]`` (for axis 1),
     or combined per `reduction` (`_scatter`, which says `out`); negative indices count back."""
-    indices = _positive(indices, data.shape[axis])
+    indices = np.asarray(indices)  # (numpy counts a negative index back, once)
     index = list(np.indices(indices.shape, sparse=True))
     index[axis] = indices
     return _scatter(data, tuple(index), updates, reduction, use_init, out)

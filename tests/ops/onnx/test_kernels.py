@@ -219,13 +219,21 @@ def test_versioned_kernels_match_onnxruntime(op, opset, attrs, inputs):
             np.testing.assert_allclose(g, e, rtol=1e-6)
 
 
+@pytest.mark.parametrize("op", ["ScatterND", "ScatterElements", "GatherElements"])
 @pytest.mark.parametrize("index", [-3, 2], ids=["one past the start", "one past the end"])
-def test_a_scatter_nd_index_out_of_range_fails_as_in_onnxruntime(index):
-    """[index, 0] on an axis of 2: onnxruntime refuses it, and so does cyloop (a -3 made
-    positive first would count back a second time, to row 1)."""
-    node = helper.make_node("ScatterND", ["data", "indices", "updates"], ["out"])
-    feeds = {"data": X3, "indices": np.array([[index, 0]]),
-             "updates": np.ones((1, 4), np.float32)}
+def test_an_index_out_of_range_fails_as_in_onnxruntime(op, index):
+    """Index `index` on an axis of 2 (axis 0 of X3): onnxruntime refuses it, and so does cyloop
+    (a -3 made positive first would count back a second time, to row 1)."""
+    if op == "ScatterND":
+        feeds = {"data": X3, "indices": np.array([[index, 0]]),
+                 "updates": np.ones((1, 4), np.float32)}
+    else:
+        indices = np.zeros((1, 3, 4), np.int64)
+        indices[0, 1, 2] = index
+        feeds = {"data": X3, "indices": indices}
+        if op == "ScatterElements":
+            feeds["updates"] = np.ones((1, 3, 4), np.float32)
+    node = helper.make_node(op, list(feeds), ["out"])
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
         n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for n, v in feeds.items()],
         [helper.make_empty_tensor_value_info("out")])
@@ -233,9 +241,10 @@ def test_a_scatter_nd_index_out_of_range_fails_as_in_onnxruntime(index):
     onnx_model.ir_version = 8
     session = ort.InferenceSession(onnx_model.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
-    with pytest.raises(Exception, match="(?i)ind"):
+    with pytest.raises(Exception, match=r"(?i)ind(ex|ice)[^\n]*(-3|2)|out of (range|bounds)"):
         session.run(None, feeds)
-    with pytest.raises(cyloop.ExecutionError, match="ScatterND .*IndexError"):
+    with pytest.raises(cyloop.ExecutionError, match=f"{op} .*IndexError: index {index} is out "
+                                                    "of bounds for axis 0 with size 2"):
         cyloop.load(onnx_model.SerializeToString()).run(feeds)
 
 
