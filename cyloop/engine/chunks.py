@@ -636,6 +636,17 @@ def gathered(fn, own):
     return call
 
 
+def concatenated(fn, batched):
+    """Concat of rows (`fn`: with the axis shifted past the row axis): a static operand, the
+    same in every row, is broadcast along the row axis (a view)."""
+
+    def call(args, rows, reusable=()):
+        return (fn(*[a if b else np.broadcast_to(a, (rows, *np.shape(a)))
+                     for a, b in zip(args, batched)]),)
+
+    return call
+
+
 def reshaped(fn, batched):
     """Reshape: the target shape gains the row count in front."""
 

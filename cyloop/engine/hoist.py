@@ -407,12 +407,16 @@ def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
             return None
         attrs = dict(node.attrs, axes=[a + 1 if a >= 0 else a for a in axes])
         call = chunks.leading(ops.build(node, opsets, attrs).fn)
-    elif form == "axis_attribute":
-        axis = _integer(node.attrs.get("axis", 0))
-        if axis is None:
-            return None
+    elif form in ("axis_attribute", "concat"):
+        axis = _integer(node.attrs.get("axis"))
+        if axis is None:  # (Gather's default 0 is a real default; Concat-1's 1 is not read)
+            if form == "concat" or "axis" in node.attrs:
+                return None
+            axis = 0
         attrs = dict(node.attrs, axis=axis + 1 if axis >= 0 else axis)
-        call = chunks.gathered(ops.build(node, opsets, attrs).fn, own)
+        shifted = ops.build(node, opsets, attrs).fn
+        call = chunks.gathered(shifted, own) if form == "axis_attribute" else \
+            chunks.concatenated(shifted, mask)
     else:
         call = _ADAPTERS[form](own, mask)
     return HoistStep(call, list(node.inputs), list(node.outputs), node.label, own, mask), []

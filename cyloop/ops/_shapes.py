@@ -4,7 +4,17 @@ import numpy as np
 
 from ._measured import Measured
 
-__all__ = ["split", "split_kernel", "unsqueeze"]
+__all__ = ["int_list", "split", "split_kernel", "unsqueeze"]
+
+
+def int_list(values) -> list:
+    """A 1-D integer tensor (a shape, axes, starts) as Python ints: `tolist` converts them in C,
+    where int() of each element costs more than the reshape or slice they are for on a loop
+    body's small tensors. Anything else is read as int() reads it, errors included."""
+    values = np.asarray(values)
+    if values.ndim == 1 and values.dtype.kind in "iu":
+        return values.tolist()
+    return [int(v) for v in values]
 
 
 def unsqueeze(x, axes):

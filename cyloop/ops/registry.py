@@ -82,6 +82,8 @@ BATCH_FORMS = (
     "axis",         # Gather of rows by static indices along a static axis input (OpenVINO's),
                     # which counts the part's dims: one past it when it is not negative
     "axis_attribute",  # the same with the axis an attribute (ONNX's Gather)
+    "concat",       # Concat of rows and static operands (each then the same in every row)
+                    # along an `axis` attribute, shifted as `axis_attribute`'s
     "matmul",       # the left operand batched, the right one not: one GEMM over every row
     "gemm",         # ONNX Gemm: A batched (not transposed), B and C not; the kernel says its
                     # attributes (alpha, beta, trans_b) and its weight product

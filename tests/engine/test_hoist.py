@@ -1445,18 +1445,21 @@ def test_rows_broadcast_by_an_axes_mapping_stay_in_the_body():
 
 
 @pytest.mark.parametrize("chunk_rows", [None, 2])
-@pytest.mark.parametrize("axis", [0, 1, -1, -2])
 @pytest.mark.parametrize("indices", [np.array([2, 0]), np.int64(-1), np.array([[1], [0]]),
                                      np.array([3])], ids=["list", "scalar", "2-d", "too far"])
-@pytest.mark.parametrize("domain", ["", "openvino"])
-def test_rows_gathered_by_static_indices_are_hoisted(chunk_rows, axis, indices, domain):
+@pytest.mark.parametrize("domain, axis", [(domain, axis) for domain in ("", "openvino")
+                                          for axis in (0, 1, -1, -2)] + [("", None)])
+def test_rows_gathered_by_static_indices_are_hoisted(chunk_rows, indices, domain, axis):
+    """(axis None: ONNX's attribute left out, 0 by default)"""
     body = GraphBuilder("b", opsets={"openvino": 8} if domain else None)
     x_t = body.input("x_t", np.float32)
     if domain:  # (the axis an input)
         picked = body.node("Gather", x_t, body.const(indices), body.const(np.int64(axis)),
                            domain=domain, outputs=["picked"], batch_dims=0)
     else:
-        picked = body.node("Gather", x_t, body.const(indices), axis=axis, outputs=["picked"])
+        picked = body.node("Gather", x_t, body.const(indices), outputs=["picked"],
+                           **({} if axis is None else {"axis": axis}))
+    axis = axis or 0
     body.output(body.node("Mul", picked, body.const(np.float32(2)), outputs=["y"]))
     x = np.arange(5 * 3 * 4, dtype=np.float32).reshape(5, 3, 4)
     with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
@@ -1497,6 +1500,33 @@ def test_a_gather_by_indices_that_are_rows_is_right(rng, domain, data_rows):
     assert not isinstance(out, str), out
     np.testing.assert_array_equal(out["ys"], 2 * np.stack(
         [np.take(x[k] if data_rows else x[0], indices[k], axis=1) for k in range(5)]))
+
+
+@pytest.mark.parametrize("chunk_rows", [None, 1, 2])
+@pytest.mark.parametrize("axis", [0, 1, -1, -2])
+@pytest.mark.parametrize("parts", [("x", "c"), ("c", "x", "x"), ("x", "bad")])
+@pytest.mark.parametrize("domain", ["", "openvino"])
+def test_rows_concatenated_with_static_values_are_hoisted(chunk_rows, axis, parts, domain):
+    """x_t [3, 4] joined with a constant [3, 4] (or, "bad", [3]: refused as the node refuses
+    it), y = 2 * the join made in the body."""
+    body = GraphBuilder("b")
+    x_t = body.input("x_t", np.float32)
+    values = {"x": x_t, "c": body.const(np.arange(12, dtype=np.float32).reshape(3, 4)),
+              "bad": body.const(np.arange(3, dtype=np.float32))}
+    joined = body.node("Concat", *[values[p] for p in parts], axis=axis, outputs=["joined"],
+                       domain=domain)
+    body.output(body.node("Mul", joined, body.const(np.float32(2)), outputs=["y"]))
+    x = np.arange(5 * 3 * 4, dtype=np.float32).reshape(5, 3, 4)
+    with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+        outcome = _same_outcome(*_one_loop(body, x))
+    if "bad" in parts:
+        assert isinstance(outcome, str) and "Concat node producing 'joined' failed" in outcome
+    else:
+        c = np.arange(12, dtype=np.float32).reshape(3, 4)
+        np.testing.assert_array_equal(outcome["ys"], 2 * np.stack(
+            [np.concatenate([x_t if p == "x" else c for p in parts], axis) for x_t in x]))
+    model = cyloop.Model(_one_loop(body, x)[0], driver="cython")
+    assert "Concat node producing 'joined'" in _hoisted_labels(model)
 
 
 @pytest.mark.parametrize("domain", ["", "openvino"])

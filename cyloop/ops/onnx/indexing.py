@@ -8,7 +8,7 @@ from ..registry import kernel
 
 
 def _ints(values):
-    return [int(v) for v in np.asarray(values).ravel()]
+    return _shapes.int_list(np.asarray(values).ravel())
 
 
 def _split(axis, n_outputs):

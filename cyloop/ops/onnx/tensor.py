@@ -7,17 +7,8 @@ from .. import _shapes
 from ..registry import kernel
 
 
-def _int_list(values) -> list:
-    """A 1-D integer tensor as Python ints: `tolist` converts them in C, where int() of each
-    element costs more than the reshape or squeeze they are for on a body's small tensors."""
-    values = np.asarray(values)
-    if values.ndim == 1 and values.dtype.kind in "iu":
-        return values.tolist()
-    return [int(v) for v in values]  # (anything else as int() has it, errors included)
-
-
 def _axes_tuple(axes):
-    return tuple(_int_list(np.asarray(axes).ravel()))
+    return tuple(_shapes.int_list(np.asarray(axes).ravel()))
 
 
 def _to_text(value):
@@ -120,7 +111,7 @@ def reshape(attrs):
     allow_zero = bool(attrs.get("allowzero", 0))
 
     def reshaped(data, new_shape):
-        dims = _int_list(new_shape)
+        dims = _shapes.int_list(new_shape)
         if not allow_zero and 0 in dims:
             # ONNX: a 0 copies the input's dimension at that position.
             dims = [np.shape(data)[k] if d == 0 else d for k, d in enumerate(dims)]
@@ -159,7 +150,7 @@ def unsqueeze_13(attrs):
     return _shapes.unsqueeze
 
 
-@kernel("Concat", since=1, out=True)
+@kernel("Concat", since=1, out=True, batch="concat")
 def concat(attrs):
     axis = int(attrs.get("axis", 1))
 
@@ -199,7 +190,7 @@ def flatten(attrs):
 @kernel("Expand", since=8, batch="broadcast")
 def expand(attrs):
     def expanded(x, shape):
-        target = np.broadcast_shapes(np.shape(x), tuple(int(d) for d in shape))
+        target = np.broadcast_shapes(np.shape(x), tuple(_shapes.int_list(shape)))
         return np.array(np.broadcast_to(x, target))  # a real array, not a read-only broadcast
 
     return expanded
@@ -218,7 +209,7 @@ def size(attrs):
 @kernel("ConstantOfShape", since=9)
 def constant_of_shape(attrs):
     value = np.asarray(attrs.get("value", np.zeros(1, np.float32))).reshape(-1)[0]
-    return lambda shape: np.full(tuple(int(d) for d in shape), value, dtype=value.dtype)
+    return lambda shape: np.full(tuple(_shapes.int_list(shape)), value, dtype=value.dtype)
 
 
 @kernel("Range", since=11)

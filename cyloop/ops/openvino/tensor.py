@@ -8,7 +8,7 @@ from ._attrs import DOMAIN, as_bool, as_dtype, as_int, as_ints
 
 
 def _ints(values):
-    return [int(v) for v in np.asarray(values).ravel()]
+    return _shapes.int_list(np.asarray(values).ravel())
 
 
 @kernel("Identity", domain=DOMAIN, since=1, identity=True)
@@ -16,7 +16,7 @@ def identity(attrs):
     return lambda x: x
 
 
-@kernel("Concat", domain=DOMAIN, since=1, out=True)
+@kernel("Concat", domain=DOMAIN, since=1, out=True, batch="concat")
 def concat(attrs):
     axis = as_int(attrs, "axis", 0)
     return lambda *inputs, out=None: np.concatenate(inputs, axis=axis, out=out)
