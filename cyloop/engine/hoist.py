@@ -27,11 +27,13 @@ value as a row like any hoisted one, every row a view of it. A node making a bod
 in the body: that value is kept or emitted an iteration at a time.
 
 A Shape (Size, ShapeOf) whose input has the same shape at every iteration runs once a run too:
-of a batched value (every row of a chunk has one shape: row 0's), and of a carried value no
+of a batched value (every row of a chunk has one shape: row 0's), of a carried value no
 iteration reshapes (the body makes it from its own param through Identity or a scatter updating
-it, `_kept_shapes`: its initial value's). jax2onnx bounds a ``buf.at[k].set(y)`` scatter's index
-by ``Shape(buf)`` and an index it broadcasts (Expand) from k; with these, its index arithmetic
-leaves the body.
+it, `_kept_shapes`: its initial value's), and of a value the body computes whose shape follows
+from those and from static values by the rules of `_Shapes` (a state reshaped to a constant
+shape, say, or broadcast to one), whatever its values. jax2onnx bounds a ``buf.at[k].set(y)``
+scatter's index by ``Shape(buf)``, and computes a ``dynamic_update_slice``'s indices from the
+update's Shape; with these, that index arithmetic leaves the body.
 
 Chunks keep memory bounded (one of `settings.CHUNK_BUDGETS` of hoisted rows at a time, the one
 measured fastest here, not a whole sequence), so a loop that stops early wastes at most one
@@ -65,6 +67,7 @@ from ..ir import (
     Value,
     fresh_name,
 )
+from ..ops._shapes import int_list
 from ..ops.openvino._attrs import as_bool
 from . import chunks
 from .chunks import (
@@ -111,6 +114,7 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
     batched = set(sources)
     taken = body.names() | set(captures)  # names a value the pass adds must not take
     kept_shapes = _kept_shapes(spec, opsets)
+    shapes = _Shapes(body, statics, batched, kept_shapes, taken, opsets)
     readers = _readers(body)
     results = {out.name for out in body.outputs}
     steps: list[HoistStep] = []
@@ -125,14 +129,16 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
             hoisted_any = True
             continue
         step = _invariant(node, statics, opsets, results) or _shape_once(
-            node, batched, statics, kept_shapes, opsets, results, taken)
+            node, batched, statics, kept_shapes, opsets, results, taken, shapes, steps)
         if step is not None:
+            shapes.fold(node)
             steps.append(step)
             statics.update((name, ComputedStatic()) for name in node.outputs if name)
             hoisted_any = True
             continue
         plan = _batchable(node, batched, statics, opsets, taken)
         if plan is None:
+            shapes.derive(node)
             kept.append(node)
             continue
         hoisted, rest = plan
@@ -267,9 +273,11 @@ def _as_gather(node: Node, iteration_param, statics):
 # optional ops (a body may change a sequence in place), nor random ones.
 _INVARIANT_OPS = {
     "": {"Shape", "Size", "Concat", "Expand", "Gather", "Slice", "Transpose", "Tile",
-         "ConstantOfShape", "Range", "Constant", "Flatten", "Split", "CastLike", "Trilu"},
+         "ConstantOfShape", "Range", "Constant", "Flatten", "Split", "CastLike", "Trilu",
+         "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin"},
     OPENVINO_DOMAIN: {"ShapeOf", "Concat", "Broadcast", "Gather", "StridedSlice", "Slice",
-                      "Transpose", "Tile", "Range", "Split", "VariadicSplit", "ConvertLike"},
+                      "Transpose", "Tile", "Range", "Split", "VariadicSplit", "ConvertLike",
+                      "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin"},
     LOOP_DOMAIN: {"AtLeast"},  # (engine/fuse.py's Broadcast(s, Maximum(ShapeOf(s), c)))
 }
 
@@ -305,6 +313,217 @@ def _invariant(node: Node, statics, opsets, results: set[str]) -> HoistStep | No
 _SHAPE_OPS = {"": {"Shape", "Size"}, OPENVINO_DOMAIN: {"ShapeOf"}}
 
 
+# Ops whose result has the numpy broadcast of their operands' shapes (one operand: its shape),
+# as ONNX (opset 7 on) and OpenVINO (auto_broadcast numpy or none) define them.
+_BROADCASTING = {
+    "": {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Where", "Equal", "Less",
+         "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Not", "Neg", "Abs",
+         "Sqrt", "Exp", "Log", "Tanh", "Sigmoid", "Relu", "Floor", "Ceil", "Round", "Sign",
+         "Reciprocal", "Cast", "Identity"},
+    OPENVINO_DOMAIN: {"Add", "Subtract", "Multiply", "Divide", "Power", "FloorMod", "Mod",
+                      "Maximum", "Minimum", "Select", "Equal", "NotEqual", "Less", "LessEqual",
+                      "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr", "LogicalXor",
+                      "LogicalNot", "Negative", "Abs", "Sqrt", "Exp", "Log", "Tanh", "Sigmoid",
+                      "ReLU", "Relu", "Floor", "Ceiling", "Sign", "Convert", "Identity"},
+}
+# Ops read through their own kernel on an array of the input's shape holding nothing, their
+# other inputs static: the result's shape depends on no value of the first.
+_ON_SHAPE = {"": {"Unsqueeze", "Squeeze", "Transpose", "Flatten"},
+             OPENVINO_DOMAIN: {"Unsqueeze", "Squeeze", "Transpose"}}
+# Constants folded while hoisting, to decide what a Reshape's target holds: shape arithmetic
+# (ops whose result is no larger than their inputs', or their product's), of at most this many
+# elements.
+_FOLDED = {"": {"Constant", "Concat", "Unsqueeze", "Squeeze", "Reshape", "Cast", "Gather",
+                "Slice", "Add", "Sub", "Mul", "Neg", "Max", "Min", "Identity"},
+           OPENVINO_DOMAIN: {"Concat", "Unsqueeze", "Squeeze", "Reshape", "Convert", "Gather",
+                             "StridedSlice", "Add", "Subtract", "Multiply", "Negative",
+                             "Maximum", "Minimum"}}
+_FOLDED_SIZE = 64
+
+
+class _Shapes:
+    """The shapes the hoisted part can tell before the loop starts, of values whose values
+    change but whose shape does not: a batched value's (its rows'), a carried value's that no
+    iteration reshapes (`_kept_shapes`: its initial value's), and, through the rules of
+    `derive`, those of what the body computes from such values and static ones (an RNN state
+    reshaped to a constant shape, say, or broadcast to one). Each has an *entry*: a value of
+    the chunk's scope, computed once a run, holding the shape as a tuple.
+
+    `known` holds the body constants and the small values folded from them while hoisting,
+    which tell whether a Reshape's target copies or infers a dimension."""
+
+    def __init__(self, body: Graph, statics: dict, batched: set, kept_shapes: dict,
+                 taken: set, opsets):
+        self.statics, self.batched, self.kept_shapes = statics, batched, kept_shapes
+        self.taken, self.opsets = taken, opsets
+        self.entries: dict[str, str] = {}  # value -> its entry's name
+        self.rules: dict[str, tuple] = {}  # a derived value -> (its node, rule, inputs read)
+        self.known = {name: value for name, value in body.initializers.items()
+                      if name in statics and np.size(value) <= _FOLDED_SIZE}
+
+    def entry(self, name: str, steps: list) -> str | None:
+        """The entry of `name`'s shape, its once step (and those of the entries it is computed
+        from) appended to `steps` if new, or None when its shape may change."""
+        if name in self.entries:
+            return self.entries[name]
+        # The values it is computed from, each after those it reads (a walk, not a recursion:
+        # a chain of thousands of nodes has no depth limit).
+        order, stack, opened, finished = [], [(name, False)], set(), set()
+        while stack:
+            value, done = stack.pop()
+            if done:
+                order.append(value)
+                finished.add(value)
+                continue
+            if value in self.entries or value in finished:
+                continue
+            if value in opened:
+                return None  # (a body reading a name before making it)
+            opened.add(value)
+            stack.append((value, True))
+            if value in self.batched or value in self.kept_shapes:
+                continue
+            if value not in self.rules:
+                return None  # (its shape may change: so may `name`'s)
+            node, _, needed = self.rules[value]
+            stack.extend((n, False) for n in node.inputs if n in needed and n not in self.statics)
+        for value in order:
+            steps.append(self._step(value))
+        return self.entries[name]
+
+    def _step(self, name: str) -> HoistStep:
+        """The once step making `name`'s entry (the entries it reads made before)."""
+        entry = fresh_name(f"{name}/shape", self.taken)
+        self.entries[name] = entry
+        if name in self.batched:
+            return HoistStep(chunks.once(lambda rows: rows.shape[1:], False), [name], [entry],
+                             f"the shape of the rows of {name!r}", batched=[True],
+                             shown=f"the shape of the rows of {name!r} once a run", once=True)
+        if name in self.kept_shapes:
+            initial = fresh_name(f"{name}/initial", self.taken)
+            self.statics[initial] = OuterStatic(self.kept_shapes[name])
+            return HoistStep(chunks.once(np.shape, False), [initial], [entry],
+                             f"the shape of {name!r}", batched=[False],
+                             shown=f"the shape of {name!r} once a run", once=True)
+        node, rule, needed = self.rules[name]
+        names, read = [], []  # (an input the rule does not read: none, "")
+        for inp in node.inputs:
+            shape_read = inp in needed and inp not in self.statics
+            names.append(self.entries[inp] if shape_read else inp if inp in self.statics
+                         else "")
+            read.append(shape_read)
+        # Errors are the node's own: a rule fails where the node fails, and the node's kernel
+        # then says why, on inputs of the shapes the rule was given.
+        return HoistStep(chunks.once(_ruled(rule, read, ops.build(node, self.opsets).fn),
+                                     False),
+                         names, [entry], node.label, batched=[False] * len(names),
+                         shown=f"the shape of {node.label} once a run", once=True)
+
+    def fold(self, node: Node) -> None:
+        """Fold a node of shape arithmetic (`_FOLDED`) into `known` where all its inputs are
+        known (it still runs once a run: this only tells what it makes)."""
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        if node.op_type not in _FOLDED.get(domain, ()) or len(node.outputs) != 1 \
+                or any(n not in self.known for n in node.inputs if n):
+            return
+        try:
+            with np.errstate(all="ignore"):
+                value = ops.build(node, self.opsets).fn(
+                    *[self.known[n] if n else None for n in node.inputs])
+        except Exception:  # noqa: BLE001 - it fails once a run, where the body would
+            return
+        if isinstance(value, (np.ndarray, np.generic)) and np.size(value) <= _FOLDED_SIZE:
+            self.known[node.outputs[0]] = value
+
+    def derive(self, node: Node) -> None:
+        """Note how the (one) result of a node left in the body has its shape told (its entry
+        made when a Shape asks for it, `entry`), where a rule tells it from its inputs' shapes
+        and static values:
+        - broadcasting ops (`_BROADCASTING`): the broadcast of their operands' shapes;
+        - Reshape to a static target: the target, its 0s and negative dimensions resolved
+          against the input's shape (which needs the input's entry only if the target has
+          them);
+        - Expand, and OpenVINO's Broadcast (numpy, bidirectional), to a static target;
+        - `_ON_SHAPE` ops (their other inputs static): their own kernel on an array of the
+          input's shape holding nothing."""
+        if len(node.outputs) != 1 or not node.outputs[0] or node.subgraphs():
+            return
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        op, attrs, inputs = node.op_type, node.attrs, node.inputs
+        rule = None
+        if op in _BROADCASTING.get(domain, ()) and inputs and all(inputs) and (
+                domain == OPENVINO_DOMAIN and str(attrs.get("auto_broadcast", "numpy")).lower()
+                in ("numpy", "none") or domain == "" and _since(node, self.opsets, 7)):
+            rule, needed = _broadcast_rule, list(inputs)
+        elif op == "Reshape" and len(inputs) == 2 and inputs[1] in self.statics and (
+                domain == "" and _since(node, self.opsets, 5) or domain == OPENVINO_DOMAIN):
+            copies = domain == OPENVINO_DOMAIN and as_bool(attrs, "special_zero") or \
+                domain == "" and not attrs.get("allowzero", 0)
+            rule = _reshape_rule(copies)
+            target = self.known.get(inputs[1])
+            needed = [inputs[1]] if target is not None and not np.any(
+                (np.asarray(target) < 0) | copies & (np.asarray(target) == 0)) \
+                else list(inputs)
+        elif (op == "Expand" and domain == "" or op == "Broadcast" and domain == OPENVINO_DOMAIN
+              and str(attrs.get("mode", "numpy")).lower() in ("numpy", "bidirectional")) \
+                and len(inputs) == 2 and inputs[1] in self.statics:
+            rule, needed = _expand_rule, list(inputs)
+        elif op in _ON_SHAPE.get(domain, ()) and inputs and all(
+                n in self.statics for n in inputs[1:] if n):
+            rule, needed = _on_shape_rule, list(inputs)
+        if rule is not None:
+            self.rules[node.outputs[0]] = (node, rule, set(needed))
+
+
+def _since(node: Node, opsets, version: int) -> bool:
+    """Whether an ONNX node's opset is `version` or later."""
+    return (node.version or opsets.get("", opsets.get("ai.onnx", 1))) >= version
+
+
+def _ruled(rule, read: list, fn):
+    """A shape rule called with its inputs' shapes (`read`: a shape from an entry, else the
+    shape of a static value), the static values themselves and the node's kernel `fn`. Where
+    the rule fails, the node fails: `fn` is run on inputs of those shapes to raise its own
+    error (the rule's if it does not)."""
+    def shape_of(*args):
+        shapes = [a if r else np.shape(a) for a, r in zip(args, read)]
+        try:
+            return tuple(rule(shapes, args, fn))
+        except Exception:
+            with np.errstate(all="ignore"):
+                fn(*[_of_shape(a) if r else a for a, r in zip(args, read)])
+            raise
+
+    return shape_of
+
+
+def _broadcast_rule(shapes, values, fn):
+    return np.broadcast_shapes(*shapes)
+
+
+def _expand_rule(shapes, values, fn):
+    """Expand and Broadcast: the broadcast of the input's shape and the target (numpy-mode
+    Broadcast's result is its target, which that broadcast is wherever the node runs)."""
+    return np.broadcast_shapes(shapes[0], tuple(int_list(np.asarray(values[1]).ravel())))
+
+
+def _reshape_rule(copies: bool):
+    """Reshape: a target without 0s that copy nor negative dimensions (numpy infers any, as
+    -1) is the shape itself, read without the input's; any other, the node's kernel on an
+    input of the input's shape."""
+    def rule(shapes, values, fn):
+        dims = int_list(np.asarray(values[1]).ravel())
+        if any(d < 0 for d in dims) or copies and 0 in dims:
+            return fn(_of_shape(shapes[0]), values[1]).shape
+        return dims
+
+    return rule
+
+
+def _on_shape_rule(shapes, values, fn):
+    return fn(_of_shape(shapes[0]), *values[1:]).shape
+
+
 def _kept_shapes(spec: LoopSpec, opsets) -> dict[str, int]:
     """The carried values whose shape no iteration changes: param -> the loop input holding its
     initial value. The body makes each from its own param through ops whose result has the shape
@@ -337,12 +556,16 @@ def _keeps_first_shape(node: Node, opsets) -> bool:
                                                False))
 
 
-def _shape_once(node: Node, batched, statics, kept_shapes, opsets, results, taken):
+def _shape_once(node: Node, batched, statics, kept_shapes, opsets, results, taken, shapes,
+                steps):
     """A step running a Shape (Size, ShapeOf) node once a run, if its input's shape is the same
     at every iteration, else None:
     - a batched value's: every row of a chunk has one shape, the one row 0 has;
     - a carried value's whose shape no iteration changes (`_kept_shapes`): its initial value's,
-      which the step reads as a static (named anew in `statics`)."""
+      which the step reads as a static (named anew in `statics`);
+    - a value the body computes whose shape follows from such shapes and static values
+      (`_Shapes`): the shape its entry holds, read on an array of that shape (a view of one
+      element)."""
     domain = "" if node.domain == "ai.onnx" else node.domain
     if node.op_type not in _SHAPE_OPS.get(domain, ()) or len(node.inputs) != 1 \
             or len(node.outputs) != 1 or node.outputs[0] in results:
@@ -359,7 +582,18 @@ def _shape_once(node: Node, batched, statics, kept_shapes, opsets, results, take
         return HoistStep(chunks.once(fn, False), [initial], list(node.outputs), node.label, fn,
                          [False], f"{node.label} once a run (of the initial value: no "
                          f"iteration changes the shape of {name!r})", once=True)
+    entry = shapes.entry(name, steps)
+    if entry is not None:
+        return HoistStep(chunks.once(lambda shape: fn(_of_shape(shape)), False), [entry],
+                         list(node.outputs), node.label, fn, [False], f"{node.label} once a "
+                         f"run (no iteration changes the shape of {name!r}: it follows from "
+                         "shapes and values that do not change)", once=True)
     return None
+
+
+def _of_shape(shape):
+    """An array of `shape` holding nothing (every element a view of one), for a Shape op."""
+    return np.broadcast_to(np.int8(0), shape)
 
 
 def _integer(value) -> int | None:

@@ -1657,7 +1657,12 @@ def _kept_shape_loop(case):
     grown = body.input("grown_in", np.float32)
     ov = {"domain": "openvino"} if case == "openvino" else {}
     read = grown if case == "other" else buf
-    if case == "openvino":
+    if case == "transposed":  # (the Shape of a value computed from the buffer: [W, N])
+        rows = body.node("Gather", body.node("Shape", body.node("Transpose", buf, perm=[1, 0]),
+                                             outputs=["t_shape"]), body.const(np.int64(1)))
+        index = body.node("Reshape", body.node("Mod", i, rows),
+                          body.const(np.array([1, 1], np.int64)))
+    elif case == "openvino":
         rows = body.node("Gather", body.node("ShapeOf", read, **ov), body.const(np.int64(0)),
                          body.const(np.int64(0)), **ov)
         index = body.node("Reshape", body.node("FloorMod", i, rows, **ov),
@@ -1686,7 +1691,8 @@ def _kept_shape_loop(case):
 
 
 @pytest.mark.parametrize("chunk_rows", CHUNKS)
-@pytest.mark.parametrize("case", ["scatter", "identity", "openvino", "grows", "other"])
+@pytest.mark.parametrize("case", ["scatter", "identity", "openvino", "grows", "other",
+                                  "transposed"])
 def test_the_shape_of_a_carried_buffer_a_scatter_updates_is_read_once_a_run(rng, chunk_rows,
                                                                             case):
     feeds = {"x": rng.standard_normal((7, 4)).astype(np.float32),
@@ -1711,8 +1717,132 @@ def test_the_shape_of_a_carried_buffer_a_scatter_updates_is_read_once_a_run(rng,
     np.testing.assert_array_equal(got["buf"], buf)
     shape = f"{'ShapeOf' if case == 'openvino' else 'Shape'} node producing"
     once = [label for label in calls if label.startswith(shape)]
-    assert len(once) == (case in ("scatter", "identity", "openvino"))
+    assert len(once) == (case in ("scatter", "identity", "openvino", "transposed"))
     assert all(calls[label] == 1 for label in once)
-    if once:
+    if case == "transposed":
+        assert "Shape node producing 't_shape' once a run (no iteration changes the shape" \
+            in str(fast.plan())
+    elif once:
         assert "once a run (of the initial value: no iteration changes the shape of " \
                "'buf_in')" in str(fast.plan())
+
+
+def _derived_shape_loop(case):
+    """Five iterations over a carried h [6] (which grows by a row of 3 each iteration in the
+    "grows" cases) and rows x_t [2, 1]; each emits the shape of v, a value computed from h
+    (`case`), as floats. The shape of v follows from static values alone (or from x_t's rows),
+    except where the case says it grows."""
+    body = GraphBuilder("b", opset=6 if case == "opset 6" else 17, opsets={"openvino": 8})
+    body.input("i", np.int64, ())
+    body.input("cond_in", np.bool_, ())
+    h, x_t = body.input("h", np.float32), body.input("x_t", np.float32)
+    ov = {"domain": "openvino"}
+
+    def const(*values):
+        return body.const(np.array(values, np.int64))
+
+    if case == "reshape":
+        v = body.node("Reshape", h, const(2, 3))
+    elif case in ("reshape -1, grows", "reshape 0, grows"):
+        v = body.node("Reshape", h, const(-1, 3) if "-1" in case else const(0))
+    elif case == "reshape 0 -1 of a told shape":
+        v = body.node("Reshape", body.node("Reshape", h, const(2, 3)), const(0, -1, 1))
+    elif case == "reshape 0 of a told shape":
+        v = body.node("Reshape", body.node("Reshape", h, const(2, 3)), const(0, 3, 1))
+    elif case == "reshape -2 of a told shape":  # (the kernel's numpy infers it, as a -1)
+        v = body.node("Reshape", body.node("Reshape", h, const(2, 3)), const(3, -2))
+    elif case == "expand":
+        v = body.node("Expand", body.node("Reshape", h, const(1, 6)), const(4, 1))
+    elif case == "unsqueeze":
+        v = body.node("Unsqueeze", body.node("Reshape", h, const(6)), const(0, -1))
+    elif case == "with rows":
+        v = body.node("Add", body.node("Reshape", h, const(1, 6)), x_t)
+    elif case == "openvino reshape":
+        v = body.node("Reshape", h, const(3, 2), special_zero=False, **ov)
+    elif case == "600 nodes on":
+        v = body.node("Reshape", h, const(2, 3))
+        for _ in range(600):
+            v = body.node("Neg", v)
+    elif case == "a Constant node's target":
+        target = body.node("Constant", value=np.array([3, 2], np.int64))
+        v = body.node("Reshape", h, target)
+    elif case == "where":
+        v = body.node("Where", body.const(np.array([True, False, True])),
+                      body.node("Reshape", h, const(2, 3)), body.const(np.float32(0)))
+    elif case == "opset 6":  # (Add broadcast by its attributes before opset 7: not told)
+        v = body.node("Add", body.node("Reshape", h, const(2, 3)), body.const(np.float32(1)))
+    elif case == "openvino broadcast":
+        v = body.node("Broadcast", body.node("Reshape", h, const(1, 6), special_zero=False,
+                                             **ov), const(5, 6), **ov)
+    shape = body.node("Cast", body.node("Shape", v, outputs=["shape"]), to=np.float32,
+                      outputs=["y"])
+    grows = case.endswith("grows")
+    h_out = body.node("Concat", h, body.const(np.ones(3, np.float32)), axis=0) if grows \
+        else body.node("Mul", h, body.const(np.float32(0.5)))
+    body.output(body.node("Identity", "cond_in", outputs=["cond_out"]), h_out, shape)
+    g = GraphBuilder("g", opset=6 if case == "opset 6" else 17)
+    g.loop(body.build(), inputs=[(g.input("x", np.float32), SlicedInput(0, "x_t")),
+                                 (g.input("h0", np.float32), CarriedInput(0, "h", h_out))],
+           outputs=[LastOutput(h_out), ConcatOutput(shape)], output_names=["h_last", "ys"],
+           iteration_param="i", cond_param="cond_in", cond_result="cond_out")
+    g.output("h_last", "ys")
+    return g.build()
+
+
+@pytest.mark.parametrize("chunk_rows", [None, 1, 2])
+@pytest.mark.parametrize("case", ["reshape", "reshape 0 -1 of a told shape",
+                                  "reshape 0 of a told shape", "reshape -2 of a told shape",
+                                  "expand",
+                                  "unsqueeze", "with rows", "600 nodes on",
+                                  "a Constant node's target", "where", "opset 6",
+                                  "openvino reshape", "openvino broadcast",
+                                  "reshape -1, grows", "reshape 0, grows"])
+def test_the_shape_of_a_value_made_from_carried_values_is_read_once_a_run(rng, chunk_rows,
+                                                                          case):
+    feeds = {"x": rng.standard_normal((5, 2, 1)).astype(np.float32),
+             "h0": rng.standard_normal(6).astype(np.float32)}
+    graph = _derived_shape_loop(case)
+    with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+        fast = cyloop.Model(graph, driver="cython")
+        calls = _counted_once_steps(fast) if _hoist_of(fast) is not None else {}
+        got = fast.run(feeds)
+    expected = cyloop.Model(graph, driver="python").run(feeds)
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+    empty = cyloop.Model(graph, driver="cython").run(dict(feeds, x=feeds["x"][:0]))
+    for name, value in cyloop.Model(graph, driver="python").run(
+            dict(feeds, x=feeds["x"][:0])).items():  # (no iteration: nothing computed)
+        np.testing.assert_array_equal(empty[name], value, err_msg=name)
+        assert empty[name].shape == value.shape
+    if case.endswith("grows"):  # (the emitted shapes change: the Shape ran in the body)
+        assert len({tuple(row) for row in got["ys"]}) == 5
+        assert "Shape node producing 'shape'" not in calls
+    elif case == "opset 6":
+        assert "Shape node producing 'shape'" not in calls
+    else:
+        assert calls["Shape node producing 'shape'"] == 1
+        assert "Shape node producing 'shape' once a run (no iteration changes the shape of" \
+            in str(fast.plan())
+
+
+@pytest.mark.parametrize("case", ["broadcast", "two -1s"])
+def test_a_told_shape_that_cannot_be_fails_as_its_node_fails_in_the_body(case):
+    """The node whose shape a rule tells fails in the body at iteration 0: the run fails with
+    that node's own error, not the rule's."""
+    body = GraphBuilder("b")
+    h = body.input("h", np.float32)
+    told = body.node("Reshape", h, body.const(np.array([2, 3], np.int64)))
+    if case == "broadcast":
+        v = body.node("Add", told, body.const(np.zeros(4, np.float32)), outputs=["v"])
+    else:
+        v = body.node("Reshape", told, body.const(np.array([-1, -1], np.int64)), outputs=["v"])
+    shape = body.node("Cast", body.node("Shape", v), to=np.float32, outputs=["y"])
+    h_out = body.node("Mul", h, body.const(np.float32(0.5)), outputs=["h_out"])
+    body.output(h_out, shape)
+    g = GraphBuilder("g")
+    g.loop(body.build(), inputs=[(g.input("h0", np.float32), CarriedInput(0, "h", h_out))],
+           outputs=[LastOutput(h_out), ConcatOutput(shape)], output_names=["h_last", "ys"],
+           trip_count=3)
+    g.output("h_last", "ys")
+    outcome = _same_outcome(g.build(), {"h0": np.ones(6, np.float32)})
+    assert isinstance(outcome, str) and "node producing 'v' failed" in outcome

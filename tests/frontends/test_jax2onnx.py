@@ -99,6 +99,16 @@ def fori_buffer(x):
     return jax.lax.fori_loop(0, 6, body, (jnp.zeros_like(x), jnp.zeros((8, 3), F32), x))[:2]
 
 
+def fori_dynamic_update(x):
+    """A row written into a buffer each step by ``lax.dynamic_update_slice`` (jax2onnx: a
+    ScatterND whose indices it computes from the update's Shape, every step)."""
+    def body(k, state):
+        acc, buf, x = state
+        acc = acc * 0.5 + x
+        return acc, jax.lax.dynamic_update_slice(buf, acc[None], (k, 0)), x
+    return jax.lax.fori_loop(0, 6, body, (jnp.zeros_like(x), jnp.zeros((8, 3), F32), x))[:2]
+
+
 def _f32(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
@@ -115,6 +125,7 @@ CASES = {  # name: (function, inputs from a seeded generator)
     "while-counted": (while_counted, lambda r: [np.int32(5), _f32(r, 3)]),
     "fori-nested": (fori_nested, lambda r: [_f32(r, 3)]),
     "fori-buffer": (fori_buffer, lambda r: [_f32(r, 3)]),
+    "fori-dynamic-update": (fori_dynamic_update, lambda r: [_f32(r, 3)]),
 }
 
 
@@ -148,3 +159,12 @@ def test_jax2onnx_export_runs_like_jax(name, rng):
         shapes = re.findall(r"\(Shape\) once a run \((of the initial value|every row)",
                             str(fast.plan()))
         assert sorted(shapes) == ["every row", "of the initial value"], fast.plan()
+    if name == "fori-dynamic-update":  # (the update's Shape, of a value made from the carried
+        # acc: its index arithmetic leaves the body, the buffer updated in place)
+        fast = cyloop.load(onnx_model.SerializeToString(), driver="cython")
+        for output, value in zip(onnx_model.graph.output, fast.run(feeds).values()):
+            np.testing.assert_array_equal(value, got[output.name], err_msg=output.name)
+        plan = str(fast.plan())
+        assert re.search(r"\(Shape\) once a run \(no iteration changes the shape of "
+                         r"'[^']*': it follows", plan), plan
+        assert re.search(r"written over a dying operand .*\(ScatterND\) \(5 calls\)", plan)
