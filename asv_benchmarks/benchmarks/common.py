@@ -800,3 +800,67 @@ def exported_buffer(steps=4000, width=64, seed=7):
 
 
 EXPORTED["J2O-buffer"] = exported_buffer
+
+
+def exported_dynamic_update(steps=2000, width=64, seed=8):
+    """A row written into a preallocated buffer each step by ``lax.dynamic_update_slice`` in a
+    `lax.fori_loop`, as jax2onnx exports it: a ScatterND whose indices it computes from the
+    update's Shape every step (about fifty nodes)."""
+    import jax
+    import jax.numpy as jnp
+    import jax2onnx
+
+    x = np.random.default_rng(seed).standard_normal(width).astype(np.float32)
+
+    def fill(x):
+        def body(k, state):
+            acc, buf, x = state  # (x carried: jax2onnx cannot export a body reading it)
+            acc = acc * 0.5 + x
+            return acc, jax.lax.dynamic_update_slice(buf, acc[None], (k, 0)), x
+        init = (jnp.zeros(width, jnp.float32), jnp.zeros((steps, width), jnp.float32), x)
+        return jax.lax.fori_loop(0, steps, body, init)[:2]
+
+    onnx_model = jax2onnx.to_onnx(fill, [jax.ShapeDtypeStruct(x.shape, x.dtype)],
+                                  model_name="exported_dynamic_update")
+    feeds = {onnx_model.graph.input[0].name: x}
+
+    def numpy_loop(fd):
+        acc, buf = np.zeros(width, np.float32), np.zeros((steps, width), np.float32)
+        for k in range(steps):
+            acc = acc * np.float32(0.5) + x
+            buf[k] = acc
+        return [acc, buf]
+
+    return onnx_model, feeds, numpy_loop
+
+
+def exported_row_read(steps=2000, width=64, seed=9):
+    """A row of a carried table read each step (``xs[k]`` in a `lax.fori_loop`), as jax2onnx
+    exports it: a Slice whose starts it computes from k every step."""
+    import jax
+    import jax.numpy as jnp
+    import jax2onnx
+
+    xs = np.random.default_rng(seed).standard_normal((steps, width)).astype(np.float32)
+
+    def read(xs):
+        def body(k, state):
+            acc, xs = state
+            return acc * 0.5 + xs[k], xs
+        return jax.lax.fori_loop(0, steps, body, (jnp.zeros(width, jnp.float32), xs))[0]
+
+    onnx_model = jax2onnx.to_onnx(read, [jax.ShapeDtypeStruct(xs.shape, xs.dtype)],
+                                  model_name="exported_row_read")
+    feeds = {onnx_model.graph.input[0].name: xs}
+
+    def numpy_loop(fd):
+        acc = np.zeros(width, np.float32)
+        for k in range(steps):
+            acc = acc * np.float32(0.5) + xs[k]
+        return [acc]
+
+    return onnx_model, feeds, numpy_loop
+
+
+EXPORTED["J2O-dus"] = exported_dynamic_update
+EXPORTED["J2O-rows"] = exported_row_read
