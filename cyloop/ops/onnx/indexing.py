@@ -54,22 +54,29 @@ def split_13(attrs, n_outputs):
 
 
 def _slice(x, starts, ends, axes, steps):
-    index = [slice(None)] * x.ndim
+    shape = np.shape(x)
+    rank = len(shape)
+    index = [slice(None)] * rank
     axes = range(len(starts)) if axes is None else axes
     steps = [1] * len(starts) if steps is None else steps
     for start, end, axis, step in zip(starts, ends, axes, steps):
-        axis = axis + x.ndim if axis < 0 else axis
-        dim = x.shape[axis]
+        dim = shape[axis + rank if axis < 0 else axis]
         # ONNX: negative indices count from the end, then clamp to the axis: start to [0, dim]
         # and end to [0, dim] going forward; start to [0, dim-1] and end to [-1, dim-1] going
-        # backward, where an end of -1 means "past the first element".
-        start = start + dim if start < 0 else start
-        end = end + dim if end < 0 else end
+        # backward, where an end of -1 means "past the first element". (Comparisons, not
+        # min/max calls: a loop body slices small tensors, where the calls cost more.)
+        if start < 0:
+            start += dim
+        if end < 0:
+            end += dim
         if step > 0:
-            start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+            start = 0 if start < 0 else dim if start > dim else start
+            end = 0 if end < 0 else dim if end > dim else end
         else:
-            start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
-        index[axis] = slice(start, None if end < 0 else end, step) if dim else slice(0, 0)
+            start = 0 if start < 0 else dim - 1 if start > dim - 1 else start
+            end = -1 if end < -1 else dim - 1 if end > dim - 1 else end
+        index[axis + rank if axis < 0 else axis] = \
+            slice(start, None if end < 0 else end, step) if dim else slice(0, 0)
     return x[tuple(index)]
 
 
