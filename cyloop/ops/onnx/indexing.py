@@ -69,12 +69,15 @@ def _slice(x, starts, ends, axes, steps):
             start += dim
         if end < 0:
             end += dim
-        if step > 0:
-            start = 0 if start < 0 else dim if start > dim else start
-            end = 0 if end < 0 else dim if end > dim else end
-        else:
-            start = 0 if start < 0 else dim - 1 if start > dim - 1 else start
-            end = -1 if end < -1 else dim - 1 if end > dim - 1 else end
+        low, high = (0, dim) if step > 0 else (-1, dim - 1)
+        if start < 0:
+            start = 0
+        elif start > high:
+            start = high
+        if end < low:
+            end = low
+        elif end > high:
+            end = high
         index[axis + rank if axis < 0 else axis] = \
             slice(start, None if end < 0 else end, step) if dim else slice(0, 0)
     return x[tuple(index)]
