@@ -55,6 +55,7 @@ from ..ir import Node
 __all__ = [
     "ARITHMETIC_SCALARS",
     "BATCH_FORMS",
+    "BOOL_SCALARS",
     "FLOAT_SCALARS",
     "INTEGER_SCALARS",
     "NUMBER_SCALARS",
@@ -98,6 +99,8 @@ INTEGER_SCALARS = frozenset([np.int8, np.int16, np.int32, np.int64, np.uint8, np
 ARITHMETIC_SCALARS = FLOAT_SCALARS | INTEGER_SCALARS
 # Comparisons are exact on every number type.
 NUMBER_SCALARS = ARITHMETIC_SCALARS | frozenset([np.bool_])
+# And, Or and Xor: numpy's bool scalar's &, | and ^ are its logical ufuncs'.
+BOOL_SCALARS = frozenset([np.bool_])
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,9 @@ ARITHMETIC = ["Add", "Sub", "Mul", "Div"]
 COMPARISONS = ["Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal"]
 
 
-def _loop(op, dtype, k_dtype=None, n=5):
+def _loop(op, dtype, k_dtype=None, n=5, domain=""):
     """acc_next = op(acc, k) carried (or, for a comparison, acc_next = acc + k and op(acc, k)
-    emitted each step), k a 0-d body constant; every acc_next emitted too."""
+    emitted each step), k a 0-d body constant; every acc_next emitted too. `domain`: op's."""
     k_dtype = k_dtype or dtype
     body = GraphBuilder("body")
     body.input("acc", dtype, ())
@@ -35,7 +35,7 @@ def _loop(op, dtype, k_dtype=None, n=5):
         body.node(op, "acc", "k", outputs=["flag"])
         outputs.append(ConcatOutput("flag", new_axis=True))
     else:
-        body.node(op, "acc", "k", outputs=["acc_next"])
+        body.node(op, "acc", "k", outputs=["acc_next"], domain=domain)
     body.output(*(out.result for out in outputs))
     g = GraphBuilder("outer")
     g.input("acc0", dtype, ())
@@ -121,6 +121,21 @@ def test_comparisons_take_the_scalar_path_on_every_number_type(op, dtype):
     feeds = {"acc0": np.asarray(3, dtype), "k0": np.asarray(1, dtype)}
     run_both(_loop(op, dtype), feeds)
     model = cyloop.Model(_loop(op, dtype), driver="cython")
+    model.run(feeds)
+    steps = _scalar_steps(model)
+    assert any(op in s for s in steps), steps
+
+
+@pytest.mark.parametrize("op, domain", [("And", ""), ("Or", ""), ("Xor", ""),
+                                        ("LogicalAnd", "openvino"), ("LogicalOr", "openvino"),
+                                        ("LogicalXor", "openvino")])
+@pytest.mark.parametrize("acc, k", [(False, False), (False, True), (True, False),
+                                    (True, True)])
+def test_logical_operators_take_the_scalar_path_on_bools(op, domain, acc, k):
+    feeds = {"acc0": np.asarray(acc), "k0": np.asarray(k)}
+    out = run_both(_loop(op, np.bool_, domain=domain), feeds)
+    assert out["out1"].dtype == np.bool_
+    model = cyloop.Model(_loop(op, np.bool_, domain=domain), driver="cython")
     model.run(feeds)
     steps = _scalar_steps(model)
     assert any(op in s for s in steps), steps

@@ -8,7 +8,7 @@ import operator
 import numpy as np
 
 from .. import _math
-from ..registry import ARITHMETIC_SCALARS, NUMBER_SCALARS, kernel
+from ..registry import ARITHMETIC_SCALARS, BOOL_SCALARS, NUMBER_SCALARS, kernel
 
 # op_type -> ufunc. ONNX versions of these ops differ only in the types they allow (and Add-1..6's
 # legacy broadcast attribute, which numpy broadcasting subsumes), so one kernel serves every opset.
@@ -61,6 +61,8 @@ _SCALAR = {
     "Mul": (operator.mul, ARITHMETIC_SCALARS), "Equal": (operator.eq, NUMBER_SCALARS),
     "Less": (operator.lt, NUMBER_SCALARS), "LessOrEqual": (operator.le, NUMBER_SCALARS),
     "Greater": (operator.gt, NUMBER_SCALARS), "GreaterOrEqual": (operator.ge, NUMBER_SCALARS),
+    "And": (operator.and_, BOOL_SCALARS), "Or": (operator.or_, BOOL_SCALARS),
+    "Xor": (operator.xor, BOOL_SCALARS),
 }
 
 

@@ -26,8 +26,10 @@ def _reduce(reducer, x, axes, keepdims, noop_with_empty_axes):
         axes = None
     else:
         axes = tuple(axes.tolist() if isinstance(axes, np.ndarray) else axes)
-    result = reducer(x, axis=axes, keepdims=keepdims)
-    return np.asarray(result, dtype=x.dtype)
+    direct = getattr(reducer, "in_own_type", None)
+    if direct is not None:  # (its result has x's type: a 0-d one may be a numpy scalar, as a
+        return direct(x, axes, x.dtype, None, keepdims)  # ufunc's is; no cast after it)
+    return np.asarray(reducer(x, axis=axes, keepdims=keepdims), dtype=x.dtype)
 
 
 def _register_reduction(op_type, reducer, input_since):

@@ -7,7 +7,7 @@ import operator
 import numpy as np
 
 from .. import _math
-from ..registry import ARITHMETIC_SCALARS, NUMBER_SCALARS, kernel
+from ..registry import ARITHMETIC_SCALARS, BOOL_SCALARS, NUMBER_SCALARS, kernel
 from ._attrs import DOMAIN, as_bool, as_float, as_int, broadcast_batches, broadcasting
 
 
@@ -54,7 +54,8 @@ _SCALAR = {
     "Multiply": (operator.mul, ARITHMETIC_SCALARS), "Equal": (operator.eq, NUMBER_SCALARS),
     "NotEqual": (operator.ne, NUMBER_SCALARS), "Less": (operator.lt, NUMBER_SCALARS),
     "LessEqual": (operator.le, NUMBER_SCALARS), "Greater": (operator.gt, NUMBER_SCALARS),
-    "GreaterEqual": (operator.ge, NUMBER_SCALARS),
+    "GreaterEqual": (operator.ge, NUMBER_SCALARS), "LogicalAnd": (operator.and_, BOOL_SCALARS),
+    "LogicalOr": (operator.or_, BOOL_SCALARS), "LogicalXor": (operator.xor, BOOL_SCALARS),
 }
 
 
