@@ -1408,6 +1408,20 @@ def test_rows_broadcast_to_a_static_shape_are_hoisted(chunk_rows, x_rank, target
     assert f"{op} node producing 'wide'" in _hoisted_labels(model)
 
 
+def _operand_rows_loop(body, operand, rows, x, data_rows):
+    """`body`'s outcome over the rows of `rows` (its input `operand`) and of x (``x_t``), or
+    with x[0] as the invariant ``table`` (not `data_rows`), emitting y; both drivers agree."""
+    g = GraphBuilder("g")
+    inputs = [(g.input("rows", rows.dtype), SlicedInput(0, operand)),
+              (g.input("x", np.float32), SlicedInput(0, "x_t")) if data_rows else
+              (g.input("T", np.float32), InvariantInput(0, "table"))]
+    g.loop(body.build(), inputs=inputs, outputs=[ConcatOutput("y")], output_names=["ys"])
+    g.output("ys")
+    out = _same_outcome(g.build(), {"rows": rows, **({"x": x} if data_rows else {"T": x[0]})})
+    assert not isinstance(out, str), out
+    return out
+
+
 @pytest.mark.parametrize("data_rows", [False, True])
 def test_an_expand_to_shapes_that_are_rows_is_right(data_rows):
     """The target shape sliced from the loop's input (the same at every iteration), x a row or
@@ -1417,16 +1431,8 @@ def test_an_expand_to_shapes_that_are_rows_is_right(data_rows):
                      body.input("shape_t", np.int64))
     body.output(body.node("Mul", wide, body.const(np.float32(2)), outputs=["y"]))
     x = np.arange(15, dtype=np.float32).reshape(5, 3)
-    g = GraphBuilder("g")
-    inputs = [(g.input("shapes", np.int64), SlicedInput(0, "shape_t")),
-              (g.input("x", np.float32), SlicedInput(0, "x_t")) if data_rows else
-              (g.input("T", np.float32), InvariantInput(0, "table"))]
-    g.loop(body.build(), inputs=inputs, outputs=[ConcatOutput("y")], output_names=["ys"])
-    g.output("ys")
-    feeds = {"shapes": np.tile(np.array([2, 1], np.int64), (5, 1)),
-             **({"x": x} if data_rows else {"T": x[0]})}
-    out = _same_outcome(g.build(), feeds)
-    assert not isinstance(out, str), out
+    out = _operand_rows_loop(body, "shape_t", np.tile(np.array([2, 1], np.int64), (5, 1)), x,
+                             data_rows)
     np.testing.assert_array_equal(out["ys"], 2 * np.stack(
         [np.broadcast_to(x[k] if data_rows else x[0], (2, 3)) for k in range(5)]))
 
@@ -1489,15 +1495,7 @@ def test_a_gather_by_indices_that_are_rows_is_right(rng, domain, data_rows):
     body.output(body.node("Mul", picked, body.const(np.float32(2)), outputs=["y"]))
     x = rng.standard_normal((5, 3, 4)).astype(np.float32)
     indices = rng.integers(0, 4, (5, 2))
-    g = GraphBuilder("g")
-    inputs = [(g.input("idx", np.int64), SlicedInput(0, "idx_t")),
-              (g.input("x", np.float32), SlicedInput(0, "x_t")) if data_rows else
-              (g.input("T", np.float32), InvariantInput(0, "table"))]
-    g.loop(body.build(), inputs=inputs, outputs=[ConcatOutput("y")], output_names=["ys"])
-    g.output("ys")
-    feeds = {"idx": indices, **({"x": x} if data_rows else {"T": x[0]})}
-    out = _same_outcome(g.build(), feeds)
-    assert not isinstance(out, str), out
+    out = _operand_rows_loop(body, "idx_t", indices, x, data_rows)
     np.testing.assert_array_equal(out["ys"], 2 * np.stack(
         [np.take(x[k] if data_rows else x[0], indices[k], axis=1) for k in range(5)]))
 
