@@ -113,8 +113,7 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
 
     batched = set(sources)
     taken = body.names() | set(captures)  # names a value the pass adds must not take
-    kept_shapes = _kept_shapes(spec, opsets)
-    shapes = _Shapes(body, statics, batched, kept_shapes, taken, opsets)
+    shapes = _Shapes(body, statics, batched, _kept_shapes(spec, opsets), taken, opsets)
     readers = _readers(body)
     results = {out.name for out in body.outputs}
     steps: list[HoistStep] = []
@@ -129,7 +128,7 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
             hoisted_any = True
             continue
         step = _invariant(node, statics, opsets, results) or _shape_once(
-            node, batched, statics, kept_shapes, opsets, results, taken, shapes, steps)
+            node, shapes, opsets, results, steps)
         if step is not None:
             shapes.fold(node)
             steps.append(step)
@@ -391,6 +390,15 @@ class _Shapes:
             steps.append(self._step(value))
         return self.entries[name]
 
+    def why(self, name: str) -> str:
+        """Why `name`'s shape is the same at every iteration, as the plan says it."""
+        if name in self.batched:
+            return "every row of its input has one shape"
+        if name in self.kept_shapes:
+            return f"of the initial value: no iteration changes the shape of {name!r}"
+        return (f"no iteration changes the shape of {name!r}: it follows from shapes and values "
+                "that do not change")
+
     def _step(self, name: str) -> HoistStep:
         """The once step making `name`'s entry (the entries it reads made before)."""
         entry = fresh_name(f"{name}/shape", self.taken)
@@ -556,39 +564,22 @@ def _keeps_first_shape(node: Node, opsets) -> bool:
                                                False))
 
 
-def _shape_once(node: Node, batched, statics, kept_shapes, opsets, results, taken, shapes,
-                steps):
+def _shape_once(node: Node, shapes: _Shapes, opsets, results: set[str], steps: list):
     """A step running a Shape (Size, ShapeOf) node once a run, if its input's shape is the same
-    at every iteration, else None:
-    - a batched value's: every row of a chunk has one shape, the one row 0 has;
-    - a carried value's whose shape no iteration changes (`_kept_shapes`): its initial value's,
-      which the step reads as a static (named anew in `statics`);
-    - a value the body computes whose shape follows from such shapes and static values
-      (`_Shapes`): the shape its entry holds, read on an array of that shape (a view of one
-      element)."""
+    at every iteration (its entry, `_Shapes.entry`, the steps making it appended to `steps`),
+    else None. The node's kernel runs on an array of that shape holding nothing."""
     domain = "" if node.domain == "ai.onnx" else node.domain
     if node.op_type not in _SHAPE_OPS.get(domain, ()) or len(node.inputs) != 1 \
             or len(node.outputs) != 1 or node.outputs[0] in results:
         return None  # (the loop keeps or emits a body output an iteration at a time)
     (name,) = node.inputs
-    fn = ops.build(node, opsets).fn
-    if name in batched:
-        return HoistStep(chunks.once(lambda rows: fn(rows[0]), False), [name],
-                         list(node.outputs), node.label, fn, [True], f"{node.label} once a "
-                         "run (every row of its input has one shape)", once=True)
-    if name in kept_shapes:
-        initial = fresh_name(f"{name}/initial", taken)
-        statics[initial] = OuterStatic(kept_shapes[name])
-        return HoistStep(chunks.once(fn, False), [initial], list(node.outputs), node.label, fn,
-                         [False], f"{node.label} once a run (of the initial value: no "
-                         f"iteration changes the shape of {name!r})", once=True)
     entry = shapes.entry(name, steps)
-    if entry is not None:
-        return HoistStep(chunks.once(lambda shape: fn(_of_shape(shape)), False), [entry],
-                         list(node.outputs), node.label, fn, [False], f"{node.label} once a "
-                         f"run (no iteration changes the shape of {name!r}: it follows from "
-                         "shapes and values that do not change)", once=True)
-    return None
+    if entry is None:
+        return None
+    fn = ops.build(node, opsets).fn
+    return HoistStep(chunks.once(lambda shape: fn(_of_shape(shape)), False), [entry],
+                     list(node.outputs), node.label, fn, [False],
+                     f"{node.label} once a run ({shapes.why(name)})", once=True)
 
 
 def _of_shape(shape):
