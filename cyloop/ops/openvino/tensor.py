@@ -117,21 +117,37 @@ def _gather(batch_dims_attr):
             axis = int(np.asarray(axis).reshape(()))
             axis = axis + data.ndim if axis < 0 else axis
             indices = np.asarray(indices)
-            indices = np.where(indices < 0, indices + data.shape[axis], indices)
             batch = batch_dims + indices.ndim if batch_dims < 0 else batch_dims
             if batch == 0:
-                return np.take(data, indices, axis=axis)
+                return _taken(data, indices, axis)
             # batch_dims: the leading dims of data and indices are walked together.
             lead = data.shape[:batch]
             flat_data = data.reshape((-1, *data.shape[batch:]))
             flat_idx = indices.reshape((-1, *indices.shape[batch:]))
-            parts = [np.take(d, i, axis=axis - batch) for d, i in zip(flat_data, flat_idx)]
+            parts = [_taken(d, i, axis - batch) for d, i in zip(flat_data, flat_idx)]
             return np.stack(parts).reshape(lead + parts[0].shape) if parts else \
                 np.empty(lead + indices.shape[batch:] + data.shape[axis + 1:], data.dtype)
 
         return gathered
 
     return factory
+
+
+def _taken(data, indices, axis):
+    """``np.take`` along `axis`, an index outside [-n, n) giving zeros, as OpenVINO's CPU plugin
+    gives them (numpy counts a negative index back once; one made positive first counted back
+    twice, -n-1 reading row n-1)."""
+    try:
+        return np.take(data, indices, axis=axis)
+    except IndexError:
+        n = data.shape[axis]
+        inside = (indices >= -n) & (indices < n)
+        shape = data.shape[:axis] + indices.shape + data.shape[axis + 1:]
+        if n == 0:
+            return np.zeros(shape, data.dtype)
+        taken = np.take(data, np.where(inside, indices, 0), axis=axis)
+        inside = inside.reshape((1,) * axis + indices.shape + (1,) * (data.ndim - axis - 1))
+        return np.where(inside, taken, np.zeros((), data.dtype))
 
 
 def _batches_gather(attrs, batched):

@@ -152,6 +152,12 @@ CASES = {
     "ReduceL2": (lambda p: _v(4).reduce_l2(p[0], _c([0]), True), [X4]),
     # Gathers and scatters, with repeated indices where a reduction combines them.
     "GatherElements": (lambda p: _v(6).gather_elements(p[0], _c([[2, -1, 0, 1]]), 0), [DATA]),
+    # Gather-8: an index outside [-n, n) gives zeros (the plugin's; made positive first, -n-1
+    # read row n-1).
+    "Gather-8-out-of-range": (lambda p: _v(8).gather(p[0], _c([[-4, 0], [3, -1]]), _c(0)),
+                              [DATA]),
+    "Gather-8-batch-out-of-range": (lambda p: _v(8).gather(
+        p[0], _c([[1, -5], [4, 0], [2, -3]]), _c(1), 1), [DATA]),
     "GatherND-5-batch": (lambda p: _v(5).gather_nd(p[0], _c([[[1], [0]], [[2], [3]]]), 2),
                          [X4[:, :2, :, :4]]),
     "GatherND-8-batch": (lambda p: _v(8).gather_nd(p[0], _c([[[1], [0]], [[2], [3]]]), 2),
