@@ -766,11 +766,9 @@ def exported_file(directory, name):
         return path, dict(saved), None
 
 
-@functools.cache
-def exported_buffer(steps=4000, width=64, seed=7):
-    """A row written into a preallocated buffer each step (``buf.at[k].set(acc)`` in a
-    `lax.fori_loop`), as jax2onnx exports it: a ScatterND of the carried [steps, width] buffer,
-    which an engine copying its operand copies whole every step."""
+def _exported_row_writes(write, model_name, steps, width, seed):
+    """A `lax.fori_loop` writing row k of a preallocated [steps, width] buffer each step with
+    ``write(buf, acc, k)``, exported by jax2onnx: (model, feeds, numpy loop)."""
     import jax
     import jax.numpy as jnp
     import jax2onnx
@@ -781,12 +779,12 @@ def exported_buffer(steps=4000, width=64, seed=7):
         def body(k, state):
             acc, buf, x = state  # (x carried: jax2onnx cannot export a body reading it)
             acc = acc * 0.5 + x
-            return acc, buf.at[k].set(acc), x
+            return acc, write(buf, acc, k), x
         init = (jnp.zeros(width, jnp.float32), jnp.zeros((steps, width), jnp.float32), x)
         return jax.lax.fori_loop(0, steps, body, init)[:2]
 
     onnx_model = jax2onnx.to_onnx(fill, [jax.ShapeDtypeStruct(x.shape, x.dtype)],
-                                  model_name="exported_buffer")
+                                  model_name=model_name)
     feeds = {onnx_model.graph.input[0].name: x}
 
     def numpy_loop(fd):
@@ -797,6 +795,15 @@ def exported_buffer(steps=4000, width=64, seed=7):
         return [acc, buf]
 
     return onnx_model, feeds, numpy_loop
+
+
+@functools.cache
+def exported_buffer(steps=4000, width=64, seed=7):
+    """A row written into a preallocated buffer each step (``buf.at[k].set(acc)`` in a
+    `lax.fori_loop`), as jax2onnx exports it: a ScatterND of the carried [steps, width] buffer,
+    which an engine copying its operand copies whole every step."""
+    return _exported_row_writes(lambda buf, acc, k: buf.at[k].set(acc), "exported_buffer",
+                                steps, width, seed)
 
 
 EXPORTED["J2O-buffer"] = exported_buffer
@@ -807,31 +814,10 @@ def exported_dynamic_update(steps=2000, width=64, seed=8):
     `lax.fori_loop`, as jax2onnx exports it: a ScatterND whose indices it computes from the
     update's Shape every step (about fifty nodes)."""
     import jax
-    import jax.numpy as jnp
-    import jax2onnx
 
-    x = np.random.default_rng(seed).standard_normal(width).astype(np.float32)
-
-    def fill(x):
-        def body(k, state):
-            acc, buf, x = state  # (x carried: jax2onnx cannot export a body reading it)
-            acc = acc * 0.5 + x
-            return acc, jax.lax.dynamic_update_slice(buf, acc[None], (k, 0)), x
-        init = (jnp.zeros(width, jnp.float32), jnp.zeros((steps, width), jnp.float32), x)
-        return jax.lax.fori_loop(0, steps, body, init)[:2]
-
-    onnx_model = jax2onnx.to_onnx(fill, [jax.ShapeDtypeStruct(x.shape, x.dtype)],
-                                  model_name="exported_dynamic_update")
-    feeds = {onnx_model.graph.input[0].name: x}
-
-    def numpy_loop(fd):
-        acc, buf = np.zeros(width, np.float32), np.zeros((steps, width), np.float32)
-        for k in range(steps):
-            acc = acc * np.float32(0.5) + x
-            buf[k] = acc
-        return [acc, buf]
-
-    return onnx_model, feeds, numpy_loop
+    return _exported_row_writes(
+        lambda buf, acc, k: jax.lax.dynamic_update_slice(buf, acc[None], (k, 0)),
+        "exported_dynamic_update", steps, width, seed)
 
 
 def exported_row_read(steps=2000, width=64, seed=9):
