@@ -14,7 +14,7 @@ from ..ir import CarriedInput, ConcatOutput, InvariantInput, LoopSpec, SlicedInp
 from ..ops.registry import FIRST_INPUT
 
 __all__ = ["Destination", "LoopFacts", "MeasuredPlacement", "PoolDestination", "RecurrentSteps",
-           "RowDestination", "plan_destinations", "plan_steps"]
+           "RowDestination", "plan_destinations", "plan_steps", "updated_in_place"]
 
 
 # (Dataclasses, not named tuples: a RowDestination(0) must not equal a PoolDestination(0).)
@@ -59,6 +59,12 @@ class MeasuredPlacement:
 Destination = RowDestination | PoolDestination | MeasuredPlacement
 
 
+def updated_in_place(body) -> dict[int, int]:
+    """Result slot -> the slot of the input its step updates in place (a scatter on its first
+    input, `FIRST_INPUT`), for the compiled `body`'s steps that may."""
+    return {step.outputs[0]: step.inputs[0] for step in body.steps if step.keeps == FIRST_INPUT}
+
+
 def plan_destinations(spec: LoopSpec, body) -> dict[int, Destination]:
     """Which body results a kernel may write straight into their destination, by result slot.
 
@@ -75,8 +81,7 @@ def plan_destinations(spec: LoopSpec, body) -> dict[int, Destination]:
     runner's invariant 8, `_core.pyx`), with no copy a step.
     """
     producer = {step.outputs[0] for step in body.steps if step.out}
-    in_place = {step.outputs[0]: step.inputs[0] for step in body.steps
-                if step.keeps == FIRST_INPUT}  # result slot -> the input it updates
+    in_place = updated_in_place(body)
     carried = {body.slot(inp.result): k for k, inp in enumerate(spec.inputs)
                if isinstance(inp, CarriedInput)}
     destinations: dict[int, Destination] = {}

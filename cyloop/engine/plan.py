@@ -7,8 +7,13 @@ from dataclasses import dataclass, field
 
 from ..ir import CarriedInput, ConcatOutput, InvariantInput, OuterInput, SlicedInput
 from ..ops._gemm import two_cores_here
-from ..ops.registry import FIRST_INPUT
-from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
+from .destinations import (
+    LoopFacts,
+    MeasuredPlacement,
+    PoolDestination,
+    RowDestination,
+    updated_in_place,
+)
 
 __all__ = ["LoopPlan", "Plan", "describe"]
 
@@ -131,9 +136,7 @@ def describe(facts: LoopFacts) -> LoopPlan:
     spec, body, destinations = facts.spec, facts.body, facts.destinations
     producer = {slot: step.op_type for step in body.steps for slot in step.outputs if slot >= 0}
     scalar_slots = {slot for k in facts.scalar_steps for slot in body.steps[k].outputs}
-    # Results a step makes by updating its first input in place (a scatter), by that input.
-    updating = {step.outputs[0]: step.inputs[0] for step in body.steps
-                if step.keeps == FIRST_INPUT}
+    updating = updated_in_place(body)  # (results a scatter makes in its input's buffer)
     params = {v.name for v in spec.body.inputs}
     trip = _operand(spec.trip_count)
     if spec.slices_set_trip_count and any(isinstance(i, SlicedInput) for i in spec.inputs):
