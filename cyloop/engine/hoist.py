@@ -69,6 +69,7 @@ from ..ir import (
 )
 from ..ops._shapes import int_list
 from ..ops.openvino._attrs import as_bool
+from ..ops.registry import FIRST_INPUT
 from . import chunks
 from .chunks import (
     CaptureStatic,
@@ -560,8 +561,7 @@ def _keeps_first_shape(node: Node, opsets) -> bool:
         definition = ops.definition_of(node, opsets)
     except UnsupportedOpError:
         return False  # compiling the body says so, naming the node
-    return definition.identity or bool(getattr(ops.build(node, opsets).fn, "updates_first",
-                                               False))
+    return definition.identity or ops.type_keeping(ops.build(node, opsets).fn) == FIRST_INPUT
 
 
 def _shape_once(node: Node, shapes: _Shapes, opsets, results: set[str], steps: list):
