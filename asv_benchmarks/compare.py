@@ -37,7 +37,8 @@ from benchmarks import common
 import cyloop
 from cyloop.peers import openvino_compiled, settled_openvino
 
-DIRECTORY = tempfile.mkdtemp(prefix="cyloop-compare-")
+_TEMPORARY = tempfile.TemporaryDirectory(prefix="cyloop-compare-")  # removed at exit
+DIRECTORY = _TEMPORARY.name
 IDLE_SECONDS = 0.1  # pause before each timed run (see `measure`)
 _LOADED: dict = {}  # workload id -> the cyloop Model measured on it (its plan shows its choices)
 

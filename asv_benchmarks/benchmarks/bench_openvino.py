@@ -11,12 +11,15 @@ from .common import lstm_cell_ti_ir
 
 class LSTMCellTensorIterator:
     def setup(self):
-        self.directory = tempfile.mkdtemp()
-        path, self.feeds, ov_model = lstm_cell_ti_ir(self.directory)
+        self.directory = tempfile.TemporaryDirectory(prefix="cyloop-asv-")
+        path, self.feeds, ov_model = lstm_cell_ti_ir(self.directory.name)
         self.model = cyloop.load(path)
         self.ov_default = openvino_compiled(ov_model)
         self.ov_single = openvino_compiled(ov_model, threads=1)
         self.inputs = list(self.feeds.values())
+
+    def teardown(self):
+        self.directory.cleanup()
 
     def time_cyloop(self):
         self.model.run(self.feeds)

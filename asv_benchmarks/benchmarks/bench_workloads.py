@@ -10,7 +10,10 @@ import cyloop
 
 from . import common
 
-_DIRECTORY = tempfile.mkdtemp(prefix="cyloop-asv-")
+# The models the workloads write (IR, jax2onnx exports), removed when the process that made them
+# exits (asv's benchmark processes forked from it leave with os._exit, so only it removes them).
+_TEMPORARY = tempfile.TemporaryDirectory(prefix="cyloop-asv-")
+_DIRECTORY = _TEMPORARY.name
 
 WORKLOADS = {
     "W1": lambda: common.w1_counter_onnx(),
