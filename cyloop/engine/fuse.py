@@ -50,7 +50,8 @@ shape does not cover it. OpenVINO's VariadicSplit giving equal lengths is a Spli
 Casts to a float type that alone read each result of a ProductPlusTanh, an LSTMStep or GRUGates
 join it (its ``to``), and a Cast of a value already of its type is an Identity: jax2onnx ends
 each step with Casts to the carry's type, which would copy the state a step and keep its steps
-from running in one call. jax2onnx's Splits give the parts' sizes: equal ones count as equal
+from running in one call, and casts each comparison of a while_loop's condition to bool (an
+Identity runs no step). jax2onnx's Splits give the parts' sizes: equal ones count as equal
 parts.
 
 Before any of them, a carried value the body returns unchanged (the value itself, or through
@@ -522,6 +523,37 @@ def _cast_to(node: Node | None):
     return to if to in _PLAIN_CASTS else None
 
 
+# ONNX ops whose result has one type whatever their operands' (the spec's output type).
+_MADE_TYPES = {
+    **dict.fromkeys(("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or",
+                     "Xor", "Not", "IsNaN", "IsInf"), np.dtype(bool)),
+    **dict.fromkeys(("Shape", "Size", "NonZero", "ArgMax", "ArgMin"), np.dtype(np.int64)),
+}
+
+
+def _made_type(node: Node | None, graph: Graph):
+    """The type `node`'s first result always has, when the node alone says it (a comparison's
+    bool, a Cast's ``to``, a fused step's ``to``; an ONNX Identity's is its input's), else
+    None."""
+    while node is not None and node.op_type == "Identity" and node.domain in ("", "ai.onnx") \
+            and len(node.inputs) == 1:
+        node = _producer(graph, node.inputs[0])
+    if node is None:
+        return None
+    if _is_step(node):
+        return node.attrs.get("to")
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type == "Cast":
+        if node.attrs.get("to") is None:  # (np.dtype(None) would be float64)
+            return None
+        try:
+            return np.dtype(node.attrs["to"])
+        except TypeError:
+            return None
+    return _MADE_TYPES.get(node.op_type)
+
+
 def _is_step(node: Node | None) -> bool:
     """Whether `node` is a fused RNN step, which Casts may join (ops/fused.py `_cast_joined`)."""
     return node is not None and node.domain == LOOP_DOMAIN \
@@ -531,24 +563,25 @@ def _is_step(node: Node | None) -> bool:
 def _match_cast(cast: Node, graph: Graph, uses: Uses):
     """(the node in its place, the nodes it replaces, the last of them) for a Cast that changes
     nothing or joins the step before it, or None. jax2onnx ends each lax.scan step with
-    two Casts to the carry's type:
+    two Casts to the carry's type, and casts a comparison to bool before the And of a
+    while_loop's condition:
 
-    - a Cast of a Cast to the same type is an Identity of the first (its value has the type);
+    - a Cast of a value that has its type already (a Cast's, a fused step's, or a comparison's
+      bool, `_made_type`) is an Identity of it, which runs no step;
     - Casts to one type that alone read each result of a fused step (ProductPlusTanh, LSTMStep,
       GRUGates) join it as its ``to``: the step's results are of that type (nothing to convert
       where its operands are, the usual case), written into their destinations, with no copy a
       step."""
-    to = _cast_to(cast)
-    if to is None:
+    if len(cast.inputs) != 1 or len(cast.outputs) != 1 or not cast.inputs[0]:
         return None
     source = _producer(graph, cast.inputs[0])
-    if source is None:
-        return None
-    made = source.attrs.get("to") if _is_step(source) else _cast_to(source)  # its type, if known
-    if made is not None and made == to:  # (np.dtype(None) is float64: None == float64 holds)
-        return Node("Identity", list(cast.inputs), list(cast.outputs), {}, cast.domain,
-                    cast.name, version=cast.version), [cast], cast
-    if not _is_step(source) or "to" in source.attrs:
+    made, wanted = _made_type(source, graph), _made_type(cast, graph)
+    if made is not None and wanted is not None and made == wanted:  # (dtype == None: float64)
+        note = f"{cast.label} (its input is {made} already)"
+        return Node("Identity", list(cast.inputs), list(cast.outputs), {"fused_from": note},
+                    cast.domain, cast.name, version=cast.version), [cast], cast
+    to = _cast_to(cast)
+    if to is None or not _is_step(source) or "to" in source.attrs:
         return None
     casts = [uses.only_reader(result) for result in source.outputs]
     if any(_cast_to(c) is None or _cast_to(c) != to for c in casts):

@@ -1102,6 +1102,42 @@ def test_casts_after_the_step_join_it_or_change_nothing(casts, rng):
         (casts == "jax2onnx"), plan
 
 
+def test_a_cast_of_a_value_of_its_type_already_runs_no_step(rng):
+    """A Cast to bool of a comparison, and to int64 of a Shape, is an Identity (no step), and
+    so is a Cast of that; a Cast that converts (a comparison to float, a float to bool, a Shape
+    to int32) stays. The reference driver, which runs the body as written, and onnxruntime
+    agree."""
+    node = helper.make_node
+    casts = {"lt_b": ("lt", "BOOL"), "lt_bb": ("lt_b", "BOOL"), "shape_i": ("shape", "INT64"),
+             "lt_f": ("lt", "FLOAT"),
+             "v_b": ("v_out", "BOOL"), "shape_s": ("shape", "INT32")}
+    nodes = [node("Mul", ["v_in", "half"], ["v_out"]), node("ReduceSum", ["v_out"], ["s"], keepdims=0),
+             node("Less", ["s", "limit"], ["lt"]), node("Shape", ["v_out"], ["shape"]),
+             *(node("Cast", [source], [made], to=getattr(helper.TensorProto, to))
+               for made, (source, to) in casts.items()),
+             node("Identity", ["shape_s"], ["shape_s_out"]),
+             node("And", ["lt_bb", "cond_in"], ["cond_out"])]
+    types = {"lt_f": np.float32, "v_b": np.bool_, "shape_i": np.int64,
+             "shape_s_out": np.int32}
+    body = helper.make_graph(
+        nodes, "body", [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []),
+                        tensor("v_in", np.float32, [3])],
+        [tensor("cond_out", np.bool_, []), tensor("v_out", np.float32, [3]),
+         *(tensor(name, dtype, None) for name, dtype in types.items())],
+        initializer=[helper.make_tensor("half", 1, [], [0.5]),
+                     helper.make_tensor("limit", 1, [], [1.0])])
+    outer = ["v_last", *(f"{name}s" for name in types)]
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["T", "", "v0"], outer, body=body)], "casts",
+        [tensor("T", np.int64, []), tensor("v0", np.float32, [3])],
+        [helper.make_empty_tensor_value_info(name) for name in outer])
+    plan = _agree_three_ways(model(graph, 17), {"T": np.array(9, np.int64),
+                                                 "v0": rng.random(3).astype(np.float32) + 4})
+    identities = re.findall(r"fused: Identity node producing '(\w+)' runs Cast node producing "
+                            r"'\1' \(its input is (\w+) already\)", plan)
+    assert sorted(identities) == [("lt_b", "bool"), ("lt_bb", "bool"), ("shape_i", "int64")], plan
+
+
 def test_a_cast_without_a_type_is_refused_however_it_is_placed():
     """(np.dtype(None) is float64: a Cast without ``to`` must not pass for a Cast to it.)"""
     body = GraphBuilder("b")

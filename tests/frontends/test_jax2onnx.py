@@ -70,6 +70,19 @@ def while_data_dependent(x):
     return jax.lax.while_loop(cond, body, (jnp.int32(0), x))
 
 
+def while_data_bitwise_and(x):
+    """A condition joined by ``&`` (jax2onnx casts the comparison of the counter to bool
+    before the And: an Identity to cyloop) over a sum of the carried state."""
+    def cond(state):
+        k, acc = state
+        return (k < 40) & (acc.sum() < 7.5)
+
+    def body(state):
+        k, acc = state
+        return k + 1, acc * 0.5 + x
+    return jax.lax.while_loop(cond, body, (0, jnp.zeros_like(x)))
+
+
 def fori_static(x):
     return jax.lax.fori_loop(0, 7, lambda i, v: v * 0.9 + i.astype(F32), x)
 
@@ -121,6 +134,7 @@ CASES = {  # name: (function, inputs from a seeded generator)
     "scan-nested": (scan_nested, lambda r: [_f32(r, 4, 5, 3), _f32(r, 3)]),
     "scan-with-cond": (scan_with_cond, lambda r: [_f32(r, 8, 3), _f32(r, 3)]),
     "while-data-dependent": (while_data_dependent, lambda r: [_f32(r, 3) * 0.1]),
+    "while-data-bitwise-and": (while_data_bitwise_and, lambda r: [_f32(r, 4) * 0.1 + 1]),
     "fori-static": (fori_static, lambda r: [_f32(r, 2, 3)]),
     "while-counted": (while_counted, lambda r: [np.int32(5), _f32(r, 3)]),
     "fori-nested": (fori_nested, lambda r: [_f32(r, 3)]),
@@ -159,6 +173,12 @@ def test_jax2onnx_export_runs_like_jax(name, rng):
         shapes = re.findall(r"\(Shape\) once a run \((of the initial value|every row)",
                             str(fast.plan()))
         assert sorted(shapes) == ["every row", "of the initial value"], fast.plan()
+    if name == "while-data-bitwise-and":  # (its Cast of a bool to bool runs no step)
+        fast = cyloop.load(onnx_model.SerializeToString(), driver="cython")
+        for output, value in zip(onnx_model.graph.output, fast.run(feeds).values()):
+            np.testing.assert_array_equal(value, got[output.name], err_msg=output.name)
+        assert re.search(r"fused: .*\(Identity\) runs .*\(Cast\) \(its input is bool already\)",
+                         str(fast.plan())), fast.plan()
     if name == "fori-dynamic-update":  # (the update's Shape, of a value made from the carried
         # acc: its index arithmetic leaves the body, the buffer updated in place)
         fast = cyloop.load(onnx_model.SerializeToString(), driver="cython")
