@@ -2,7 +2,7 @@
 
 import numpy as np
 
-__all__ = ["cumulative", "in_own_type", "over_every_axis", "with_identity"]
+__all__ = ["axes_reader", "cumulative", "in_own_type", "over_every_axis", "with_identity"]
 
 
 def in_own_type(ufunc):
@@ -25,6 +25,36 @@ def over_every_axis(reducer, keepdims):
     if direct is not None:
         return lambda x: direct(x, None, x.dtype, None, keepdims)
     return lambda x: np.asarray(reducer(x, None, keepdims), x.dtype)
+
+
+def axes_reader():
+    """A reader of a reduction's axes: ``read(ndim, axes)`` is the axes of an array of rank
+    `ndim` that `axes` names, as a tuple (``()`` for none), each once: onnxruntime and OpenVINO
+    reduce over an axis named twice (-1 and 1, say) once, where numpy refuses it. An axis out of
+    range is kept as given, for numpy to refuse. Where `axes` cannot change (a read-only array,
+    a constant, or a tuple, an attribute) and names every axis, the answer is None (the short
+    path loop bodies mostly take), and it is remembered for the next call with `axes` and
+    `ndim`: one entry, replaced whole, so threads sharing the kernel never see a half-updated
+    one. An axes array that may change is read afresh each call."""
+    last = [(None, -1, None)]  # (axes, rank, answer)
+
+    def read(ndim, axes):
+        known, known_ndim, chosen = last[0]
+        if axes is known and ndim == known_ndim:
+            return chosen
+        listed = np.asarray(axes).ravel().tolist()
+        named = tuple(listed) if len(listed) < 2 else \
+            tuple(dict.fromkeys(a + ndim if -ndim <= a < 0 else a for a in listed))
+        if not isinstance(axes, tuple) and (not isinstance(axes, np.ndarray)
+                                            or axes.flags.writeable):
+            return named
+        every = 0 < len(named) == ndim \
+            and sorted(a + ndim if a < 0 else a for a in named) == list(range(ndim))
+        chosen = None if every else named
+        last[0] = (axes, ndim, chosen)
+        return chosen
+
+    return read
 
 
 def with_identity(reducer, pick_low):

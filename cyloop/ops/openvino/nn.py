@@ -4,7 +4,7 @@ import numpy as np
 
 from .. import _math
 from .._gemm import weight_product
-from .._reductions import in_own_type, over_every_axis, with_identity
+from .._reductions import axes_reader, in_own_type, over_every_axis, with_identity
 from ..registry import kernel
 from ._attrs import DOMAIN, as_bool, as_dtype, as_int
 
@@ -78,25 +78,14 @@ def _register_reduction(op_type, reducer):
     def factory(attrs):
         keep_dims = as_bool(attrs, "keep_dims")
         every = over_every_axis(reducer, keep_dims)
-
-        # (axes array, rank of x, the axes to reduce or None for all) of the last call whose axes
-        # were read-only (a constant): one tuple, replaced whole, so threads sharing the kernel
-        # never see a half-updated entry.
-        last = [(None, -1, None)]
+        read = axes_reader()
 
         def reduce(x, axes):
             try:
                 ndim = x.ndim  # (np.ndim's dispatch cost a W5-ir step 0.1 us of 1.5)
             except AttributeError:
                 ndim = np.ndim(x)
-            known, known_ndim, chosen = last[0]
-            if axes is not known or ndim != known_ndim:
-                listed = np.asarray(axes).ravel().tolist()
-                every_axis = (len(listed) == ndim
-                              and sorted(a % ndim for a in listed) == list(range(ndim)))
-                chosen = None if every_axis else tuple(listed)
-                if isinstance(axes, np.ndarray) and not axes.flags.writeable:
-                    last[0] = (axes, ndim, chosen)
+            chosen = read(ndim, axes)
             if chosen is None:
                 return every(x)  # every axis: the short path loop bodies mostly take
             return np.asarray(reducer(x, axis=chosen, keepdims=keep_dims), dtype=x.dtype)

@@ -191,6 +191,41 @@ def test_reductions_reread_axes_that_can_change():
     np.testing.assert_array_equal(reduce(x.reshape(6), np.array([0])), x.sum())
 
 
+def _plugin_sum(x, axes):
+    """The CPU plugin's ReduceSum of `x` over the constant `axes`, or None where the core
+    refuses the model ("Check 'is_axis_valid(axis, r)' failed")."""
+    param = ops.parameter(list(x.shape), x.dtype, name="p0")
+    try:
+        ov_model = ov.Model([ops.reduce_sum(param, ops.constant(np.array(axes, np.int64)))],
+                            [param])
+    except RuntimeError:
+        return None
+    return next(iter(openvino_compiled(ov_model)([x]).values()))
+
+
+@pytest.mark.parametrize("axes", [[1, -1], [0, 0], [0, 1, 1], [-2, 1], [1], [0], [2], [-3],
+                                  [1, 2], [0, -3]])
+@pytest.mark.parametrize("constant", [True, False], ids=["a constant", "may change"])
+def test_reductions_read_axes_as_the_cpu_plugin_does(axes, constant):
+    """An axis named twice counts once, and one out of range is refused (the core refuses the
+    model), as the plugin reads them, whether the axes are a constant (read once, every axis
+    the short path) or may change (read every call); then the same axes for an array of
+    another rank (layers with equal attributes share a kernel)."""
+    from cyloop import ops as registry
+
+    reduce = registry.lookup("openvino", "ReduceSum", 1).build({"keep_dims": "false"})
+    given = np.array(axes, np.int64)
+    given.flags.writeable = not constant
+    flat = np.arange(6, dtype=np.float32)
+    for x in (flat.reshape(2, 3), flat.reshape(2, 3), flat):
+        expected = _plugin_sum(x, axes)
+        if expected is None:
+            with pytest.raises(np.exceptions.AxisError):
+                reduce(x, given)
+        else:
+            np.testing.assert_array_equal(reduce(x, given), expected)
+
+
 def test_trigonometric_layers_refuse_integer_input(tmp_path):
     """OpenVINO computes an integer Sin in floating point and converts back; cyloop says it does
     not, by name, rather than return another dtype."""
