@@ -1111,7 +1111,8 @@ def test_a_cast_of_a_value_of_its_type_already_runs_no_step(rng):
     casts = {"lt_b": ("lt", "BOOL"), "lt_bb": ("lt_b", "BOOL"), "shape_i": ("shape", "INT64"),
              "lt_f": ("lt", "FLOAT"),
              "v_b": ("v_out", "BOOL"), "shape_s": ("shape", "INT32")}
-    nodes = [node("Mul", ["v_in", "half"], ["v_out"]), node("ReduceSum", ["v_out"], ["s"], keepdims=0),
+    nodes = [node("Mul", ["v_in", "half"], ["v_out"]),
+             node("ReduceSum", ["v_out"], ["s"], keepdims=0),
              node("Less", ["s", "limit"], ["lt"]), node("Shape", ["v_out"], ["shape"]),
              *(node("Cast", [source], [made], to=getattr(helper.TensorProto, to))
                for made, (source, to) in casts.items()),
