@@ -91,7 +91,7 @@ def workloads():
 
 
 _J2O_STEPS = {"J2O-rnn": 1000, "J2O-buffer": 4000, "J2O-dus": 2000,
-              "J2O-rows": 2000}  # (the others: 200)
+              "J2O-rows": 2000, "J2O-while": 2000}  # (the others: 200)
 # Exported models OpenVINO's convert_model refuses (2026.4: the fori_loops' Loops, "canonical
 # inputs ... loop_carried_dependencies").
 _NO_IR = {"J2O-buffer", "J2O-dus", "J2O-rows"}

@@ -850,3 +850,40 @@ def exported_row_read(steps=2000, width=64, seed=9):
 
 EXPORTED["J2O-dus"] = exported_dynamic_update
 EXPORTED["J2O-rows"] = exported_row_read
+
+
+def exported_while_data(steps=2000, width=64, seed=10):
+    """A `lax.while_loop` whose condition reads the carried data as well as the counter,
+    ``(k < steps) & (acc.sum() < limit)``, as jax2onnx exports it (the counter's comparison cast
+    to bool before the And); the limit is never reached, so it runs `steps` steps."""
+    import jax
+    import jax.numpy as jnp
+    import jax2onnx
+
+    x = np.random.default_rng(seed).standard_normal(width).astype(np.float32)
+    limit = 1e9
+
+    def run(x):
+        def cond(state):
+            k, acc = state
+            return (k < steps) & (acc.sum() < limit)
+
+        def body(state):
+            k, acc = state
+            return k + 1, acc * 0.5 + x
+        return jax.lax.while_loop(cond, body, (0, jnp.zeros(width, jnp.float32)))[1]
+
+    onnx_model = jax2onnx.to_onnx(run, [jax.ShapeDtypeStruct(x.shape, x.dtype)],
+                                  model_name="exported_while_data")
+    feeds = {onnx_model.graph.input[0].name: x}
+
+    def numpy_loop(fd):
+        acc, k = np.zeros(width, np.float32), 0
+        while k < steps and acc.sum() < limit:
+            acc, k = acc * np.float32(0.5) + x, k + 1
+        return [acc]
+
+    return onnx_model, feeds, numpy_loop
+
+
+EXPORTED["J2O-while"] = exported_while_data
