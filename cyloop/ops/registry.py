@@ -23,7 +23,8 @@ A kernel declares its traits where it is registered, and the engine reads them f
 - ``cell=(recurrence op, W position, B position)``: an RNN cell whose input projection
   ``X W^T + B`` can be hoisted, the rest running as the named recurrence op.
 - ``identity=True``: it returns its one input unchanged, so the compiler runs no step for it and
-  its output is another name for its input's value.
+  its output is another name for its input's value (hoisted with ``batch="elementwise"``, its
+  rows are its input's: an Identity stops no chain of hoisted nodes).
 - A built kernel may also say, as its ``recurrence`` attribute (a `Recurrence`), that it is a
   recurrent step whose results are its own next arguments; the loop driver may then run many
   iterations of a body that is that step alone in one call (engine/destinations.py,

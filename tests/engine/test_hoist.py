@@ -428,6 +428,43 @@ def test_chunk_buffers_are_reused_only_when_nothing_else_reads_them(rng, chunk_r
     assert _counters(model)["hoist_chunks"] >= 1
 
 
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+@pytest.mark.parametrize("domain", ["", OPENVINO_DOMAIN], ids=["onnx", "openvino"])
+@pytest.mark.parametrize("first", ["added", "doubled"])
+def test_an_identity_of_hoisted_rows_is_hoisted_and_its_rows_never_written_over(rng, chunk_rows,
+                                                                               domain, first):
+    """An Identity of a batched value (say a Cast to its own type, which the Cython driver
+    makes an Identity) leaves the body with it, its rows those of its input: nothing after it
+    stays in the body for it, and neither name's buffer is written over by an in-place-able
+    step where it dies while the other is read after it (`first`: which dies first)."""
+    spell = {"Neg": "Negative", "Add": "Add", "Mul": "Multiply"} if domain else {}
+    body = GraphBuilder("identity_body")
+    x_t = body.input("x_t", np.float32)
+    neg = body.node(spell.get("Neg", "Neg"), x_t, domain=domain)
+    same = body.node("Identity", neg, domain=domain, outputs=["same"])
+    steps = {"added": lambda: body.node("Add", neg, body.const(np.float32(1)), domain=domain,
+                                        outputs=["added"]),
+             "doubled": lambda: body.node(spell.get("Mul", "Mul"), same,
+                                          body.const(np.float32(2)), domain=domain,
+                                          outputs=["doubled"])}
+    made = {name: steps[name]() for name in sorted(steps, key=lambda name: name != first)}
+    body.output(made["added"], made["doubled"])
+    g = GraphBuilder("identity")
+    x = g.input("x", np.float32, (10, 3))
+    g.loop(body.build(), inputs=[(x, SlicedInput(0, "x_t"))],
+           outputs=[ConcatOutput("added"), ConcatOutput("doubled")],
+           output_names=["addeds", "doubleds"])
+    g.output("addeds", "doubleds")
+    x = rng.standard_normal((10, 3)).astype(np.float32)
+    model, got, expected = _run(g.build(), {"x": x}, chunk_rows)
+    for name, value in {"addeds": 1 - x, "doubleds": -2 * x}.items():
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+        np.testing.assert_array_equal(got[name], value, err_msg=name)
+    hoisted = re.search(r"hoisted \(run before the loop on chunks of rows\): (.*)",
+                        str(model.plan()))
+    assert hoisted is not None and hoisted[1].count(" node producing ") == 4, model.plan()
+
+
 def _emitting_graph(axis, part, reverse, new_axis):
     """y = 2x + 1 of each part (hoisted, as a chain: the Mul's result is read only by the Add)
     emitted as a concatenated output, and a running sum left in the body."""

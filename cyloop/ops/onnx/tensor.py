@@ -17,7 +17,7 @@ def _to_text(value):
     return str(value)
 
 
-@kernel("Identity", identity=True)
+@kernel("Identity", identity=True, batch="elementwise")
 def identity(attrs):
     def same(x):
         return x

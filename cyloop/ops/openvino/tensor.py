@@ -11,7 +11,7 @@ def _ints(values):
     return _shapes.int_list(np.asarray(values).ravel())
 
 
-@kernel("Identity", domain=DOMAIN, since=1, identity=True)
+@kernel("Identity", domain=DOMAIN, since=1, identity=True, batch="elementwise")
 def identity(attrs):
     return lambda x: x
 
