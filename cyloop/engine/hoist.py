@@ -67,7 +67,7 @@ from ..ir import (
     Value,
     fresh_name,
 )
-from ..ops._shapes import int_list
+from ..ops._shapes import flat_int_list
 from ..ops.openvino._attrs import as_bool
 from ..ops.registry import FIRST_INPUT
 from . import chunks
@@ -513,7 +513,7 @@ def _broadcast_rule(shapes, values, fn):
 def _expand_rule(shapes, values, fn):
     """Expand and Broadcast: the broadcast of the input's shape and the target (numpy-mode
     Broadcast's result is its target, which that broadcast is wherever the node runs)."""
-    return np.broadcast_shapes(shapes[0], tuple(int_list(np.asarray(values[1]).ravel())))
+    return np.broadcast_shapes(shapes[0], tuple(flat_int_list(values[1])))
 
 
 def _reshape_rule(copies: bool):
@@ -521,7 +521,7 @@ def _reshape_rule(copies: bool):
     -1) is the shape itself, read without the input's; any other, the node's kernel on an
     input of the input's shape."""
     def rule(shapes, values, fn):
-        dims = int_list(np.asarray(values[1]).ravel())
+        dims = flat_int_list(values[1])
         if any(d < 0 for d in dims) or copies and 0 in dims:
             return fn(_of_shape(shapes[0]), values[1]).shape
         return dims

@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from ._shapes import is_constant
+
 __all__ = ["axes_reader", "cumulative", "in_own_type", "over_every_axis", "with_identity"]
 
 
@@ -31,8 +33,8 @@ def axes_reader():
     """A reader of a reduction's axes: ``read(ndim, axes)`` is the axes of an array of rank
     `ndim` that `axes` names, as a tuple (``()`` for none), each once: onnxruntime and OpenVINO
     reduce over an axis named twice (-1 and 1, say) once, where numpy refuses it. An axis out of
-    range is kept as given, for numpy to refuse. Where `axes` cannot change (a read-only array,
-    a constant, or a tuple, an attribute) and names every axis, the answer is None (the short
+    range is kept as given, for numpy to refuse. Where `axes` cannot change (a constant,
+    `is_constant`, or a tuple, an attribute) and names every axis, the answer is None (the short
     path loop bodies mostly take), and it is remembered for the next call with `axes` and
     `ndim`: one entry, replaced whole, so threads sharing the kernel never see a half-updated
     one. An axes array that may change is read afresh each call."""
@@ -45,8 +47,7 @@ def axes_reader():
         listed = np.asarray(axes).ravel().tolist()
         named = tuple(listed) if len(listed) < 2 else \
             tuple(dict.fromkeys(a + ndim if -ndim <= a < 0 else a for a in listed))
-        if not isinstance(axes, tuple) and (not isinstance(axes, np.ndarray)
-                                            or axes.flags.writeable):
+        if type(axes) is not tuple and not is_constant(axes):
             return named
         every = 0 < len(named) == ndim \
             and sorted(a + ndim if a < 0 else a for a in named) == list(range(ndim))

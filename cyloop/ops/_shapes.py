@@ -2,19 +2,55 @@
 
 import numpy as np
 
+from ._aligned import owns_memory
 from ._measured import Measured
 
-__all__ = ["int_list", "split", "split_kernel", "unsqueeze"]
+__all__ = ["flat_int_list", "int_list", "is_constant", "remembered", "split", "split_kernel",
+           "unsqueeze"]
 
 
 def int_list(values) -> list:
     """A 1-D integer tensor (a shape, axes, starts) as Python ints: `tolist` converts them in C,
     where int() of each element costs more than the reshape or slice they are for on a loop
     body's small tensors. Anything else is read as int() reads it, errors included."""
-    values = np.asarray(values)
+    if type(values) is not np.ndarray:  # (an array, the common case, is taken as it is)
+        values = np.asarray(values)
     if values.ndim == 1 and values.dtype.kind in "iu":
         return values.tolist()
     return [int(v) for v in values]
+
+
+def is_constant(value) -> bool:
+    """Whether `value` is an array nothing writes while a model holds it: read-only and holding
+    its own memory, as the engine keeps an initializer (engine/compile.py `_constant`). (A
+    read-only view may see its base written; a loop's hoisted rows are such views.)"""
+    return type(value) is np.ndarray and not value.flags.writeable and owns_memory(value)
+
+
+def remembered(convert):
+    """`convert` (of a small tensor: axes, a shape, starts) remembering its answer for the last
+    constant it read (`is_constant`, or a tuple): a kernel's constant operand is converted once,
+    not at every call. One entry, replaced whole, so threads sharing the kernel never see a
+    half-updated one; other values are converted afresh each call."""
+    last = [(None, None)]
+
+    def read(values):
+        known, answer = last[0]
+        if values is known:
+            return answer
+        answer = convert(values)
+        if type(values) is tuple or is_constant(values):
+            last[0] = (values, answer)
+        return answer
+
+    return read
+
+
+def flat_int_list(values) -> list:
+    """`int_list` of an integer tensor of any shape (a scalar too), its values in order."""
+    if type(values) is not np.ndarray or values.ndim != 1:
+        values = np.asarray(values).ravel()
+    return int_list(values)
 
 
 def unsqueeze(x, axes):

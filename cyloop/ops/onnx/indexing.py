@@ -1,6 +1,8 @@
 """Indexing and data movement with index tensors: Split, Slice, GatherElements, GatherND,
 ScatterElements (and Scatter), ScatterND, NonZero, OneHot, Pad, Einsum, Dropout."""
 
+from itertools import repeat
+
 import numpy as np
 
 from .. import _indexing, _math, _shapes
@@ -8,7 +10,7 @@ from ..registry import kernel
 
 
 def _ints(values):
-    return _shapes.int_list(np.asarray(values).ravel())
+    return _shapes.flat_int_list(values)
 
 
 def _split(axis, n_outputs):
@@ -54,32 +56,19 @@ def split_13(attrs, n_outputs):
 
 
 def _slice(x, starts, ends, axes, steps):
-    shape = np.shape(x)
-    rank = len(shape)
-    index = [slice(None)] * rank
-    axes = range(len(starts)) if axes is None else axes
-    steps = [1] * len(starts) if steps is None else steps
-    for start, end, axis, step in zip(starts, ends, axes, steps):
-        dim = shape[axis + rank if axis < 0 else axis]
-        # ONNX: negative indices count from the end, then clamp to the axis: start to [0, dim]
-        # and end to [0, dim] going forward; start to [0, dim-1] and end to [-1, dim-1] going
-        # backward, where an end of -1 means "past the first element". (Comparisons, not
-        # min/max calls: a loop body slices small tensors, where the calls cost more.)
-        if start < 0:
-            start += dim
-        if end < 0:
-            end += dim
-        low, high = (0, dim) if step > 0 else (-1, dim - 1)
-        if start < 0:
-            start = 0
-        elif start > high:
-            start = high
-        if end < low:
-            end = low
-        elif end > high:
-            end = high
-        index[axis + rank if axis < 0 else axis] = \
-            slice(start, None if end < 0 else end, step) if dim else slice(0, 0)
+    index = [slice(None)] * x.ndim
+    for start, end, axis, step in zip(starts, ends, range(len(starts)) if axes is None else axes,
+                                      repeat(1) if steps is None else steps):
+        if step > 0:  # (Python's slice counts negative indices from the end and clamps to
+            index[axis] = slice(start, end, step)  # [0, dim], as ONNX does going forward)
+            continue
+        # Going backward ONNX clamps start to [0, dim-1] (Python's slice would make a start
+        # before the first element an empty slice) and end to [-1, dim-1], where an end of -1
+        # means "past the first element" (to Python, the last). A step of 0 is Python's error.
+        dim = x.shape[axis]
+        start = min(max(start + dim if start < 0 else start, 0), dim - 1)
+        end = min(end + dim if end < 0 else end, dim - 1)
+        index[axis] = slice(start, None if end < 0 else end, step) if dim else slice(0, 0)
     return x[tuple(index)]
 
 
@@ -91,9 +80,13 @@ def slice_1(attrs):
 
 @kernel("Slice", since=10)
 def slice_10(attrs):
+    # (Axes and steps read once where they are constants, as they mostly are; starts and ends
+    # are often computed, as a dynamic slice's are.)
+    axes_of, steps_of = _shapes.remembered(_ints), _shapes.remembered(_ints)
+
     def sliced(x, starts, ends, axes=None, steps=None):
-        return _slice(x, _ints(starts), _ints(ends), None if axes is None else _ints(axes),
-                      None if steps is None else _ints(steps))
+        return _slice(x, _ints(starts), _ints(ends), None if axes is None else axes_of(axes),
+                      None if steps is None else steps_of(steps))
 
     return sliced
 

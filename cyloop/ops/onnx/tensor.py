@@ -8,7 +8,7 @@ from ..registry import kernel
 
 
 def _axes_tuple(axes):
-    return tuple(_shapes.int_list(np.asarray(axes).ravel()))
+    return tuple(_shapes.flat_int_list(axes))
 
 
 def _to_text(value):
@@ -132,8 +132,10 @@ def squeeze_1(attrs):
 
 @kernel("Squeeze", since=13, batch="axes")
 def squeeze_13(attrs):
+    axes_of = _shapes.remembered(_axes_tuple)
+
     def squeezed(data, axes=None):
-        axis = None if axes is None else _axes_tuple(axes)
+        axis = None if axes is None else axes_of(axes)
         return data.squeeze(axis) if isinstance(data, np.ndarray) else np.squeeze(data, axis)
 
     return squeezed

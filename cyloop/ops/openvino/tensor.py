@@ -8,7 +8,7 @@ from ._attrs import DOMAIN, as_bool, as_dtype, as_int, as_ints
 
 
 def _ints(values):
-    return _shapes.int_list(np.asarray(values).ravel())
+    return _shapes.flat_int_list(values)
 
 
 @kernel("Identity", domain=DOMAIN, since=1, identity=True, batch="elementwise")
