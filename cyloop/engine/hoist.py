@@ -131,6 +131,7 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
         step = _invariant(node, statics, opsets, results) or _shape_once(
             node, shapes, opsets, results, steps)
         if step is not None:
+            _fused_shown(node, step)
             shapes.fold(node)
             steps.append(step)
             statics.update((name, ComputedStatic()) for name in node.outputs if name)
@@ -142,6 +143,7 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
             kept.append(node)
             continue
         hoisted, rest = plan
+        _fused_shown(node, hoisted)
         if _weight_product(node, hoisted) and readers.get(node.outputs[0]) == 1:
             products[node.outputs[0]] = (len(steps), node)
         joined = _bias_joined(node, products, statics, opsets)
@@ -193,6 +195,13 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
         if isinstance(src, GatherSource):
             used_statics.setdefault(src.data, statics[src.data])
     return new_spec, Hoist(used_sources, used_statics, steps, frontier, spec.iteration_dtype)
+
+
+def _fused_shown(node: Node, step: HoistStep) -> None:
+    """A hoisted node fusion made (a Cast become an Identity, say) is shown with what it runs,
+    as the plan shows such a node left in the body."""
+    if "fused_from" in node.attrs:
+        step.shown = f"{step.shown or step.label}, which runs {node.attrs['fused_from']}"
 
 
 def _readers(body: Graph) -> dict[str, int]:
@@ -297,7 +306,7 @@ def _invariant(node: Node, statics, opsets, results: set[str]) -> HoistStep | No
     except UnsupportedOpError:
         return None  # compiling the body says so, naming the node
     domain = "" if node.domain == "ai.onnx" else node.domain
-    if definition.stateful or definition.identity or definition.batch is None \
+    if definition.stateful or definition.batch is None \
             and node.op_type not in _INVARIANT_OPS.get(domain, ()):
         return None
     kernel = ops.build(node, opsets)

@@ -465,6 +465,45 @@ def test_an_identity_of_hoisted_rows_is_hoisted_and_its_rows_never_written_over(
     assert hoisted is not None and hoisted[1].count(" node producing ") == 4, model.plan()
 
 
+@pytest.mark.parametrize("cast_to", ["INT64", "INT32"])
+def test_a_cast_made_an_identity_of_values_computed_once_runs_once_too(rng, cast_to):
+    """A row's Shape, cast to int64 (an Identity to the Cython driver: a Shape is int64
+    already) or to int32 (a Cast), then index arithmetic on it: all of it runs once a run, the
+    plan saying what the Identity runs; both drivers and onnxruntime agree."""
+    from onnx import TensorProto, helper
+
+    from ..conftest import run_three_ways
+    from ..frontends.onnx_models import model, tensor
+
+    made = getattr(TensorProto, cast_to)
+    nodes = [helper.make_node("Shape", ["x_t"], ["shape"]),
+             helper.make_node("Cast", ["shape"], ["cast"], to=made),
+             helper.make_node("Gather", ["cast", "zero"], ["n"], axis=0),
+             helper.make_node("Sub", ["n", "one"], ["last"]),
+             helper.make_node("Gather", ["x_t", "last"], ["x_last"], axis=0),
+             helper.make_node("Add", ["s_in", "x_last"], ["s_out"])]
+    body = helper.make_graph(
+        nodes, "body", [tensor("s_in", np.float32, []), tensor("x_t", np.float32, [3])],
+        [tensor("s_out", np.float32, [])],
+        [helper.make_tensor(name, made, [], [value]) for name, value in (("zero", 0),
+                                                                         ("one", 1))])
+    graph = helper.make_graph(
+        [helper.make_node("Scan", ["s0", "X"], ["s_last"], body=body, num_scan_inputs=1)], "g",
+        [tensor("s0", np.float32, []), tensor("X", np.float32, [None, 3])],
+        [helper.make_empty_tensor_value_info("s_last")])
+    feeds = {"s0": np.array(0, np.float32), "X": rng.standard_normal((10, 3)).astype(np.float32)}
+    fast, _, got, expected, peer = run_three_ways(model(graph, 17), feeds)
+    np.testing.assert_array_equal(got["s_last"], expected["s_last"])
+    np.testing.assert_allclose(got["s_last"], peer["s_last"], rtol=1e-6)
+    plan = str(fast.plan())
+    hoisted = re.search(r"hoisted \(run before the loop on chunks of rows\): (.*)", plan)
+    assert hoisted is not None, plan
+    kinds = re.findall(r"(\w+) node producing '\w+' once a run", hoisted[1])
+    assert kinds == ["Shape", "Identity" if cast_to == "INT64" else "Cast", "Gather", "Sub"], plan
+    assert ("which runs Cast node producing 'cast' (its input is int64 already)" in plan) == \
+        (cast_to == "INT64"), plan
+
+
 def _emitting_graph(axis, part, reverse, new_axis):
     """y = 2x + 1 of each part (hoisted, as a chain: the Mul's result is read only by the Add)
     emitted as a concatenated output, and a running sum left in the body."""
