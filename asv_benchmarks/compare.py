@@ -363,10 +363,13 @@ def spellings(chosen, repeat):
 
 def functional(chosen, repeat):
     """The functional-API table: interleaved medians of the API and of the plain loop, each
-    first in every other round (see `_rounds`)."""
+    first in every other round (see `_rounds`). Their ratio is the median of each round's own
+    (the two run back to back), with the quartiles of those: a host busy for a while slows
+    both runs of a round, and the ratio of the medians would take runs of different rounds."""
     print()
-    print("| workload | Python loop, µs / iteration | functional API | API / loop | agrees |")
-    print("|---|---:|---:|---:|---|")
+    print("| workload | Python loop, µs / iteration | functional API | API / loop | "
+          "quartiles | agrees |")
+    print("|---|---:|---:|---:|---|---|")
     for workload_id, build in common.FUNCTIONAL.items():
         if chosen is not None and workload_id.split("-")[0] not in chosen:
             continue
@@ -374,8 +377,10 @@ def functional(chosen, repeat):
         agrees = _agrees(api(), loop())
         times = _rounds({"loop": loop, "api": api}, repeat)
         loop_us, api_us = (statistics.median(times[k]) / iterations * 1e6 for k in ("loop", "api"))
-        print(f"| {workload_id} | {loop_us:.3f} | {api_us:.3f} | {api_us / loop_us:.2f} | "
-              f"{agrees} |", flush=True)
+        ratios = [a / b for a, b in zip(times["api"], times["loop"])]
+        low, _, high = statistics.quantiles(ratios, n=4)
+        print(f"| {workload_id} | {loop_us:.3f} | {api_us:.3f} | {statistics.median(ratios):.2f} "
+              f"| {low:.2f}-{high:.2f} | {agrees} |", flush=True)
 
 
 def main():
