@@ -509,17 +509,22 @@ def _match_gru_step(gates: Node, graph: Graph, uses: Uses, carried: set[str]):
 _PLAIN_CASTS = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 
 
-def _cast_to(node: Node | None):
-    """The type an ONNX Cast to a float type converts to, or None for any other node."""
+def _cast_type(node: Node | None):
+    """The type an ONNX Cast converts to, or None for any other node."""
     if node is None or node.domain not in ("", "ai.onnx") or node.op_type != "Cast" \
             or len(node.inputs) != 1 or len(node.outputs) != 1 or not node.inputs[0]:
         return None
     if node.attrs.get("to") is None:  # (np.dtype(None) would be float64)
         return None  # (the kernel reports a missing or bad type)
     try:
-        to = np.dtype(node.attrs["to"])
+        return np.dtype(node.attrs["to"])
     except TypeError:
         return None
+
+
+def _cast_to(node: Node | None):
+    """The type an ONNX Cast to a float type converts to, or None for any other node."""
+    to = _cast_type(node)
     return to if to in _PLAIN_CASTS else None
 
 
@@ -544,14 +549,7 @@ def _made_type(node: Node | None, graph: Graph):
         return node.attrs.get("to")
     if node.domain not in ("", "ai.onnx"):
         return None
-    if node.op_type == "Cast":
-        if node.attrs.get("to") is None:  # (np.dtype(None) would be float64)
-            return None
-        try:
-            return np.dtype(node.attrs["to"])
-        except TypeError:
-            return None
-    return _MADE_TYPES.get(node.op_type)
+    return _cast_type(node) if node.op_type == "Cast" else _MADE_TYPES.get(node.op_type)
 
 
 def _is_step(node: Node | None) -> bool:
@@ -572,15 +570,16 @@ def _match_cast(cast: Node, graph: Graph, uses: Uses):
       GRUGates) join it as its ``to``: the step's results are of that type (nothing to convert
       where its operands are, the usual case), written into their destinations, with no copy a
       step."""
-    if len(cast.inputs) != 1 or len(cast.outputs) != 1 or not cast.inputs[0]:
+    wanted = _cast_type(cast)
+    if wanted is None:
         return None
     source = _producer(graph, cast.inputs[0])
-    made, wanted = _made_type(source, graph), _made_type(cast, graph)
-    if made is not None and wanted is not None and made == wanted:  # (dtype == None: float64)
+    made = _made_type(source, graph)
+    if made is not None and made == wanted:  # (np.dtype(...) == None holds for float64)
         note = f"{cast.label} (its input is {made} already)"
         return Node("Identity", list(cast.inputs), list(cast.outputs), {"fused_from": note},
                     cast.domain, cast.name, version=cast.version), [cast], cast
-    to = _cast_to(cast)
+    to = wanted if wanted in _PLAIN_CASTS else None
     if to is None or not _is_step(source) or "to" in source.attrs:
         return None
     casts = [uses.only_reader(result) for result in source.outputs]
