@@ -4,7 +4,8 @@ import numpy as np
 
 from ._shapes import is_constant
 
-__all__ = ["axes_reader", "cumulative", "in_own_type", "over_every_axis", "with_identity"]
+__all__ = ["axes_reader", "cumulative", "in_own_type", "over_every_axis", "reducing",
+           "with_identity"]
 
 
 def in_own_type(ufunc):
@@ -27,6 +28,22 @@ def over_every_axis(reducer, keepdims):
     if direct is not None:
         return lambda x: direct(x, None, x.dtype, None, keepdims)
     return lambda x: np.asarray(reducer(x, None, keepdims), x.dtype)
+
+
+def reducing(reducer, keepdims):
+    """``by(x, axes)``: the reduction over `axes` (a tuple an `axes_reader` gave, None for every
+    axis), in x's type; an own-type ufunc's called directly."""
+    every = over_every_axis(reducer, keepdims)
+    direct = getattr(reducer, "in_own_type", None)
+
+    def by(x, axes):
+        if axes is None:
+            return every(x)
+        if direct is not None:  # (its result has x's type already: no cast after it)
+            return direct(x, axes, x.dtype, None, keepdims)
+        return np.asarray(reducer(x, axis=axes, keepdims=keepdims), dtype=x.dtype)
+
+    return by
 
 
 def axes_reader():

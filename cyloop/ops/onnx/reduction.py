@@ -4,7 +4,7 @@
 import numpy as np
 
 from .. import _reductions
-from .._reductions import axes_reader, in_own_type, over_every_axis, with_identity
+from .._reductions import axes_reader, in_own_type, over_every_axis, reducing, with_identity
 from ..registry import kernel
 
 
@@ -19,36 +19,20 @@ _REDUCERS = {"ReduceSum": (in_own_type(np.add), 13), "ReduceMean": (_mean, 18),
              "ReduceProd": (in_own_type(np.multiply), 18)}
 
 
-def _reducing(reducer, keepdims):
-    """``by(x, axes)``: the reduction over `axes` (a tuple an `axes_reader` gave, None for every
-    axis), an own-type ufunc's called directly."""
-    every = over_every_axis(reducer, keepdims)
-    direct = getattr(reducer, "in_own_type", None)
-
-    def by(x, axes):
-        if axes is None:
-            return every(x)
-        if direct is not None:  # (its result has x's type already: no cast after it)
-            return direct(x, axes, x.dtype, None, keepdims)
-        return np.asarray(reducer(x, axis=axes, keepdims=keepdims), dtype=x.dtype)
-
-    return by
-
-
 def _register_reduction(op_type, reducer, input_since):
     @kernel(op_type, since=1)
     def with_attribute(attrs):
         axes, keepdims = attrs.get("axes"), bool(attrs.get("keepdims", 1))
         if axes is None or len(axes) == 0:
             return over_every_axis(reducer, keepdims)
-        axes, read, by = tuple(axes), axes_reader(), _reducing(reducer, keepdims)
+        axes, read, by = tuple(axes), axes_reader(), reducing(reducer, keepdims)
         return lambda x: by(x, read(x.ndim, axes))
 
     @kernel(op_type, since=input_since)
     def with_input(attrs):
         keepdims = bool(attrs.get("keepdims", 1))
         noop = bool(attrs.get("noop_with_empty_axes", 0))
-        read, by = axes_reader(), _reducing(reducer, keepdims)
+        read, by = axes_reader(), reducing(reducer, keepdims)
 
         def reduce(x, axes=None):
             if axes is not None:
