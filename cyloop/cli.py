@@ -201,6 +201,13 @@ def _walk(graph: Graph, depth=0):
 
 
 def _cmd_info(args) -> int:
+    if args.system:
+        _print_system()
+        if args.model is None:
+            return 0
+        print()
+    elif args.model is None:
+        raise InputError("info: give a model, or --system")
     model = _load(args.model, args)
     graph = model.graph
 
@@ -238,6 +245,19 @@ def _cmd_info(args) -> int:
     print("ops served by the onnx.reference fallback: " +
           (", ".join(sorted(fallback)) if fallback else "none"))
     return 0
+
+
+def _print_system() -> None:
+    from .system import describe  # (imports the native paths' checks: only when asked)
+
+    for key, value in describe().items():
+        if isinstance(value, dict):
+            print(f"{key}:")
+            print("\n".join(f"  {name}: {state}" for name, state in value.items()))
+        elif isinstance(value, list):
+            print(f"{key}: " + "; ".join(value))
+        else:
+            print(f"{key}: {value}")
 
 
 def _peers(path, names, model):
@@ -464,8 +484,12 @@ def _parser() -> argparse.ArgumentParser:
                      help="save the outputs (several models: OUT.<model>.npz each)")
     _common(sub.add_parser("plan", help="the memory plan of each loop, after one run (inputs "
                                         "not given are generated)"))
-    _common(sub.add_parser("info", help="inputs, outputs, op counts, loops, fallback ops"),
-            runs=False)
+    info = sub.add_parser("info", help="inputs, outputs, op counts, loops, fallback ops; with "
+                                       "--system, this machine and which native paths are on")
+    info.add_argument("model", nargs="?", help="an .onnx file or an OpenVINO IR .xml")
+    info.add_argument("--system", action="store_true",
+                      help="Python, numpy, its BLAS, the cores and which native paths are on")
+    _common(info, model_required=False, runs=False)
     bench = sub.add_parser("bench", help="time cyloop against installed peers")
     _common(bench)
     bench.add_argument("--vs", type=_peer_names, default=list(PEERS), metavar="PEER,...",

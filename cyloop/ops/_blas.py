@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Entries", "entries", "spare_core"]
+__all__ = ["Entries", "cores_available", "entries", "spare_core"]
 
 # (file name pattern, the names of sgemm, dgemm, and the thread count), each with 64-bit integers.
 _LIBRARIES = (
@@ -60,9 +60,14 @@ def entries() -> Entries | None:
     return None
 
 
+def cores_available() -> int:
+    """The cores this process may run on (its affinity, where the platform has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (no affinity on macOS or Windows)
+        return os.cpu_count() or 1
+
+
 def spare_core() -> bool:
     """Whether this process may run on two cores or more."""
-    try:
-        return len(os.sched_getaffinity(0)) >= 2
-    except AttributeError:  # (no affinity on macOS or Windows)
-        return (os.cpu_count() or 1) >= 2
+    return cores_available() >= 2

@@ -25,9 +25,10 @@ from numpy cimport npy_intp
 import numpy as np
 
 from libc.stdint cimport int64_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from cyloop.ops._extent cimport arrays_overlap, rows_overlap
+from cyloop.ops._native import native_off
 from cyloop.ops._two_core cimport (
     CYL_PIECE_LIMIT,
     CYL_SMALLEST,
@@ -62,30 +63,62 @@ cdef struct Loops:  # one float type's loops (fn NULL: numpy has none of that ty
 cdef Loops _f32, _f64
 
 
-cdef Loop _find(cnp.ufunc ufunc, int type_num):
-    """`ufunc`'s inner loop over operands all of `type_num` (fn NULL if it has none)."""
+cdef Loop _find(cnp.ufunc ufunc, str code):
+    """`ufunc`'s inner loop over operands all of numpy's type `code` ("f", "d"), or fn NULL.
+
+    Which loop is the public ``ufunc.types`` ("ff->f", ...) says; its function and data are the
+    same entry of numpy's C loop table, reached through numpy's own Cython declarations. The
+    table is read only where its length and arity are those the public attributes give: a
+    layout that differs finds nothing rather than a wrong entry.
+    """
+    cdef object public = ufunc  # (Python attributes: numpy's public API)
     cdef Loop found
-    cdef int i, j
     found.fn, found.data = NULL, NULL
-    for i in range(ufunc.ntypes):
-        if all(ufunc.types[i * ufunc.nargs + j] == type_num for j in range(ufunc.nargs)):
-            # (numpy's inner loops run without the GIL: its ufuncs release it around them)
-            found.fn, found.data = <loop_t><void *>ufunc.functions[i], ufunc.data[i]
-            break
+    types = public.types
+    if ufunc.ntypes != len(types) or ufunc.nargs != public.nargs or ufunc.nin != public.nin:
+        return found
+    signature = code * public.nin + "->" + code * public.nout
+    if signature in types:
+        i = types.index(signature)
+        # (numpy's inner loops run without the GIL: its ufuncs release it around them)
+        found.fn, found.data = <loop_t><void *>ufunc.functions[i], ufunc.data[i]
     return found
 
 
-cdef Loops _loops(int type_num):
+_LOOP_NAMES = ("tanh", "multiply", "add", "subtract", "negative", "minimum", "exp", "reciprocal")
+
+
+cdef Loops _loops(object dtype):
     cdef Loops loops
-    loops.tanh = _find(np.tanh, type_num)
-    loops.multiply = _find(np.multiply, type_num)
-    loops.add = _find(np.add, type_num)
-    loops.subtract = _find(np.subtract, type_num)
-    loops.negative = _find(np.negative, type_num)
-    loops.minimum = _find(np.minimum, type_num)
-    loops.exp = _find(np.exp, type_num)
-    loops.reciprocal = _find(np.reciprocal, type_num)
+    code = np.dtype(dtype).char
+    loops.tanh = _find(np.tanh, code)
+    loops.multiply = _find(np.multiply, code)
+    loops.add = _find(np.add, code)
+    loops.subtract = _find(np.subtract, code)
+    loops.negative = _find(np.negative, code)
+    loops.minimum = _find(np.minimum, code)
+    loops.exp = _find(np.exp, code)
+    loops.reciprocal = _find(np.reciprocal, code)
     return loops
+
+
+cdef Loop _named(Loops *loops, str name):
+    """The loop of `loops` that runs ``np.<name>`` (one of _LOOP_NAMES)."""
+    if name == "tanh":
+        return loops.tanh
+    if name == "multiply":
+        return loops.multiply
+    if name == "add":
+        return loops.add
+    if name == "subtract":
+        return loops.subtract
+    if name == "negative":
+        return loops.negative
+    if name == "minimum":
+        return loops.minimum
+    if name == "exp":
+        return loops.exp
+    return loops.reciprocal
 
 
 cdef Loops *_loops_of(int type_num):
@@ -104,15 +137,61 @@ cdef Loops *_loops_of(int type_num):
     return loops
 
 
-_f32 = _loops(cnp.NPY_FLOAT)
-_f64 = _loops(cnp.NPY_DOUBLE)
-
 # The passes of `lstm_tail`, in order, by the ufunc each runs (the error report names it).
 cdef enum:
     HALVE, TANH, SIGMOID_SCALE, SIGMOID_OFFSET, FORGET, INPUT, CELL, HIDDEN, OUTPUT, PASSES
 _UFUNC_OF_PASS = ("multiply", "tanh", "multiply", "add", "multiply", "multiply", "add", "tanh",
                   "multiply")
 cdef int _WATCHED = FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID
+
+
+cdef bint _agrees(Loop loop, object ufunc, object dtype):
+    """Whether `loop` computes what `ufunc` computes, bit for bit, on a sample of `dtype` (long
+    enough for SIMD bodies and tails; no zero, so reciprocal stays finite)."""
+    cdef cnp.ndarray a = np.linspace(-2.5, 2.75, 37, dtype=dtype)
+    cdef cnp.ndarray b = np.ascontiguousarray(a[::-1])
+    cdef cnp.ndarray out = np.empty_like(a)
+    cdef char *args[3]
+    cdef npy_intp steps[3]
+    cdef npy_intp count = cnp.PyArray_DIM(a, 0)
+    cdef int nin = ufunc.nin
+    args[0], args[1] = <char *>cnp.PyArray_DATA(a), <char *>cnp.PyArray_DATA(b)
+    args[nin] = <char *>cnp.PyArray_DATA(out)
+    steps[0] = steps[1] = steps[2] = cnp.PyArray_ITEMSIZE(a)
+    with np.errstate(all="ignore"):
+        loop.fn(args, &count, steps, loop.data)
+        expected = ufunc(a) if nin == 1 else ufunc(a, b)
+    feclearexcept(_WATCHED)
+    return out.tobytes() == expected.tobytes()
+
+
+cdef object _checked(Loops *loops, object dtype):
+    """Why `loops` cannot be used (one not found, or one computing otherwise than its ufunc),
+    or None."""
+    for name in _LOOP_NAMES:
+        loop = _named(loops, name)
+        if loop.fn == NULL:
+            return (f"numpy {np.__version__} has no {np.dtype(dtype)} loop of np.{name} where "
+                    "its public ufunc.types says")
+        if not _agrees(loop, getattr(np, name), dtype):
+            return f"numpy {np.__version__}'s {np.dtype(dtype)} loop of np.{name} disagrees with it"
+    return None
+
+
+# Why the gate passes decline every operand here, or None where they run on numpy's loops.
+_status = "turned off (CYLOOP_NATIVE_OFF)" if "ufunc-loops" in native_off() else None
+if _status is None:
+    _f32, _f64 = _loops(np.float32), _loops(np.float64)
+    _status = _checked(&_f32, np.float32) or _checked(&_f64, np.float64)
+if _status is not None:
+    memset(&_f32, 0, sizeof(Loops))
+    memset(&_f64, 0, sizeof(Loops))
+
+
+def status():
+    """Why the gate passes decline every operand here (a sentence), or None where they run on
+    numpy's own inner loops."""
+    return _status
 
 
 cdef struct Rows:  # a [rows, n] operand whose rows are contiguous

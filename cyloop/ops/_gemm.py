@@ -52,11 +52,12 @@ import numpy as np
 from . import _blas, _two_core
 from ._aligned import aligned
 from ._measured import Measured
+from ._native import native_off
 
-__all__ = ["ONE_CORE", "TWO_CORES", "Prepared", "PreparedPair", "matmul", "matmul_plus",
-           "on_two_cores", "plus", "products_decided", "products_on_two_cores", "rows_apart",
-           "rows_plus", "set_products_on_two_cores", "splits_now", "two_cores_here",
-           "weight_product"]
+__all__ = ["ONE_CORE", "TWO_CORES", "Prepared", "PreparedPair", "blas_status", "helper_runs",
+           "matmul", "matmul_plus", "on_two_cores", "plus", "products_decided",
+           "products_on_two_cores", "rows_apart", "rows_plus", "set_products_on_two_cores",
+           "splits_now", "two_cores_here", "weight_product"]
 
 # Bytes of scratch the transposed formulation (``columns``) computes a block of rows in.
 _COLUMNS_SCRATCH = 64 * 1024
@@ -271,17 +272,46 @@ def _halves(rows: np.ndarray) -> tuple:
 
 
 _bound: bool | None = None  # whether numpy's own BLAS is bound to `_two_core` (None: not tried)
+_blas_status: str | None = None  # why it is not, where it is not
 
 
 def _blas_bound() -> bool:
-    """Whether numpy's own BLAS is found (`_blas`) and bound to `_two_core` (this binds it)."""
-    global _bound
+    """Whether numpy's own BLAS is found (`_blas`), bound to `_two_core` and checked (this binds
+    it, the first time). Its entry points are read from a library numpy bundles, not from numpy's
+    API: a product of each float type through them must agree with np.matmul, else they are
+    unbound and every product stays numpy's."""
+    global _bound, _blas_status
     if _bound is None:
-        found = _blas.entries()
-        if found is not None:
+        found = None if "blas" in native_off() else _blas.entries()
+        if found is None:
+            _blas_status = ("turned off (CYLOOP_NATIVE_OFF)" if "blas" in native_off() else
+                            "numpy bundles no OpenBLAS whose entry points say their width")
+        else:
             _two_core.bind(*found)
-        _bound = found is not None
+            _blas_status = _product_disagrees()
+            if _blas_status is not None:
+                _two_core.bind(0, 0, 0)
+        _bound = _blas_status is None
     return _bound
+
+
+def _product_disagrees() -> str | None:
+    """Why products through the bound BLAS cannot be used (one of a float type disagrees with
+    np.matmul beyond rounding), or None."""
+    rng = np.random.default_rng(0)
+    for dtype in (np.float32, np.float64):
+        a, b = rng.standard_normal((2, 5, 7)).astype(dtype), rng.standard_normal((7, 3), dtype)
+        got = _two_core.multiply(a, b, None, False)
+        if got is not None and not np.allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-5):
+            return f"a {np.dtype(dtype)} product through numpy's bundled BLAS disagrees with matmul"
+    return None
+
+
+def blas_status() -> str | None:
+    """Why matrix products never call numpy's bundled BLAS directly here (a sentence), or None
+    where they may (binding it, the first time)."""
+    _blas_bound()
+    return _blas_status
 
 
 @functools.cache
@@ -289,6 +319,13 @@ def two_cores_here() -> bool:
     """Whether products may run on two cores here (`_two_core`): numpy's own BLAS is found and
     the process may use a second core. Binds BLAS's entry points the first time."""
     return bool(_two_core.HELPER) and _blas.spare_core() and _blas_bound()
+
+
+def helper_runs() -> bool:
+    """Whether a product on two cores gets the helper's help now: `two_cores_here`, and numpy's
+    BLAS may use two threads or more (OPENBLAS_NUM_THREADS=1 or threadpoolctl's limits hold it
+    to one, and then every piece runs on its caller: include/cyloop/two_core.h)."""
+    return two_cores_here() and not 0 <= _two_core.blas_threads() < 2
 
 
 # Where the matrix products of the loop running on this thread go: on two cores (`on_two_cores`)

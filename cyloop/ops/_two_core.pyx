@@ -35,6 +35,7 @@ cdef extern from "cyloop/two_core.h" nogil:
         const char *d
         int64_t sd, ldd, cold
     int CYL_HELPER
+    cyl_threads_t cyl_blas_threads
     cyl_sgemm_t cyl_sgemm
     cyl_dgemm_t cyl_dgemm
     void cyl_two_core_bind(cyl_sgemm_t sgemm, cyl_dgemm_t dgemm, cyl_threads_t threads)
@@ -88,6 +89,12 @@ cdef void gemm(bint double_precision, int64_t m, int64_t n, int64_t k, const cha
     """c = a @ b (c += a @ b if `accumulate`) of row-major [m, k] and [k, n] matrices with unit
     column strides and row strides in elements, by BLAS's bound gemm (`has_gemm`)."""
     cyl_gemm(double_precision, m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+
+
+def blas_threads() -> int:
+    """The threads the bound BLAS says it may use (a product is cut in pieces for the helper
+    only where it may use two or more), or -1 where none is bound or it does not say."""
+    return cyl_blas_threads() if cyl_blas_threads != NULL else -1
 
 
 def pieces_helped() -> int:

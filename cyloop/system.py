@@ -1,0 +1,67 @@
+"""What this machine gives cyloop: Python, numpy, its BLAS, the cores the process may use, and
+which native paths are on (`cyloop info --system`).
+
+Every native path checks, when first used, what it reads outside numpy's public API; where that
+differs from what it expects, it declines and numpy's public calls do the work, with the same
+values. `native_paths` says, for each, whether it is on and, if not, why.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+
+import numpy as np
+
+from .ops import _gate_passes, _gemm, _two_core
+from .ops._blas import cores_available
+
+__all__ = ["describe", "native_paths"]
+
+
+def native_paths() -> dict[str, str]:
+    """Each native path -> "on", or "off: <why>"."""
+    gate = _gate_passes.status()
+    blas = _gemm.blas_status()
+    if not _two_core.HELPER:
+        two = "no POSIX threads on this platform"
+    elif cores_available() < 2:
+        two = "the process may use one core"
+    elif blas is not None:
+        two = "they call numpy's bundled BLAS, which is off"
+    elif not _gemm.helper_runs():
+        two = "numpy's BLAS is held to one thread (OPENBLAS_NUM_THREADS=1 or threadpoolctl)"
+    else:
+        two = None
+    return {
+        "gate passes on numpy's ufunc loops": "on" if gate is None else f"off: {gate}",
+        "products through numpy's bundled BLAS": "on" if blas is None else f"off: {blas}",
+        "products on two cores": "on" if not two else f"off: {two}",
+    }
+
+
+def _blas_libraries() -> list[str]:
+    """numpy's BLAS as threadpoolctl reports it (library, version, kernel, threads), or why
+    not."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return ["unknown (threadpoolctl is not installed: pip install threadpoolctl)"]
+    found = [f"{info.get('internal_api')} {info.get('version')} ({info.get('prefix')}), "
+             f"kernel {info.get('architecture')}, {info.get('num_threads')} threads"
+             for info in threadpool_info() if info.get("user_api") == "blas"]
+    return found or ["none that threadpoolctl recognises"]
+
+
+def describe() -> dict[str, object]:
+    """This machine as cyloop sees it: a dict of plain values, in the order to print them."""
+    return {
+        "python": f"{platform.python_implementation()} {platform.python_version()} "
+                  f"({sys.executable})",
+        "platform": f"{platform.system()} {platform.machine()}",
+        "numpy": f"{np.__version__} ({os.path.dirname(np.__file__)})",
+        "blas": _blas_libraries(),
+        "cores": f"{cores_available()} this process may use, of {os.cpu_count()}",
+        "native paths": native_paths(),
+    }
