@@ -62,6 +62,14 @@ class Program:
         return [slots[i] for i in compiled.output_slots]
 
 
+def _iteration_number(i: int, dtype: np.dtype) -> np.ndarray:
+    """Iteration i as a 0-d array of the iteration number's type; past the type's range, the
+    OverflowError the Cython driver's conversion raises (numpy before 2.0 would wrap it)."""
+    if dtype.itemsize < 8 and i > np.iinfo(dtype).max:
+        raise OverflowError(f"Python integer {i} out of bounds for {dtype}")
+    return np.array(i, dtype=dtype)
+
+
 class LoopDriver:
     """Runs one loop node by the plain-Python loop in `cyloop.ir`'s docstring."""
 
@@ -118,7 +126,7 @@ class LoopDriver:
             limits.step(label, i)
             feed = {}
             if spec.iteration_param:
-                feed[spec.iteration_param] = np.array(i, dtype=self.iteration_dtype)
+                feed[spec.iteration_param] = _iteration_number(i, self.iteration_dtype)
             if spec.cond_param:
                 feed[spec.cond_param] = np.array(True)
             for k, inp in enumerate(spec.inputs):

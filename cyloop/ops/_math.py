@@ -122,9 +122,16 @@ def hard_sigmoid(x, alpha, beta):
     return np.clip(x * t(alpha) + t(beta), 0, 1).astype(x.dtype, copy=False)
 
 
+def elu(x, alpha):
+    """x for x > 0, alpha (exp(x) - 1) otherwise, in x's type (its zero is of x's type too: numpy
+    2.0 promotes a bfloat16 array with a Python 0 to float32)."""
+    negative = x.dtype.type(alpha) * np.expm1(np.minimum(x, x.dtype.type(0)))
+    return np.where(x > 0, x, negative)
+
+
 def selu(x, alpha, gamma):
     """gamma x for x > 0, gamma alpha (exp(x) - 1) otherwise."""
-    negative = x.dtype.type(alpha) * np.expm1(np.minimum(x, 0))
+    negative = x.dtype.type(alpha) * np.expm1(np.minimum(x, x.dtype.type(0)))
     return (x.dtype.type(gamma) * np.where(x > 0, x, negative)).astype(x.dtype, copy=False)
 
 

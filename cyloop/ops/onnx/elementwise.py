@@ -176,7 +176,7 @@ def leaky_relu(attrs):
 @kernel("Elu", batch="elementwise")
 def elu(attrs):
     alpha = float(attrs.get("alpha", 1.0))
-    return lambda x: np.where(x < 0, x.dtype.type(alpha) * np.expm1(np.minimum(x, 0)), x)
+    return lambda x: _math.elu(x, alpha)
 
 
 @kernel("HardSigmoid", batch="elementwise")
@@ -223,8 +223,8 @@ def celu(attrs):
     alpha = float(attrs.get("alpha", 1.0))
 
     def continuous_elu(x):
-        a = x.dtype.type(alpha)
-        return np.maximum(x, 0) + np.minimum(a * np.expm1(x / a), 0)
+        a, zero = x.dtype.type(alpha), x.dtype.type(0)
+        return np.maximum(x, zero) + np.minimum(a * np.expm1(x / a), zero)
 
     return continuous_elu
 

@@ -155,7 +155,7 @@ def clamp(attrs):
 @kernel("Elu", domain=DOMAIN, since=1, batch="elementwise", batch_if=broadcast_batches)
 def elu(attrs):
     alpha = as_float(attrs, "alpha", 1.0)
-    return lambda x: np.where(x > 0, x, x.dtype.type(alpha) * np.expm1(np.minimum(x, 0)))
+    return lambda x: _math.elu(x, alpha)
 
 
 @kernel("Erf", domain=DOMAIN, since=1, batch="elementwise", batch_if=broadcast_batches)

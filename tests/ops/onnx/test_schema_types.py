@@ -25,6 +25,8 @@ _SHAPES = {"GlobalAveragePool": (2, 3, 4), "GlobalMaxPool": (2, 3, 4)}
 _SKIP = {"Range", "InstanceNormalization"}
 # Where onnx.reference is wrong, a numpy oracle: its GlobalMaxPool reduces the channel axis too.
 _NUMPY = {"GlobalMaxPool": lambda x: [np.max(x, axis=2, keepdims=True)]}
+# Cases whose oracle, onnx.reference, is right only from numpy 2.1 on.
+_ORACLE_NEEDS_NUMPY_2_1 = {("LayerNormalization", onnx.TensorProto.BFLOAT16)}
 
 
 def _model(op_type, element_type, n_inputs):
@@ -88,6 +90,11 @@ def _data(rng, dtype, shape):
 
 @pytest.mark.parametrize(("op_type", "element_type", "n_inputs"), _CASES)
 def test_kernel_output_type_is_the_schemas(op_type, element_type, n_inputs):
+    if (op_type, element_type) in _ORACLE_NEEDS_NUMPY_2_1 and np.lib.NumpyVersion(
+            np.__version__) < "2.1.0":
+        pytest.skip(f"onnx.reference's {op_type} rounds this type otherwise under numpy 2.0's "
+                    "type promotion (its bfloat16 results move by 1-2 ulps); checked on numpy "
+                    ">= 2.1")
     onnx_model, shape, names, declared = _model(op_type, element_type, n_inputs)
 
     rng = np.random.default_rng(0)
