@@ -87,25 +87,58 @@ def _refuse_dtd(*_args):
 # The IR is read in chunks of this many bytes: a large IR is never held whole, as bytes or as a
 # tree (see `_Reader.read`).
 _CHUNK = 1 << 16
+# The bytes of XML one token (a comment, a tag with its attributes) may take: an IR keeps its
+# data in the .bin, so a larger one is refused rather than held.
+TOKEN_LIMIT = 256 << 20
+
+
+class _Events:
+    """An XML parser's target: builds the elements (`ET.TreeBuilder`), notes ("start" | "end",
+    element) as each starts and ends, and refuses a DTD as it begins, before any entity in it is
+    declared (entities are declared only in a DTD, so none is ever expanded)."""
+
+    def __init__(self):
+        self.builder, self.events = ET.TreeBuilder(), []
+        self.data = self.builder.data
+
+    def start(self, tag, attrib):
+        self.events.append(("start", self.builder.start(tag, attrib)))
+
+    def end(self, tag):
+        self.events.append(("end", self.builder.end(tag)))
+
+    def doctype(self, *_args):
+        _refuse_dtd()
+
+    def close(self):
+        return self.builder.close()
 
 
 def _parse_events(file, path: str):
     """The ("start" | "end", element) events of the XML in `file`, read a chunk at a time.
 
-    Every chunk goes through an expat guard that refuses any DTD or entity declaration before the
-    tree builder sees the chunk, so no entity is ever expanded."""
-    guard = expat.ParserCreate()
-    guard.StartDoctypeDeclHandler = _refuse_dtd
-    guard.EntityDeclHandler = _refuse_dtd
-    parser = ET.XMLPullParser(("start", "end"))
+    expat before 2.6 scans an unfinished token again from its start at each chunk it is fed, so
+    a token of n bytes fed in chunks of c would cost n^2 / 2c: where a chunk ends no element, the
+    next is four times as large, and a token costs a few times its size (up to TOKEN_LIMIT)."""
+    target = _Events()
+    parser = ET.XMLParser(target=target)
+    size, pending = _CHUNK, 0  # the next chunk's size; bytes read since the last element event
     try:
-        while chunk := file.read(_CHUNK):
-            guard.Parse(chunk, False)
+        while chunk := file.read(size):
             parser.feed(chunk)
-            yield from parser.read_events()
-        guard.Parse(b"", True)
+            if target.events:
+                size, pending = _CHUNK, 0
+                yield from target.events
+                target.events.clear()
+                continue
+            pending += len(chunk)
+            if pending > TOKEN_LIMIT:
+                raise ModelError(f"{path}: more than {TOKEN_LIMIT >> 20} MiB of XML without an "
+                                 "element starting or ending (a comment, tag or attribute that "
+                                 "long); an IR keeps its data in the .bin, and cyloop refuses it")
+            size = min(4 * size, TOKEN_LIMIT + 1 - pending)
         parser.close()
-        yield from parser.read_events()
+        yield from target.events
     except (expat.ExpatError, ET.ParseError) as e:
         raise ModelError(f"{path}: not a well-formed IR XML file ({e})") from e
 

@@ -2,6 +2,7 @@
 weights, broken port maps and back edges, bad slicing; plus the older Loop-5 dialect, read to the
 same LoopSpec as its current-dialect twin."""
 
+import io
 import re
 import shutil
 import xml.etree.ElementTree as ET
@@ -12,6 +13,7 @@ import openvino.opset8 as ov_ops
 import pytest
 
 import cyloop
+from cyloop.frontends import openvino as openvino_frontend
 from cyloop.ir import MAX_NESTING
 
 from .openvino_models import loop_model, nested_ti_xml, save, ti_model
@@ -44,6 +46,42 @@ def test_entity_declarations_are_refused(ti_path, before):
     ti_path.write_text(text.replace("<net ", before + bomb + '<net note="&d;" ', 1))
     with pytest.raises(cyloop.ModelError, match="refuses them"):
         cyloop.load(ti_path)
+
+
+class _CountedReads(io.BytesIO):
+    def __init__(self, data):
+        super().__init__(data)
+        self.reads = []
+
+    def read(self, size=-1):
+        self.reads.append(size)
+        return super().read(size)
+
+
+@pytest.mark.parametrize("where", ["comment", "attribute"])
+def test_a_long_token_is_read_in_growing_chunks(ti_path, where):
+    """expat before 2.6 scans an unfinished token again at every chunk fed to it: the chunks
+    grow while no element starts or ends, so a token of n bytes takes O(log n) reads (and
+    O(n) scanning)."""
+    text, long = ti_path.read_text(), "x" * (8 << 20)
+    text = text.replace("<net ", f"<!--{long}--><net " if where == "comment" else
+                        f'<net note="{long}" ', 1)
+    file = _CountedReads(text.encode())
+    events = list(openvino_frontend._parse_events(file, "ti.xml"))
+    assert events[0][0] == "start" and events[0][1].tag == "net"
+    assert len(file.reads) < 20
+    assert max(file.reads) > 8 << 20
+
+
+def test_a_token_past_the_limit_is_refused(ti_path, monkeypatch):
+    monkeypatch.setattr(openvino_frontend, "TOKEN_LIMIT", 1 << 20)
+    text = ti_path.read_text()
+    ti_path.write_text(text.replace("<net ", f"<!--{'x' * (1 << 20)}--><net ", 1))
+    with pytest.raises(cyloop.ModelError, match="more than 1 MiB of XML without an element "
+                       "starting or ending"):
+        cyloop.load(ti_path)
+    ti_path.write_text(text.replace("<net ", f"<!--{'x' * ((1 << 20) - 100)}--><net ", 1))
+    assert cyloop.load(ti_path).input_names
 
 
 def test_missing_weights_name_the_const_layer_and_the_file(ti_path):
