@@ -29,3 +29,37 @@ class LSTMCellTensorIterator:
 
     def time_openvino_cpu_1_thread(self):
         self.ov_single(self.inputs)
+
+
+class LongTokenIR:
+    """Loading an IR whose size is one long token, a comment or an attribute value, against
+    OpenVINO's read_model: load time against size (linear, not quadratic, on every expat)."""
+
+    params = ((10, 50, 200), ("comment", "attribute"))
+    param_names = ("megabytes", "token")
+    timeout = 300
+
+    def setup(self, megabytes, token):
+        import shutil
+
+        from cyloop.cli import EXAMPLES
+
+        self.directory = tempfile.TemporaryDirectory(prefix="cyloop-asv-")
+        self.path = f"{self.directory.name}/long.xml"
+        text, long = open(EXAMPLES[0]).read(), "x" * (megabytes * 10**6)
+        text = text.replace("<net ", f"<!--{long}--><net " if token == "comment" else
+                            f'<net note="{long}" ', 1)
+        with open(self.path, "w") as file:
+            file.write(text)
+        shutil.copy(EXAMPLES[0][:-4] + ".bin", self.path[:-4] + ".bin")
+
+    def teardown(self, megabytes, token):
+        self.directory.cleanup()
+
+    def time_cyloop_load(self, megabytes, token):
+        cyloop.load(self.path)
+
+    def time_openvino_read_model(self, megabytes, token):
+        import openvino
+
+        openvino.Core().read_model(self.path)
