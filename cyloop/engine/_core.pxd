@@ -20,6 +20,7 @@ cdef class RunLimits:
     cdef int tick(self, str label, Py_ssize_t i) except -1
     cdef long long ticks_free(self)
     cdef int _checkpoint(self, str label, Py_ssize_t i) except -1
+    cpdef int before(self, str label, str work) except -1
     cdef void _schedule(self)
 
 
@@ -54,7 +55,7 @@ cdef class Program:
     cdef object _scalar_call(self, Py_ssize_t s, list slots)
     cdef object _spare_input(self, Py_ssize_t s, list slots)
     cdef object _kernel_call(self, Py_ssize_t s, list slots, list dests)
-    cdef int execute(self, list slots, list dests) except -1
+    cdef int execute(self, list slots, list dests, RunLimits timed=*) except -1
 
 
 cdef class _Counters:

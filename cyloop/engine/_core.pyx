@@ -277,6 +277,19 @@ cdef class RunLimits:
         self._schedule()
         return 0
 
+    cpdef int before(self, str label, str work) except -1:
+        """Raises LoopLimitError where the run has passed time_limit: read before work that no
+        iteration count measures (each node outside loops), so that a run passes its limit by
+        one such piece of work at most."""
+        cdef double now
+        if self.time_limit is not None:
+            now = monotonic()
+            if now >= self.deadline:
+                raise LoopLimitError(f"{label}: stopped before {work}: the run passed time_limit="
+                                     f"{self.time_limit} s ({now - self.started:.3g} s); raise "
+                                     "time_limit (None: no limit)")
+        return 0
+
     cdef void _schedule(self):
         self.check_at = 0
         if self.time_limit is not None and self.left > self.stride:
@@ -606,9 +619,9 @@ cdef class Program:
             slots[self.input_slots[k]] = args[k]
         if limits is None:
             self.execute(slots, None)
-        else:
+        else:  # (a run's own program: its time limit is read between its nodes too)
             with running(limits):
-                self.execute(slots, None)
+                self.execute(slots, None, limits if limits.time_limit is not None else None)
         return [slots[self.output_slots[k]] for k in range(self.output_slots.shape[0])]
 
     cdef str _label(self, Py_ssize_t s):
@@ -777,10 +790,13 @@ cdef class Program:
                     self.generation[s] += 1
         return result
 
-    cdef int execute(self, list slots, list dests) except -1:
+    cdef int execute(self, list slots, list dests, RunLimits timed=None) except -1:
+        """Runs every step; with `timed`, reads its time limit before each step."""
         cdef Py_ssize_t s, k, a, b, slot
         cdef object result
         for s in range(self.n_steps):
+            if timed is not None:
+                timed.before(self._label(s), "it ran")
             result = None
             if self.scalar_ops[s] is not None:
                 result = self._scalar_call(s, slots)

@@ -27,10 +27,11 @@ class Program:
     def run(self, args, limits=None):
         """Run on `args`; `limits`: the `RunLimits` its loops share (None: those of the run it is
         part of)."""
-        with running(limits):
-            return self._run(args)
+        with running(limits):  # (a run's own program: its time limit is read between its nodes)
+            return self._run(args, limits if limits is not None and limits.time_limit is not None
+                             else None)
 
-    def _run(self, args):
+    def _run(self, args, timed=None):
         compiled = self.compiled
         if len(args) != len(compiled.input_slots):
             raise TypeError(f"program {compiled.name!r} takes {len(compiled.input_slots)} "
@@ -41,6 +42,8 @@ class Program:
         for slot, value in zip(compiled.input_slots, args):
             slots[slot] = value
         for step in compiled.steps:
+            if timed is not None:
+                timed.before(step.label, "it ran")
             inputs = [slots[i] if i >= 0 else None for i in step.inputs]
             try:
                 result = step.fn(*inputs)
