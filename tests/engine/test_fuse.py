@@ -19,6 +19,7 @@ from cyloop.ops.registry import lookup
 from ..conftest import measured_steps, run_three_ways
 from ..frontends.onnx_models import model, tensor
 from ..frontends.openvino_models import converted
+from ..support import native
 
 _ROLES = "fiog"  # forget, input, output gates and the candidate g
 
@@ -436,6 +437,7 @@ def test_gru_any_gate_order_blend_and_operand_order_is_fused_and_computes_the_sa
     _check_gru(onnx_model, _gru_feeds(rng, state, gates), fused_expected=True)
 
 
+@native.steps
 @pytest.mark.parametrize("blend", ["keras", "keras_n"])
 def test_a_gru_loop_runs_its_steps_many_in_one_call(blend, rng):
     """The gates and the recurrent product as one GRUStep: where z scales h (as in OpenVINO's
@@ -555,6 +557,7 @@ def _gru_equations(h, r, x, b, x_blocks, r_blocks, z_scales_n, r_rows, x_at_leas
 @given(st.permutations(range(3)), st.permutations(range(3)), st.booleans(), st.booleans(),
        st.sampled_from(["[3H]", "[1, 3H]", "[B, 3H] rows alike", "[B, 3H]"]),
        st.sampled_from([np.float32, np.float64]), st.booleans(), st.integers(0, 2**32 - 1))
+@native.steps
 def test_the_gru_step_kernel_in_one_call_and_in_steps(x_blocks, r_blocks, z_scales_n, r_rows,
                                                        bias, dtype, two_cores, seed):
     """GRUStep against the equations: one call where it takes the operands (z scaling h, b's
@@ -649,6 +652,7 @@ def _step_at_least(cell, shape, r, b):
     return fused.gru_step({**attrs, key: shape}), fused.gru_step(attrs), equations
 
 
+@native.steps
 @pytest.mark.parametrize("kind", list(_AT_LEAST))
 @pytest.mark.parametrize("cell", ["rnn", "lstm", "gru x", "gru r"])
 def test_step_kernels_broadcast_their_pre_activations_at_least_as_openvino_spells_it(cell, kind,
@@ -1448,6 +1452,7 @@ _SCANS = {"rnn": (_rnn_scan, "ProductPlusTanh"), "lstm": (_lstm_scan, "LSTMStep"
           "gru": (_gru_scan, "GRUStep")}
 
 
+@native.steps
 @pytest.mark.parametrize("cell", list(_SCANS))
 def test_the_ir_convert_model_writes_for_a_jax2onnx_cell_is_one_step(cell, tmp_path, rng):
     """convert_model writes jax2onnx's bias broadcast after the sum, as Broadcast(s,

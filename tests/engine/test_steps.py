@@ -23,7 +23,10 @@ from cyloop.ops.openvino import cells
 from ..conftest import measured_steps, placements
 from ..frontends.openvino_models import _i64, cell_ti_model, converted, save
 from ..ops.test_gemm import _rnn_loop_feeds, _rnn_loop_model
+from ..support import native
 from .test_fuse import _feeds, _lstm_loop
+
+pytestmark = native.steps
 
 # The candidates of the cells' steps that have `steps`: an LSTM's blocked gates, an RNN's
 # batch-major ones.

@@ -34,6 +34,10 @@ from cyloop.ops._gate_passes import (
 )
 from cyloop.ops.openvino import cells
 
+from ..support import native
+
+pytestmark = native.gate_passes
+
 
 def _read_only(a):
     a = a.copy()
@@ -345,8 +349,8 @@ def _until_helped(call, pieces=10, seconds=5.0) -> int:
 
 def test_on_two_cores_the_batch_s_rows_are_cut_in_pieces(_blas, rng):
     """A batch of 8 runs as two pieces, which the helper thread takes its turn at."""
-    if not _gemm.two_cores_here():
-        pytest.skip("no second core here")
+    if not _gemm.helper_runs():
+        pytest.skip("no helper thread's help here (one core, or BLAS held to one thread)")
     h, c = (rng.standard_normal((8, 64)).astype(np.float32) for _ in range(2))
     w = rng.standard_normal((4, 64, 64)).astype(np.float32)
     x = rng.standard_normal((8, 256)).astype(np.float32)
@@ -640,8 +644,8 @@ def test_the_helper_computes_its_rows_under_the_caller_s_rounding(_blas):
     """With the caller's rounding changed after the helper thread started, the rows the helper
     computes round as the caller's do: the same values as on one core. (The gemm calls are exact
     here, integers, so that only the passes' rounding can differ.)"""
-    if not _gemm.two_cores_here():
-        pytest.skip("no second core here")
+    if not _gemm.helper_runs():
+        pytest.skip("no helper thread's help here (one core, or BLAS held to one thread)")
     batch, inputs, hidden = 16, 32, 64
     rng = np.random.default_rng(5)
     h = rng.integers(-2, 3, (batch, inputs)).astype(np.float32)
@@ -1402,8 +1406,9 @@ def test_the_product_plus_tanh_kernel_against_numpy(_blas, r_rows, two_cores, mo
             assert got.base is output and np.shares_memory(got, output[:, 1])
             np.testing.assert_allclose(output[:, 1], want, rtol=1e-6, atol=1e-6)
             assert np.isnan(output[:, [0, 2]]).all()
-            # On two cores, the one call made it; on one, the product and then np.tanh.
-            assert taken == ([True] if two_cores and _gemm.two_cores_here() else []), taken
+            # Products on two cores: the one call made it (its pieces all on this thread where
+            # there is no helper); on one core, the product and then np.tanh.
+            assert taken == ([True] if two_cores else []), taken
     finally:
         _gemm.set_products_on_two_cores(previous)
 

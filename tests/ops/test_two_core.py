@@ -16,10 +16,14 @@ from hypothesis import strategies as st
 from threadpoolctl import threadpool_limits
 
 from cyloop.ops import _blas, _two_core
-from cyloop.ops._gemm import on_two_cores, two_cores_here
+from cyloop.ops._gemm import helper_runs, on_two_cores, two_cores_here
 
 pytestmark = pytest.mark.skipif(not two_cores_here(), reason="numpy's own BLAS is not found "
                                 "here, or the process has one core: products stay numpy's")
+# Tests of the helper's own work: where BLAS is held to one thread, every piece runs on its
+# caller (the values are checked by the tests without this mark).
+needs_helper = pytest.mark.skipif(not helper_runs(), reason="numpy's BLAS is held to one thread "
+                                  "(OPENBLAS_NUM_THREADS=1): the helper takes no pieces")
 
 
 def _tolerance(dtype):
@@ -193,6 +197,7 @@ def _large(rng, dtype=np.float32):
     return a, b, np.empty((32, 256), dtype)
 
 
+@needs_helper
 def test_the_helper_takes_pieces_of_a_large_product(rng):
     """Products called one after another (as a loop calls them) find the helper awake: it runs
     pieces of them. (For a while after numpy ran a product on BLAS's own threads, those threads
@@ -211,6 +216,7 @@ def test_the_helper_takes_pieces_of_a_large_product(rng):
     assert _two_core.products_split() == split
 
 
+@needs_helper
 def test_a_product_longer_than_the_helpers_spin_is_helped(rng):
     """A product that runs longer than the helper spins idle (1 ms) still gets its help: the
     helper does not go to sleep while a product is under way, and joins the one that woke it
@@ -245,6 +251,7 @@ def _settled_affinities() -> dict[int, set[int]]:
     return last
 
 
+@needs_helper
 @pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
                     reason="Linux with two CPUs or more: the helper is woken apart only there")
 def test_a_product_wakes_the_helper_off_its_callers_cpu_and_leaves_affinities_be(rng):
@@ -332,6 +339,7 @@ def _in_child(queue):
     queue.put((bool(np.allclose(out, a @ b)), helped))
 
 
+@needs_helper
 def test_a_forked_child_has_a_helper_of_its_own(rng):
     """fork() copies only the forking thread: the child's first product starts a helper of its
     own (it would otherwise wait for pieces nobody takes), and its products are right."""

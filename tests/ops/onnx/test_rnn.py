@@ -11,6 +11,7 @@ from cyloop.ops.onnx import rnn
 from cyloop.ops.openvino import cells
 
 from ...conftest import steps_spy
+from ...support import native
 
 SEQ, BATCH, INPUT, HIDDEN = 5, 3, 4, 6
 
@@ -144,6 +145,7 @@ _STEPS = {"LSTM": ("lstm_product_steps", 2, "blocked gates"),
           "RNN": ("product_tanh_steps", 2, "batch-major gates")}
 
 
+@native.steps
 @pytest.mark.parametrize("layout", [0, 1])
 @pytest.mark.parametrize("direction", ["forward", "bidirectional"])
 @pytest.mark.parametrize("op, attrs", LAYERS, ids=["LSTM", "GRU", "GRU-lbr", "RNN"])

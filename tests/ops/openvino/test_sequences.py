@@ -21,6 +21,7 @@ from ...conftest import steps_spy
 from ...frontends.onnx_models import model as onnx_model
 from ...frontends.onnx_models import tensor
 from ...frontends.openvino_models import save
+from ...support import native
 from .test_cells import _numpy_cells
 
 _GATES = {"lstm": 4, "gru": 3, "rnn": 1}
@@ -172,6 +173,7 @@ _STEPS = {"lstm": ("lstm", {}, "lstm_product_steps", 2, "blocked gates"),
           "rnn": ("rnn", {}, "product_tanh_steps", 2, "batch-major gates")}
 
 
+@native.steps
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 @pytest.mark.parametrize("case", list(_STEPS))
 def test_a_layer_runs_its_steps_in_one_call_as_one_at_a_time(case, direction, tmp_path, rng,
@@ -211,6 +213,7 @@ def test_a_layer_runs_its_steps_in_one_call_as_one_at_a_time(case, direction, tm
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
+@native.steps
 @pytest.mark.parametrize("case", list(_STEPS))
 def test_a_layer_runs_the_steps_left_once_its_step_is_chosen(case, tmp_path, rng, monkeypatch):
     """While the step's formulations are on trial the steps run one at a time; once the one with
@@ -329,6 +332,7 @@ def test_tune_false_keeps_a_layer_on_one_core(tmp_path, rng):
     assert f"run: {ONE_CORE} (fixed, not measured)" in str(model.plan())
 
 
+@native.steps
 @two_cores
 def test_a_layer_too_small_to_split_has_no_choice_of_cores(tmp_path, rng):
     """Its products run on one core either way: after a first call finds so, the choice goes;

@@ -1,0 +1,1 @@
+"""What tests share: markers and helpers that no test module owns."""
