@@ -1,6 +1,6 @@
 """Build the Cython core (`cyloop.engine._core`), the functional API's step loops
-(`cyloop.engine._steps`), the products on two cores (`cyloop.ops._two_core`) and a recurrent
-step's gate passes (`cyloop.ops._gate_passes`); everything else is plain Python.
+(`cyloop.engine._steps`), the products on two cores (`cyloop.accel._two_core`) and a recurrent
+step's gate passes (`cyloop.accel._gate_passes`); everything else is plain Python.
 
 `CYLOOP_DEBUG_CYTHON=1` turns bounds checks, wraparound and division checks back on.
 The sdist holds the tests, the headers, the benchmarks and the CI script as well as the package
@@ -18,8 +18,8 @@ from setuptools.command.sdist import sdist
 SDIST_TREES = ("include", "tests", "asv_benchmarks/benchmarks", ".ci")
 SDIST_FILES = ("asv_benchmarks/asv.conf.json", "asv_benchmarks/compare.py")
 GENERATED = ("cyloop/engine/_core.c", "cyloop/engine/_core.html", "cyloop/engine/_steps.c",
-             "cyloop/engine/_steps.html", "cyloop/ops/_two_core.c", "cyloop/ops/_two_core.html",
-             "cyloop/ops/_gate_passes.c", "cyloop/ops/_gate_passes.html")
+             "cyloop/engine/_steps.html", "cyloop/accel/_two_core.c", "cyloop/accel/_two_core.html",
+             "cyloop/accel/_gate_passes.c", "cyloop/accel/_gate_passes.html")
 
 
 class SDist(sdist):
@@ -57,8 +57,8 @@ extensions = [
     )
     for name, source in (("cyloop.engine._core", "cyloop/engine/_core.pyx"),
                          ("cyloop.engine._steps", "cyloop/engine/_steps.pyx"),
-                         ("cyloop.ops._two_core", "cyloop/ops/_two_core.pyx"),
-                         ("cyloop.ops._gate_passes", "cyloop/ops/_gate_passes.pyx"))
+                         ("cyloop.accel._two_core", "cyloop/accel/_two_core.pyx"),
+                         ("cyloop.accel._gate_passes", "cyloop/accel/_gate_passes.pyx"))
 ]
 
 setup(ext_modules=cythonize(extensions, compiler_directives=COMPILER_DIRECTIVES),

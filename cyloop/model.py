@@ -188,7 +188,7 @@ class Model:
                                          f"{first!r}")
                     bound.setdefault(want, (got, declared.name))
         # A view of its own for this run, read-only: kernels remember what they derive from a
-        # read-only array by its identity (`ops._gemm.Prepared`), and a caller's array, even a
+        # read-only array by its identity (`accel.gemm.Prepared`), and a caller's array, even a
         # read-only one, may change between runs (through a writeable base).
         value = value.view()
         value.flags.writeable = False

@@ -14,8 +14,8 @@ import sys
 
 import numpy as np
 
-from .ops import _gate_passes, _gemm, _two_core
-from .ops._blas import cores_available
+from .accel import _gate_passes, _two_core, gemm
+from .accel.blas import cores_available
 
 __all__ = ["describe", "native_paths"]
 
@@ -23,14 +23,14 @@ __all__ = ["describe", "native_paths"]
 def native_paths() -> dict[str, str]:
     """Each native path -> "on", or "off: <why>"."""
     gate = _gate_passes.status()
-    blas = _gemm.blas_status()
+    blas = gemm.blas_status()
     if not _two_core.HELPER:
         two = "no POSIX threads on this platform"
     elif cores_available() < 2:
         two = "the process may use one core"
     elif blas is not None:
         two = "they call numpy's bundled BLAS, which is off"
-    elif not _gemm.helper_runs():
+    elif not gemm.helper_runs():
         two = "numpy's BLAS is held to one thread (OPENBLAS_NUM_THREADS=1 or threadpoolctl)"
     else:
         two = None

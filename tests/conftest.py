@@ -42,10 +42,10 @@ def measured_steps(model):
 
 
 def steps_spy(kernel_name, xs_at):
-    """(spy, calls): `spy` calls the cells' steps kernel `kernel_name` (ops/openvino/cells.py,
+    """(spy, calls): `spy` calls the cells' steps kernel `kernel_name` (kernels/recurrent/cells.py,
     taking xs as its argument `xs_at` and `staged` last) and records each call in `calls` as
     (steps, staged, taken: not declined); a test puts it in the kernel's place."""
-    from cyloop.ops.openvino import cells
+    from cyloop.kernels.recurrent import cells
 
     real, calls = getattr(cells, kernel_name), []
 

@@ -46,7 +46,9 @@ class LongTokenIR:
 
         self.directory = tempfile.TemporaryDirectory(prefix="cyloop-asv-")
         self.path = f"{self.directory.name}/long.xml"
-        text, long = open(EXAMPLES[0]).read(), "x" * (megabytes * 10**6)
+        with open(EXAMPLES[0]) as file:
+            text = file.read()
+        long = "x" * (megabytes * 10**6)
         text = text.replace("<net ", f"<!--{long}--><net " if token == "comment" else
                             f'<net note="{long}" ', 1)
         with open(self.path, "w") as file:

@@ -25,7 +25,7 @@ Design: the planner's invariants, each with the code that keeps it.
    axis the slot is strided, and whether it lives there or in a pool (5), read contiguous and
    copied into its slot, is measured a run at a time (`LoopDriver.placements`, chosen per run in
    `_start`, timed at the loop's end; within the calls of 10, a call at a time), as is where the
-   loop's matrix products run, on one core or on two (`LoopDriver.products`, ops/_gemm.py). A
+   loop's matrix products run, on one core or on two (`LoopDriver.products`, accel/gemm.py). A
    multi-output kernel's destination is its first result's. An emitted hoisted value's chunk is
    made in its slots: once the buffer has room for a chunk's rows, they are offered to the
    hoisted step making the value (and to the steps making what only it reads:
@@ -50,15 +50,15 @@ Design: the planner's invariants, each with the code that keeps it.
    kernel cache can see it), owns its writeable memory and has the result's shape and the type
    every operand shares, of a kind the ufunc keeps, is given that buffer as its destination
    (`Program._spare_input`). Feeds, constants, slices and rows are views or held elsewhere, so
-   they never qualify. A kernel that updates its first input in place (a scatter: ops/registry.py
-   `updates_first`) is given that input's buffer so, where it dies at the step.
+   they never qualify. A kernel that updates its first input in place (a scatter:
+   kernels/registry.py `updates_first`) is given that input's buffer so, where it dies at the step.
 9. Limits are per run, not per loop: every loop of a run counts each iteration on the run's
    `RunLimits` before running it (a decrement; the clock is read every few milliseconds of work),
    and no output buffer is allocated past its memory limit (`_Concat.allocate`, `ensure`). A
    thread's run finds its limits in a thread-local (`current_limits`), so runs of one Model in
    several threads each have their own.
 10. Many iterations in one call: a body that is one recurrent step reading a hoisted row
-   (`destinations.RecurrentSteps`; its kernel's `Recurrence`, ops/registry.py) runs the rest of
+   (`destinations.RecurrentSteps`; its kernel's `Recurrence`, kernels/registry.py) runs the rest of
    each hoisted chunk in one call of the kernel's steps once iteration 0 has sized the outputs.
    Each step's first result is written into its slot and read there by the next step or, where
    the placement keeps the result in a pool, made in a contiguous buffer and copied there (4's
@@ -83,7 +83,7 @@ from libc.string cimport memcmp, memcpy
 from cyloop.engine._aligned_alloc cimport CYL_KEEP_FROM, CYL_KEPT_BLOCKS, CYL_KEPT_BYTES, \
     cyl_block_give, cyl_block_take, cyl_blocks_kept, cyl_blocks_release
 from cyloop.engine._strided_copy cimport cyl_strided_copy
-from cyloop.ops._extent cimport cyl_extent, cyl_ranges_overlap
+from cyloop.accel._extent cimport cyl_extent, cyl_ranges_overlap
 
 import itertools
 import operator
@@ -98,10 +98,10 @@ from ..errors import CyloopError, ExecutionError, LoopLimitError, ModelError, Re
 from ..ir import (CarriedInput, ConcatOutput, InvariantInput, LastOutput, SlicedInput, read_only,
                   truth)
 from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
-from ..ops._gemm import ONE_CORE, TWO_CORES, set_products_on_two_cores, two_cores_here
-from ..ops._two_core import products_split
-from ..ops._measured import Measured, untimed
-from ..ops.registry import FIRST_INPUT, FLOATS, INTEGERS
+from ..accel.gemm import ONE_CORE, TWO_CORES, set_products_on_two_cores, two_cores_here
+from ..accel._two_core import products_split
+from ..accel.measured import Measured, untimed
+from ..kernels.registry import FIRST_INPUT, FLOATS, INTEGERS
 from .settings import COUNTERS, GROWTH_CAP_BYTES, PROGRESS_EVERY
 
 cnp.import_array()
@@ -1221,7 +1221,7 @@ cdef class LoopDriver:
                 if not settings.tune:
                     placement.fix()
         # Where the body's and the hoisted part's matrix products run is measured a run at a
-        # time, all of them together (ops/_gemm.py, `set_products_on_two_cores`): on one core,
+        # time, all of them together (accel/gemm.py, `set_products_on_two_cores`): on one core,
         # each in its own measured formulation (BLAS's threads for a large one; what tune=False
         # keeps), or on two cores. Two cores take their runs first: BLAS's threads spin for a
         # while after a run on one core, on the core the helper would need.

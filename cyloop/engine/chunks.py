@@ -15,11 +15,11 @@ from typing import NamedTuple
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ..accel.gemm import Prepared, PreparedPair, _bits, rows_plus, splits_now
+from ..accel.measured import Measured, untimed
 from ..errors import CyloopError, ExecutionError, ResourceLimitError
 from ..ir import SlicedInput, Slicing, read_only
-from ..ops._gemm import Prepared, PreparedPair, _bits, rows_plus, splits_now
-from ..ops._measured import Measured, untimed
-from ..ops.registry import FLOATS, INTEGERS, type_keeping
+from ..kernels.registry import FLOATS, INTEGERS, type_keeping
 from .settings import CHUNK_BUDGETS, FIRST_CHUNK_ROWS, MAX_CHUNK_ROWS, MIN_CHUNK_ROWS
 
 __all__ = ["CaptureStatic", "ComputedStatic", "ConstStatic", "GatherSource", "Hoist", "HoistStep",
@@ -569,7 +569,7 @@ def gemm(fn, batched):
     every part, C added by broadcasting when it is the same for every row of the product ([N],
     [1, N], a scalar) and joined to the product when alpha and beta are 1 (`_JoinedBias`); any
     other C (say [M, N]), or an A that is not a matrix, one Gemm per row, as the body runs it.
-    `fn` is the node's kernel (`ops/onnx/nn.py`), which says its attributes."""
+    `fn` is the node's kernel (`kernels/onnx/nn.py`), which says its attributes."""
     joined = _JoinedBias(fn.product, fn.trans_b) if fn.alpha == fn.beta == 1.0 else None
 
     def call(args, rows, reusable=()):

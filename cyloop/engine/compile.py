@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import ops
+from ..accel.aligned import owns_memory
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import LOOP_DOMAIN, MAX_NESTING, Graph, LoopSpec, Node
-from ..ops._aligned import owns_memory
-from ..ops.registry import FIRST_INPUT
+from ..kernels import registry
+from ..kernels.registry import FIRST_INPUT
 from . import _core, reference
 from .control import BatchedScanRunner, IfRunner, SequenceMapRunner
 from .destinations import plan_destinations, plan_steps
@@ -57,11 +57,11 @@ class CompiledStep:
     multi: bool  # returns a tuple, one value per output
     out: bool  # takes out= for its (first) result, whose shape follows from its inputs' shapes
     positional_out: bool  # ... as one more positional argument
-    scalar: tuple | None  # (operator, scalar types): see ops/registry.py
+    scalar: tuple | None  # (operator, scalar types): see kernels/registry.py
     node: Node  # what errors and plans name (a label string per step would cost as much as
     #             the rest of the step on a large model: it is made when asked for)
     # A ufunc step that is the last reader of an input: the operand kinds on which that input's
-    # buffer may take the result (ops.type_keeping; 0: never); or FIRST_INPUT, a kernel that
+    # buffer may take the result (registry.type_keeping; 0: never); or FIRST_INPUT, a kernel that
     # updates its first input in place, that input dying here and read by it once. The Cython
     # runner checks at each call that nothing else holds the buffer (`Program._spare_input`).
     keeps: int = 0
@@ -161,7 +161,7 @@ def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> Compil
 
     steps: list[CompiledStep] = []
     loops = []
-    kernels: dict[tuple, ops.Kernel] = {}  # see _shared_kernel
+    kernels: dict[tuple, registry.Kernel] = {}  # see _shared_kernel
     for node in graph.nodes:
         extra = _node_captures(node)
         for name in list(node.inputs) + extra:
@@ -212,7 +212,7 @@ def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> Compil
     for step, killed in zip(steps, kills):
         step.kills = killed
         if step.out and set(killed) & set(step.inputs):
-            step.keeps = ops.type_keeping(step.fn)
+            step.keeps = registry.type_keeping(step.fn)
             if step.keeps == FIRST_INPUT and not (step.inputs[0] in killed
                                                   and step.inputs.count(step.inputs[0]) == 1):
                 step.keeps = 0
@@ -229,7 +229,7 @@ def _is_identity(node: Node, opsets: dict[str, int]) -> bool:
             and node.outputs[0] and node.outputs[0] != node.inputs[0]):
         return False
     try:
-        return ops.definition_of(node, opsets).identity
+        return registry.definition_of(node, opsets).identity
     except UnsupportedOpError:
         return False
 
@@ -243,13 +243,13 @@ def _node_captures(node: Node) -> list[str]:
     return list(names)
 
 
-def _runner(fn) -> ops.Kernel:
+def _runner(fn) -> registry.Kernel:
     """A control-flow runner or loop driver, as a kernel returning one value per output."""
-    return ops.Kernel(fn, None, True, False, False)
+    return registry.Kernel(fn, None, True, False, False)
 
 
 def _build_kernel(node: Node, captures: list[str], settings: Settings,
-                  opsets: dict[str, int], kernels: dict | None = None) -> ops.Kernel:
+                  opsets: dict[str, int], kernels: dict | None = None) -> registry.Kernel:
     """The kernel of one node; loop nodes get a driver around a compiled body. `kernels`: the
     graph's shareable kernels (see `_op_kernel`)."""
     if node.domain == LOOP_DOMAIN and node.op_type == "BatchedScan":
@@ -296,7 +296,7 @@ _NODE_STATE = ("measured", "sizing", "facts", "loops")
 
 
 def _op_kernel(node: Node, opsets: dict[str, int], settings: Settings,
-               kernels: dict | None) -> ops.Kernel:
+               kernels: dict | None) -> registry.Kernel:
     """The kernel of a plain op node; the one built for an earlier node of the same op, arity
     and attributes dict when there is one in `kernels` (this graph's, by that key).
 
@@ -309,7 +309,7 @@ def _op_kernel(node: Node, opsets: dict[str, int], settings: Settings,
            len(node.outputs))
     kernel = kernels.get(key) if kernels is not None else None
     if kernel is None:
-        kernel = ops.build(node, opsets)
+        kernel = registry.build(node, opsets)
         _untuned(kernel.fn, settings)
         if (kernels is not None and not kernel.definition.stateful
                 and not any(hasattr(kernel.fn, name) for name in _NODE_STATE)):

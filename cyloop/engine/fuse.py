@@ -2,7 +2,7 @@
 
 A loop body runs its nodes once per iteration, so a node costs its dispatch plus one numpy pass
 or more every step. Where exporters spell a recurrent cell out op by op, the pass recognises it
-and puts one node of the engine's domain in its place, whose kernel (ops/fused.py) makes fewer,
+and puts one node of the engine's domain in its place, whose kernel (accel/fused.py) makes fewer,
 longer passes. The values the pattern hands out keep their names; every value only the pattern
 read disappears with it. Results agree with the unfused body to rounding.
 
@@ -274,7 +274,7 @@ def _match_at_least(broadcast: Node, graph: Graph, uses: Uses):
     """(the node in its place, the nodes it replaces, the last of them) for OpenVINO's
     ``Broadcast(s, Maximum(ShapeOf(s), c))`` of a constant c, numpy broadcasting throughout, that
     alone reads the ShapeOf and the Maximum, or None: ``AtLeast(s)``, s broadcast to at least c
-    (ops/fused.py `at_least`), which the patterns read through (`_widened`)."""
+    (accel/fused.py `at_least`), which the patterns read through (`_widened`)."""
     if broadcast.domain != OPENVINO_DOMAIN or len(broadcast.inputs) != 2 \
             or str(broadcast.attrs.get("mode", "numpy")).lower() != "numpy":
         return None
@@ -340,7 +340,7 @@ def _sum_tree(graph: Graph, uses: Uses, name: str, reader: Node, leaves: list, n
 def is_gemm_product(node: Node | None) -> bool:
     """Whether `node` is an ONNX Gemm that is only its product ``A B`` (or ``A B^T``): alpha 1,
     A not transposed, and no C, or a C that beta 0 leaves out (as ONNX's reference and
-    onnxruntime leave it: ops/onnx/nn.py `gemm`)."""
+    onnxruntime leave it: kernels/onnx/nn.py `gemm`)."""
     if node is None or node.domain not in ("", "ai.onnx") or node.op_type != "Gemm" \
             or len(node.inputs) < 2:
         return False
@@ -553,7 +553,7 @@ def _made_type(node: Node | None, graph: Graph):
 
 
 def _is_step(node: Node | None) -> bool:
-    """Whether `node` is a fused RNN step, which Casts may join (ops/fused.py `_cast_joined`)."""
+    """Whether `node` is a fused RNN step, which Casts may join (accel/fused.py `_cast_joined`)."""
     return node is not None and node.domain == LOOP_DOMAIN \
         and node.op_type in ("ProductPlusTanh", "LSTMStep", "GRUGates", "GRUStep")
 

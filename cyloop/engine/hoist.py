@@ -53,7 +53,6 @@ import dataclasses
 
 import numpy as np
 
-from .. import ops
 from ..errors import UnsupportedOpError
 from ..ir import (
     LOOP_DOMAIN,
@@ -67,9 +66,10 @@ from ..ir import (
     Value,
     fresh_name,
 )
-from ..ops._shapes import flat_int_list
-from ..ops.openvino._attrs import as_bool
-from ..ops.registry import FIRST_INPUT
+from ..kernels import registry
+from ..kernels._shapes import flat_int_list
+from ..kernels.openvino._attrs import as_bool
+from ..kernels.registry import FIRST_INPUT
 from . import chunks
 from .chunks import (
     CaptureStatic,
@@ -244,7 +244,7 @@ def _bias_joined(node: Node, products: dict, statics, opsets):
     else:
         return None
     index, matmul = products.pop(product)
-    product_fn, add_fn = ops.build(matmul, opsets).fn, ops.build(node, opsets).fn
+    product_fn, add_fn = registry.build(matmul, opsets).fn, registry.build(node, opsets).fn
     transposed = product_fn.trans_b if matmul.op_type == "Gemm" else \
         matmul.domain == OPENVINO_DOMAIN and as_bool(matmul.attrs, "transpose_b")
     call, probe = chunks.bias_joined(product_fn, add_fn, transposed, bias_first,
@@ -302,14 +302,14 @@ def _invariant(node: Node, statics, opsets, results: set[str]) -> HoistStep | No
             or any(name in results for name in node.outputs):
         return None
     try:
-        definition = ops.definition_of(node, opsets)
+        definition = registry.definition_of(node, opsets)
     except UnsupportedOpError:
         return None  # compiling the body says so, naming the node
     domain = "" if node.domain == "ai.onnx" else node.domain
     if definition.stateful or definition.batch is None \
             and node.op_type not in _INVARIANT_OPS.get(domain, ()):
         return None
-    kernel = ops.build(node, opsets)
+    kernel = registry.build(node, opsets)
     for choice in (getattr(kernel.fn, "measured", None), getattr(kernel.fn, "cores", None)):
         if choice is not None:
             choice.fix()  # (a call once a run is no trial's sample: the default formulation)
@@ -432,7 +432,7 @@ class _Shapes:
             read.append(shape_read)
         # Errors are the node's own: a rule fails where the node fails, and the node's kernel
         # then says why, on inputs of the shapes the rule was given.
-        return HoistStep(chunks.once(_ruled(rule, read, ops.build(node, self.opsets).fn),
+        return HoistStep(chunks.once(_ruled(rule, read, registry.build(node, self.opsets).fn),
                                      False),
                          names, [entry], node.label, batched=[False] * len(names),
                          shown=f"the shape of {node.label} once a run", once=True)
@@ -446,7 +446,7 @@ class _Shapes:
             return
         try:
             with np.errstate(all="ignore"):
-                value = ops.build(node, self.opsets).fn(
+                value = registry.build(node, self.opsets).fn(
                     *[self.known[n] if n else None for n in node.inputs])
         except Exception:  # noqa: BLE001 - it fails once a run, where the body would
             return
@@ -567,10 +567,12 @@ def _kept_shapes(spec: LoopSpec, opsets) -> dict[str, int]:
 
 def _keeps_first_shape(node: Node, opsets) -> bool:
     try:
-        definition = ops.definition_of(node, opsets)
+        definition = registry.definition_of(node, opsets)
     except UnsupportedOpError:
         return False  # compiling the body says so, naming the node
-    return definition.identity or ops.type_keeping(ops.build(node, opsets).fn) == FIRST_INPUT
+    if definition.identity:
+        return True
+    return registry.type_keeping(registry.build(node, opsets).fn) == FIRST_INPUT
 
 
 def _shape_once(node: Node, shapes: _Shapes, opsets, results: set[str], steps: list):
@@ -585,7 +587,7 @@ def _shape_once(node: Node, shapes: _Shapes, opsets, results: set[str], steps: l
     entry = shapes.entry(name, steps)
     if entry is None:
         return None
-    fn = ops.build(node, opsets).fn
+    fn = registry.build(node, opsets).fn
     return HoistStep(chunks.once(lambda shape: fn(_of_shape(shape)), False), [entry],
                      list(node.outputs), node.label, fn, [False],
                      f"{node.label} once a run ({shapes.why(name)})", once=True)
@@ -614,7 +616,7 @@ def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
     if node.subgraphs():
         return None
     try:
-        definition = ops.definition_of(node, opsets)
+        definition = registry.definition_of(node, opsets)
     except UnsupportedOpError:
         return None  # compiling the body says so, naming the node
     if definition.batch == "cell":
@@ -634,13 +636,13 @@ def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
     if form == "axes" and (not mask[0] or any(mask[1:]) or len(node.inputs) < 2
                            or not node.inputs[1]):
         return None  # squeezing every unit axis would squeeze a one-row chunk's row axis
-    own = ops.build(node, opsets).fn
+    own = registry.build(node, opsets).fn
     if form == "axes_attribute":
         axes = node.attrs.get("axes")
         if not mask[0] or any(mask[1:]) or axes is None:
             return None
         attrs = dict(node.attrs, axes=[a + 1 if a >= 0 else a for a in axes])
-        call = chunks.leading(ops.build(node, opsets, attrs).fn)
+        call = chunks.leading(registry.build(node, opsets, attrs).fn)
     elif form in ("axis_attribute", "concat"):
         axis = _integer(node.attrs.get("axis"))
         if axis is None:  # (Gather's default 0 is a real default; Concat-1's 1 is not read)
@@ -648,7 +650,7 @@ def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
                 return None
             axis = 0
         attrs = dict(node.attrs, axis=axis + 1 if axis >= 0 else axis)
-        shifted = ops.build(node, opsets, attrs).fn
+        shifted = registry.build(node, opsets, attrs).fn
         call = chunks.gathered(shifted, own) if form == "axis_attribute" else \
             chunks.concatenated(shifted, mask)
     else:
@@ -669,7 +671,7 @@ def _split_cell(node: Node, definition, batched, statics, opsets, taken: set[str
     projection = Node("CellProjection", [node.inputs[0], node.inputs[w_at], node.inputs[b_at]],
                       [projected], dict(node.attrs, recurrence=recurrence), LOOP_DOMAIN,
                       f"{node.name}/x_projection", version=1)
-    fn = ops.build(projection, opsets).fn
+    fn = registry.build(projection, opsets).fn
     # Errors name the cell, as the body's own kernel would.
     step = HoistStep(chunks.leading(fn), list(projection.inputs), [projected], node.label, fn,
                      [True, False, False], f"{node.label}: its input projection "

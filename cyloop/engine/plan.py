@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..accel.gemm import two_cores_here
 from ..ir import CarriedInput, ConcatOutput, InvariantInput, OuterInput, SlicedInput
-from ..ops._gemm import two_cores_here
 from .destinations import (
     LoopFacts,
     MeasuredPlacement,
@@ -33,7 +33,7 @@ class LoopPlan:
     hoisted: list[str] = field(default_factory=list)  # nodes run before the loop, in chunks
     scalar: list[str] = field(default_factory=list)  # steps that took their scalar path
     overwriting: list[str] = field(default_factory=list)  # steps written over a dying operand
-    # Measured choices (ops/_measured.py): (step label, the choice and each candidate's time).
+    # Measured choices (accel/measured.py): (step label, the choice and each candidate's time).
     choices: list[tuple[str, str]] = field(default_factory=list)
     # Patterns rewritten: run as one kernel (engine/fuse.py), a sequence as an output (stacking.py)
     fused: list[str] = field(default_factory=list)

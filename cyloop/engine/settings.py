@@ -75,7 +75,7 @@ class Settings:
     and once when it ends. ``hoist``: the Cython driver runs body work that does not depend on
     the loop's state before the loop, a chunk of iterations at a time (engine/hoist.py).
     ``tune``: kernels with equivalent formulations time them on their first calls and keep the
-    fastest on this machine (ops/_measured.py); False keeps each one's default, reproducibly.
+    fastest on this machine (accel/measured.py); False keeps each one's default, reproducibly.
     """
 
     driver: str = "cython"

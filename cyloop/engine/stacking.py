@@ -12,7 +12,7 @@ which is a scan output spelled through a sequence. Run as written, every iterati
 sequence and the stack at the end copies every element once more. This pass rewrites it to what
 it means: `item` becomes a concatenated output of the loop (preallocated and written in place;
 copied from whole chunks where it is hoisted), and the ConcatFromSequence becomes a
-``StackedSequence`` node (ops/fused.py) that hands that output on. Its values are the same, bit
+``StackedSequence`` node (accel/fused.py) that hands that output on. Its values are the same, bit
 for bit: np.stack copies the same elements to the same places.
 
 The rewrite applies only where nothing else can tell: the sequence starts as a SequenceEmpty

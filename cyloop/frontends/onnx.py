@@ -13,7 +13,8 @@ import warnings
 
 import numpy as np
 
-from .. import ops
+from .. import kernels
+from ..accel.aligned import SMALL_WEIGHT_BYTES, aligned
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import (
     LOOP_DOMAIN,
@@ -27,8 +28,7 @@ from ..ir import (
     SlicedInput,
     Value,
 )
-from ..ops._aligned import SMALL_WEIGHT_BYTES, aligned
-from ..ops.onnx.fallback import FALLBACK_DOMAIN, reference_op_class
+from ..kernels.onnx.fallback import FALLBACK_DOMAIN, reference_op_class
 
 __all__ = ["ELEMENT_TYPES", "read_graph"]
 
@@ -193,7 +193,7 @@ class _Converter:
                              f"data holds {', '.join(held) or 'nothing'} ({error})") from None
         # The model's own array (to_array may give a view of the tensor's bytes), read-only, so
         # that compiling keeps it without a copy; aligned, so that a product reads a weight as it
-        # is (ops/_aligned.py).
+        # is (accel/aligned.py).
         value = aligned(value, SMALL_WEIGHT_BYTES, own=True)
         value.flags.writeable = False
         return value
@@ -247,7 +247,7 @@ class _Converter:
             return None
         version = self.opsets[""]
         try:
-            ops.lookup(domain, proto.op_type, version)
+            kernels.lookup(domain, proto.op_type, version)
             return None
         except UnsupportedOpError:
             pass
@@ -303,7 +303,7 @@ class _Converter:
         if domain == "":
             self._check_schema(node, proto, version)
         try:
-            ops.lookup(domain, proto.op_type, version)
+            kernels.lookup(domain, proto.op_type, version)
             return node
         except UnsupportedOpError:
             if not self._reference_has(domain, proto.op_type, version):

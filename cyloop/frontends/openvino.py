@@ -31,7 +31,8 @@ from xml.parsers import expat
 
 import numpy as np
 
-from .. import ops
+from .. import kernels
+from ..accel.aligned import SMALL_WEIGHT_BYTES, aligned_empty
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import (
     LOOP_DOMAIN,
@@ -48,7 +49,6 @@ from ..ir import (
     SlicedInput,
     Value,
 )
-from ..ops._aligned import SMALL_WEIGHT_BYTES, aligned_empty
 
 __all__ = ["ELEMENT_TYPES", "read_graph"]
 
@@ -713,7 +713,7 @@ class _Reader:
             if needed and not self.blob.read_into(raw, offset):
                 raise past_end
             value = _unpack_nibbles(raw, count, dtype).reshape(shape)
-        else:  # aligned, so that a product reads it as it is (ops/_aligned.py)
+        else:  # aligned, so that a product reads it as it is (accel/aligned.py)
             value = aligned_empty(shape, dtype, SMALL_WEIGHT_BYTES)
             if count and not self.blob.read_into(value, offset):
                 raise past_end
@@ -736,7 +736,7 @@ class _Reader:
         if kind == "If":
             return self.if_(layer, node_inputs, node_outputs, label, bodies)
         try:
-            ops.lookup(DOMAIN, kind, version)
+            kernels.lookup(DOMAIN, kind, version)
         except ModelError as e:
             raise type(e)(f"{label}: {e}") from None
         for key in _TYPE_ATTRIBUTES:

@@ -1,7 +1,7 @@
 /* Products on two cores: a matrix product cut into pieces, which this thread and one helper
- * thread take in turn, each piece a call of numpy's own BLAS `gemm` (cyloop/ops/_two_core.pyx).
+ * thread take in turn, each piece a call of numpy's own BLAS `gemm` (cyloop/accel/_two_core.pyx).
  * A product is one kind of job (`cyl_job_t`, two_core_job.h); another extension's job (an LSTM
- * step's rows, each a gemm per gate and its passes: cyloop/ops/_gate_passes.pyx) runs the same
+ * step's rows, each a gemm per gate and its passes: cyloop/accel/_gate_passes.pyx) runs the same
  * way, through `_two_core.run_job`.
  *
  * Why not BLAS's own threads: OpenBLAS runs a product of under 10^6 multiply-adds on one core,

@@ -1,7 +1,7 @@
 /* A job for the two cores of include/cyloop/two_core.h: `pieces` pieces, which the calling thread
  * and the helper thread take in turn. `run(job, index)` runs piece `index`, on either thread,
  * without the GIL; the job stays alive until its caller returns. A product (`cyl_product_t`) is
- * one; a job of another kind (an LSTM step: cyloop/ops/_gate_passes.pyx) begins with one. Apart
+ * one; a job of another kind (an LSTM step: cyloop/accel/_gate_passes.pyx) begins with one. Apart
  * from two_core.h, whose static state belongs to the one extension running the helper. */
 #ifndef CYLOOP_TWO_CORE_JOB_H
 #define CYLOOP_TWO_CORE_JOB_H

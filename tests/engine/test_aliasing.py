@@ -15,7 +15,7 @@ from cyloop.ir import (
     LastOutput,
     SlicedInput,
 )
-from cyloop.ops.registry import kernel
+from cyloop.kernels.registry import kernel
 
 from ..conftest import placements, run_both
 

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 import cyloop
+from cyloop.accel.aligned import MAPPED_BYTES, aligned_empty
 from cyloop.engine.compile import _constant, compile_graph
 from cyloop.engine.settings import Settings
 from cyloop.ir import MAX_NESTING, OPENVINO_DOMAIN, CarriedInput, GraphBuilder, LastOutput
-from cyloop.ops._aligned import MAPPED_BYTES, aligned_empty
-from cyloop.ops.registry import kernel
+from cyloop.kernels.registry import kernel
 
 from ..frontends import openvino_large
 

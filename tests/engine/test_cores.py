@@ -1,5 +1,5 @@
 """Where a loop's matrix products run, measured a run at a time (`LoopDriver.products`): on one
-core, each product in its own measured formulation, or all on two cores (ops/_two_core.pyx).
+core, each product in its own measured formulation, or all on two cores (accel/_two_core.pyx).
 Either way the loop computes what the reference driver computes; the choice shows in the plan,
 tune=False keeps one core, a loop whose products are too small to split is offered no choice,
 and the setting a run makes never outlives it."""
@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 import cyloop
+from cyloop.accel import _two_core
+from cyloop.accel import measured as _measured
+from cyloop.accel.gemm import products_on_two_cores, set_products_on_two_cores, two_cores_here
 from cyloop.engine._core import ONE_CORE, TWO_CORES
-from cyloop.ops import _measured, _two_core
-from cyloop.ops._gemm import products_on_two_cores, set_products_on_two_cores, two_cores_here
 
+from ..accel.test_gemm import _rnn_loop_feeds, _rnn_loop_model
 from ..conftest import measured_steps, placements
 from ..frontends.openvino_models import cell_ti_model, converted, save
-from ..ops.test_gemm import _rnn_loop_feeds, _rnn_loop_model
 from .test_fuse import _feeds, _lstm_loop
 
 pytestmark = pytest.mark.skipif(not two_cores_here(), reason="numpy's own BLAS is not found "
@@ -209,7 +210,7 @@ def test_a_loop_of_products_too_small_to_split_is_offered_no_choice(rng):
 def test_a_loop_without_products_is_offered_no_choice(rng):
     from onnx import helper
 
-    from ..ops.test_gemm import model, tensor
+    from ..accel.test_gemm import model, tensor
 
     body = helper.make_graph(
         [helper.make_node("Add", ["a_in", "one"], ["a_out"]),
@@ -248,7 +249,7 @@ def test_a_body_product_of_a_vector_runs_on_two_cores_like_the_reference(rng):
     """MatMul of a 1-D state by a matrix (no 2-D product to cut) in a loop on two cores."""
     from onnx import helper
 
-    from ..ops.test_gemm import model, tensor
+    from ..accel.test_gemm import model, tensor
 
     body = helper.make_graph(
         [helper.make_node("MatMul", ["h_in", "R"], ["hr"]),

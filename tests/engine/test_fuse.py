@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import cyloop
+from cyloop.accel import fused
 from cyloop.ir import LOOP_DOMAIN, OPENVINO_DOMAIN, ConcatOutput, GraphBuilder, SlicedInput
-from cyloop.ops import fused
-from cyloop.ops.registry import lookup
+from cyloop.kernels.registry import lookup
 
 from ..conftest import measured_steps, run_three_ways
 from ..frontends.onnx_models import model, tensor
@@ -443,7 +443,7 @@ def test_a_gru_loop_runs_its_steps_many_in_one_call(blend, rng):
     """The gates and the recurrent product as one GRUStep: where z scales h (as in OpenVINO's
     GRU), the loop's steps run many in one call; where it scales n, one at a time, as written.
     Either way as the reference driver and onnxruntime."""
-    from cyloop.ops._gemm import _blas_bound
+    from cyloop.accel.gemm import _blas_bound
 
     if not _blas_bound():  # (the one call wants BLAS)
         pytest.skip("numpy's own BLAS is not found here: the one call declines everything")
@@ -563,7 +563,7 @@ def test_the_gru_step_kernel_in_one_call_and_in_steps(x_blocks, r_blocks, z_scal
     """GRUStep against the equations: one call where it takes the operands (z scaling h, b's
     n block one row), as written elsewhere; its steps in one call, where it offers them,
     against one call a step."""
-    from cyloop.ops._gemm import _blas_bound, set_products_on_two_cores
+    from cyloop.accel.gemm import _blas_bound, set_products_on_two_cores
 
     if not _blas_bound():  # (what a loop's first product does: the one call wants BLAS)
         pytest.skip("numpy's own BLAS is not found here: the one call declines everything")
@@ -664,7 +664,7 @@ def test_step_kernels_broadcast_their_pre_activations_at_least_as_openvino_spell
     leaves them as they are, in one call and in steps wherever the kernel without it offers
     them; a broadcast state where it widens them (as written, no steps); the ops' errors where
     they refuse it."""
-    from cyloop.ops import _gemm
+    from cyloop.accel import gemm
 
     hidden, count = 4, 3
     batch = 1 if kind == "widens" else 3
@@ -685,9 +685,9 @@ def test_step_kernels_broadcast_their_pre_activations_at_least_as_openvino_spell
 
     refused = kind in _REFUSED
     # (ProductPlusTanh's one call and steps are its two cores' form: taken here at any size)
-    monkeypatch.setattr(fused, "splits_now", lambda multiply_adds: _gemm.splits_now(1 << 40))
+    monkeypatch.setattr(fused, "splits_now", lambda multiply_adds: gemm.splits_now(1 << 40))
     for two_cores in (False, True):
-        previous = _gemm.set_products_on_two_cores(two_cores)
+        previous = gemm.set_products_on_two_cores(two_cores)
         try:
             candidates = list(kernel.measured.candidates) if cell == "lstm" else [None]
             for candidate in candidates:
@@ -708,7 +708,7 @@ def test_step_kernels_broadcast_their_pre_activations_at_least_as_openvino_spell
             ran, plain_ran = (_steps_ran(k, args(state, xs[0]), xs, into)
                               for k, into in ((kernel, outs), (plain, plain_outs)))
             assert ran == (plain_ran and kind not in ("widens", *_REFUSED)), two_cores
-            if _gemm._blas_bound():  # (the one calls and steps want numpy's own BLAS)
+            if gemm._blas_bound():  # (the one calls and steps want numpy's own BLAS)
                 assert plain_ran == (cell != "rnn" or two_cores)  # (rnn: on two cores only)
             if ran:
                 now, want = state, []
@@ -717,7 +717,7 @@ def test_step_kernels_broadcast_their_pre_activations_at_least_as_openvino_spell
                     want.append(now[0])
                 np.testing.assert_allclose(outs, np.stack(want), rtol=1e-5, atol=1e-5)
         finally:
-            _gemm.set_products_on_two_cores(previous)
+            gemm.set_products_on_two_cores(previous)
 
 
 _REFUSED = ("too long", "of another rank")
@@ -1160,11 +1160,10 @@ def test_a_cast_without_a_type_is_refused_however_it_is_placed():
 def test_a_step_joined_by_a_cast_converts_where_its_operands_are_of_another_type(rng):
     """ProductPlusTanh with a ``to``: the Cast's plain conversion of the result, with or without
     a destination, on one core or two; steps in one call only where nothing converts."""
-    from cyloop import ops
-    from cyloop.ops._gemm import set_products_on_two_cores
+    from cyloop.accel.gemm import set_products_on_two_cores
 
     h, r, x = (rng.standard_normal(shape) for shape in ((64, 128), (128, 128), (64, 128)))
-    step = ops.lookup(LOOP_DOMAIN, "ProductPlusTanh", 1).build({"to": np.dtype(np.float32)})
+    step = lookup(LOOP_DOMAIN, "ProductPlusTanh", 1).build({"to": np.dtype(np.float32)})
     want = np.tanh(h @ r + x).astype(np.float32)
     same = [a.astype(np.float32) for a in (h, r, x)]
     for two_cores in (False, True):
@@ -1187,12 +1186,11 @@ def test_a_gemm_leaves_c_out_where_beta_is_0(rng):
     """As ONNX's reference implementation and onnxruntime: an infinite C makes no NaN."""
     from onnx.reference import ReferenceEvaluator
 
-    from cyloop import ops
 
     a = rng.standard_normal((2, 3)).astype(np.float32)
     b = rng.standard_normal((3, 2)).astype(np.float32)
     c = np.array([np.inf, np.nan], np.float32)
-    got = ops.lookup("", "Gemm", 13).build({"beta": 0.0})(a, b, c)
+    got = lookup("", "Gemm", 13).build({"beta": 0.0})(a, b, c)
     graph = helper.make_graph([helper.make_node("Gemm", ["a", "b", "c"], ["y"], beta=0.0)], "g",
                               [tensor(n, np.float32, list(v.shape))
                                for n, v in (("a", a), ("b", b), ("c", c))],
@@ -1489,11 +1487,10 @@ def test_the_ir_convert_model_writes_for_a_jax2onnx_cell_is_one_step(cell, tmp_p
 
 def test_an_lstm_step_joined_by_casts_converts_where_its_operands_are_of_another_type(rng):
     """LSTMStep with a ``to``: h' and c' converted as the Casts would, in each formulation."""
-    from cyloop import ops
 
     attrs = {"axis": 1, "blocks": [1, 0, 2, 3], "r_rows": False}
-    plain = ops.lookup(LOOP_DOMAIN, "LSTMStep", 1).build(attrs, 2)
-    joined = ops.lookup(LOOP_DOMAIN, "LSTMStep", 1).build(dict(attrs, to=np.float32), 2)
+    plain = lookup(LOOP_DOMAIN, "LSTMStep", 1).build(attrs, 2)
+    joined = lookup(LOOP_DOMAIN, "LSTMStep", 1).build(dict(attrs, to=np.float32), 2)
     h, c = rng.standard_normal((2, 3, 5))
     r, x = rng.standard_normal((5, 20)), rng.standard_normal((3, 20))
     for candidate in joined.measured.candidates:

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import cyloop
+from cyloop.accel.measured import EARLY_ROUNDS
 from cyloop.engine import chunks as _chunks
 from cyloop.engine._core import ONE_CORE
 from cyloop.ir import (
@@ -27,7 +28,6 @@ from cyloop.ir import (
     SlicedInput,
     Value,
 )
-from cyloop.ops._measured import EARLY_ROUNDS
 
 from ..frontends.openvino_models import cell_ti_model, save
 from .test_slicing import _sliced_loop, oracle_parts, sliced_cases

@@ -14,7 +14,7 @@ import pytest
 import cyloop
 from cyloop._examples import counter
 from cyloop.ir import CarriedInput, ConcatOutput, GraphBuilder, LastOutput
-from cyloop.ops.registry import kernel
+from cyloop.kernels.registry import kernel
 
 from ..conftest import run_both
 

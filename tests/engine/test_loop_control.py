@@ -12,7 +12,7 @@ import pytest
 
 import cyloop
 from cyloop.ir import ConcatOutput, GraphBuilder, LastOutput
-from cyloop.ops.registry import kernel
+from cyloop.kernels.registry import kernel
 
 from ..conftest import run_both
 

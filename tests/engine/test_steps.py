@@ -1,7 +1,7 @@
 """A loop whose body is one recurrent step (OpenVINO's LSTMCell, GRUCell or RNNCell; an ONNX Loop
 spelling an LSTM cell or a plain RNN, fused, and the IR convert_model writes for one) runs a
 hoisted chunk's iterations in one call of its kernel's steps (engine/destinations.py
-`plan_steps`, ops/registry.py `Recurrence`). The oracles: the same driver with the steps turned
+`plan_steps`, kernels/registry.py `Recurrence`). The oracles: the same driver with the steps turned
 off, calling the step once an iteration (value for value the same), and the reference driver.
 Limits, progress and the plan hold as for any loop; loops the steps do not fit run an iteration
 at a time."""
@@ -13,16 +13,16 @@ import pytest
 from onnx import numpy_helper
 
 import cyloop
+from cyloop.accel import fused
+from cyloop.accel.gemm import two_cores_here
 from cyloop.engine import compile as compiling
 from cyloop.engine._core import ONE_CORE, TWO_CORES
 from cyloop.errors import LoopLimitError
-from cyloop.ops import fused
-from cyloop.ops._gemm import two_cores_here
-from cyloop.ops.openvino import cells
+from cyloop.kernels.recurrent import cells
 
+from ..accel.test_gemm import _rnn_loop_feeds, _rnn_loop_model
 from ..conftest import measured_steps, placements
 from ..frontends.openvino_models import _i64, cell_ti_model, converted, save
-from ..ops.test_gemm import _rnn_loop_feeds, _rnn_loop_model
 from ..support import native
 from .test_fuse import _feeds, _lstm_loop
 

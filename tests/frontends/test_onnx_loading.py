@@ -457,7 +457,7 @@ def test_external_data_outside_the_model_or_missing_is_a_model_error(location, t
 
 
 def test_weights_are_read_onto_a_64_byte_boundary(rng):
-    """So that a product uses a weight as it is, with no aligned copy beside it (ops/_aligned.py):
+    """So that a product uses a weight as it is, with no aligned copy beside it (accel/aligned.py):
     initializers, Constant nodes, in the outer graph and in a loop body (from SMALL_WEIGHT_BYTES
     up: a smaller one costs little misaligned)."""
     from onnx import numpy_helper

@@ -9,7 +9,7 @@ import openvino as ov
 import pytest
 
 import cyloop
-from cyloop.ops._aligned import SMALL_WEIGHT_BYTES
+from cyloop.accel.aligned import SMALL_WEIGHT_BYTES
 from cyloop.peers import openvino_compiled
 
 from ..conftest import held_arrays
@@ -188,7 +188,7 @@ def test_ir_converted_from_onnx_matches_onnxruntime_on_the_original(name, tmp_pa
 
 
 def test_constants_are_read_onto_a_64_byte_boundary():
-    """So that a product uses a weight as it is, with no aligned copy beside it (ops/_aligned.py):
+    """So that a product uses a weight as it is, with no aligned copy beside it (accel/aligned.py):
     the embedded LSTM TensorIterator's weights (from SMALL_WEIGHT_BYTES up: a smaller one costs
     little misaligned)."""
     path = os.path.join(os.path.dirname(cyloop.__file__), "data", "lstm_ti.xml")

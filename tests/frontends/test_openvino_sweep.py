@@ -29,7 +29,7 @@ import pytest
 from onnx import numpy_helper
 
 import cyloop
-from cyloop import ops
+from cyloop import kernels
 from cyloop.ir import OPENVINO_DOMAIN
 
 from .openvino_convert_cases import node_cases
@@ -143,7 +143,7 @@ def _missing_layers(xml_path):
             continue
         number = int(version.removeprefix("opset")) if version.startswith("opset") else 1
         try:
-            ops.lookup(OPENVINO_DOMAIN, kind, number)
+            kernels.lookup(OPENVINO_DOMAIN, kind, number)
         except cyloop.UnsupportedOpError:
             missing.add(f"{kind}-{number}")
     return missing
@@ -217,7 +217,7 @@ def test_missing_layers_are_still_missing():
     for entry in MISSING_LAYERS:
         kind, number = entry.rsplit("-", 1)
         try:
-            ops.lookup(OPENVINO_DOMAIN, kind, int(number))
+            kernels.lookup(OPENVINO_DOMAIN, kind, int(number))
             supported.append(entry)
         except cyloop.UnsupportedOpError:
             pass

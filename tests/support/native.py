@@ -1,10 +1,10 @@
-"""Marks for the tests of a native path (see cyloop/ops/_native.py): each skips, saying why,
+"""Marks for the tests of a native path (see cyloop/accel/native.py): each skips, saying why,
 where its path is off here (one it turned off itself, or ``CYLOOP_NATIVE_OFF``). The values
 those paths compute are numpy's; the tests of everything else assert them wherever they run."""
 
 import pytest
 
-from cyloop.ops import _gate_passes, _gemm
+from cyloop.accel import _gate_passes, gemm
 
 
 def _steps_off() -> str | None:
@@ -12,8 +12,8 @@ def _steps_off() -> str | None:
     bundled BLAS, a step or many steps a call) decline everything here, or None."""
     if _gate_passes.status() is not None:
         return f"the gate passes are off here: {_gate_passes.status()}"
-    if _gemm.blas_status() is not None:
-        return f"products through numpy's bundled BLAS are off here: {_gemm.blas_status()}"
+    if gemm.blas_status() is not None:
+        return f"products through numpy's bundled BLAS are off here: {gemm.blas_status()}"
     return None
 
 

@@ -1,0 +1,515 @@
+"""Products with a weight matrix, in the formulation this machine runs fastest (DESIGN, "Measured
+choices").
+
+``a @ w`` with a 2-D `a` (a batch of rows: a state, a chunk of inputs) and a 2-D `w` that is the
+same read-only matrix call after call (a body constant, a loop invariant) can be handed to BLAS
+three ways: as it is (``rows``: ``a @ w``, `w` C-contiguous), transposed (``columns``:
+``(w^T @ a^T)^T``, `w^T` C-contiguous, the result copied back to C order so that nothing
+downstream sees another layout; a block of rows at a time, so that a tall product's scratch is
+not a second result), or as two products over the halves of w's columns, each written
+straight into its half of the result (``halves``: OpenBLAS's SkylakeX kernels take a product of
+at most 10^6 multiply-adds by a small-matrix path that does not repack the weight, and a half
+may fall under that where the whole does not). Which is fastest depends on the CPU and on the
+shapes: measured on one x86-64 (Intel Xeon, AVX-512 and AMX, 2 cores), [16,256] @ [256,256]
+took 23-27 us as it is, 18-19 transposed and 13-17 in halves, while [8,128] @ [128,512] took
+7.6-10 as it is and 12-16 transposed. So each shape is timed (`Measured`).
+
+Where numpy's own BLAS is found and a second core is there, a loop may instead run all its
+products on two cores (`on_two_cores`, `_two_core`: each product cut into pieces that this
+thread and a helper thread take in turn; OpenBLAS keeps a product under 10^6 multiply-adds on
+one core). On an AMD EPYC (Zen 4, 2 cores) [16,256] @ [256,256] took 24 us as it is, 20-21 in
+halves and 10-11 on two cores. That is a loop's choice, made a run at a time by the driver
+(`set_products_on_two_cores`), not a product's: see include/cyloop/two_core.h for why.
+
+The contiguous copy a candidate needs (``w`` transposed, its halves, or a transposed view made
+contiguous) is made once per weight and kept while the same read-only array, or a feed of the
+same values, comes back (`_Remembered`); it is what the kernel keeps between calls, and only for
+the last weight it saw (from 64 KiB up in a
+mapping of its own, given back when a losing formulation lets go of it: `_aligned`). It starts
+on a 64-byte boundary: OpenBLAS's small-matrix kernels read the weight with vector loads, and
+at a 16-byte offset (where a large numpy allocation starts) every 64-byte load spans two cache
+lines. On the Xeon above, products repeated on a weight held in L1 took a quarter more time
+so: 9.4 against 7.4 us for [8,128] @ [4,128,128], 18.3 against 14.3 us for
+[16,256] @ [2,256,128] (the other operands' alignment made no difference).
+
+A weight used as it is is not copied to align it. The frontends read a model's weights
+aligned already; what else comes here read-only is a feed or a value the outer graph computes,
+a new array every run, whose copy would be made again every run and held through it (W2's
+feeds: 384 KiB, 2.3% of its output), for a gain within noise: inside a loop body, where the
+weight comes back from L2, aligning it gained the whole step 0-1% on the Xeon (W2, W4) and
+nothing measurable on an AMD EPYC (Zen 3).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from collections.abc import Callable
+
+import numpy as np
+
+from . import _two_core, blas
+from .aligned import aligned
+from .measured import Measured
+from .native import native_off
+
+__all__ = ["ONE_CORE", "TWO_CORES", "Prepared", "PreparedPair", "blas_status", "helper_runs",
+           "matmul", "matmul_plus", "on_two_cores", "plus", "products_decided",
+           "products_on_two_cores", "rows_apart", "rows_plus", "set_products_on_two_cores",
+           "splits_now", "two_cores_here", "weight_product"]
+
+# Bytes of scratch the transposed formulation (``columns``) computes a block of rows in.
+_COLUMNS_SCRATCH = 64 * 1024
+
+
+class _Remembered:
+    """What a `Prepared` or `PreparedPair` derived from its last read-only operands, and whether
+    it still stands for the operands of a call.
+
+    The same read-only arrays coming back stand for the same values (nothing writes a read-only
+    array while the engine holds it). A weight fed to the model is another array every run (the
+    engine views the caller's array anew, read-only), though its values rarely change: from the
+    second time such operands come, a copy of their values is kept beside what was derived from
+    them, and later operands of the same bits (compared in full: a caller may have changed their
+    array in place) take it over without deriving again. Operands found changed once are taken to
+    change (a weight updated every run, or sliced from an input per iteration): nothing is copied
+    or compared for them again."""
+
+    def __init__(self):
+        # (weak references to the operands, the derived value, copies of the operands' values
+        # or None), replaced whole so that a thread reads one consistent triple
+        self.last: tuple = ((), None, None)
+        self.changing = False
+
+    def recall(self, operands: tuple):
+        """The derived value standing for `operands` (read-only arrays), or None."""
+        operands = tuple(map(_whole, operands))
+        refs, derived, values = self.last
+        if derived is None or len(refs) != len(operands):
+            return None
+        if all(ref() is x for ref, x in zip(refs, operands)):
+            return derived
+        if values is None:
+            return None
+        if all(_same_bits(v, x) for v, x in zip(values, operands)):
+            self.last = (tuple(weakref.ref(x) for x in operands), derived, values)
+            return derived
+        self.changing = True
+        return None
+
+    def keep(self, operands: tuple, derived) -> None:
+        """`derived` stands for `operands` from now on (None: nothing is remembered). It stands
+        for other operands of the same values only if it is none of their memory (an aligned,
+        contiguous view of a weight is used as it is: it would follow its operand's changes)."""
+        operands = tuple(map(_whole, operands))
+        refs = self.last[0]
+        again = bool(refs) and not self.changing  # other operands came before these
+        if again and all(_bits(x.dtype) is not None for x in operands) \
+                and not any(np.may_share_memory(d, x) for d in _arrays(derived)
+                            for x in operands):
+            values = tuple(np.array(x, copy=True) for x in operands)
+        else:
+            values = None
+        self.last = (tuple(weakref.ref(x) for x in operands), derived, values)
+
+    def forget(self) -> None:
+        self.last = ((), None, None)
+
+
+def _whole(a: np.ndarray) -> np.ndarray:
+    """The read-only array `a` is a read-only view of all of, if it is one, else `a`: the row a
+    loop binds each iteration of a value computed once a run is a new view of that value, and
+    stands for it (what was derived from one such row is then recalled for the next by identity,
+    not by comparing their values each call)."""
+    base = a.base
+    if isinstance(base, np.ndarray) and base.shape == a.shape and base.dtype == a.dtype \
+            and not base.flags.writeable and not a.flags.writeable \
+            and all(s == t for s, t, n in zip(a.strides, base.strides, a.shape) if n > 1) \
+            and np.may_share_memory(a, base):
+        return base
+    return a
+
+
+def rows_apart(state: np.ndarray) -> np.ndarray:
+    """A [B, H] state as the steps kernels take it, rows of contiguous elements: a copy of one
+    with another layout (the gate-major step hands on transposed views, and a trial's last step
+    may be one), else itself."""
+    return state if state.strides[-1] == state.itemsize else np.ascontiguousarray(state)
+
+
+# Unsigned integers by size: two arrays are compared bit for bit through views of these (so that
+# -0.0 and 0.0 differ, and a NaN equals itself).
+_BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _arrays(derived):
+    """The arrays in a derived value (an array, or nested tuples holding some)."""
+    if isinstance(derived, np.ndarray):
+        yield derived
+    elif isinstance(derived, tuple):
+        for item in derived:
+            yield from _arrays(item)
+
+
+def _bits(dtype):
+    """The unsigned type an array of `dtype` is compared through, or None (not comparable)."""
+    return None if dtype.hasobject else _BITS.get(dtype.itemsize)
+
+
+def _same_bits(kept: np.ndarray, x: np.ndarray) -> bool:
+    """Whether `x` holds exactly the values `kept` (a copy made earlier) holds."""
+    bits = _bits(x.dtype)
+    if bits is None or kept.shape != x.shape or kept.dtype != x.dtype:
+        return False
+    return bool(np.array_equal(kept.view(bits), x.view(bits)))
+
+
+class Prepared:
+    """``make(w)``, remembered for the last read-only `w` (`_Remembered`: the same array, or a
+    feed of the same values, takes it again), laid out in one `aligned` copy unless it is `w`
+    itself (see the module's docstring). The weight itself is held weakly: a caller's feed is not
+    kept alive by a kernel. A writeable `w` gets ``make(w)`` afresh each call, not aligned (that
+    would copy it each call)."""
+
+    def __init__(self, make: Callable[[np.ndarray], np.ndarray]):
+        self._make = make
+        self._remembered = _Remembered()
+
+    def __call__(self, w: np.ndarray) -> np.ndarray:
+        refs, derived, _ = self._remembered.last
+        if refs and refs[0]() is w:  # (the common case, first: one weight, call after call)
+            return w if derived is None else derived
+        if not w.flags.writeable:
+            derived = self._remembered.recall((w,))
+            if derived is not None:
+                return derived
+        derived = self._make(w)
+        if w.flags.writeable:
+            return derived
+        if derived is w:  # w itself: nothing to remember but w
+            self._remembered.last = ((weakref.ref(w),), None, None)
+            return w
+        derived = aligned(derived)
+        self._remembered.keep((w,), derived)
+        return derived
+
+    def forget(self) -> None:
+        """Let go of the derived array (made again if asked for)."""
+        self._remembered.forget()
+
+    def remembers(self, w: np.ndarray | None = None) -> bool:
+        """Whether it holds what it made of a weight (of the array `w`, if given)."""
+        refs = self._remembered.last[0]
+        return bool(refs) and (w is None or refs[0]() is w)
+
+
+class PreparedPair:
+    """``make(w, b)`` of two arrays, `aligned` and remembered for the last pair of read-only
+    ones (as `Prepared`: held weakly, derived once while the same two, or two of the same
+    values, come back)."""
+
+    def __init__(self, make: Callable[[np.ndarray, np.ndarray], np.ndarray]):
+        self._make = make
+        self._remembered = _Remembered()
+
+    def __call__(self, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+        refs, derived, _ = self._remembered.last
+        if refs and refs[0]() is w and refs[1]() is b:  # (the common case, first)
+            return derived
+        read_only = not (w.flags.writeable or b.flags.writeable)
+        if read_only:
+            derived = self._remembered.recall((w, b))
+            if derived is not None:
+                return derived
+        derived = self._make(w, b)
+        if read_only:
+            derived = aligned(derived)
+            self._remembered.keep((w, b), derived)
+        return derived
+
+
+def _shapes(a, w, out=None):
+    """The trial key: the shapes, with a's rows past 16 in power-of-two classes (a hoisted
+    product's chunks come in many row counts, alike in what suits them: a trial each would keep
+    half their calls on the slower candidate for longer)."""
+    m, k = a.shape
+    return (m if m <= 16 else 1 << (m - 1).bit_length(), k), w.shape, a.dtype.char
+
+
+def _labeller(transposed):
+    def label(key):
+        (m, k), w_shape, char = key
+        rows = m if m <= 16 else f"{m // 2 + 1}..{m}"
+        return f"[{rows},{k}] @ [{','.join(map(str, w_shape))}]{'^T' if transposed else ''} " \
+               f"{np.dtype(char).name}"
+
+    return label
+
+
+def _narrow_product(a, b, out):
+    """a @ b of ml_dtypes' narrow floats (bfloat16, float8): numpy computes their product in
+    float32 and returns float32; MatMul returns its operands' type, rounded from that."""
+    result = np.matmul(a, b).astype(a.dtype)
+    if out is None:
+        return result
+    np.copyto(out, result)
+    return out
+
+
+def _itself(w: np.ndarray) -> np.ndarray:
+    return w
+
+
+def _halves(rows: np.ndarray) -> tuple:
+    """A [K, N] weight as the operands of `halves`: (its column halves stacked [2, K, N/2],
+    None, None) for an even N, else (None, the first N//2 + 1 columns, the rest); views."""
+    k, n = rows.shape
+    if n % 2 == 0:
+        return rows.reshape(k, 2, n // 2).swapaxes(0, 1), None, None
+    split = n // 2 + 1
+    return None, rows[:, :split], rows[:, split:]
+
+
+_bound: bool | None = None  # whether numpy's own BLAS is bound to `_two_core` (None: not tried)
+_blas_status: str | None = None  # why it is not, where it is not
+
+
+def _blas_bound() -> bool:
+    """Whether numpy's own BLAS is found (`blas`), bound to `_two_core` and checked (this binds
+    it, the first time). Its entry points are read from a library numpy bundles, not from numpy's
+    API: a product of each float type through them must agree with np.matmul, else they are
+    unbound and every product stays numpy's."""
+    global _bound, _blas_status
+    if _bound is None:
+        found = None if "blas" in native_off() else blas.entries()
+        if found is None:
+            _blas_status = ("turned off (CYLOOP_NATIVE_OFF)" if "blas" in native_off() else
+                            "numpy bundles no OpenBLAS whose entry points say their width")
+        else:
+            _two_core.bind(*found)
+            _blas_status = _product_disagrees()
+            if _blas_status is not None:
+                _two_core.bind(0, 0, 0)
+        _bound = _blas_status is None
+    return _bound
+
+
+def _product_disagrees() -> str | None:
+    """Why products through the bound BLAS cannot be used (one of a float type disagrees with
+    np.matmul beyond rounding), or None."""
+    rng = np.random.default_rng(0)
+    for dtype in (np.float32, np.float64):
+        a, b = rng.standard_normal((2, 5, 7)).astype(dtype), rng.standard_normal((7, 3), dtype)
+        got = _two_core.multiply(a, b, None, False)
+        if got is not None and not np.allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-5):
+            return f"a {np.dtype(dtype)} product through numpy's bundled BLAS disagrees with matmul"
+    return None
+
+
+def blas_status() -> str | None:
+    """Why matrix products never call numpy's bundled BLAS directly here (a sentence), or None
+    where they may (binding it, the first time)."""
+    _blas_bound()
+    return _blas_status
+
+
+@functools.cache
+def two_cores_here() -> bool:
+    """Whether products may run on two cores here (`_two_core`): numpy's own BLAS is found and
+    the process may use a second core. Binds BLAS's entry points the first time."""
+    return bool(_two_core.HELPER) and blas.spare_core() and _blas_bound()
+
+
+def helper_runs() -> bool:
+    """Whether a product on two cores gets the helper's help now: `two_cores_here`, and numpy's
+    BLAS may use two threads or more (OPENBLAS_NUM_THREADS=1 or threadpoolctl's limits hold it
+    to one, and then every piece runs on its caller: include/cyloop/two_core.h)."""
+    return two_cores_here() and not 0 <= _two_core.blas_threads() < 2
+
+
+# Where the matrix products of the loop running on this thread go: on two cores (`on_two_cores`)
+# while ``_mode.on``, else to numpy (one core, and BLAS's own threads for a large product). The
+# loop driver sets it a run at a time (`set_products_on_two_cores`): the two cannot be mixed in a
+# run (see include/cyloop/two_core.h), so which runs a loop faster is measured a run at a time.
+_mode = threading.local()
+
+
+# The candidates of where matrix products run (a loop's `LoopDriver.products`, a layer's
+# `sequences._Cores`).
+ONE_CORE = "on one core (BLAS's own threads for a large product)"
+TWO_CORES = "on two cores"
+
+
+def set_products_on_two_cores(on: bool | None) -> bool | None:
+    """Run this thread's matrix products on two cores (or not) from now on; returns the setting
+    it replaces (None: no loop decided it; they run on one core)."""
+    previous = getattr(_mode, "on", None)
+    _mode.on = on
+    return previous
+
+
+def products_on_two_cores() -> bool:
+    """Whether this thread's matrix products run on two cores (see `set_products_on_two_cores`)."""
+    return bool(getattr(_mode, "on", False))
+
+
+def products_decided() -> bool:
+    """Whether a loop running on this thread has decided where its products run (a kernel
+    outside loops finds it undecided)."""
+    return getattr(_mode, "on", None) is not None
+
+
+def on_two_cores(a, w, out: np.ndarray | None = None) -> np.ndarray:
+    """``np.matmul(a, w, out=out)``: for arrays a [M, K] or [P, M, K] and w [K, N] or
+    [P, K, N] on two cores where `_two_core` takes the operands (see `two_cores_here`), else
+    numpy's."""
+    if not _stackable(a, w):
+        return np.matmul(a, w, out=out)
+    return _on_two_cores(a, w, out)
+
+
+def _on_two_cores(a: np.ndarray, w: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """`on_two_cores` of two arrays known to be 2-D or 3-D (the hot path: no checks twice)."""
+    if out is None:
+        result = _two_core.multiply(a, w, None, True)
+        return np.matmul(a, w) if result is None else result
+    if _two_core.product(a, w, out) == _two_core.UNFIT:
+        return np.matmul(a, w, out=out)
+    return out
+
+
+def splits_now(multiply_adds: int) -> bool:
+    """Whether a product of this many multiply-adds runs on two cores now: this thread's
+    products run there and it is large enough to cut in pieces (see `_splits`)."""
+    return bool(getattr(_mode, "on", False)) and multiply_adds >= _two_core.SMALLEST
+
+
+def _stackable(a, b) -> bool:
+    """Whether a and b are arrays of 2 or 3 dimensions (what `_two_core` multiplies)."""
+    return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) \
+        and 2 <= a.ndim <= 3 and 2 <= b.ndim <= 3
+
+
+def _splits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether a @ b, of 2-D or 3-D arrays, is large enough to cut in pieces for two cores
+    (`_two_core.SMALLEST`): a smaller one runs as it would on one core."""
+    return a.size * b.shape[-1] * (b.shape[0] if b.ndim == 3 and a.ndim == 2 else 1) \
+        >= _two_core.SMALLEST
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``np.matmul(a, b, out=out)``, on two cores while this thread's products run there and
+    the product is large enough to split (a kernel's products go through this, or
+    `weight_product`, so that the loop's choice reaches them; such a kernel says so with
+    ``kernel.products = True``)."""
+    if getattr(_mode, "on", False) and _stackable(a, b) and _splits(a, b):
+        return _on_two_cores(a, b, out)
+    return np.matmul(a, b, out=out)
+
+
+def matmul_plus(a: np.ndarray, b: np.ndarray, addend: np.ndarray) -> np.ndarray:
+    """``a @ b + addend`` as a fresh array: BLAS adds the product to a copy of the addend
+    (`_two_core.product`), so that no pass over the result adds it afterwards, on two cores under
+    the same conditions as `matmul`, else on this thread. Where `_two_core` does not take the
+    operands (other types, an addend widening the product), numpy's product and then the add,
+    in place where the addend broadcasts to the product. A recurrent step's gates: the product
+    of the state and the hoisted projection's row."""
+    if _blas_bound():
+        result = _two_core.multiply(a, b, addend, bool(getattr(_mode, "on", False)))
+        if result is not None:
+            return result
+    return plus(matmul(a, b), addend)
+
+
+def plus(product: np.ndarray, addend) -> np.ndarray:
+    """``product + addend``, written over `product` (a fresh array of the caller's) where the
+    addend broadcasts to it, else a new array (the addend widens it)."""
+    try:
+        return np.add(product, addend, out=product)
+    except ValueError:  # (a non-broadcastable output: the sum is wider)
+        return np.add(product, addend)
+
+
+def rows_plus(x: np.ndarray, w: np.ndarray, addend: np.ndarray) -> np.ndarray:
+    """``x @ w + addend`` for rows x [..., K] and w [K, N], as [..., N] (`matmul_plus`): the
+    rows multiplied where they lie, a 3-D x whose matrices are strided apart (a chunk of an
+    input sliced along axis 1) as a stack of products, where making them one matrix would copy
+    them."""
+    if x.ndim == 3 and not x.flags.c_contiguous:
+        return matmul_plus(x, w, addend)
+    result = matmul_plus(np.reshape(x, (-1, x.shape[-1])), w, addend)
+    return result.reshape(x.shape[:-1] + result.shape[-1:])
+
+
+def weight_product(transposed: bool = False) -> Callable:
+    """``product(a, w, out=None)`` = ``a @ w`` (``a @ w^T`` if `transposed`), in the measured
+    formulation when both are 2-D of one dtype and `w` is read-only; plain ``np.matmul``
+    otherwise. ``product.measured`` is the choice (the plan shows it, tune=False fixes it)."""
+    # Each makes views; `Prepared` lays a read-only weight's out in one aligned copy.
+    if transposed:
+        as_rows = Prepared(lambda w: w.T)
+        as_columns = Prepared(_itself)
+        as_halves = Prepared(lambda w: _halves(w.T))
+    else:
+        as_rows = Prepared(_itself)
+        as_columns = Prepared(lambda w: w.T)
+        as_halves = Prepared(_halves)
+
+    def rows(a, w, out):
+        return np.matmul(a, as_rows(w), out=out)
+
+    def columns(a, w, out):
+        w_t = as_columns(w)
+        m = a.shape[0]
+        result = np.empty((m, w_t.shape[0]), a.dtype) if out is None else out
+        # A block of a's rows at a time, so that the transposed product's scratch stays small
+        # (a hoisted chunk's product would otherwise need a second buffer of the result's size).
+        block = max(1, _COLUMNS_SCRATCH // max(w_t.shape[0] * result.itemsize, 1))
+        if m <= block:
+            np.copyto(result, np.matmul(w_t, a.T).T)
+            return result
+        for start in range(0, m, block):
+            np.copyto(result[start:start + block], np.matmul(w_t, a[start:start + block].T).T)
+        return result
+
+    def halves(a, w, out):
+        stacked, left, right = as_halves(w)
+        m, n = a.shape[0], (w.shape[0] if transposed else w.shape[1])
+        # The halves are written in place: into `out` when a view of it can take them.
+        whole = out if out is not None and out.flags.c_contiguous else np.empty((m, n), a.dtype)
+        if stacked is not None:  # [2, K, N/2]: one batched call writes both halves
+            np.matmul(a, stacked, out=whole.reshape(m, 2, n // 2).swapaxes(0, 1))
+        else:
+            split = left.shape[1]
+            np.matmul(a, left, out=whole[:, :split])
+            np.matmul(a, right, out=whole[:, split:])
+        if out is None or whole is out:
+            return whole
+        np.copyto(out, whole)
+        return out
+
+    prepared = {"rows": as_rows, "columns": as_columns, "halves": as_halves}
+
+    def settled(in_use):
+        """A formulation no shape uses any more lets go of its copy of the weight."""
+        for name, weight in prepared.items():
+            if name not in in_use:
+                weight.forget()
+
+    measured = Measured({"rows": rows, "columns": columns, "halves": halves}, key=_shapes,
+                        label=_labeller(transposed), on_settled=settled)
+
+    def product(a, w, out=None):
+        if a.dtype.kind == "V" or w.dtype.kind == "V":
+            return _narrow_product(a, np.swapaxes(w, -1, -2) if transposed else w, out)
+        if a.ndim == 2 and w.ndim == 2 and not w.flags.writeable and a.dtype == w.dtype:
+            if getattr(_mode, "on", False) and _splits(a, w):  # w as it is (w^T laid out)
+                return _on_two_cores(a, as_rows(w), out)
+            return measured(a, w, out)
+        return matmul(a, np.swapaxes(w, -1, -2) if transposed else w, out=out)
+
+    product.measured = measured
+    product.prepared = prepared  # each formulation's `Prepared` weight (tests look at them)
+    product.products = True
+    return product

@@ -1,0 +1,318 @@
+"""`Measured`: equivalent formulations of one computation, timed where they run (DESIGN,
+"Measured choices").
+
+Which of two equivalent numpy spellings is faster depends on the CPU (its SIMD width, its BLAS
+kernels, its caches) and on the operands' shapes, so a kernel with candidates does not pick one:
+its first calls on each shape rotate through them, timing each, and from then on it keeps the
+fastest on this machine for that shape. Results agree to rounding whichever runs.
+``Model(..., tune=False)`` fixes the first (default) candidate, for reproducible runs; tests force
+each candidate in turn (`fix`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import threading
+from collections.abc import Callable, Hashable
+from time import perf_counter
+
+__all__ = ["Measured", "Trial", "untimed"]
+
+# Medians within this fraction of each other are too close to call on a few samples (a noisy
+# neighbour, a page fault): each candidate runs `rounds` more, up to this factor times `rounds`.
+CLOSE = 0.1
+MAX_ROUNDS_FACTOR = 3
+# A candidate whose fastest sample is this many times the slowest of the best one's, after
+# EARLY_ROUNDS timed calls each, drops out of the trial then: a clearly slower candidate (a GEMM
+# orientation at 2.5x, say) does not keep its turns for all the rounds. Trials run in a model's
+# first runs, so every turn it keeps costs the user.
+CLEAR = 1.3
+EARLY_ROUNDS = 2
+
+
+_untimed = threading.local()  # .depth > 0: this thread's calls are one-offs (see `untimed`)
+
+
+@contextlib.contextmanager
+def untimed():
+    """Calls in this block (on this thread) are one-offs, not samples: a `Measured` runs the
+    candidate it chose for the key, or else its default, and opens no trial. For a call that
+    will not come back on its shape (the hoisted part's first-row probe, engine/chunks.py): a
+    trial it opened would never finish, and every candidate it names would keep what it holds
+    (a prepared weight) for good."""
+    _untimed.depth = getattr(_untimed, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _untimed.depth -= 1
+
+
+class Trial:
+    """The timings of the candidates on one key (one set of shapes) and, once each has run its
+    rounds, the choice."""
+
+    def __init__(self, key, names, rounds: int):
+        self.key = key
+        self.samples: dict[str, list[float]] = {name: [] for name in names}
+        self.needed = rounds  # timed calls each candidate needs before the choice
+        self.active = list(names)  # the candidates still taking turns
+        self.choice: str | None = None
+        self.turn = 0
+        self.warm: set[str] = set()
+
+    def describe(self, unit: str = "us") -> str:
+        times = ", ".join(f"{name} {statistics.median(s) * 1e6:.1f} {unit}" if s else
+                          f"{name} not timed" for name, s in self.samples.items())
+        if self.choice is None:
+            return f"still measuring ({times})"
+        return f"{self.choice}, the fastest here ({times})"
+
+
+class Measured:
+    """Call one of `candidates` (name -> callable, the first the default) per call. On each key
+    (``key(*args)``, say the operands' shapes; one key if None) the candidates run in turn, each
+    once to warm up and `rounds` times more (up to three times as many while the two best medians
+    are within 10%), then the one with the lowest median time is kept for that key. A candidate
+    clearly slower after two timed calls each (its fastest sample over 1.3 times the slowest of
+    the best one's) stops taking turns then, and the last one left is kept. `label(key)`
+    names a key in the plan. Past `max_keys` keys (shapes that keep changing, say a growing
+    operand), new keys take the default without timing: no trial is kept per shape of an
+    unbounded series.
+
+    ``timing="call"`` times each call. ``timing="period"`` times from one call to the next on the
+    same key instead: inside a loop body that is one iteration with the candidate in effect, for
+    choices whose cost shows downstream of the call (a Split's views make its consumers read
+    strided memory; copies cost a copy but leave them contiguous). A period that spans a gap
+    between runs is an outlier the median absorbs.
+
+    ``out=``, if given, reaches the candidate as one more positional argument (the key sees the
+    others only): an engine destination for kernels whose candidates all take one.
+
+    ``streak``: each candidate runs that many calls in a row, and only the last of them is
+    timed (with ``timing="call"`` only). For a recurrent step whose outputs are its own next
+    inputs (a state in the candidate's layout): a timed call then reads what the same candidate
+    wrote, as every call will once it is chosen, not what the previous candidate left (a
+    gate-major step hands on transposed views, which a batch-major one reads strided).
+
+    ``consecutive``: each candidate takes all its turns (its warm-up call and its rounds) before
+    the next one starts, instead of taking turns call by call. For choices whose candidates
+    leave something behind that slows the next one (a run with BLAS's own threads leaves them
+    spinning on the core the next run's helper thread needs: `_gemm.set_products_on_two_cores`):
+    then only a candidate's warm-up call follows another candidate. A later candidate clearly
+    slower than the best before it (by the margin above) drops out after its first timed call.
+
+    ``extend=False``: a trial too close to call after its rounds keeps the faster candidate then,
+    without more rounds. For choices whose calls are whole runs of a model, which the user waits
+    for: between runs the time moves by more than 10% on a shared machine, which three times as
+    many rounds do not resolve, and two candidates within 10% cost within 10% whichever is kept.
+
+    ``warm_up=False``: each candidate's first call is a sample too. For choices whose
+    candidates pay no one-time cost on their first call (where a value lives: a pool's first
+    run makes two small buffers), so that a trial of whole runs takes two fewer.
+
+    A caller that times something other than a call (say, a hoisted chunk and the iterations it
+    feeds) uses `pick` and `report` directly; `unit` names what the samples measure."""
+
+    def __init__(self, candidates: dict[str, Callable], rounds: int = 5,
+                 key: Callable[..., Hashable] | None = None,
+                 label: Callable[[Hashable], str] = str, max_keys: int = 16,
+                 timing: str = "call", unit: str = "us", streak: int = 1,
+                 on_settled: Callable[[set], None] | None = None, consecutive: bool = False,
+                 extend: bool = True, warm_up: bool = True):
+        if timing not in ("call", "period"):
+            raise ValueError(f"timing must be 'call' or 'period', not {timing!r}")
+        if streak < 1:
+            raise ValueError(f"streak must be at least 1, not {streak}")
+        if streak > 1 and consecutive:
+            raise ValueError("consecutive candidates take their turns in one streak each: "
+                             "give no streak")
+        if streak > 1 and timing == "period":
+            # A period runs from one call to the next: the period a streak's last call begins
+            # would end in the next candidate's first call, and time both.
+            raise ValueError("a streak needs timing='call': a timed period would run into the "
+                             "next candidate's streak")
+        self.candidates = dict(candidates)
+        self.rounds = rounds
+        self.streak = streak
+        self.consecutive = consecutive
+        self.extend = extend
+        self.warm_up = warm_up
+        self.max_keys = max_keys
+        self.unit = unit
+        self.trials: dict[Hashable, Trial] = {}
+        self.fixed: str | None = None
+        self._key, self._label, self._period = key, label, timing == "period"
+        self._chosen: dict[Hashable, str] = {}  # key -> the kept candidate
+        self._chosen_fn: dict[Hashable, Callable] = {}
+        self._pending: dict[Hashable, tuple] = {}  # period timing: key -> (trial, name, start)
+        self._all = next(iter(self.candidates.values())) if len(self.candidates) == 1 else None
+        self._lock = threading.Lock()
+        self._on_settled = on_settled
+
+    def __call__(self, *args, out=None):
+        # (``out``, a destination, reaches the candidates as one more positional; the chosen
+        # one is called from here, the hot path of a loop body's step: no call more.)
+        if self._all is not None:
+            return self._all(*args) if out is None else self._all(*args, out)
+        key = self._key(*args) if self._key is not None else None
+        chosen = self._chosen_fn.get(key)
+        if chosen is not None:
+            return chosen(*args) if out is None else chosen(*args, out)
+        return self._call(args, args if out is None else args + (out,))
+
+    def _call(self, keyed, args):
+        """A call with `args`, keyed and chosen by `keyed` (args but a destination)."""
+        if self._all is not None:
+            return self._all(*args)
+        key = self._key(*keyed) if self._key is not None else None
+        chosen = self._chosen_fn.get(key)
+        if chosen is not None:
+            return chosen(*args)
+        name, trial = self.pick(key)
+        if self._period:
+            self._next_period(key, trial, name)
+            return self.candidates[name](*args)
+        if trial is None:
+            return self.candidates[name](*args)
+        start = perf_counter()
+        result = self.candidates[name](*args)
+        self.report(trial, name, perf_counter() - start)
+        return result
+
+    def _next_period(self, key, trial, name):
+        now = perf_counter()
+        with self._lock:
+            pending = self._pending.pop(key, None)
+            if trial is not None:
+                self._pending[key] = (trial, name, now)
+        if pending is not None:
+            self.report(pending[0], pending[1], now - pending[2])
+
+    def steps_for(self, *args):
+        """The `steps` of the candidate chosen for these arguments' key (a recurrent step's,
+        kernels/registry.py `Recurrence`), or None while that choice is on trial, or if the chosen
+        candidate has none."""
+        chosen = self._all
+        if chosen is None:
+            chosen = self._chosen_fn.get(self._key(*args) if self._key is not None else None)
+        steps_for = getattr(chosen, "steps_for", None)
+        return None if steps_for is None else steps_for(*args)
+
+    def settled(self, *args) -> bool:
+        """Whether the candidate for these arguments is settled: fixed, the only one, or chosen
+        on their key (no trial will change it)."""
+        if self._all is not None:
+            return True
+        return (self._key(*args) if self._key is not None else None) in self._chosen_fn
+
+    def pick(self, key: Hashable = None) -> tuple[str, Trial | None]:
+        """The candidate to run now on `key`, and the trial its time goes to (None when nothing
+        is to be timed: fixed, chosen already, a key past `max_keys`, or a call of a streak but
+        its last)."""
+        if self.fixed is not None:
+            return self.fixed, None
+        chosen = self._chosen.get(key)
+        if chosen is not None:
+            return chosen, None
+        names = list(self.candidates)
+        if getattr(_untimed, "depth", 0):
+            return names[0], None
+        with self._lock:
+            trial = self.trials.get(key)
+            if trial is None and len(self.trials) < self.max_keys:
+                trial = self.trials[key] = Trial(key, names, self.rounds)
+                if not self.warm_up:
+                    trial.warm.update(names)
+            if trial is None or trial.choice is not None:
+                return (names[0] if trial is None else trial.choice), None
+            turn, trial.turn = trial.turn, trial.turn + 1
+        active = trial.active
+        if self.consecutive:  # the first candidate still short of samples (see the class)
+            name = next((n for n in active if n not in trial.warm
+                         or len(trial.samples[n]) < trial.needed), active[-1])
+            return name, trial
+        name = active[turn // self.streak % len(active)]
+        # Within a streak only the last call is timed.
+        return name, (trial if turn % self.streak == self.streak - 1 else None)
+
+    def report(self, trial: Trial, name: str, seconds: float) -> None:
+        """One timing of candidate `name` on `trial` (as `pick` gave them); the choice is made
+        once every candidate still in the trial has its rounds, or one is left. When a candidate
+        leaves a trial, ``on_settled`` hears which candidates some key still uses (chosen, or
+        still on trial): the others may let go of what they keep (a prepared weight)."""
+        with self._lock:
+            before = len(trial.active), trial.choice
+            self._report(trial, name, seconds)
+            changed = (len(trial.active), trial.choice) != before
+            in_use = self._in_use() if changed and self._on_settled is not None else None
+        if in_use is not None:
+            self._on_settled(in_use)
+
+    def _in_use(self) -> set:
+        """The candidates chosen for some key or still on some trial (and the default, once keys
+        past `max_keys` take it untimed)."""
+        names = set(self._chosen.values())
+        if len(self.trials) >= self.max_keys:
+            names.add(next(iter(self.candidates)))
+        for trial in self.trials.values():
+            if trial.choice is None:
+                names.update(trial.active)
+        return names
+
+    def _report(self, trial: Trial, name: str, seconds: float) -> None:
+        """`report`'s work, under the lock."""
+        if trial.choice is not None or name not in trial.active:
+            return
+        if name in trial.warm:
+            trial.samples[name].append(seconds)
+        else:  # a first call pays one-time costs (caches, page faults): not a sample
+            trial.warm.add(name)
+        samples = {n: trial.samples[n] for n in trial.active}
+        # Consecutive candidates are compared from the later one's first sample on (those before
+        # it have all their rounds): a whole run on the clearly slower one is what it saves.
+        early = 1 if self.consecutive else EARLY_ROUNDS
+        if all(len(s) >= early for s in samples.values()):
+            best = min(samples, key=lambda n: statistics.median(samples[n]))
+            ceiling = CLEAR * max(samples[best])
+            trial.active = [n for n in trial.active if n == best or min(samples[n]) <= ceiling]
+            if len(trial.active) == 1:
+                self._choose(trial, best)
+                return
+            samples = {n: trial.samples[n] for n in trial.active}
+        if all(len(s) >= trial.needed for s in samples.values()):
+            medians = sorted((statistics.median(s), n) for n, s in samples.items())
+            close = medians[1][0] < medians[0][0] * (1 + CLOSE)
+            if close and self.extend and trial.needed < MAX_ROUNDS_FACTOR * self.rounds:
+                trial.needed += self.rounds  # too close to call on this many: more rounds
+            else:
+                self._choose(trial, medians[0][1])
+
+    def _choose(self, trial: Trial, name: str) -> None:
+        trial.choice = name
+        key = trial.key
+        self._chosen[key] = name
+        self._chosen_fn[key] = self.candidates[name]
+        self._pending.pop(key, None)
+
+    def fix(self, name: str | None = None) -> None:
+        """Use `name` (default: the first candidate) for every key from now on, without timing."""
+        name = next(iter(self.candidates)) if name is None else name
+        if name not in self.candidates:
+            raise ValueError(f"no candidate {name!r} (candidates: {list(self.candidates)})")
+        self.fixed, self._all = name, self.candidates[name]
+        if self._on_settled is not None:
+            self._on_settled({name})
+
+    def describe(self) -> str:
+        """The choice and the median time of each candidate, per key, for the plan."""
+        if self.fixed is not None:
+            return f"{self.fixed} (fixed, not measured)"
+        if len(self.candidates) == 1:
+            return f"{next(iter(self.candidates))} (the only candidate)"
+        if not self.trials:  # (calls made untimed, or none: they run the default)
+            return f"not timed yet ({next(iter(self.candidates))}, the default, until then)"
+        if list(self.trials) == [None]:
+            return self.trials[None].describe(self.unit)
+        return "; ".join(f"on {self._label(key)}: {trial.describe(self.unit)}"
+                         for key, trial in self.trials.items())

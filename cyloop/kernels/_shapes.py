@@ -1,0 +1,114 @@
+"""Shape helpers both op families share."""
+
+import numpy as np
+
+from ..accel.aligned import owns_memory
+from ..accel.measured import Measured
+
+__all__ = ["flat_int_list", "int_list", "is_constant", "remembered", "split", "split_kernel",
+           "unsqueeze"]
+
+
+def int_list(values) -> list:
+    """A 1-D integer tensor (a shape, axes, starts) as Python ints: `tolist` converts them in C,
+    where int() of each element costs more than the reshape or slice they are for on a loop
+    body's small tensors. Anything else is read as int() reads it, errors included."""
+    if type(values) is not np.ndarray:  # (an array, the common case, is taken as it is)
+        values = np.asarray(values)
+    if values.ndim == 1 and values.dtype.kind in "iu":
+        return values.tolist()
+    return [int(v) for v in values]
+
+
+def is_constant(value) -> bool:
+    """Whether `value` is an array nothing writes while a model holds it: read-only and holding
+    its own memory, as the engine keeps an initializer (engine/compile.py `_constant`). (A
+    read-only view may see its base written; a loop's hoisted rows are such views.)"""
+    return type(value) is np.ndarray and not value.flags.writeable and owns_memory(value)
+
+
+def remembered(convert):
+    """`convert` (of a small tensor: axes, a shape, starts) remembering its answer for the last
+    constant it read (`is_constant`, or a tuple): a kernel's constant operand is converted once,
+    not at every call. One entry, replaced whole, so threads sharing the kernel never see a
+    half-updated one; other values are converted afresh each call."""
+    last = [(None, None)]
+
+    def read(values):
+        known, answer = last[0]
+        if values is known:
+            return answer
+        answer = convert(values)
+        if type(values) is tuple or is_constant(values):
+            last[0] = (values, answer)
+        return answer
+
+    return read
+
+
+def flat_int_list(values) -> list:
+    """`int_list` of an integer tensor of any shape (a scalar too), its values in order."""
+    if type(values) is not np.ndarray or values.ndim != 1:
+        values = np.asarray(values).ravel()
+    return int_list(values)
+
+
+def unsqueeze(x, axes):
+    """``np.expand_dims(x, axes)`` as one reshape: axes index the result (negative from its end).
+
+    expand_dims normalizes its axes in Python, which costs several times the reshape itself on
+    the small tensors loop bodies pass around; bad axes still get numpy's own error."""
+    axes = axes.tolist() if isinstance(axes, np.ndarray) else np.asarray(axes).tolist()
+    if not isinstance(axes, list):
+        axes = [axes]  # a 0-d array
+    array = isinstance(x, np.ndarray)
+    shape = list(x.shape) if array else list(np.shape(x))
+    rank = len(shape) + len(axes)
+    positions = sorted([a + rank if a < 0 else a for a in axes])
+    if (not positions or len(set(positions)) != len(positions) or positions[0] < 0
+            or positions[-1] >= rank):
+        return np.expand_dims(x, tuple(axes))
+    for a in positions:
+        shape.insert(a, 1)
+    return x.reshape(shape) if array else np.reshape(x, shape)
+
+
+def split(x, axis: int, sizes) -> tuple:
+    """Parts of `x` along `axis` of the given sizes, as views by basic slicing (np.split's Python
+    overhead is many times the work on a loop body's small tensors). As with np.split at the
+    running sums of `sizes`, the last part is whatever remains."""
+    index = [slice(None)] * x.ndim
+    index_axis = axis + x.ndim if axis < 0 else axis
+    parts, start = [], 0
+    for k, size in enumerate(sizes):
+        index[index_axis] = slice(start, start + size if k < len(sizes) - 1 else None)
+        parts.append(x[tuple(index)])
+        start += size
+    return tuple(parts)
+
+
+def _contiguous_copies(x, axis, sizes):
+    return tuple(np.ascontiguousarray(part) for part in split(x, axis, sizes))
+
+
+def split_kernel():
+    """``parts(x, axis, sizes)``: `split`, its parts either views or contiguous copies, a measured
+    choice (``parts.measured``). Views of a split along an inner axis are strided, and every
+    consumer pays for that at each read; copies pay once. Which costs less shows downstream of
+    the split, so the candidates are timed by period (one call to the next: in a loop body, an
+    iteration). Parts that are contiguous views anyway (a C-contiguous `x` split along its first
+    axis of more than one element) are views, untimed."""
+    measured = Measured({"views": split, "copies": _contiguous_copies}, rounds=9,
+                        key=lambda x, axis, sizes: (x.shape, x.strides, x.dtype.str, axis),
+                        label=lambda key: f"{np.dtype(key[2]).name}{list(key[0])} along axis "
+                                          f"{key[3]}",
+                        timing="period")
+
+    def parts(x, axis, sizes):
+        leading = x.shape[:axis + x.ndim if axis < 0 else axis]
+        if x.flags.c_contiguous and all(d == 1 for d in leading):
+            return split(x, axis, sizes)
+        return measured(x, axis, sizes)
+
+    parts.measured = measured
+    return parts

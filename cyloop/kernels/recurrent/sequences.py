@@ -1,0 +1,248 @@
+"""OpenVINO's recurrent sequence layers, LSTMSequence-5, GRUSequence-5 and RNNSequence-5: the
+whole of an RNN layer in one op, as `openvino.convert_model` writes PyTorch's nn.LSTM / nn.GRU /
+nn.RNN and ONNX's LSTM / GRU / RNN.
+
+Each direction runs the cell of cells.py over the sequence: the input projection of every step
+at once (one GEMM: the hoisting a TensorIterator's cell gets), then the recurrence step by step,
+with the same measured choices. Where every element runs every step, the steps from the first
+its step's chosen formulation takes on (one with `steps`: kernels/registry.py `Recurrence`) run in
+one call (`lstm_product_steps`, `gru_product_steps`, `product_tanh_steps`): an LSTM of B8 T200
+I64 H128, 54.9 -> 26.3 us a step (OpenVINO's plugin: 53.0), AMD EPYC Zen 4. Shapes, with D
+directions (2 if bidirectional):
+
+    X [B, T, I], initial states [B, D, H], sequence_lengths [B], W [D, G*H, I], R [D, G*H, H],
+    B [D, G*H] (GRU with linear_before_reset: [D, 4*H]) -> Y [B, D, T, H], final states [B, D, H]
+
+Batch element b runs only its first ``sequence_lengths[b]`` steps: a reverse direction runs them
+from the last of those back to the first, Y is zero past them, and the final states are those
+after them (ONNX's semantics, which OpenVINO follows); an element of length 0 ends in zero states
+(OpenVINO's reference implementation and plugin), not its initial ones.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from time import perf_counter
+
+import numpy as np
+
+from ...accel._two_core import products_split
+from ...accel.gemm import (
+    ONE_CORE,
+    TWO_CORES,
+    products_decided,
+    set_products_on_two_cores,
+    two_cores_here,
+)
+from ...accel.measured import Measured, untimed
+from ..openvino._attrs import DOMAIN
+from ..registry import kernel
+from .cells import gru_step, lstm_step, projection_for, rnn_step, showing
+
+
+def _directions(attrs, count):
+    direction = str(attrs.get("direction", "forward")).lower()
+    expected = 2 if direction == "bidirectional" else 1
+    if direction not in ("forward", "reverse", "bidirectional") or count != expected:
+        raise ValueError(f"direction {direction!r} needs weights for {expected} direction(s), "
+                         f"got {count}")
+    return [direction == "reverse" or (direction == "bidirectional" and d == 1)
+            for d in range(count)]
+
+
+def _lengths(lengths, batch, steps):
+    lengths = np.asarray(lengths).reshape(-1)
+    if lengths.shape != (batch,) or lengths.dtype.kind not in "iu":
+        raise ValueError(f"sequence_lengths must be {batch} integers, got "
+                         f"{lengths.dtype} {list(lengths.shape)}")
+    if lengths.size and (lengths.min() < 0 or lengths.max() > steps):
+        raise ValueError(f"sequence_lengths must lie in [0, {steps}], got {lengths.tolist()}")
+    return lengths.astype(np.intp)
+
+
+NO_STEPS = object()  # a `steps_for` answer: the step's settled formulation has no steps
+
+
+def _steps_of(recurrence, args):
+    """`_run`'s `steps_for` answer for a cell's measured `recurrence` on `args` (the step's
+    operands): its chosen candidate's steps, staged as each step one at a time is (h' made
+    contiguous, then copied into its slot of Y)."""
+    steps = recurrence.steps_for(*args)
+    if steps is None:
+        return NO_STEPS if recurrence.settled(*args) else None
+    return lambda xs, outs: steps(args, xs, outs, True)
+
+
+def _run(states, x, lengths, w, b, attrs, project, step, steps_for=None, y=None):
+    """Run every direction. `states`: the initial states [B, D, H] (h, and c for an LSTM);
+    `w`, `b`: the input weights and biases [D, ...] `project` takes; `step(xw_t, states, d)` ->
+    the new states. Returns (Y, final states); Y is `y` if given (a zeroed [B, D, T, H] array or
+    view, of the states' type), else a fresh one.
+
+    Where every element runs every step, `steps_for(xw_t, states, d)` (if given) may offer, for
+    the step at hand, ``steps(xs, outs)``: the rest of the direction's steps in one call (xs
+    [S, B, G], each h' into outs[s], [S, B, H]; the cell's `Recurrence`), the final states or
+    None where it declines; or it answers None (not now: the step's formulations are on trial)
+    or `NO_STEPS` (not in this run). After a decline or `NO_STEPS` nothing more is asked in the
+    run. The values are those of the steps one at a time."""
+    batch, steps = x.shape[0], x.shape[1]
+    lengths = _lengths(lengths, batch, steps)
+    reverses = _directions(attrs, w.shape[0])
+    hidden = states[0].shape[-1]
+    dtype = np.result_type(x, states[0])
+    if y is None:
+        y = np.zeros((batch, len(reverses), steps, hidden), dtype)
+    finals = [np.empty((batch, len(reverses), hidden), dtype) for _ in states]
+    rows = np.arange(batch)
+    full = bool(np.all(lengths == steps))
+    for d, reverse in enumerate(reverses):
+        xw = project(x, w[d], b[d])  # [B, T, G]: every step's input projection, one GEMM
+        current = [s[:, d] for s in states]
+        for k in range(steps):
+            if full:
+                at = steps - 1 - k if reverse else k
+                many = steps_for(xw[:, at], current, d) if steps_for is not None else None
+                if many is NO_STEPS:
+                    steps_for = None
+                elif many is not None:  # (the rest, in step order: ``at`` down to 0 if reverse)
+                    order = slice(at, None, -1) if reverse else slice(at, None)
+                    done = many(xw[:, order].transpose(1, 0, 2),
+                                y[:, d, order].transpose(1, 0, 2))
+                    if done is not None:
+                        current = list(done)
+                        break
+                    steps_for = None
+                current = step(xw[:, at], current, d)
+                y[:, d, at] = current[0]
+                continue
+            active = k < lengths  # [B]: the elements still inside their sequence
+            if not active.any():
+                break
+            at = np.where(active, lengths - 1 - k if reverse else k, 0)
+            new = step(xw[rows, at], current, d)
+            keep = active[:, None]
+            current = [np.where(keep, n, s) for n, s in zip(new, current)]
+            y[rows[active], d, at[active]] = new[0][active]
+        for final, value in zip(finals, current):
+            final[:, d] = value
+            final[lengths == 0, d] = 0  # no step run: zero states, as OpenVINO's reference has it
+    return y, finals
+
+
+class _Cores:
+    """Where a layer's matrix products run where no loop decides it (a layer outside loops): on
+    one core or two, a measured choice timed a call at a time (per step) as a loop's is a run at
+    a time (engine/_core.pyx `LoopDriver.products`): two cores' calls first, each candidate a
+    warm-up call and two timed ones; only the trial's first call lets the layer's own trials
+    (its step's formulations) take samples. A layer whose products never split on two cores
+    (too small) drops the choice. `fix` keeps one (tune=False: one core)."""
+
+    def __init__(self):
+        self.measured = Measured({TWO_CORES: True, ONE_CORE: False}, rounds=2,
+                                 unit="us/step", consecutive=True, extend=False) \
+            if two_cores_here() else None
+
+    def __call__(self, run, steps: int):
+        """``run()`` with its products where this choice puts them."""
+        measured = self.measured
+        if measured is None or products_decided():
+            return run()
+        name, trial = measured.pick(None)
+        two = measured.candidates[name]
+        quiet = trial is not None and (not two or name in trial.warm)
+        split = products_split()
+        previous = set_products_on_two_cores(two)
+        start = perf_counter()
+        try:
+            with untimed() if quiet else nullcontext():
+                result = run()
+        finally:
+            set_products_on_two_cores(previous)
+        if trial is not None and steps > 0:
+            measured.report(trial, name, (perf_counter() - start) / steps)
+        if trial is not None and two and steps > 0 and products_split() == split:
+            self.measured = None  # (too small to split: no choice; one core from now on)
+        return result
+
+    def describe(self) -> str:
+        if self.measured is None:
+            return f"{ONE_CORE}: its products are too small to split here"
+        return self.measured.describe()
+
+    def fix(self, name: str = ONE_CORE) -> None:
+        if self.measured is not None:
+            self.measured.fix(name)
+
+
+# Each cell's recurrence op, its measured step, and how the step takes a direction's operands.
+_CELLS = {
+    "lstm": ("LSTMCellRecurrence", lstm_step, lambda xw_t, states, r, b: (xw_t, *states, r)),
+    "gru": ("GRUCellRecurrence", gru_step, lambda xw_t, states, r, b: (xw_t, states[0], r, b)),
+    "rnn": ("RNNCellRecurrence", rnn_step, lambda xw_t, states, r, b: (xw_t, states[0], r)),
+}
+
+
+def sequence_layer(cell: str, attrs):
+    """A layer of `cell` ("lstm", "gru" or "rnn") with OpenVINO's attributes and gate orders
+    (f, i, c, o; z, r, h): ``(run, step, cores)``, where ``run(x, states, lengths, w, r, b,
+    y=None)`` makes (Y, final states) as `_run` does (`y`, if given, a zeroed [B, D, T, H] array
+    or view Y is written into: another layout's output, seen so), `step` is the cell's measured
+    step and `cores` where its products run outside loops (`_Cores`; both for the plan and
+    tune=False). ONNX's LSTM, GRU and RNN run on it too (kernels/onnx/rnn.py)."""
+    op, make_step, arguments = _CELLS[cell]
+    project, recurrence = projection_for(op, attrs), make_step(attrs)
+    states_out = tuple if cell == "lstm" else (lambda h: (h,))  # (an LSTM's step gives (h, c))
+    cores = _Cores()
+
+    def run(x, states, lengths, w, r, b, y=None):
+        def step(xw_t, current, d):
+            return states_out(recurrence(*arguments(xw_t, current, r[d], b[d])))
+
+        def steps_for(xw_t, current, d):
+            return _steps_of(recurrence, arguments(xw_t, current, r[d], b[d]))
+
+        return cores(lambda: _run(states, x, lengths, w, b, attrs, project, step, steps_for, y),
+                     x.shape[1] * w.shape[0])
+
+    return run, recurrence, cores
+
+
+@kernel("LSTMSequence", domain=DOMAIN, since=5, multi=True)
+def lstm_sequence(attrs, n_outputs):
+    """LSTMSequence-5 (gates f, i, c, o): (X, H0, C0, sequence_lengths, W, R, B) -> (Y, Ho,
+    Co)."""
+    layer, step, cores = sequence_layer("lstm", attrs)
+
+    def run(x, h0, c0, lengths, w, r, b):
+        y, (h, c) = layer(x, [h0, c0], lengths, w, r, b)
+        return (y, h, c)[:n_outputs]
+
+    run.cores = cores
+    return showing(run, step)
+
+
+@kernel("GRUSequence", domain=DOMAIN, since=5, multi=True)
+def gru_sequence(attrs, n_outputs):
+    """GRUSequence-5 (gates z, r, h; ``linear_before_reset`` as in GRUCell): (X, H0,
+    sequence_lengths, W, R, B) -> (Y, Ho)."""
+    layer, step, cores = sequence_layer("gru", attrs)
+
+    def run(x, h0, lengths, w, r, b):
+        y, (h,) = layer(x, [h0], lengths, w, r, b)
+        return (y, h)[:n_outputs]
+
+    run.cores = cores
+    return showing(run, step)
+
+
+@kernel("RNNSequence", domain=DOMAIN, since=5, multi=True)
+def rnn_sequence(attrs, n_outputs):
+    """RNNSequence-5: (X, H0, sequence_lengths, W, R, B) -> (Y, Ho)."""
+    layer, step, cores = sequence_layer("rnn", attrs)
+
+    def run(x, h0, lengths, w, r, b):
+        y, (h,) = layer(x, [h0], lengths, w, r, b)
+        return (y, h)[:n_outputs]
+
+    run.cores = cores
+    return showing(run, step)

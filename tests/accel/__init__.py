@@ -1,0 +1,1 @@
+"""Tests of cyloop.accel: the native paths, against numpy."""

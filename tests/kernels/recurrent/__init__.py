@@ -1,0 +1,1 @@
+"""Tests of the recurrent cells and layers (cyloop.kernels.recurrent)."""
