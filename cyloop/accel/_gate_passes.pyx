@@ -27,7 +27,7 @@ import numpy as np
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy, memset
 
-from cyloop.accel._extent cimport arrays_overlap, rows_overlap
+from cyloop.accel.extent cimport arrays_overlap, rows_overlap
 from cyloop.accel.native import native_off
 from cyloop.accel._two_core cimport (
     CYL_PIECE_LIMIT,

@@ -11,7 +11,7 @@ not take, which the caller then hands to np.matmul.
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 
-from cyloop.accel._extent cimport arrays_overlap
+from cyloop.accel.extent cimport arrays_overlap
 
 cnp.import_array()
 

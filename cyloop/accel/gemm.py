@@ -54,10 +54,13 @@ from .aligned import aligned
 from .measured import Measured
 from .native import native_off
 
-__all__ = ["ONE_CORE", "TWO_CORES", "Prepared", "PreparedPair", "blas_status", "helper_runs",
-           "matmul", "matmul_plus", "on_two_cores", "plus", "products_decided",
-           "products_on_two_cores", "rows_apart", "rows_plus", "set_products_on_two_cores",
-           "splits_now", "two_cores_here", "weight_product"]
+__all__ = ["ONE_CORE", "TWO_CORES", "Prepared", "PreparedPair", "bit_view_type", "blas_status",
+           "helper_runs", "matmul", "matmul_plus", "on_two_cores", "plus", "products_decided",
+           "products_on_two_cores", "products_split", "rows_apart", "rows_plus",
+           "set_products_on_two_cores", "splits_now", "two_cores_here", "weight_product"]
+
+# Products the helper thread took pieces of, since the process began (`_two_core`).
+products_split = _two_core.products_split
 
 # Bytes of scratch the transposed formulation (``columns``) computes a block of rows in.
 _COLUMNS_SCRATCH = 64 * 1024
@@ -105,7 +108,7 @@ class _Remembered:
         operands = tuple(map(_whole, operands))
         refs = self.last[0]
         again = bool(refs) and not self.changing  # other operands came before these
-        if again and all(_bits(x.dtype) is not None for x in operands) \
+        if again and all(bit_view_type(x.dtype) is not None for x in operands) \
                 and not any(np.may_share_memory(d, x) for d in _arrays(derived)
                             for x in operands):
             values = tuple(np.array(x, copy=True) for x in operands)
@@ -152,14 +155,14 @@ def _arrays(derived):
             yield from _arrays(item)
 
 
-def _bits(dtype):
+def bit_view_type(dtype):
     """The unsigned type an array of `dtype` is compared through, or None (not comparable)."""
     return None if dtype.hasobject else _BITS.get(dtype.itemsize)
 
 
 def _same_bits(kept: np.ndarray, x: np.ndarray) -> bool:
     """Whether `x` holds exactly the values `kept` (a copy made earlier) holds."""
-    bits = _bits(x.dtype)
+    bits = bit_view_type(x.dtype)
     if bits is None or kept.shape != x.shape or kept.dtype != x.dtype:
         return False
     return bool(np.array_equal(kept.view(bits), x.view(bits)))

@@ -83,7 +83,7 @@ from libc.string cimport memcmp, memcpy
 from cyloop.engine._aligned_alloc cimport CYL_KEEP_FROM, CYL_KEPT_BLOCKS, CYL_KEPT_BYTES, \
     cyl_block_give, cyl_block_take, cyl_blocks_kept, cyl_blocks_release
 from cyloop.engine._strided_copy cimport cyl_strided_copy
-from cyloop.accel._extent cimport cyl_extent, cyl_ranges_overlap
+from cyloop.accel.extent cimport cyl_extent, cyl_ranges_overlap
 
 import itertools
 import operator
@@ -98,8 +98,8 @@ from ..errors import CyloopError, ExecutionError, LoopLimitError, ModelError, Re
 from ..ir import (CarriedInput, ConcatOutput, InvariantInput, LastOutput, SlicedInput, read_only,
                   truth)
 from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
-from ..accel.gemm import ONE_CORE, TWO_CORES, set_products_on_two_cores, two_cores_here
-from ..accel._two_core import products_split
+from ..accel.gemm import (ONE_CORE, TWO_CORES, products_split, set_products_on_two_cores,
+                          two_cores_here)
 from ..accel.measured import Measured, untimed
 from ..kernels.registry import FIRST_INPUT, FLOATS, INTEGERS
 from .settings import COUNTERS, GROWTH_CAP_BYTES, PROGRESS_EVERY

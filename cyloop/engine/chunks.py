@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..accel.gemm import Prepared, PreparedPair, _bits, rows_plus, splits_now
+from ..accel.gemm import Prepared, PreparedPair, bit_view_type, rows_plus, splits_now
 from ..accel.measured import Measured, untimed
 from ..errors import CyloopError, ExecutionError, ResourceLimitError
 from ..ir import SlicedInput, Slicing, read_only
@@ -530,7 +530,7 @@ def _one_row(b: np.ndarray):
     -0.0 is not a 0.0, a NaN its own), as a read-only copy; else () (not None: `Prepared` takes
     None for b itself)."""
     rows = b.reshape(-1, b.shape[-1])
-    bits = _bits(rows.dtype)  # (None for a float of another size, a long double: not joined)
+    bits = bit_view_type(rows.dtype)  # (None for a float of another size, a long double: not joined)
     if bits is None or not (rows.view(bits) == rows[:1].view(bits)).all():
         return ()
     row = rows[0].copy()

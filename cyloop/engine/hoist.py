@@ -66,9 +66,8 @@ from ..ir import (
     Value,
     fresh_name,
 )
-from ..kernels import registry
-from ..kernels._shapes import flat_int_list
-from ..kernels.openvino._attrs import as_bool
+from ..kernels import flat_int_list, registry
+from ..kernels.openvino import as_bool
 from ..kernels.registry import FIRST_INPUT
 from . import chunks
 from .chunks import (

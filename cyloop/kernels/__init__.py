@@ -5,6 +5,7 @@ Importing this package registers every kernel; `build(node, opsets)` resolves a 
 
 from ..accel import fused  # noqa: F401  (registers every kernel)
 from . import onnx, openvino, recurrent  # noqa: F401
+from ._shapes import flat_int_list
 from .registry import (
     Kernel,
     KernelDef,
@@ -17,5 +18,5 @@ from .registry import (
     type_keeping,
 )
 
-__all__ = ["Kernel", "KernelDef", "build", "definition_of", "kernel", "lookup", "node_version",
-           "registered", "type_keeping"]
+__all__ = ["Kernel", "KernelDef", "build", "definition_of", "flat_int_list", "kernel", "lookup",
+           "node_version", "registered", "type_keeping"]

@@ -14,3 +14,6 @@ from . import (  # noqa: F401  (registration happens on import)
     spatial,
     tensor,
 )
+from ._attrs import as_bool
+
+__all__ = ["as_bool"]
