@@ -3,8 +3,9 @@
 step's gate passes (`cyloop.accel._gate_passes`); everything else is plain Python.
 
 `CYLOOP_DEBUG_CYTHON=1` turns bounds checks, wraparound and division checks back on.
-The sdist holds the tests, the headers, the benchmarks and the CI script as well as the package
-(its tests run from the unpacked sdist after `pip install -e ".[test]"`), never generated C.
+The sdist holds the tests, the headers, the benchmarks, the docs and the CI script as well as the
+package (its tests run from the unpacked sdist after `pip install -e ".[test]"`), never generated
+C.
 """
 
 import os
@@ -15,7 +16,7 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.sdist import sdist
 
-SDIST_TREES = ("include", "tests", "asv_benchmarks/benchmarks", ".ci")
+SDIST_TREES = ("include", "tests", "asv_benchmarks/benchmarks", ".ci", "docs")
 SDIST_FILES = ("asv_benchmarks/asv.conf.json", "asv_benchmarks/compare.py")
 GENERATED = ("cyloop/engine/_core.c", "cyloop/engine/_core.html", "cyloop/engine/_steps.c",
              "cyloop/engine/_steps.html", "cyloop/accel/_two_core.c", "cyloop/accel/_two_core.html",

@@ -517,16 +517,17 @@ def read_only(value):
 
 
 def slice_count(dim: int, start: int, end: int, stride: int, part_size: int) -> tuple[int, int]:
-    """DESIGN's slicing rule: (number of parts, first index of part 0) for an axis of size `dim`.
+    """docs/design.md's TensorIterator slicing rule: (number of parts, first index of part 0) for
+    an axis of size `dim`.
 
     Part i starts at ``first + i * stride``. A positive `end` at or past the axis is clamped to its
     last index. Raises ValueError (the caller names the input) for a start outside a non-empty
     axis, if a part would fall outside the axis, or for a zero stride or a part size below 1
     (an empty axis has no parts wherever they start: a zero-iteration Scan).
 
-    DESIGN also gives ``n = (abs(e - s) + 1 - P) // abs(stride) + 1``; that agrees with the rule
-    whenever the range runs in the stride's direction, and where it does not (say stride > 0 and
-    e < s) the rule, which yields no parts, is what is implemented.
+    docs/design.md also gives ``n = (abs(e - s) + 1 - P) // abs(stride) + 1``; that agrees with
+    the rule whenever the range runs in the stride's direction, and where it does not (say
+    stride > 0 and e < s) the rule, which yields no parts, is what is implemented.
     """
     if stride == 0 or part_size < 1:
         raise ValueError(f"stride must be non-zero and part_size at least 1 (stride={stride}, "

@@ -1,6 +1,7 @@
 """The format-neutral IR: `LoopSpec.resolve`, the one reading of a loop's operands both drivers
-share (trip count, first condition, slices, where a run must stop), checked against DESIGN's rules
-written out here as a small oracle, and against what both drivers then run."""
+share (trip count, first condition, slices, where a run must stop), checked against
+docs/design.md's rules written out here as a small oracle, and against what both drivers then
+run."""
 
 import re
 
@@ -43,7 +44,7 @@ def _spec(n_sliced=1, **fields):
 
 
 def _expected(trip, cond, lengths, negative_unbounded, slices_set):
-    """DESIGN's rules, independently: (trip count, first condition, stop_at)."""
+    """docs/design.md's rules, independently: (trip count, first condition, stop_at)."""
     if trip is not None and trip < 0:
         trip = None if negative_unbounded else 0
     go = True if cond is None else bool(cond)

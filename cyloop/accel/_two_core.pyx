@@ -1,6 +1,6 @@
 """Matrix products on two cores: one product cut into pieces that this thread and a helper thread
 take in turn, each piece a call of numpy's own BLAS (include/cyloop/two_core.h says why and how).
-A formulation among the measured ones of `_gemm` (DESIGN, "Measured choices"): where it is
+A formulation among the measured ones of `_gemm` (docs/design.md, "Measured choices"): where it is
 slower than numpy's single call, its trial drops it.
 
 `bind` binds the entry points `_blas` finds (the helper thread starts with the first product that

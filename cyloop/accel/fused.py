@@ -161,7 +161,7 @@ def _gate_affine(state_shape, dtype, g_at):
 def lstm_step(attrs, n_outputs):
     """``(h, r, c, x) -> (h', c')``: the gates' pre-activations are ``x + h @ r`` (``h @ r^T``
     if ``r_rows``), then `lstm_gates` with the same ``axis`` and ``blocks``. A measured choice
-    (DESIGN, "Measured choices") between the ops as written (``h @ r`` batch-major, the sum,
+    (docs/design.md, "Measured choices") between the ops as written (``h @ r`` batch-major, the sum,
     the gate arithmetic) and *blocked gates*: one batched GEMM writes each gate's [B, H] block
     contiguous, [4, B, H], and every pass after it is contiguous. The blocked form needs a 2-D
     state [B, H], r [H, 4H] (or [4H, H]), c [B, H], the gates on the last axis and x of

@@ -1,5 +1,5 @@
-"""Products with a weight matrix, in the formulation this machine runs fastest (DESIGN, "Measured
-choices").
+"""Products with a weight matrix, in the formulation this machine runs fastest
+(docs/design.md, "Measured choices").
 
 ``a @ w`` with a 2-D `a` (a batch of rows: a state, a chunk of inputs) and a 2-D `w` that is the
 same read-only matrix call after call (a body constant, a loop invariant) can be handed to BLAS

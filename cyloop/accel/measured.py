@@ -1,4 +1,4 @@
-"""`Measured`: equivalent formulations of one computation, timed where they run (DESIGN,
+"""`Measured`: equivalent formulations of one computation, timed where they run (docs/design.md,
 "Measured choices").
 
 Which of two equivalent numpy spellings is faster depends on the CPU (its SIMD width, its BLAS

@@ -42,7 +42,7 @@ class MeasuredPlacement:
     next iteration reads it there, strided) or in a ping-pong pool, copied into its slot
     (`as_pool`: read contiguous, one copy an iteration). Which is faster depends on the CPU and
     the shapes, so the driver measures it, a run at a time, and, where the body's steps run
-    many iterations in one call, a call of them at a time (DESIGN, "Measured choices")."""
+    many iterations in one call, a call of them at a time (docs/design.md, "Measured choices")."""
 
     output: int
     input: int

@@ -1,5 +1,6 @@
 """Slicing and concatenation arithmetic: Cython driver == pure-Python driver == a direct numpy
-computation of DESIGN's rules, on random shapes, axes, start/end, strides, part sizes and orders."""
+computation of docs/design.md's rules, on random shapes, axes, start/end, strides, part sizes and
+orders."""
 
 import numpy as np
 import pytest
@@ -20,7 +21,8 @@ from ..conftest import run_both
 
 
 def oracle_parts(x, axis, start, end, stride, part, keep_axis):
-    """DESIGN's TensorIterator rule, element by element. None if a part leaves the axis."""
+    """docs/design.md's TensorIterator slicing rule, element by element. None if a part leaves
+    the axis."""
     dim = x.shape[axis]
     s = start + dim if start < 0 else start
     if dim and not 0 <= s < dim:

@@ -1,6 +1,6 @@
 """OpenVINO IR: TensorIterator and Loop-5 IRs built with the openvino API, read by cyloop without
-OpenVINO, checked against numpy implementations of DESIGN's rules (OpenVINO's CPU plugin is only
-a second opinion: it is wrong for some bodies)."""
+OpenVINO, checked against numpy implementations of docs/design.md's rules (OpenVINO's CPU plugin
+is only a second opinion: it is wrong for some bodies)."""
 
 import os
 
@@ -68,8 +68,8 @@ def test_tensor_iterator_port_maps(case, tmp_path, rng):
 
 
 def test_cpu_plugin_is_wrong_where_cyloop_is_right(tmp_path, rng):
-    """DESIGN's known defect: `h_next = h + x_t * w` in a TensorIterator (here with a squeezed
-    slice and a constant w). numpy is the oracle; the plugin is shown to disagree."""
+    """The known defect in docs/design.md: `h_next = h + x_t * w` in a TensorIterator (here with
+    a squeezed slice and a constant w). numpy is the oracle; the plugin is shown to disagree."""
     ov_model = defect_model()
     path = save(ov_model, tmp_path / "ti.xml")
     feeds = {"X": rng.standard_normal((5, 2, 3)).astype(np.float32),
@@ -85,7 +85,7 @@ def test_cpu_plugin_is_wrong_where_cyloop_is_right(tmp_path, rng):
     plugin = openvino_compiled(ov_model)
     plugin_last = next(iter(plugin(list(feeds.values())).values()))
     assert not np.allclose(plugin_last, h, atol=1e-3), \
-        "OpenVINO's CPU plugin now computes this body right: update DESIGN's note"
+        "OpenVINO's CPU plugin now computes this body right: update docs/design.md's note"
 
 
 def _loop_oracle(acc0, trip, stop_at, x=None):

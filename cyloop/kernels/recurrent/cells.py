@@ -5,7 +5,7 @@ steps at once, and ``*CellRecurrence``, the rest. The whole cells are the two in
 
 Gate orders are OpenVINO's: f, i, c, o (LSTM) and z, r, h (GRU); weights are [gates, inputs].
 
-How a step runs is a measured choice (DESIGN, "Measured choices"): its gates are made
+How a step runs is a measured choice (docs/design.md, "Measured choices"): its gates are made
 *batch-major*, [B, G] = ``h R^T``, or *gate-major*, [G, B] = ``R h^T`` (every gate's block
 contiguous). Which GEMM is faster depends on the CPU and on the shapes. Either way the projection
 is batch-major, [..., B, G], and the states come back [B, H] (views, after a gate-major step).
