@@ -63,62 +63,61 @@ cdef struct Loops:  # one float type's loops (fn NULL: numpy has none of that ty
 cdef Loops _f32, _f64
 
 
-cdef Loop _find(cnp.ufunc ufunc, str code):
-    """`ufunc`'s inner loop over operands all of numpy's type `code` ("f", "d"), or fn NULL.
+cdef Loop _lookup(cnp.ufunc ufunc, str signature):
+    """`ufunc`'s inner loop of `signature` ("ff->f"), or fn NULL.
 
-    Which loop is the public ``ufunc.types`` ("ff->f", ...) says; its function and data are the
-    same entry of numpy's C loop table, reached through numpy's own Cython declarations. The
-    table is read only where its length and arity are those the public attributes give: a
-    layout that differs finds nothing rather than a wrong entry.
-    """
+    Which loop is the public ``ufunc.types`` says; its function and data are the same entry of
+    numpy's C loop table, reached through numpy's own Cython declarations, which is read only
+    where its length and arity are those the public attributes give."""
     cdef object public = ufunc  # (Python attributes: numpy's public API)
     cdef Loop found
     found.fn, found.data = NULL, NULL
     types = public.types
-    if ufunc.ntypes != len(types) or ufunc.nargs != public.nargs or ufunc.nin != public.nin:
-        return found
-    signature = code * public.nin + "->" + code * public.nout
-    if signature in types:
+    if ufunc.ntypes == len(types) and ufunc.nargs == public.nargs and ufunc.nin == public.nin \
+            and signature in types:
         i = types.index(signature)
         # (numpy's inner loops run without the GIL: its ufuncs release it around them)
         found.fn, found.data = <loop_t><void *>ufunc.functions[i], ufunc.data[i]
     return found
 
 
-_LOOP_NAMES = ("tanh", "multiply", "add", "subtract", "negative", "minimum", "exp", "reciprocal")
+cdef Loop _find(cnp.ufunc ufunc, object dtype):
+    """`ufunc`'s inner loop over operands all of `dtype`, where it computes what the ufunc
+    computes on a sample (`_agrees`); else fn NULL, and `_declined` says why. A loop table laid
+    out otherwise than this reads it finds nothing rather than a wrong entry."""
+    cdef object public = ufunc
+    code = np.dtype(dtype).char
+    signature = code * public.nin + "->" + code * public.nout
+    cdef Loop found = _lookup(ufunc, signature)
+    if found.fn == NULL:
+        _declined.append(f"numpy {np.__version__}'s loop table has no {signature} loop of "
+                         f"np.{public.__name__} where its public ufunc.types says")
+    elif not _agrees(found, public, dtype):
+        found.fn = NULL
+        _declined.append(f"numpy {np.__version__}'s {signature} loop of np.{public.__name__} "
+                         "computes otherwise than the ufunc")
+    return found
+
+
+def _table_loop_computes(cnp.ufunc table, object reference, object dtype):
+    """Whether `table`'s loop over `dtype` computes what the ufunc `reference` computes on
+    `_agrees`' sample (None: `table` has no such loop): the check `_find` makes, for tests."""
+    code = np.dtype(dtype).char
+    cdef Loop found = _lookup(table, code * table.nin + "->" + code * table.nout)
+    return None if found.fn == NULL else bool(_agrees(found, reference, dtype))
 
 
 cdef Loops _loops(object dtype):
     cdef Loops loops
-    code = np.dtype(dtype).char
-    loops.tanh = _find(np.tanh, code)
-    loops.multiply = _find(np.multiply, code)
-    loops.add = _find(np.add, code)
-    loops.subtract = _find(np.subtract, code)
-    loops.negative = _find(np.negative, code)
-    loops.minimum = _find(np.minimum, code)
-    loops.exp = _find(np.exp, code)
-    loops.reciprocal = _find(np.reciprocal, code)
+    loops.tanh = _find(np.tanh, dtype)
+    loops.multiply = _find(np.multiply, dtype)
+    loops.add = _find(np.add, dtype)
+    loops.subtract = _find(np.subtract, dtype)
+    loops.negative = _find(np.negative, dtype)
+    loops.minimum = _find(np.minimum, dtype)
+    loops.exp = _find(np.exp, dtype)
+    loops.reciprocal = _find(np.reciprocal, dtype)
     return loops
-
-
-cdef Loop _named(Loops *loops, str name):
-    """The loop of `loops` that runs ``np.<name>`` (one of _LOOP_NAMES)."""
-    if name == "tanh":
-        return loops.tanh
-    if name == "multiply":
-        return loops.multiply
-    if name == "add":
-        return loops.add
-    if name == "subtract":
-        return loops.subtract
-    if name == "negative":
-        return loops.negative
-    if name == "minimum":
-        return loops.minimum
-    if name == "exp":
-        return loops.exp
-    return loops.reciprocal
 
 
 cdef Loops *_loops_of(int type_num):
@@ -165,24 +164,14 @@ cdef bint _agrees(Loop loop, object ufunc, object dtype):
     return out.tobytes() == expected.tobytes()
 
 
-cdef object _checked(Loops *loops, object dtype):
-    """Why `loops` cannot be used (one not found, or one computing otherwise than its ufunc),
-    or None."""
-    for name in _LOOP_NAMES:
-        loop = _named(loops, name)
-        if loop.fn == NULL:
-            return (f"numpy {np.__version__} has no {np.dtype(dtype)} loop of np.{name} where "
-                    "its public ufunc.types says")
-        if not _agrees(loop, getattr(np, name), dtype):
-            return f"numpy {np.__version__}'s {np.dtype(dtype)} loop of np.{name} disagrees with it"
-    return None
-
-
-# Why the gate passes decline every operand here, or None where they run on numpy's loops.
-_status = "turned off (CYLOOP_NATIVE_OFF)" if "ufunc-loops" in native_off() else None
-if _status is None:
+# Why a loop was not taken (`_find`), in the order they were looked for.
+_declined = []
+if "ufunc-loops" in native_off():
+    _declined.append("turned off (CYLOOP_NATIVE_OFF)")
+else:
     _f32, _f64 = _loops(np.float32), _loops(np.float64)
-    _status = _checked(&_f32, np.float32) or _checked(&_f64, np.float64)
+# Why the gate passes decline every operand here, or None where they run on numpy's loops.
+_status = _declined[0] if _declined else None
 if _status is not None:
     memset(&_f32, 0, sizeof(Loops))
     memset(&_f64, 0, sizeof(Loops))

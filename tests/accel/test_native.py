@@ -95,3 +95,19 @@ def test_an_unknown_path_warns_and_turns_nothing_off():
     assert code == 0, err
     assert "CYLOOP_NATIVE_OFF: unknown gate" in err
     assert "turned off" not in out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_loop_taken_from_numpy_s_table_must_compute_what_its_ufunc_computes(dtype):
+    """The check each loop read from numpy's loop table passes before the gate passes use it:
+    the loop computes its own ufunc's values and no other's (np.add's loop is no np.subtract,
+    np.exp's no np.tanh), and a type the table lacks finds nothing."""
+    from cyloop.accel import _gate_passes
+
+    for name in ("tanh", "multiply", "add", "subtract", "negative", "minimum", "exp",
+                 "reciprocal"):
+        ufunc = getattr(np, name)
+        assert _gate_passes._table_loop_computes(ufunc, ufunc, dtype) is True, name
+    assert _gate_passes._table_loop_computes(np.add, np.subtract, dtype) is False
+    assert _gate_passes._table_loop_computes(np.exp, np.tanh, dtype) is False
+    assert _gate_passes._table_loop_computes(np.tanh, np.tanh, np.bool_) is None
