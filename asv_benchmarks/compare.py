@@ -153,6 +153,7 @@ def runners(name, model, feeds, numpy_loop, only=None):
                     continue
                 options = ort.SessionOptions()
                 options.intra_op_num_threads = threads
+                options.log_severity_level = 3  # (errors only, not notes on unused initializers)
                 session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
                 out[label] = lambda s=session: s.run(None, feeds)
         except ImportError:

@@ -170,7 +170,8 @@ def _cmd_run(args) -> int:
         elapsed = time.perf_counter() - start
         for name, value in outputs.items():
             print("  " + _describe(name, value))
-        print(f"  time: {elapsed * 1e3:.3f} ms")
+        print(f"  time: {elapsed * 1e3:.3f} ms (the first run, with loading's one-time work: "
+              "`cyloop bench` times the runs after it)")
         if args.output:
             path = _output_path(args.output, path, len(models) > 1)
             _save(path, outputs)
@@ -268,19 +269,15 @@ def _peers(path, names, model):
             if name == "onnxruntime" and path.endswith(".onnx"):
                 import onnxruntime as ort
 
-                session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+                options = ort.SessionOptions()
+                options.log_severity_level = 3  # (errors only: its notes on the model's
+                # unused initializers would flood the table)
+                session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
                 out_names = [o.name for o in session.get_outputs()]
                 peers[name] = lambda feeds, s=session, n=out_names: dict(zip(n, s.run(None,
                                                                                        feeds)))
             elif name == "openvino":
-                compiled = openvino_compiled(path)
-
-                def run_openvino(feeds, c=compiled):
-                    result = c(feeds)
-                    return {next(iter(k.get_names()), str(i)): v
-                            for i, (k, v) in enumerate(result.items())}
-
-                peers[name] = run_openvino
+                peers[name] = _openvino_runner(openvino_compiled(path), model.output_names)
             elif name == "reference" and path.endswith(".onnx"):
                 from onnx.reference import ReferenceEvaluator
 
@@ -297,11 +294,42 @@ def _peers(path, names, model):
     return peers
 
 
-def _agree(a, b) -> bool:
+def _openvino_runner(compiled, names: list[str]):
+    """feeds -> {output name: value} of an OpenVINO compiled model, keyed as cyloop keys the
+    model's outputs: by tensor name where the plugin's outputs carry cyloop's names, else by
+    position (an output without tensor names has none to match by)."""
+    def run(feeds):
+        result = compiled(feeds)
+        by_name = {name: value for port, value in result.items() for name in port.get_names()}
+        if all(name in by_name for name in names):
+            return {name: by_name[name] for name in names}
+        return dict(zip(names, result.values()))
+
+    return run
+
+
+def _difference(a, b) -> str | None:
+    """How peer output `b` differs from cyloop's `a` (beyond rtol 1e-3, atol 1e-4), or None."""
     if isinstance(a, list) or isinstance(b, list):
-        return len(a) == len(b) and all(_agree(x, y) for x, y in zip(a, b))
-    return np.allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=1e-3,
-                       atol=1e-4)
+        if not (isinstance(a, list) and isinstance(b, list)) or len(a) != len(b):
+            return (f"a sequence of {len(a) if isinstance(a, list) else 'no'} tensors against "
+                    f"{len(b) if isinstance(b, list) else 'no'}")
+        for k, (x, y) in enumerate(zip(a, b)):
+            found = _difference(x, y)
+            if found is not None:
+                return f"tensor #{k}: {found}"
+        return None
+    x, y = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if x.shape != y.shape:
+        return f"shape {list(x.shape)} against {list(y.shape)}"
+    close = np.isclose(x, y, rtol=1e-3, atol=1e-4, equal_nan=True)
+    if close.all():
+        return None
+    gap = np.where(close, -1.0, np.nan_to_num(np.abs(x - y), nan=np.inf))  # (NaN: one side's)
+    at = np.unravel_index(int(np.argmax(gap)), x.shape)
+    where = f" at {list(map(int, at))}" if x.ndim else ""
+    return (f"{int((~close).sum())} of {close.size} values differ; the largest{where}: "
+            f"{x[at]:.6g} against {y[at]:.6g}")
 
 
 def _peak_rss_kib(run) -> int | None:
@@ -345,10 +373,12 @@ def _cmd_bench(args) -> int:
                   f"{str(e).strip().splitlines()[-1] if str(e).strip() else ''})")
             del runners[name]
             continue
-        same = [out for out in reference if out in got and _agree(reference[out], got[out])]
-        status = "agree" if len(same) == len(reference) else \
-            f"DISAGREE on {sorted(set(reference) - set(same))}"
-        print(f"  {name}: outputs {status}")
+        found = {out: _difference(value, got[out]) if out in got else "the peer has no such output"
+                 for out, value in reference.items()}
+        differ = {out: why for out, why in found.items() if why is not None}
+        print(f"  {name}: outputs agree" if not differ else
+              f"  {name}: outputs DISAGREE: " + "; ".join(f"{out}: {why}"
+                                                          for out, why in differ.items()))
     peaks = {name: _peak_rss_kib(lambda r=runner: r(feeds)) for name, runner in runners.items()}
     times = {name: [] for name in runners}
     for _ in range(args.repeat):  # interleaved, so drift hits every runner alike

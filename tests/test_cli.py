@@ -318,3 +318,53 @@ def test_what_is_not_a_model_says_so(tmp_path, make, message):
     code, _out, err = cyloop("run", make(tmp_path), "--random-inputs")
     assert code == 2, err
     assert message in err and err.count("\n") == 1
+
+
+def test_bench_matches_openvino_s_unnamed_outputs_by_position(tmp_path):
+    """An IR whose Result has no tensor names (as convert_model writes for some torch models):
+    OpenVINO's output has no name to match cyloop's by, so it is matched by position."""
+    ov = pytest.importorskip("openvino")
+    import openvino.opset8 as ops
+
+    x = ops.parameter([2, 3], np.float32, name="x")
+    ov.save_model(ov.Model([ops.tanh(x).output(0)], [x], "m"), tmp_path / "m.xml")
+    text = (tmp_path / "m.xml").read_text()
+    result = re.search(r'<layer id="\d+" name="(\w+)" type="Result"', text).group(1)
+    (tmp_path / "m.xml").write_text(text.replace(f' names="{result}"', "")
+                                    .replace(f' output_names="{result}"', ""))
+    code, out, err = cyloop("bench", tmp_path / "m.xml", "--random-inputs", "--vs", "openvino",
+                            "--repeat", "2")
+    assert code == 0, err
+    assert "openvino: outputs agree" in out
+
+
+def test_a_disagreement_says_where_and_by_how_much():
+    from cyloop.cli import _difference
+
+    ours, theirs = np.zeros((2, 3)), np.zeros((2, 3))
+    theirs[1, 2], theirs[0, 1] = 0.5, np.nan
+    assert _difference(ours, ours.copy()) is None
+    assert _difference(ours, theirs) == "2 of 6 values differ; the largest at [0, 1]: 0 against nan"
+    theirs[0, 1] = 0.25
+    assert _difference(ours, theirs) == "2 of 6 values differ; the largest at [1, 2]: 0 against 0.5"
+    assert _difference(ours, np.zeros(3)) == "shape [2, 3] against [3]"
+    assert _difference([ours], [ours, ours]) == "a sequence of 1 tensors against 2"
+
+
+def test_bench_keeps_onnxruntime_s_notes_on_the_model_out_of_the_table(tmp_path):
+    """onnxruntime notes each unused initializer of a jax2onnx fori_loop's body on stderr at
+    warning level; `cyloop bench` asks it for errors only."""
+    jax = pytest.importorskip("jax")
+    pytest.importorskip("onnxruntime")
+    from jax2onnx import to_onnx
+    from onnx import save
+
+    def double_rows(x):
+        return jax.lax.fori_loop(0, 5, lambda i, a: a.at[i].set(a[i] * 2.0), x)
+
+    save(to_onnx(double_rows, [jax.ShapeDtypeStruct((8,), np.float32)]), tmp_path / "m.onnx")
+    code, out, err = cyloop("bench", tmp_path / "m.onnx", "--random-inputs", "--vs",
+                            "onnxruntime", "--repeat", "2")
+    assert code == 0, err
+    assert "onnxruntime: outputs agree" in out
+    assert "Removing initializer" not in out + err
