@@ -25,6 +25,7 @@ from .errors import (
     LoopCarryError,
     LoopLimitError,
     ModelError,
+    ModelNotFoundError,
     ResourceLimitError,
     UnsupportedOpError,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "LoopSpec",
     "Model",
     "ModelError",
+    "ModelNotFoundError",
     "Node",
     "ResourceLimitError",
     "SlicedInput",

@@ -4,6 +4,8 @@ Every error is a `CyloopError`, itself a `ValueError`, so callers can catch one 
 also inherits the built-in that matches its meaning.
 """
 
+import errno
+
 __all__ = [
     "CyloopError",
     "ExecutionError",
@@ -11,6 +13,7 @@ __all__ = [
     "LoopCarryError",
     "LoopLimitError",
     "ModelError",
+    "ModelNotFoundError",
     "ResourceLimitError",
     "UnsupportedOpError",
 ]
@@ -22,6 +25,20 @@ class CyloopError(ValueError):
 
 class ModelError(CyloopError):
     """The model is malformed: the message names the node or layer, the op and the port."""
+
+
+class ModelNotFoundError(ModelError, FileNotFoundError):
+    """The model file does not exist: a `ModelError`, and the `FileNotFoundError` (errno ENOENT,
+    `filename` the path) Python code catches for a missing file."""
+
+    def __init__(self, path: str):
+        super().__init__(f"{path}: no such file")
+        self.errno, self.strerror, self.filename = errno.ENOENT, "no such file", path
+
+    __str__ = BaseException.__str__  # ("PATH: no such file", not OSError's "[Errno 2] ...")
+
+    def __reduce__(self):  # (pickled by its path, as it is made)
+        return type(self), (self.filename,)
 
 
 class InputError(CyloopError, TypeError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from .engine.settings import DEFAULT_MAX_ITERATIONS
-from .errors import ModelError
+from .errors import ModelError, ModelNotFoundError
 from .frontends import onnx, openvino
 from .model import Model
 
@@ -30,7 +30,7 @@ def load(source, *, weights=None, driver: str | None = None,
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if not os.path.exists(path):
-            raise ModelError(f"{path}: no such file")
+            raise ModelNotFoundError(path)
         if os.path.isdir(path):
             raise ModelError(f"{path}: a directory, not a model file")
         if os.path.getsize(path) == 0:

@@ -1,6 +1,8 @@
 """Loading ONNX models: sources, feeds, the fallback warning, and every bad-model class failing at
 load time with a ModelError that names the node and the reason."""
 
+import errno
+import pickle
 import warnings
 
 import numpy as np
@@ -106,9 +108,18 @@ def test_a_tensor_whose_data_does_not_match_its_type_is_a_model_error(change, de
     assert message.startswith(f"{named}: declared {declared}, but its data holds {held}"), message
 
 
-def test_missing_file(tmp_path):
+@pytest.mark.parametrize("name", ["nope.onnx", "nope.xml"])
+def test_missing_file(tmp_path, name):
+    """A missing model file is a ModelError and the FileNotFoundError Python code catches."""
+    path = tmp_path / name
     with pytest.raises(cyloop.ModelError, match="no such file"):
-        cyloop.load(tmp_path / "nope.onnx")
+        cyloop.load(path)
+    with pytest.raises(FileNotFoundError) as caught:
+        cyloop.load(str(path))
+    assert caught.value.filename == str(path) and caught.value.errno == errno.ENOENT
+    assert str(caught.value) == f"{path}: no such file"
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert type(again) is cyloop.ModelNotFoundError and str(again) == str(caught.value)
 
 
 def _loop_with_body(body, inputs=("M", "", "v0"), n_outputs=1, m_type=TensorProto.INT64):
