@@ -33,11 +33,20 @@ DEFAULT_TIME_LIMIT = 600.0
 # -- inputs and outputs ---------------------------------------------------------------------------
 
 def _parse_inputs(specs: list[str]) -> dict[str, np.ndarray]:
+    """The -i inputs: NAME=FILE.npy, or FILE.npz (each array under its own name, as -o writes
+    them)."""
     feeds = {}
     for spec in specs or []:
         name, sep, path = spec.partition("=")
+        if not sep and spec.endswith(".npz"):
+            try:
+                with np.load(spec, allow_pickle=False) as archive:
+                    feeds.update({key: archive[key] for key in archive.files})
+            except (OSError, ValueError) as e:
+                raise InputError(f"-i: cannot read {spec!r} as a .npz file ({e})") from e
+            continue
         if not sep or not name or not path:
-            raise InputError(f"-i takes NAME=FILE.npy, got {spec!r}")
+            raise InputError(f"-i takes NAME=FILE.npy or FILE.npz, got {spec!r}")
         try:
             feeds[name] = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as e:
@@ -45,8 +54,24 @@ def _parse_inputs(specs: list[str]) -> dict[str, np.ndarray]:
     return feeds
 
 
-def _random_value(declared, rng):
-    shape = tuple(d if isinstance(d, int) and d >= 0 else SYMBOLIC_SIZE
+def _parse_dims(specs: list[str]) -> dict[str, int]:
+    """The --dim NAME=SIZE sizes of symbolic dimensions."""
+    sizes = {}
+    for spec in specs or []:
+        name, sep, size = spec.partition("=")
+        if not sep or not name or not size.isdigit():
+            raise InputError(f"--dim takes NAME=SIZE (a symbolic dimension's name and a size "
+                             f">= 0), got {spec!r}")
+        sizes[name] = int(size)
+    return sizes
+
+
+def _random_value(declared, rng, sizes: dict[str, int]):
+    """A seeded value of `declared`'s type and shape: a symbolic dimension takes its size in
+    `sizes` (the first time it is met, SYMBOLIC_SIZE, noted there), so tied dimensions agree; an
+    unnamed one SYMBOLIC_SIZE."""
+    shape = tuple(d if isinstance(d, int) and d >= 0 else
+                  sizes.setdefault(d, SYMBOLIC_SIZE) if isinstance(d, str) else SYMBOLIC_SIZE
                   for d in (declared.shape or ()))
     dtype = np.dtype(declared.dtype or np.float32)
     if dtype == np.bool_:
@@ -62,18 +87,35 @@ def _random_value(declared, rng):
 
 def _feeds(model, args, generate=False) -> dict:
     """The -i inputs, and the missing ones generated from their declarations if `generate` or
-    --random-inputs (said on stdout), else an InputError naming them."""
+    --random-inputs (said on stdout, with the sizes picked), else an InputError naming them."""
     feeds = _parse_inputs(args.input)
+    declared = {v.name: v for v in model.graph.inputs}
+    unknown = [name for name in feeds if name not in declared]
+    if unknown:
+        raise InputError(f"-i: unknown inputs {unknown}; the model's inputs are "
+                         f"{model.input_names}")
     missing = [name for name in model.input_names if name not in feeds]
     if missing and not (generate or args.random_inputs):
         raise InputError(f"missing inputs {missing}: give them with -i NAME=FILE.npy, or pass "
                          "--random-inputs")
     rng = np.random.default_rng(args.seed)
-    declared = {v.name: v for v in model.graph.inputs}
+    sizes = _parse_dims(getattr(args, "dim", None))
+    for name, value in feeds.items():  # (a symbolic dim given by a fed input has its size)
+        shape = declared[name].shape or ()
+        if isinstance(value, np.ndarray) and len(shape) == value.ndim:
+            for dim, size in zip(shape, value.shape):
+                if isinstance(dim, str):
+                    sizes.setdefault(dim, size)
+    given = dict(sizes)
     for name in missing:
-        feeds[name] = _random_value(declared[name], rng)
+        feeds[name] = _random_value(declared[name], rng, sizes)
     if missing:
-        print(f"  inputs generated from their declared shapes (seed {args.seed}; symbolic dims "
+        used = {dim for name in missing for dim in declared[name].shape or ()
+                if isinstance(dim, str)}
+        picked = [f"{dim}={size}" + ("" if dim in given else " (picked)")
+                  for dim, size in sizes.items() if dim in used]
+        print(f"  inputs generated from their declared shapes (seed {args.seed}; "
+              f"{'dims ' + ', '.join(picked) + '; ' if picked else ''}unnamed dims "
               f"{SYMBOLIC_SIZE}): {', '.join(missing)}")
     return feeds
 
@@ -453,10 +495,14 @@ def _common(cmd, model_required=True, runs=True):
     if not runs:
         return
     cmd.add_argument("-i", "--input", action="append", metavar="NAME=FILE.npy",
-                     help="an input from a .npy file (repeatable)")
+                     help="an input from a .npy file, or FILE.npz: every input saved in it "
+                          "under its name, as -o writes them (repeatable)")
     cmd.add_argument("--random-inputs", action="store_true",
                      help="generate the inputs not given with -i (seeded)")
     cmd.add_argument("--seed", type=int, default=0, help="seed for generated inputs")
+    cmd.add_argument("--dim", action="append", metavar="NAME=SIZE",
+                     help="the size of a symbolic dimension in generated inputs (repeatable; "
+                          f"default {SYMBOLIC_SIZE}, the same for every input that names it)")
     cmd.add_argument("--driver", choices=["cython", "python"], default=None,
                      help="loop driver (default: cython, or python if CYLOOP_PURE_PYTHON=1)")
     cmd.add_argument("--time-limit", type=_limit(float), default=DEFAULT_TIME_LIMIT,

@@ -221,7 +221,7 @@ def test_bad_options_are_one_line_errors(args, message):
 
 def test_debug_works_after_the_subcommand_too(tmp_path):
     code, _out, err = cyloop("run", tmp_path / "nowhere.onnx", "--debug")
-    assert code == 1 and "Traceback" in err and "ModelError" in err
+    assert code == 1 and "Traceback" in err and "ModelNotFoundError" in err
 
 
 def test_python_dash_m_cyloop_is_the_command():
@@ -263,7 +263,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
 def test_plan_generates_the_inputs_it_is_not_given():
     code, out, err = cyloop("plan", EXAMPLES[0])
     assert code == 0, err
-    assert "inputs generated from their declared shapes (seed 0; symbolic dims 4): X, H0, C0" \
+    assert "inputs generated from their declared shapes (seed 0; unnamed dims 4): X, H0, C0" \
         in out
     assert "concatenated" in out
 
@@ -368,3 +368,50 @@ def test_bench_keeps_onnxruntime_s_notes_on_the_model_out_of_the_table(tmp_path)
     assert code == 0, err
     assert "onnxruntime: outputs agree" in out
     assert "Removing initializer" not in out + err
+
+
+def _matmul_model(path):
+    """y = x @ W + b, x [N, F] with F bound to W's 3 rows only by the product."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(3, 2), "W")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["xw"]), helper.make_node("Add", ["xw", "b"],
+                                                                          ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "F"]),
+              helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2])], [w])
+    onnx_save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_generated_inputs_say_the_sizes_picked_and_take_dim(tmp_path):
+    path = _matmul_model(tmp_path / "m.onnx")
+    code, out, err = cyloop("run", path, "--random-inputs")
+    assert code == 2 and "MatMul" in err  # (F picked 4, where W has 3 rows)
+    assert "dims N=4 (picked), F=4 (picked)" in out
+    code, out, err = cyloop("run", path, "--random-inputs", "--dim", "F=3", "--dim", "N=5")
+    assert code == 0, err
+    assert "dims F=3, N=5;" in out and "y: shape [5, 2] float32" in out
+
+
+def test_a_symbolic_dim_of_a_given_input_sizes_the_generated_ones(tmp_path, rng):
+    path = _matmul_model(tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", rng.standard_normal((6, 3)).astype(np.float32))
+    code, out, err = cyloop("run", path, "-i", f"x={tmp_path / 'x.npy'}", "--random-inputs")
+    assert code == 0, err
+    assert "dims N=6; unnamed dims 4): b" in out and "y: shape [6, 2] float32" in out
+
+
+def test_inputs_from_an_npz_archive_and_unknown_names(tmp_path, rng):
+    row = rng.standard_normal(4).astype(np.float32)
+    np.savez(tmp_path / "in.npz", row=row, trip_count=np.array(3, np.int64))
+    code, _out, err = cyloop("run", EXAMPLES[1], "-i", tmp_path / "in.npz", "-o",
+                             tmp_path / "out.npz")
+    assert code == 0, err
+    with np.load(tmp_path / "out.npz") as saved:
+        np.testing.assert_array_equal(saved["rows_2"], row * 2)
+    np.save(tmp_path / "r.npy", row)
+    code, _out, err = cyloop("run", EXAMPLES[1], "-i", f"rowz={tmp_path / 'r.npy'}")
+    assert code == 2
+    assert "unknown inputs ['rowz']; the model's inputs are ['trip_count', 'row']" in err
