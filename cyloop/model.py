@@ -13,7 +13,7 @@ from .engine.compile import compile_graph, program
 from .engine.plan import Plan, describe, outside_loops
 from .engine.settings import DEFAULT_MAX_ITERATIONS, Settings, time_limit_of
 from .errors import InputError
-from .ir import Graph
+from .ir import Graph, Value
 from .sequence import TensorSequence
 
 __all__ = ["Model"]
@@ -72,6 +72,20 @@ class Model:
     @property
     def output_names(self) -> list[str]:
         return [v.name for v in self.graph.outputs]
+
+    @property
+    def inputs(self) -> list[Value]:
+        """The inputs a run needs (those of `input_names`), each a `cyloop.Value`: its `name`,
+        element type (`dtype`; None where the model does not declare it), `shape` (an int per
+        dimension, a str naming a symbolic one, None for one the model leaves unnamed; None for
+        an unknown rank) and `kind` ("tensor", "sequence", "optional" or "optional_sequence").
+        Copies: changing one changes nothing in the model."""
+        return [dataclasses.replace(v) for v in self.graph.inputs if v.name not in self._defaults]
+
+    @property
+    def outputs(self) -> list[Value]:
+        """The outputs a run returns, in order, described as `inputs` describes the inputs."""
+        return [dataclasses.replace(v) for v in self.graph.outputs]
 
     def run(self, feeds: dict, output_names: list[str] | None = None, *,
             time_limit=_MODELS) -> dict[str, np.ndarray]:

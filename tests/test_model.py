@@ -256,3 +256,58 @@ def test_a_node_with_no_outputs_is_a_model_error():
         with pytest.raises(cyloop.ModelError, match="ShapeOf node producing '\\?': a node with "
                            "no outputs"):
             cyloop.Model(g.build(), driver=driver)
+
+
+def _onnx_signature_models(tmp_path):
+    """ONNX models with static, symbolic and unnamed dims, a scalar and a sequence output."""
+    from onnx import TensorProto, helper, save
+
+    from cyloop.cli import EXAMPLES
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Shape", ["y"], ["s"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["batch", None, 3]),
+              helper.make_tensor_value_info("w", TensorProto.FLOAT16, [3, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["batch", None, 2]),
+         helper.make_tensor_value_info("s", TensorProto.INT64, [3])])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+         tmp_path / "m.onnx")
+    return [EXAMPLES[1], str(tmp_path / "m.onnx")]
+
+
+def _ort_value(arg):
+    """An onnxruntime NodeArg as (name, dtype, shape, kind)."""
+    kind, inner = "tensor", arg.type
+    if inner.startswith("seq("):
+        kind, inner = "sequence", inner[len("seq("):-1]
+    dtype = np.dtype({"tensor(float)": np.float32, "tensor(float16)": np.float16,
+                      "tensor(int64)": np.int64}[inner])
+    shape = None if arg.shape is None or kind == "sequence" else tuple(
+        None if isinstance(d, str) and d.startswith("unk__") else d  # (onnxruntime's names for
+        for d in arg.shape)                                         # dims the model leaves bare)
+    return arg.name, dtype, shape, kind
+
+
+def test_a_model_describes_its_inputs_and_outputs_as_onnxruntime_does(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    for path in _onnx_signature_models(tmp_path):
+        model = cyloop.load(path)
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        for ours, theirs in ((model.inputs, session.get_inputs()),
+                             (model.outputs, session.get_outputs())):
+            assert [(v.name, v.dtype, v.shape, v.kind) for v in ours] == \
+                [_ort_value(arg) for arg in theirs]
+        assert [v.name for v in model.inputs] == model.input_names
+        model.inputs[0].shape = (99,)  # (a copy: the model is unchanged)
+        assert model.inputs[0].shape != (99,)
+
+
+def test_an_ir_describes_its_inputs_and_outputs_as_openvino_does():
+    ov = pytest.importorskip("openvino")
+    from cyloop.cli import EXAMPLES
+
+    model, theirs = cyloop.load(EXAMPLES[0]), ov.Core().read_model(EXAMPLES[0])
+    for ours, ports in ((model.inputs, theirs.inputs), (model.outputs, theirs.outputs)):
+        assert [(v.dtype, v.shape) for v in ours] == \
+            [(np.dtype(port.get_element_type().to_dtype()),
+              tuple(port.get_partial_shape().to_shape())) for port in ports]

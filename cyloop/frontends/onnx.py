@@ -114,6 +114,10 @@ def _model_proto(source):
 def _to_graph(model) -> Graph:
     """Lower a `ModelProto` to a cyloop `Graph`."""
     onnx = _onnx()
+    # The graph's own inputs and outputs as the model declares them: shape inference names each
+    # dimension it cannot tell "unk__N", a name no user of the model knows.
+    declared = {info.name: info.type for info in [*model.graph.input, *model.graph.output]
+                if info.type.WhichOneof("value") is not None}
     try:
         model = onnx.shape_inference.infer_shapes(model)
     except Exception as e:  # noqa: BLE001 - inference only adds types; the model may still run
@@ -126,6 +130,9 @@ def _to_graph(model) -> Graph:
     opsets[FALLBACK_DOMAIN] = 1
     converter = _Converter(onnx, opsets)
     graph = converter.graph(model.graph, top=True)
+    for values in (graph.inputs, graph.outputs):
+        values[:] = [converter._typed(v.name, declared[v.name]) if v.name in declared else v
+                     for v in values]
     if converter.fallback:
         listed = ", ".join(sorted(converter.fallback))
         warnings.warn(f"cyloop runs these ops with onnx.reference's kernels (no native kernel "
@@ -144,6 +151,7 @@ class _Converter:
 
     def value(self, info) -> Value:
         return self._typed(info.name, info.type)
+
 
     def _typed(self, name, type_proto) -> Value:
         which = type_proto.WhichOneof("value")
