@@ -6,7 +6,6 @@ import os
 
 from .engine.settings import DEFAULT_MAX_ITERATIONS
 from .errors import ModelError, ModelNotFoundError
-from .frontends import onnx, openvino
 from .model import Model
 
 __all__ = ["load"]
@@ -25,6 +24,8 @@ def load(source, *, weights=None, driver: str | None = None,
     planner allocates; None: no limit), ``progress``, ``hoist`` and ``tune`` are passed to `Model`,
     whose docstring says what each does.
     """
+    from .frontends import onnx, openvino  # (read when a model is: not by `import cyloop`)
+
     options = {"driver": driver, "max_iterations": max_iterations, "time_limit": time_limit,
                "memory_limit": memory_limit, "progress": progress, "hoist": hoist, "tune": tune}
     if isinstance(source, (str, os.PathLike)):

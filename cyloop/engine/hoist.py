@@ -66,8 +66,7 @@ from ..ir import (
     Value,
     fresh_name,
 )
-from ..kernels import flat_int_list, registry
-from ..kernels.openvino import as_bool
+from ..kernels import as_bool, flat_int_list, registry
 from ..kernels.registry import FIRST_INPUT
 from . import chunks
 from .chunks import (

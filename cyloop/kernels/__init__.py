@@ -1,10 +1,10 @@
 """Pure-Python numpy kernels, one registry (`registry.py`), grouped by format, family and opset.
 
-Importing this package registers every kernel; `build(node, opsets)` resolves a node's kernel.
+The modules of each format register their kernels as they import, which the registry does the
+first time a kernel is looked up; `build(node, opsets)` resolves a node's kernel.
 """
 
-from ..accel import fused  # noqa: F401  (registers every kernel)
-from . import onnx, openvino, recurrent  # noqa: F401
+from ._ir_attrs import as_bool
 from ._shapes import flat_int_list
 from .registry import (
     Kernel,
@@ -18,5 +18,5 @@ from .registry import (
     type_keeping,
 )
 
-__all__ = ["Kernel", "KernelDef", "build", "definition_of", "flat_int_list", "kernel", "lookup",
+__all__ = ["Kernel", "KernelDef", "as_bool", "build", "definition_of", "flat_int_list", "kernel", "lookup",
            "node_version", "registered", "type_keeping"]

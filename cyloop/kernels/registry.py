@@ -44,6 +44,7 @@ A kernel declares its traits where it is registered, and the engine reads them f
 from __future__ import annotations
 
 import bisect
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -166,6 +167,19 @@ class Recurrence:
 
 
 _TABLE: dict[tuple[str, str], list[KernelDef]] = {}
+_FORMATS = ("cyloop.accel.fused", "cyloop.kernels.onnx", "cyloop.kernels.openvino",
+            "cyloop.kernels.recurrent")  # (their modules register the kernels as they import)
+_formats_registered = False
+
+
+def _register_formats() -> None:
+    """Import the modules that register the kernels, the first time a kernel is looked up:
+    `import cyloop` does not pay for them (nor a program that builds its graphs in code for the
+    formats it never reads)."""
+    global _formats_registered
+    _formats_registered = True
+    for module in _FORMATS:
+        importlib.import_module(module)
 
 # Ufuncs whose result has the type of their operands when those share one float type: given a
 # buffer of that type and of the result's shape as `out=`, they compute what they would into a
@@ -214,6 +228,8 @@ def kernel(op_type: str, domain: str = "", since: int = 1, out: bool = False, mu
 
 def lookup(domain: str, op_type: str, version: int, where: str = "") -> KernelDef:
     """The kernel with the highest `since` <= `version`; `UnsupportedOpError` naming what exists."""
+    if not _formats_registered:
+        _register_formats()
     entries = _TABLE.get((domain, op_type), [])
     index = bisect.bisect_right([entry.since for entry in entries], version)
     if index:
@@ -262,5 +278,7 @@ def build(node: Node, opsets: dict[str, int], attrs: dict | None = None) -> Kern
 
 def registered() -> list[KernelDef]:
     """Every registered kernel, sorted by domain, op type and version."""
+    if not _formats_registered:
+        _register_formats()
     return sorted((entry for entries in _TABLE.values() for entry in entries),
                   key=lambda entry: (entry.domain, entry.op_type, entry.since))

@@ -1,5 +1,5 @@
 """Kernels for OpenVINO IR layers (domain ``openvino``), registered by the opset version each
-behaviour appeared in. IR attributes arrive as strings; `_attrs.py` parses them. The cell and
+behaviour appeared in. IR attributes arrive as strings; `../_ir_attrs.py` parses them. The cell and
 sequence layers are in ../recurrent/, which both formats share."""
 
 from . import (  # noqa: F401  (registration happens on import)
@@ -14,6 +14,3 @@ from . import (  # noqa: F401  (registration happens on import)
     spatial,
     tensor,
 )
-from ._attrs import as_bool
-
-__all__ = ["as_bool"]

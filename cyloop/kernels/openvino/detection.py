@@ -9,8 +9,8 @@ import heapq
 
 import numpy as np
 
+from .._ir_attrs import DOMAIN, as_bool, as_choice, as_dtype, as_float, as_int
 from ..registry import kernel
-from ._attrs import DOMAIN, as_bool, as_choice, as_dtype, as_float, as_int
 
 _F32 = np.float32
 

@@ -7,8 +7,8 @@ import operator
 import numpy as np
 
 from .. import _math
+from .._ir_attrs import DOMAIN, as_bool, as_float, as_int, broadcast_batches, broadcasting
 from ..registry import ARITHMETIC_SCALARS, BOOL_SCALARS, NUMBER_SCALARS, kernel
-from ._attrs import DOMAIN, as_bool, as_float, as_int, broadcast_batches, broadcasting
 
 
 def _floor_mod(a, b, out=None):

@@ -30,8 +30,8 @@ import threading
 
 import numpy as np
 
+from .._ir_attrs import DOMAIN, as_choice, as_dtype, as_int
 from ..registry import kernel
-from ._attrs import DOMAIN, as_choice, as_dtype, as_int
 
 _MASK32 = 0xFFFFFFFF
 # Philox-4x32's multipliers and key increments (Salmon et al., "Parallel Random Numbers: As Easy

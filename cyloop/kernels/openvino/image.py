@@ -4,8 +4,8 @@ uses too (kernels/_resample.py), and GridSample-9."""
 import numpy as np
 
 from .. import _resample
+from .._ir_attrs import DOMAIN, as_bool, as_choice, as_float, as_ints
 from ..registry import kernel
-from ._attrs import DOMAIN, as_bool, as_choice, as_float, as_ints
 
 _INTERPOLATE_MODES = ("nearest", "linear", "linear_onnx", "cubic")
 _TRANSFORMS = ("half_pixel", "pytorch_half_pixel", "asymmetric", "tf_half_pixel_for_nn",

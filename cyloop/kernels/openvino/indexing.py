@@ -5,8 +5,8 @@ Unique, on the maths ONNX's kernels use too (kernels/_indexing.py, _reductions.p
 import numpy as np
 
 from .. import _indexing, _math, _reductions
+from .._ir_attrs import DOMAIN, as_bool, as_dtype, as_int, as_integer_type
 from ..registry import kernel
-from ._attrs import DOMAIN, as_bool, as_dtype, as_int, as_integer_type
 
 
 def _ints(values):

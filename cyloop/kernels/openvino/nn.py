@@ -4,9 +4,9 @@ import numpy as np
 
 from ...accel.gemm import weight_product
 from .. import _math
+from .._ir_attrs import DOMAIN, as_bool, as_dtype, as_int
 from .._reductions import axes_reader, in_own_type, reducing, with_identity
 from ..registry import kernel
-from ._attrs import DOMAIN, as_bool, as_dtype, as_int
 
 
 @kernel("MatMul", domain=DOMAIN, since=1, batch="matmul",

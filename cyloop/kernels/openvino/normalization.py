@@ -2,8 +2,8 @@
 
 import numpy as np
 
+from .._ir_attrs import DOMAIN, as_bool, as_choice, as_float, as_int
 from ..registry import kernel
-from ._attrs import DOMAIN, as_bool, as_choice, as_float, as_int
 
 
 def _axes(axes, ndim):

@@ -11,8 +11,8 @@ RDFT's halved axis and IRDFT's restored one."""
 import numpy as np
 
 from .. import _fourier
+from .._ir_attrs import DOMAIN
 from ..registry import kernel
-from ._attrs import DOMAIN
 
 
 def _ints(values):

@@ -5,8 +5,8 @@ use too (kernels/_spatial.py)."""
 import numpy as np
 
 from .. import _spatial
+from .._ir_attrs import DOMAIN, as_bool, as_dtype, as_int, as_ints
 from ..registry import kernel
-from ._attrs import DOMAIN, as_bool, as_dtype, as_int, as_ints
 
 
 def _geometry(attrs, spatial_shape, kernel_shape):

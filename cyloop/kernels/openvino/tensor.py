@@ -3,8 +3,8 @@
 import numpy as np
 
 from .. import _shapes
+from .._ir_attrs import DOMAIN, as_bool, as_dtype, as_int, as_ints
 from ..registry import kernel
-from ._attrs import DOMAIN, as_bool, as_dtype, as_int, as_ints
 
 
 def _ints(values):

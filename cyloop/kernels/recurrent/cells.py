@@ -54,7 +54,7 @@ from ...accel.gemm import (
 from ...accel.measured import Measured
 from ...ir import LOOP_DOMAIN
 from .. import _math
-from ..openvino._attrs import DOMAIN, as_bool, as_float
+from .._ir_attrs import DOMAIN, as_bool, as_float
 from ..registry import Recurrence, kernel
 
 

@@ -35,7 +35,7 @@ from ...accel.gemm import (
     two_cores_here,
 )
 from ...accel.measured import Measured, untimed
-from ..openvino._attrs import DOMAIN
+from .._ir_attrs import DOMAIN
 from ..registry import kernel
 from .cells import gru_step, lstm_step, projection_for, rnn_step, showing
 

@@ -6,7 +6,7 @@ Attributes arrive as the IR writes them (strings), except element types (``desti
 
 import numpy as np
 
-from ...ir import OPENVINO_DOMAIN
+from ..ir import OPENVINO_DOMAIN
 
 DOMAIN = OPENVINO_DOMAIN
 

@@ -1,0 +1,48 @@
+"""What `import cyloop` loads: numpy and the engine, not the frontends, the kernels of a format,
+the onnx.reference fallback, the CLI's extras or any peer; they load when first used. (Checked by
+the modules loaded, in a fresh interpreter: import time is a benchmark's business.)"""
+
+import subprocess
+import sys
+
+from cyloop.cli import EXAMPLES
+
+# Modules `import cyloop` must leave unloaded: by name, or a package with everything under it.
+_LATER = ("cyloop.frontends", "cyloop.kernels.onnx", "cyloop.kernels.openvino",
+          "cyloop.kernels.recurrent", "cyloop.accel.fused", "cyloop.accel._gate_passes",
+          "cyloop.cli", "cyloop.system", "cyloop.backend", "onnx", "onnxruntime", "openvino",
+          "jax", "ml_dtypes", "threadpoolctl", "tqdm", "matplotlib", "dask")
+
+_LOADED = """
+import sys
+before = set(sys.modules)
+import cyloop
+print(" ".join(sorted(set(sys.modules) - before)))
+if len(sys.argv) > 1:
+    before = set(sys.modules)
+    cyloop.load(sys.argv[1]).run
+    print(" ".join(sorted(set(sys.modules) - before)))
+"""
+
+
+def _loaded(*args) -> list[set[str]]:
+    proc = subprocess.run([sys.executable, "-c", _LOADED, *args], capture_output=True, text=True,
+                          timeout=120, check=True)
+    return [set(line.split()) for line in proc.stdout.splitlines()]
+
+
+def _under(modules: set[str], package: str) -> list[str]:
+    return sorted(m for m in modules if m == package or m.startswith(package + "."))
+
+
+def test_import_cyloop_loads_the_engine_and_nothing_of_a_format():
+    (loaded,) = _loaded()
+    assert "cyloop.engine._core" in loaded and "cyloop.model" in loaded
+    early = [m for package in _LATER for m in _under(loaded, package)]
+    assert not early, f"import cyloop loads {early}"
+
+
+def test_loading_a_model_loads_its_frontend_and_kernels():
+    _, loaded = _loaded(EXAMPLES[1])  # (an ONNX model)
+    assert "cyloop.frontends.onnx" in loaded and "onnx" in loaded
+    assert "cyloop.kernels.onnx.elementwise" in loaded
