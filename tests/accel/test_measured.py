@@ -90,12 +90,12 @@ def test_a_streak_times_calls_that_read_what_the_same_candidate_wrote(streak, ke
 
     def own_layout(state):
         calls.append("own-layout")
-        time.sleep(0 if state == "own-layout" else 0.004)
+        time.sleep(0 if state == "own-layout" else 0.02)
         return "own-layout"
 
     def steady(state):
         calls.append("steady")
-        time.sleep(0.001)
+        time.sleep(0.002)
         return "steady"
 
     measured = Measured({"own-layout": own_layout, "steady": steady}, rounds=3, streak=streak)
@@ -106,7 +106,8 @@ def test_a_streak_times_calls_that_read_what_the_same_candidate_wrote(streak, ke
     assert trial.choice == kept
     turns = ["own-layout"] * streak + ["steady"] * streak
     assert calls[:4 * streak] == turns * 2
-    # Clearly apart (0 or 1 ms against 4): decided after two timed calls each.
+    # Clearly apart (0 or 2 ms against 20, ten times apart so that a loaded machine's late
+    # wake-ups do not blur them): decided after two timed calls each.
     assert all(len(samples) == 2 for samples in trial.samples.values())
 
 
