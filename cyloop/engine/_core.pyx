@@ -12,7 +12,7 @@ Design: the planner's invariants, each with the code that keeps it.
    ``first + i * stride`` elements along its axis; nothing is copied, for any axis, stride sign or
    part size, and no transpose is ever made (`_make_sliced`, `_Sliced.part`).
 3. Concatenated outputs are preallocated once the first iteration shows the per-iteration shape:
-   exactly n slots when the trip count is known, else min(bound, GROWTH_CAP_BYTES' worth) and
+   exactly n slots when the trip count is known, else min(bound, FIRST_GROWING_BYTES' worth) and
    geometric growth (`_Concat.allocate`, `_Concat.ensure`). Iteration i's slot is i (forward) or
    cap-1-i (reverse), so nothing is flipped or concatenated afterwards. The output is a view of the
    slots used, except when a loop that stopped early used under half of them: then it is a copy of
@@ -102,7 +102,7 @@ from ..accel.gemm import (ONE_CORE, TWO_CORES, products_split, set_products_on_t
                           two_cores_here)
 from ..accel.measured import Measured, untimed
 from ..kernels.registry import FIRST_INPUT, FLOATS, INTEGERS
-from .settings import COUNTERS, GROWTH_CAP_BYTES, PROGRESS_EVERY
+from .settings import COUNTERS, FIRST_GROWING_BYTES, PROGRESS_EVERY
 
 cnp.import_array()
 
@@ -123,7 +123,7 @@ cdef extern from "numpy/arrayobject.h":
     # A new numpy scalar of type `descr` from the bytes at `data` (`descr` is not stolen).
     object PyArray_Scalar(void *data, cnp.dtype descr, PyObject *base)
 
-cdef Py_ssize_t _GROWTH_CAP_BYTES = GROWTH_CAP_BYTES
+cdef Py_ssize_t _FIRST_GROWING_BYTES = FIRST_GROWING_BYTES
 cdef Py_ssize_t _PROGRESS_EVERY = PROGRESS_EVERY
 
 
@@ -968,7 +968,7 @@ cdef class _Concat:
             if 0 <= self.max_rows < rows:
                 raise self._too_large(rows)
         else:
-            rows = max(1, _GROWTH_CAP_BYTES // row_bytes)
+            rows = max(1, _FIRST_GROWING_BYTES // row_bytes)
             if bound >= 0 and bound < rows:
                 rows = bound
             if 0 <= self.max_rows < rows:

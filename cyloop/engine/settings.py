@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import InputError
 
 __all__ = ["CHUNK_BUDGETS", "COUNTERS", "DEFAULT_MAX_ITERATIONS", "FIRST_CHUNK_ROWS",
-           "GROWTH_CAP_BYTES", "MAX_CHUNK_ROWS", "MIN_CHUNK_ROWS", "PROGRESS_EVERY", "Settings",
+           "FIRST_GROWING_BYTES", "MAX_CHUNK_ROWS", "MIN_CHUNK_ROWS", "PROGRESS_EVERY", "Settings",
            "count_limit", "time_limit_of"]
 
 # The iterations one run may make in all its loops before LoopLimitError (None in Settings: no
@@ -24,8 +24,10 @@ DEFAULT_MAX_ITERATIONS = 100_000_000
 # A progress callback hears from a loop every this many iterations, and once when it ends; the
 # Cython driver also lets other Python threads run this often (it holds the GIL otherwise).
 PROGRESS_EVERY = 1024
-# Bytes a concatenated output may take before its length is known; past it, geometric growth.
-GROWTH_CAP_BYTES = 64 * 1024 * 1024
+# Bytes a concatenated output takes at first when its length is not known (a while loop, a loop
+# that may stop early); it doubles each time the loop runs past it, so a short loop holds little
+# and a long one copies its rows about once more in all.
+FIRST_GROWING_BYTES = 64 * 1024
 
 # Hoisting (engine/hoist.py): the first chunk is small, since many loops stop early and it sizes
 # the rest; later chunks hold about one of CHUNK_BUDGETS' bytes of hoisted rows, the one that runs

@@ -1,6 +1,7 @@
 """Trip counts and conditions: zero iterations, loops stopped by their condition (bounded or not,
 forward or reverse, with growth), max_iterations, and Ctrl-C."""
 
+import math
 import signal
 import subprocess
 import sys
@@ -53,14 +54,16 @@ def test_condition_stops_the_loop(trip_count, reverse):
 
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
 def test_unbounded_output_grows_geometrically(reverse):
-    """Rows of 256 KiB: the first buffer holds 256 of them, so 600 iterations grow it twice."""
+    """Rows of 256 KiB, more than the first buffer of an output of unknown length holds: the
+    buffer doubles as 600 iterations run past it, so it is allocated about log2(600) times and
+    the rows are copied less than twice more in all."""
     graph, feeds = _counting_loop(599, row=(32768,), reverse=reverse)
     model = cyloop.Model(graph, driver="cython")
     out = model.run(feeds)["ys"]
     np.testing.assert_array_equal(out, _expected(600, (32768,), reverse))
     (counters,) = model.counters().values()
-    assert counters["growth_bytes_copied"] > 0
-    assert counters["allocations"] == 3
+    assert 0 < counters["growth_bytes_copied"] < 2 * out.nbytes
+    assert 2 < counters["allocations"] <= 2 + math.log2(600)
 
 
 def test_zero_trip_count_gives_empty_outputs():

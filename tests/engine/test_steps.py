@@ -445,8 +445,8 @@ def test_with_a_time_limit_the_clock_is_still_read_between_calls(tmp_path, rng):
 @pytest.mark.parametrize("x", ["a row per batch row", "one row for all"])
 def test_an_output_growing_mid_loop_grows_between_calls(x, tmp_path, rng, no_steps):
     """An output of unknown length (an ONNX Loop stops when its condition says so) past
-    GROWTH_CAP_BYTES (1100 slots of [2050, 8] float32: 1023 fit in 64 MiB) grows an iteration
-    at a time: a call of the steps stops at the buffer's last slot. Where the steps decline
+    FIRST_GROWING_BYTES (1100 slots of [2050, 8] float32) grows an iteration at a time: a call
+    of the steps stops at the buffer's last slot. Where the steps decline
     every call (x one row for all, [4H]: three axes wanted), each iteration writes its own
     slot, in the buffer as grown."""
     source, feeds = _onnx_lstm(tmp_path, rng, 1100, hidden=8, batch=2050)
