@@ -18,6 +18,15 @@ from .destinations import (
 __all__ = ["LoopPlan", "Plan", "describe"]
 
 
+def _size(nbytes: float) -> str:
+    """A byte count as people read it: B, KiB or MiB."""
+    if nbytes < 1024:
+        return f"{nbytes:g} B"
+    if nbytes < 1024 * 1024:
+        return f"{nbytes / 1024:.1f} KiB"
+    return f"{nbytes / (1024 * 1024):.1f} MiB"
+
+
 @dataclass
 class LoopPlan:
     """One loop: rows of (port, kind, where it lives), aliasing notes, and measured counters."""
@@ -79,13 +88,13 @@ class LoopPlan:
         c = self.counters
         if c.get("runs"):
             out.append(f"{indent}  measured over {c['runs']} run(s), {c['iterations']} "
-                       f"iteration(s): preallocated {self.preallocated_bytes} B in the last run, "
-                       f"{c['allocations']} planner allocation(s), "
-                       f"{self.copied_bytes_per_iteration:g} B copied per iteration in steady "
-                       f"state, {c['growth_bytes_copied']} B moved by growth")
+                       f"iteration(s): preallocated {_size(self.preallocated_bytes)} in the last "
+                       f"run, {c['allocations']} planner allocation(s), "
+                       f"{_size(self.copied_bytes_per_iteration)} copied per iteration in steady "
+                       f"state, {_size(c['growth_bytes_copied'])} moved by growth")
             if c.get("hoist_chunks"):
                 out.append(f"{indent}  hoisted: {c['hoist_chunks']} chunk(s), "
-                           f"{c['hoisted_bytes']} B of hoisted rows")
+                           f"{_size(c['hoisted_bytes'])} of hoisted rows")
         else:
             out.append(f"{indent}  not run yet: sizes and copies are measured on the first run")
         for inner in self.nested:

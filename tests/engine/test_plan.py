@@ -18,6 +18,8 @@ def test_plan_shows_aliasing():
     (loop,) = model.plan().loops
     assert loop.preallocated_bytes == 8 * 4 * 32 * 4
     assert loop.copied_bytes_per_iteration == 0
+    # (sizes as people read them: 4,096 B of h rows)
+    assert "preallocated 4.0 KiB in the last run" in text and "0 B copied per iteration" in text
 
 
 @pytest.mark.parametrize("driver", ["cython", "python"])
