@@ -71,6 +71,7 @@ class Model:
 
     @property
     def output_names(self) -> list[str]:
+        """The outputs a run returns, in order."""
         return [v.name for v in self.graph.outputs]
 
     @property
