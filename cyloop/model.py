@@ -63,6 +63,9 @@ class Model:
         # An input that is also an initializer may be fed; otherwise it takes that value.
         self._defaults = {v.name: graph.initializers[v.name] for v in graph.inputs
                           if v.name in graph.initializers}
+        # The last feeds accepted, as (how many, what each declared input took): feeds of the
+        # same names, dtypes and shapes pass every check again (`_check_feeds`).
+        self._accepted: tuple[int, tuple] | None = None
 
     @property
     def input_names(self) -> list[str]:
@@ -108,6 +111,9 @@ class Model:
         limits = RunLimits(settings.max_iterations, time_limit, settings.memory_limit)
         values = self._program.run(args, limits)
         names = self.output_names if output_names is None else list(output_names)
+        fresh = self._fresh(values, names)
+        if fresh is not None:
+            return fresh
         results: dict = {}
         handed = _Handed()
         for arg in args:
@@ -140,7 +146,41 @@ class Model:
                 results[name] = own(value)
         return {name: results[name] for name in names}
 
+    def _fresh(self, values: list, names: list[str]) -> dict | None:
+        """The outputs as they are, where each is a distinct array owning writeable memory (a
+        kernel's fresh result, or a numpy scalar made one): such an array shares its memory with
+        no feed, no constant and no other output, since only its own views can. None where one
+        is anything else (a view, a sequence, None, a name asked twice): `run` then checks each
+        for overlaps."""
+        results = {}
+        for name in names:
+            value = values[self._output_index[name]]
+            if type(value) is not np.ndarray:
+                if not isinstance(value, np.generic):
+                    return None
+                value = np.asarray(value)
+            flags = value.flags
+            if not (flags.owndata and flags.writeable) or name in results \
+                    or any(value is other for other in results.values()):
+                return None
+            results[name] = value
+        return results
+
     def _check_feeds(self, feeds: dict) -> list:
+        """The program's arguments from `feeds`: in the declared order, each array a read-only
+        view of its own; an InputError for what does not match the declared inputs. Feeds of
+        the names, dtypes and shapes last accepted pass unchecked: those alone decide the checks
+        (`_accepted`)."""
+        accepted = self._accepted
+        if accepted is not None and type(feeds) is dict and len(feeds) == accepted[0]:
+            args = _as_accepted(feeds, accepted[1])
+            if args is not None:
+                return args
+        args = self._checked_feeds(feeds)
+        self._accepted = _accepted_form(self.graph.inputs, feeds, self._defaults)
+        return args
+
+    def _checked_feeds(self, feeds: dict) -> list:
         if not isinstance(feeds, dict):
             raise InputError(f"feeds must be a dict of input name -> array, not "
                              f"{type(feeds).__name__}")
@@ -290,6 +330,40 @@ class _Handed:
     def overlaps(self, array: np.ndarray) -> bool:
         return any(np.may_share_memory(array, other)
                    for other in self._by_memory.get(self._memory(array), ()))
+
+
+def _accepted_form(inputs: list[Value], feeds: dict, defaults: dict) -> tuple[int, tuple] | None:
+    """What accepted `feeds` were, for `_as_accepted`: per declared input, (name, dtype, shape,
+    None) of its array, or (None, None, None, default) where it took its default; None where a
+    feed is not a plain array (a scalar converted, a sequence, an empty optional: checked every
+    run)."""
+    form = []
+    for declared in inputs:
+        if declared.name not in feeds:
+            form.append((None, None, None, defaults[declared.name]))
+            continue
+        value = feeds[declared.name]
+        if type(value) is not np.ndarray or declared.kind != "tensor":
+            return None
+        form.append((declared.name, value.dtype, value.shape, None))
+    return len(feeds), tuple(form)
+
+
+def _as_accepted(feeds: dict, form: tuple) -> list | None:
+    """The program's arguments from `feeds` (of as many names as the accepted ones), where each
+    is an array of the dtype and shape that input's accepted one had; else None."""
+    args = []
+    for name, dtype, shape, default in form:
+        if name is None:
+            args.append(default)
+            continue
+        value = feeds.get(name)
+        if type(value) is not np.ndarray or value.dtype != dtype or value.shape != shape:
+            return None
+        value = value.view()  # (read-only, of its own: as `_check_tensor` hands it on)
+        value.flags.writeable = False
+        args.append(value)
+    return args
 
 
 def _compiled(graph: Graph, settings: dict) -> Model:

@@ -27,12 +27,28 @@ def rnn():
      r"input 'h0': expected size 32 on axis 1 .* got 31"),
     (lambda f: f.update({None: np.zeros(1), b"x": np.zeros(1)}),
      r"feeds are keyed by input name \(a str\), not None \(NoneType\)"),
-], ids=["missing", "unknown", "dtype", "rank", "fixed-dim", "not-a-name"])
-def test_bad_feeds_raise_input_error(rnn, change, error):
+    (lambda f: f.update(h1=f.pop("h0")), r"unknown inputs \['h1'\]"),
+    (lambda f: f.update(h0=f["h0"].tolist()), None),  # (a list converts: no error)
+    (lambda f: f.update(h0=np.asfortranarray(f["h0"])), None),
+], ids=["missing", "unknown", "dtype", "rank", "fixed-dim", "not-a-name", "renamed", "a-list",
+        "fortran-order"])
+@pytest.mark.parametrize("after_a_run", [False, True], ids=["first-run", "after-a-run"])
+def test_bad_feeds_raise_input_error(rnn, change, error, after_a_run):
+    """The same checks on a model's first run and after a run accepted feeds (whose names,
+    dtypes and shapes later feeds of the same kind need not be checked again)."""
     model, feeds = rnn
-    change(feeds)
+    if after_a_run:
+        model.run(dict(feeds))
+    changed = dict(feeds)
+    change(changed)
+    if error is None:
+        got = model.run(changed)
+        want = cyloop.Model(model.graph).run(feeds)
+        for name in want:  # (to rounding: each model measures its own choices)
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+        return
     with pytest.raises(cyloop.InputError, match=error):
-        model.run(feeds)
+        model.run(changed)
 
 
 def test_symbolic_dimensions_accept_any_size_but_must_agree():
@@ -41,11 +57,14 @@ def test_symbolic_dimensions_accept_any_size_but_must_agree():
     g.input("b", np.float32, ("N",))
     g.output(g.node("Identity", "a"))
     model = cyloop.Model(g.build())
-    for n in (1, 5):
+    for n in (1, 5, 5):
         model.run({"a": np.zeros((n, 2), np.float32), "b": np.zeros(n, np.float32)})
     with pytest.raises(cyloop.InputError, match="dimension 'N' is 3 on axis 0, but 2 in input "
                                                 "'a'"):
         model.run({"a": np.zeros((2, 2), np.float32), "b": np.zeros(3, np.float32)})
+    with pytest.raises(cyloop.InputError, match="dimension 'N' is 4 on axis 0, but 5 in input "
+                                                "'a'"):  # (after runs of N = 5)
+        model.run({"a": np.zeros((5, 2), np.float32), "b": np.zeros(4, np.float32)})
 
 
 def test_output_names_select_and_order(rnn):
@@ -311,3 +330,25 @@ def test_an_ir_describes_its_inputs_and_outputs_as_openvino_does():
         assert [(v.dtype, v.shape) for v in ours] == \
             [(np.dtype(port.get_element_type().to_dtype()),
               tuple(port.get_partial_shape().to_shape())) for port in ports]
+
+
+def test_outputs_are_the_callers_own_run_after_run():
+    """A fresh result, the same result under two names, a feed passed through and a 0-d
+    result: each output writeable and sharing memory with no feed and no other output, on
+    the first run and on runs whose feeds need no checks again."""
+    g = GraphBuilder()
+    g.input("x", np.float32, (3,))
+    y = g.node("Add", "x", "x", outputs=["y"])
+    g.output(y, g.node("Identity", y, outputs=["z"]), g.node("Identity", "x", outputs=["w"]),
+             g.node("ReduceSum", y, keepdims=0, outputs=["s"]))
+    model = cyloop.Model(g.build())
+    x = np.arange(3, dtype=np.float32)
+    for _ in range(3):
+        out = model.run({"x": x})
+        arrays = [x, *out.values()]
+        for k, a in enumerate(arrays):
+            for b in arrays[k + 1:]:
+                assert not np.shares_memory(a, b)
+        assert all(v.flags.writeable for v in out.values())
+        np.testing.assert_array_equal(out["z"], x + x)
+        assert out["s"].shape == () and out["s"] == 6
