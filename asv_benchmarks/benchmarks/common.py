@@ -887,3 +887,24 @@ def exported_while_data(steps=2000, width=64, seed=10):
 
 
 EXPORTED["J2O-while"] = exported_while_data
+
+
+def fixed_cost_onnx(kind, trip_count=1):
+    """Models whose run is mostly fixed cost: one Add on [2, 3] ("add"), or a Loop of one Add
+    ("loop", `trip_count` iterations). Returns (ONNX model, feeds)."""
+    TensorProto, helper, tensor, model = _onnx_helpers()
+    x = np.ones((2, 3), np.float32)
+    if kind == "add":
+        graph = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "add",
+                                  [tensor("x", [2, 3])], [tensor("y", [2, 3])])
+        return model(graph), {"x": x}
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["c_out"]),
+         helper.make_node("Add", ["v", "v"], ["v_out"])], "body",
+        [tensor("i", [], TensorProto.INT64), tensor("c", [], TensorProto.BOOL),
+         tensor("v", [2, 3])],
+        [tensor("c_out", [], TensorProto.BOOL), tensor("v_out", [2, 3])])
+    graph = helper.make_graph([helper.make_node("Loop", ["M", "", "x"], ["y"], body=body)],
+                              "loop", [tensor("M", [], TensorProto.INT64), tensor("x", [2, 3])],
+                              [tensor("y", [2, 3])])
+    return model(graph), {"M": np.array(trip_count, np.int64), "x": x}
