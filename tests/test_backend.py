@@ -21,6 +21,11 @@ from onnx.backend.test.loader import load_model_tests
 import cyloop
 import cyloop.backend
 
+# The suite checks values; that cyloop warns of the ops it runs on onnx.reference's kernels is
+# tested where loading is (tests/frontends/test_onnx_loading.py), so it is not repeated here.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:cyloop runs these ops with onnx.reference's kernels:UserWarning")
+
 # Case name patterns (regular expressions over the test names) expected to fail, each with why.
 EXPECTED_FAILURES = {
     # Random output: the expected values are one draw of onnx's generator; the spec fixes the

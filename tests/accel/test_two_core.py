@@ -291,6 +291,8 @@ def _pinned_child(queue):
                _two_core.woken_apart() - woken, set(map(len, _affinities().values()))))
 
 
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded, use of fork:"
+                            "DeprecationWarning")  # (what the test is about: fork() with threads)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="CPU affinity is Linux's")
 def test_a_process_held_to_one_cpu_keeps_its_helper_there(rng):
     """Where the caller may run on one CPU only (its helper, started by it, likewise), no wake
@@ -339,6 +341,8 @@ def _in_child(queue):
     queue.put((bool(np.allclose(out, a @ b)), helped))
 
 
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded, use of fork:"
+                            "DeprecationWarning")  # (what the test is about: fork() with threads)
 @needs_helper
 def test_a_forked_child_has_a_helper_of_its_own(rng):
     """fork() copies only the forking thread: the child's first product starts a helper of its
