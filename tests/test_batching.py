@@ -13,9 +13,9 @@ import cyloop
 from cyloop.cli import EXAMPLES
 from cyloop.ir import CarriedInput, ConcatOutput, GraphBuilder, LastOutput, SlicedInput
 
-from .engine.test_limits import _nested
 from .frontends.onnx_models import lstm_loop_model
-from .test_concurrency import _close, _equal, _feeds
+from .support.loops import nested
+from .support.outputs import assert_close_outputs, assert_same_outputs, example_feeds
 
 T, B, I, H = 12, 10, 6, 16
 AXES = {"X": 1, "h0": 0, "c0": 0}
@@ -42,7 +42,8 @@ def test_an_unpickled_model_runs_as_the_original(path):
     copy = pickle.loads(data)
     assert copy is not model and copy.settings == model.settings
     for seed in range(3):
-        _equal(copy.run(_feeds(path, seed)), model.run(_feeds(path, seed)))
+        feeds = example_feeds(path, seed)
+        assert_same_outputs(copy.run(feeds), model.run(feeds))
     # Compact: the graph and its weights, no compiled kernels.
     with open(path, "rb") as f:
         source = len(f.read())
@@ -50,11 +51,11 @@ def test_an_unpickled_model_runs_as_the_original(path):
 
 
 def test_a_model_built_in_code_pickles_and_measures_afresh():
-    graph, feeds = _nested(5, 7, by_condition=True)
+    graph, feeds = nested(5, 7, by_condition=True)
     model = cyloop.Model(graph, driver="python")
     copy = pickle.loads(pickle.dumps(model))
     assert copy.settings.driver == "python"
-    _equal(copy.run(dict(feeds)), model.run(dict(feeds)))
+    assert_same_outputs(copy.run(dict(feeds)), model.run(dict(feeds)))
     lstm, lstm_feeds = _lstm()
     lstm.run(lstm_feeds)
     fresh = pickle.loads(pickle.dumps(lstm))
@@ -83,11 +84,12 @@ def test_run_batched_here_is_one_run_over_the_batch(chunk_size):
     got = model.run_batched(feeds, AXES, chunk_size=chunk_size, output_axis=OUT_AXES)
     # Exactly the chunks' own runs joined; the whole batch's run to rounding (a chunk's products
     # have its rows, and BLAS may round them otherwise), exactly when a chunk is the whole.
-    _equal(got, _per_chunk(model, feeds, chunk_size))
-    (_equal if chunk_size >= B else _close)(got, whole)
+    assert_same_outputs(got, _per_chunk(model, feeds, chunk_size))
+    (assert_same_outputs if chunk_size >= B else assert_close_outputs)(got, whole)
     # Tuned, measured choices may differ from chunk to chunk: to rounding.
     tuned, _ = _lstm()
-    _close(tuned.run_batched(feeds, AXES, chunk_size=chunk_size, output_axis=OUT_AXES), whole)
+    batched = tuned.run_batched(feeds, AXES, chunk_size=chunk_size, output_axis=OUT_AXES)
+    assert_close_outputs(batched, whole)
 
 
 def _running_sum():
@@ -115,7 +117,7 @@ def test_run_batched_on_an_int_axis_splits_every_feed_and_joins_every_output():
     whole = model.run(feeds)
     np.testing.assert_array_equal(whole["hs"][:, -1], whole["h"])
     for chunk_size in (1, 2, 7):
-        _equal(model.run_batched(feeds, 0, chunk_size=chunk_size), whole)
+        assert_same_outputs(model.run_batched(feeds, 0, chunk_size=chunk_size), whole)
 
 
 @pytest.mark.parametrize("kind", ["threads", "processes"])
@@ -130,8 +132,8 @@ def test_run_batched_on_a_concurrent_futures_pool(kind):
     with executor:
         got = model.run_batched(feeds, AXES, chunk_size=4, output_axis=OUT_AXES,
                                 executor=executor)
-    _equal(got, _per_chunk(model, feeds, 4))
-    _close(got, whole)  # (chunks of 4 rows: to rounding)
+    assert_same_outputs(got, _per_chunk(model, feeds, 4))
+    assert_close_outputs(got, whole)  # (chunks of 4 rows: to rounding)
 
 
 def test_run_batched_on_a_dask_cluster_of_two_worker_processes():
@@ -145,8 +147,8 @@ def test_run_batched_on_a_dask_cluster_of_two_worker_processes():
                                 executor=client)
         pids = client.run(lambda: __import__("os").getpid())
     assert len(set(pids.values())) == 2
-    _equal(got, _per_chunk(model, feeds, 3))
-    _close(got, whole)  # (chunks of 3 rows: to rounding)
+    assert_same_outputs(got, _per_chunk(model, feeds, 3))
+    assert_close_outputs(got, whole)  # (chunks of 3 rows: to rounding)
 
 
 @pytest.mark.parametrize("call,error", [
@@ -180,4 +182,4 @@ def test_a_sequence_output_is_taken_whole_only_when_said():
         model.run_batched(feeds, {"row": 0}, chunk_size=4)
     got = model.run_batched(feeds, {"row": 0}, chunk_size=4,
                             output_axis={"rows": None, "stacked": 1})
-    _equal(got, model.run(feeds))
+    assert_same_outputs(got, model.run(feeds))

@@ -6,49 +6,17 @@ import sys
 import textwrap
 import threading
 
-import numpy as np
 import pytest
 
 import cyloop
 from cyloop.cli import EXAMPLES
 
-from .engine.test_limits import _nested
+from .support.loops import nested
+from .support.outputs import assert_close_outputs, assert_same_outputs, example_feeds
 
 THREADS = 4
 
 
-def _feeds(path, seed):
-    """Feeds for an example model: an LSTM TensorIterator IR, or an ONNX Loop (its trip count
-    varies with the seed, so threads run loops of different lengths)."""
-    rng = np.random.default_rng(seed)
-    if path.endswith(".xml"):
-        return {"X": rng.standard_normal((2, 16, 8), np.float32),
-                "H0": rng.standard_normal((2, 16), np.float32),
-                "C0": rng.standard_normal((2, 16), np.float32)}
-    return {"trip_count": np.array(50 + 10 * seed, np.int64),
-            "row": rng.standard_normal(4, np.float32)}
-
-
-def _equal(a, b, check=np.testing.assert_array_equal):
-    """The same outputs: the same names, lengths and values (compared by `check`)."""
-    assert a.keys() == b.keys()
-    for name in a:
-        got, want = a[name], b[name]
-        if isinstance(want, list):
-            assert len(got) == len(want), name
-            for x, y in zip(got, want):
-                check(x, y, err_msg=name)
-        else:
-            check(got, want, err_msg=name)
-
-
-def _close(a, b):
-    """The same outputs to float32 rounding: what runs of one model agree to when a matrix
-    product's shapes or formulation differ between them (a measured choice on trial, a chunk of a
-    batch with fewer rows: BLAS picks its kernels by the shapes, and on an AMD EPYC with
-    OpenBLAS's Haswell kernels a 1-row and a 10-row product differ in the last bit)."""
-    _equal(a, b, lambda x, y, err_msg: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6,
-                                                                  err_msg=err_msg))
 
 
 @pytest.mark.parametrize("tune", [False, True], ids=["fixed", "tuned"])
@@ -57,7 +25,7 @@ def test_threads_sharing_a_model_get_what_each_run_alone_gets(path, tune):
     """Exactly with tune=False; to rounding when tuned, where a trial running across the
     threads' runs may run another formulation from one run to the next."""
     model = cyloop.load(path, tune=tune)
-    feeds = [_feeds(path, seed) for seed in range(THREADS)]
+    feeds = [example_feeds(path, seed) for seed in range(THREADS)]
     alone = [model.run(f) for f in feeds]
     results = {}
     start = threading.Barrier(THREADS)
@@ -74,12 +42,12 @@ def test_threads_sharing_a_model_get_what_each_run_alone_gets(path, tune):
     assert sorted(results) == list(range(THREADS))
     for k in range(THREADS):
         for got in results[k]:
-            (_close if tune else _equal)(got, alone[k])
+            (assert_close_outputs if tune else assert_same_outputs)(got, alone[k])
 
 
 def test_each_thread_has_its_own_limits():
     """A run stopped by its time limit in one thread leaves the runs of other threads alone."""
-    graph, feeds = _nested(20, 20, by_condition=True)
+    graph, feeds = nested(20, 20, by_condition=True)
     model = cyloop.Model(graph)
     expected = model.run(dict(feeds))
     outcomes = {}
@@ -100,28 +68,28 @@ def test_each_thread_has_its_own_limits():
         t.join()
     assert "time_limit=1e-09" in str(outcomes["limited"])
     for got in outcomes["free"]:
-        _equal(got, expected)
+        assert_same_outputs(got, expected)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=["lstm-ti-ir", "loop-sequence-onnx"])
 def test_returned_arrays_never_change_after_later_runs(path):
     model = cyloop.load(path)
-    first = model.run(_feeds(path, 0))
+    first = model.run(example_feeds(path, 0))
     kept = {name: [v.copy() for v in value] if isinstance(value, list) else value.copy()
             for name, value in first.items()}
     for seed in range(1, 6):
-        model.run(_feeds(path, seed))
-    _equal(first, kept)
+        model.run(example_feeds(path, seed))
+    assert_same_outputs(first, kept)
 
 
 RSS_SCRIPT = textwrap.dedent("""
     import resource, sys
     import numpy as np
     import cyloop
-    from tests.test_concurrency import _feeds
+    from tests.support.outputs import example_feeds
     path = sys.argv[1]
     model = cyloop.load(path)
-    feeds = [_feeds(path, seed) for seed in range(4)]
+    feeds = [example_feeds(path, seed) for seed in range(4)]
 
     def rss_kib():
         with open("/proc/self/statm") as f:

@@ -13,58 +13,13 @@ import pytest
 
 import cyloop
 from cyloop._examples import counter
-from cyloop.ir import CarriedInput, ConcatOutput, GraphBuilder, LastOutput
+from cyloop.ir import CarriedInput, ConcatOutput, GraphBuilder
 from cyloop.kernels.registry import kernel
 
 from ..conftest import run_both
+from ..support.loops import keep_going, nested
 
 DRIVERS = ("cython", "python")
-
-
-def _keep_going(body, i, n, name):
-    """The condition result of a loop of n iterations (i < n - 1); n None: always true."""
-    if n is None:
-        return body.node("Identity", body.const(np.bool_(True)), outputs=[name])
-    return body.node("Less", i, body.const(np.int64(n - 1)), outputs=[name])
-
-
-def _nested(outer, inner, by_condition):
-    """An outer loop of `outer` iterations, each running an inner loop of `inner` iterations
-    that adds 1 to a carried count; the outer loop emits the count after each inner loop.
-    `by_condition`: each loop stops by its condition result (its length is not known before it
-    runs; None: it never stops), else by its trip count. Runs outer + outer * inner iterations.
-    The inner loop's label names 'counted', the outer one's 'total'."""
-    inner_body = GraphBuilder("inner_body")
-    j = inner_body.input("j", np.int64, ())
-    inner_body.input("j_cond", np.bool_, ())
-    acc = inner_body.input("acc", np.int64, ())
-    results = [inner_body.node("Add", acc, inner_body.const(np.int64(1)), outputs=["acc_next"])]
-    if by_condition:
-        results.insert(0, _keep_going(inner_body, j, inner, "j_more"))
-    inner_body.output(*results)
-
-    outer_body = GraphBuilder("outer_body")
-    i = outer_body.input("i", np.int64, ())
-    outer_body.input("i_cond", np.bool_, ())
-    count = outer_body.input("count", np.int64, ())
-    outer_body.loop(inner_body.build(), inputs=[(count, CarriedInput(0, "acc", "acc_next"))],
-                    outputs=[LastOutput("acc_next")],
-                    trip_count=None if by_condition else inner, iteration_param="j",
-                    cond_param="j_cond", cond_result="j_more" if by_condition else None,
-                    output_names=["counted"])
-    results = ["counted"]
-    if by_condition:
-        results.insert(0, _keep_going(outer_body, i, outer, "i_more"))
-    outer_body.output(*results)
-
-    g = GraphBuilder()
-    g.input("acc0", np.int64, ())
-    g.loop(outer_body.build(), inputs=[("acc0", CarriedInput(0, "count", "counted"))],
-           outputs=[LastOutput("counted"), ConcatOutput("counted")],
-           trip_count=None if by_condition else outer, iteration_param="i", cond_param="i_cond",
-           cond_result="i_more" if by_condition else None, output_names=["total", "totals"])
-    g.output("total", "totals")
-    return g.build(), {"acc0": np.array(0, np.int64)}
 
 
 def _error(graph, feeds, driver, **options):
@@ -78,7 +33,7 @@ def _error(graph, feeds, driver, **options):
 @pytest.mark.parametrize("by_condition", [True, False], ids=["by-condition", "by-trip-count"])
 def test_max_iterations_counts_nested_loops_together(by_condition):
     outer, inner = 4, 6
-    graph, feeds = _nested(outer, inner, by_condition)
+    graph, feeds = nested(outer, inner, by_condition)
     total = outer + outer * inner
     unlimited = run_both(graph, feeds, max_iterations=None)
     assert unlimited["total"] == outer * inner
@@ -98,7 +53,7 @@ def test_max_iterations_counts_nested_loops_together(by_condition):
 
 
 def test_the_outer_loop_is_stopped_at_its_own_iteration():
-    graph, feeds = _nested(4, 6, by_condition=True)
+    graph, feeds = nested(4, 6, by_condition=True)
     for driver in DRIVERS:
         error = _error(graph, feeds, driver, max_iterations=1 + 6)  # one outer iteration's worth
         assert "'total': iteration 1 would pass max_iterations=7" in str(error)
@@ -123,7 +78,7 @@ def test_a_loop_that_does_not_start_is_not_refused():
 def test_time_limit_stops_a_run_and_names_the_loop():
     """A limit far below one run's time: the first clock read, before the loop node runs, finds
     it passed."""
-    graph, feeds = _nested(50, 50, by_condition=True)
+    graph, feeds = nested(50, 50, by_condition=True)
     for driver in DRIVERS:
         error = _error(graph, feeds, driver, time_limit=1e-9)
         assert type(error) is cyloop.LoopLimitError
@@ -132,7 +87,7 @@ def test_time_limit_stops_a_run_and_names_the_loop():
 
 
 def test_run_gives_its_own_time_limit():
-    graph, feeds = _nested(20, 20, by_condition=True)
+    graph, feeds = nested(20, 20, by_condition=True)
     expected = run_both(graph, feeds)
     for driver in DRIVERS:
         strict = cyloop.Model(graph, driver=driver, time_limit=1e-9)
@@ -149,8 +104,8 @@ def test_run_gives_its_own_time_limit():
 ENDLESS_SCRIPT = textwrap.dedent("""
     import sys, time
     import cyloop
-    from tests.engine.test_limits import _nested
-    graph, feeds = _nested(None, int(sys.argv[2]), by_condition=True)
+    from tests.support.loops import nested
+    graph, feeds = nested(None, int(sys.argv[2]), by_condition=True)
     model = cyloop.Model(graph, driver=sys.argv[1], max_iterations=None,
                          time_limit=float(sys.argv[3]))
     start = time.perf_counter()
@@ -219,7 +174,7 @@ def _rows(trip_count, row_bytes, by_condition):
     row = body.node("Add", body.const(np.zeros(row_bytes // 4, np.float32)), acc, outputs=["row"])
     results = [body.node("Add", acc, body.const(np.float32(1)), outputs=["acc_next"]), row]
     if by_condition:
-        results.insert(0, _keep_going(body, i, trip_count, "more"))
+        results.insert(0, keep_going(body, i, trip_count, "more"))
     body.output(*results)
     g = GraphBuilder()
     g.input("acc0", np.float32, ())
