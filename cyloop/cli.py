@@ -314,9 +314,10 @@ def _peers(path, names, model):
                 options = ort.SessionOptions()
                 options.log_severity_level = 3  # (errors only: its notes on the model's
                 # unused initializers would flood the table)
-                session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-                out_names = [o.name for o in session.get_outputs()]
-                peers[name] = lambda feeds, s=session, n=out_names: dict(zip(n, s.run(None,
+                ort_session = ort.InferenceSession(path, options,
+                                                   providers=["CPUExecutionProvider"])
+                out_names = [o.name for o in ort_session.get_outputs()]
+                peers[name] = lambda feeds, s=ort_session, n=out_names: dict(zip(n, s.run(None,
                                                                                        feeds)))
             elif name == "openvino":
                 peers[name] = _openvino_runner(openvino_compiled(path), model.output_names)

@@ -490,7 +490,7 @@ def lstm_product_steps(cnp.ndarray h not None, cnp.ndarray w not None, cnp.ndarr
     the step before's h' and c' (step 0's: `h` and `c`); or None for operands it does not take
     (nothing is written then). What a recurrent loop's iterations would compute calling
     `lstm_product_tail` once each, value for value, without returning to Python between them
-    (about 5 us of a W4 step's 25 are the Python around its one call, AMD EPYC Zen 4).
+    (the Python around a call a step is a good part of a small step's time).
 
     xs [S, B, 4H] and outs [S, B, H] (S >= 1) hold, step after step, operands step 0 would take
     as x and ``out`` (each step's at one stride from the one before), and h' must fit h's place:

@@ -9,10 +9,8 @@ serves blocks above its mmap threshold from the heap once it has freed one such 
 not hand freed heap memory back to the system. So an array of `MAPPED_BYTES` or more gets an
 anonymous mapping of its own (page-aligned, so aligned), unmapped when its last view goes: a
 trial's losing copies no longer count in a run's peak resident memory, which they did as long as
-the run lasted. W2's first run, tuned, peaked 17.7-18.2 / 18.3 / 18.6-19.1 MiB above its start
-before (Loop / Scan / TI, three runs each of compare.py's measure, AMD EPYC Zen 3, 2 cores) and
-17.5-17.7 / 17.8-18.0 / 18.0-18.5 after; its output is 15.6 MiB. Smaller arrays are carved out of a
-numpy allocation.
+the run lasted (compare.py's peak memory column shows what a run holds). Smaller arrays are
+carved out of a numpy allocation.
 """
 
 from __future__ import annotations

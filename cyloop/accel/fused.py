@@ -538,8 +538,8 @@ def gru_step(attrs):
     call, `gru_product_steps`), for which r's gate blocks are laid out once in its order (z,
     reset, n), x's z and reset blocks take b's, and b's n block is the recurrent candidate bias.
     As the GRU cells' (kernels/recurrent/cells.py), that form is no measured choice: a call at a
-    time cannot see what its steps save (a GRU of jax2onnx's, B8 H128: a call at a time 23.0 against
-    the two as written 24.3 us, the loop 27.6 against 37.3 us a step; AMD EPYC Zen 4). It wants
+    time cannot see what its steps save (a call alone runs about as fast as the two as written;
+    the loop of them runs faster, since its steps go many to a call). It wants
     a [B, H] state, the gates on the last axis in parts of H, z scaling h, x [B, 3H], r [H, 3H]
     (or [3H, H]), b [3H] or rows of one [3H] (its n block, at least), all of one float type;
     other operands run as the two as written, as do x or ``h @ r + b`` that ``x_at_least`` or

@@ -7,18 +7,16 @@ three ways: as it is (``rows``: ``a @ w``, `w` C-contiguous), transposed (``colu
 ``(w^T @ a^T)^T``, `w^T` C-contiguous, the result copied back to C order so that nothing
 downstream sees another layout; a block of rows at a time, so that a tall product's scratch is
 not a second result), or as two products over the halves of w's columns, each written
-straight into its half of the result (``halves``: OpenBLAS's SkylakeX kernels take a product of
+straight into its half of the result (``halves``: some of OpenBLAS's kernels take a product of
 at most 10^6 multiply-adds by a small-matrix path that does not repack the weight, and a half
 may fall under that where the whole does not). Which is fastest depends on the CPU and on the
-shapes: measured on one x86-64 (Intel Xeon, AVX-512 and AMX, 2 cores), [16,256] @ [256,256]
-took 23-27 us as it is, 18-19 transposed and 13-17 in halves, while [8,128] @ [128,512] took
-7.6-10 as it is and 12-16 transposed. So each shape is timed (`Measured`).
+shapes, the winner changing from one shape to the next on one machine, so each shape is timed
+(`Measured`).
 
 Where numpy's own BLAS is found and a second core is there, a loop may instead run all its
 products on two cores (`on_two_cores`, `_two_core`: each product cut into pieces that this
 thread and a helper thread take in turn; OpenBLAS keeps a product under 10^6 multiply-adds on
-one core). On an AMD EPYC (Zen 4, 2 cores) [16,256] @ [256,256] took 24 us as it is, 20-21 in
-halves and 10-11 on two cores. That is a loop's choice, made a run at a time by the driver
+one core). That is a loop's choice, made a run at a time by the driver
 (`set_products_on_two_cores`), not a product's: see include/cyloop/two_core.h for why.
 
 The contiguous copy a candidate needs (``w`` transposed, its halves, or a transposed view made
@@ -28,16 +26,14 @@ the last weight it saw (from 64 KiB up in a
 mapping of its own, given back when a losing formulation lets go of it: `_aligned`). It starts
 on a 64-byte boundary: OpenBLAS's small-matrix kernels read the weight with vector loads, and
 at a 16-byte offset (where a large numpy allocation starts) every 64-byte load spans two cache
-lines. On the Xeon above, products repeated on a weight held in L1 took a quarter more time
-so: 9.4 against 7.4 us for [8,128] @ [4,128,128], 18.3 against 14.3 us for
-[16,256] @ [2,256,128] (the other operands' alignment made no difference).
+lines, which products repeated on a weight held in L1 pay for every time (the other operands'
+alignment made no difference).
 
 A weight used as it is is not copied to align it. The frontends read a model's weights
 aligned already; what else comes here read-only is a feed or a value the outer graph computes,
 a new array every run, whose copy would be made again every run and held through it (W2's
 feeds: 384 KiB, 2.3% of its output), for a gain within noise: inside a loop body, where the
-weight comes back from L2, aligning it gained the whole step 0-1% on the Xeon (W2, W4) and
-nothing measurable on an AMD EPYC (Zen 3).
+weight comes back from L2, aligning it gained a whole step 1% at most where it was measured.
 """
 
 from __future__ import annotations

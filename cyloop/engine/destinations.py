@@ -72,8 +72,8 @@ def plan_destinations(spec: LoopSpec, body) -> dict[int, Destination]:
     iteration reads it there); one only carried gets a pool. One both carried and emitted on
     another axis has strided slots, which the next iteration would read strided: where it lives
     is a `MeasuredPlacement` (W4's TensorIterator, h emitted on axis 1 and read by the next
-    step's GEMM, ran 1.2-2.7 us a step slower in its slot than from a pool buffer copied there,
-    Intel Xeon KVM; elsewhere it may be the other way).
+    step's GEMM, ran slower in its slot than from a pool buffer copied there on one machine;
+    elsewhere it may be the other way).
     Only the (first) result of an ``out=``-capable step qualifies (`body`: the compiled body): a
     recurrent cell's h, not its c; a body input passed through is never written. A result only
     carried that a step makes by updating its first input in place (a scatter on the carried
