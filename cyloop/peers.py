@@ -20,7 +20,7 @@ def settled_openvino(limit: float = 5.0):
     """The `openvino` module, once what its import sets off is done (at most `limit` seconds).
 
     Unless its user opted out (or ``CI=true``), ``import openvino`` sends a telemetry event from
-    a worker thread, which forks a process to send it, 4 ms after the import (AMD EPYC). A fork
+    a worker thread, which forks a process to send it, a few ms after the import. A fork
     while numpy's OpenBLAS is inside a multithreaded product on another thread can leave the
     product waiting for good, for a worker thread the fork shut down: a compare.py memory cell
     hung so, in OpenBLAS's ``exec_blas``. So a peer is compiled, and compare.py measures, only

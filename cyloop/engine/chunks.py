@@ -469,12 +469,13 @@ def matmul(fn, batched):
 class _JoinedBias:
     """``x @ w + b`` (``x @ w^T + b`` if `transposed`) of x's rows as one product: the bias
     joins the GEMM as the weight of a column of ones, ``[x 1] [w; b]`` (``[w b]`` transposed),
-    so that no pass over the chunk adds it afterwards (on W4's [256,64] @ [64,512] chunks, 90 us
-    against 125 for the GEMM and the add, Intel Xeon KVM). `product(a, w)` is the node's own
-    weight product: it multiplies the joined weight, so its measured choice is the step's.
+    so that no pass over the chunk adds it afterwards (on W4's [256,64] @ [64,512] chunks, about
+    a quarter faster than the GEMM and the add where it was measured). `product(a, w)` is the
+    node's own weight product: it multiplies the joined weight, so its measured choice is the
+    step's.
     Where the product runs on two cores (`splits_now`), BLAS adds b instead (`matmul_plus`): no
-    row of x is copied, and the product is K long, not K + 1 (W4's chunk, 82 against 92-102 us
-    on two cores, AMD EPYC Zen 4)."""
+    row of x is copied, and the product is K long, not K + 1 (faster on W4's chunks on two
+    cores where it was measured)."""
 
     def __init__(self, product, transposed: bool):
         self.product, self.transposed = product, transposed
@@ -530,7 +531,8 @@ def _one_row(b: np.ndarray):
     -0.0 is not a 0.0, a NaN its own), as a read-only copy; else () (not None: `Prepared` takes
     None for b itself)."""
     rows = b.reshape(-1, b.shape[-1])
-    bits = bit_view_type(rows.dtype)  # (None for a float of another size, a long double: not joined)
+    # (None for a float of another size, a long double: not joined)
+    bits = bit_view_type(rows.dtype)
     if bits is None or not (rows.view(bits) == rows[:1].view(bits)).all():
         return ()
     row = rows[0].copy()

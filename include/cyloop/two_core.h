@@ -6,10 +6,10 @@
  *
  * Why not BLAS's own threads: OpenBLAS runs a product of under 10^6 multiply-adds on one core,
  * and one over it through a packing path that is slower on the shapes of a recurrent step (a
- * [16,256] @ [256,256] product took 24 us as one call, 18.7 as two halves on one core and 9.9
- * as four pieces on two, AMD EPYC Zen 4). Each piece here stays under OpenBLAS's threading
- * threshold (`CYL_PIECE_LIMIT`), so no piece wakes OpenBLAS's own threads: two pools taking
- * turns on one spare core is what costs.
+ * [16,256] @ [256,256] product ran fastest as four pieces on two cores, then as two halves on
+ * one, slowest as one call, where it was measured). Each piece here stays under OpenBLAS's
+ * threading threshold (`CYL_PIECE_LIMIT`), so no piece wakes OpenBLAS's own threads: two
+ * pools taking turns on one spare core is what costs.
  *
  * The helper spins (watching for a product between pauses, yielding its core every
  * `CYL_WATCH_PAUSES` of them) for `CYL_SPIN_NS` after the last product, so that the next
@@ -23,8 +23,8 @@
  *
  * Nor can it share its core with its caller. Linux wakes a sleeping thread on its waker's CPU
  * when it can ("wake affine"), and there the helper waits behind the busy caller, often for the
- * whole loop (W4-ti after a 0.1 s pause, AMD EPYC Zen 4, 2 vCPUs: 0 of a run's 207 products
- * helped in most runs, 31 us a step against 21 with the threads pinned apart). So the caller
+ * whole loop (W4-ti after a 0.1 s pause on a 2-vCPU machine: no product of a run helped in
+ * most runs, and a step half as slow again as with the threads pinned apart). So the caller
  * that wakes it from its wait first takes its own CPU out of the helper's affinity
  * (`cyl_wake_apart`), and the helper, running elsewhere, puts its whole affinity back
  * (`cyl_woken_apart`): once per wake, never per product. (Linux only: the affinity calls want

@@ -6,8 +6,8 @@ Each direction runs the cell of cells.py over the sequence: the input projection
 at once (one GEMM: the hoisting a TensorIterator's cell gets), then the recurrence step by step,
 with the same measured choices. Where every element runs every step, the steps from the first
 its step's chosen formulation takes on (one with `steps`: kernels/registry.py `Recurrence`) run in
-one call (`lstm_product_steps`, `gru_product_steps`, `product_tanh_steps`): an LSTM of B8 T200
-I64 H128, 54.9 -> 26.3 us a step (OpenVINO's plugin: 53.0), AMD EPYC Zen 4. Shapes, with D
+one call (`lstm_product_steps`, `gru_product_steps`, `product_tanh_steps`; docs/performance.md
+has what that gains). Shapes, with D
 directions (2 if bidirectional):
 
     X [B, T, I], initial states [B, D, H], sequence_lengths [B], W [D, G*H, I], R [D, G*H, H],
