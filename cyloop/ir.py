@@ -381,11 +381,7 @@ class LoopSpec:
         if isinstance(trip, OuterInput):
             trip = args[trip.index]
             if trip is not None:
-                trip = np.asarray(trip)
-                if trip.size != 1 or trip.dtype.kind not in "iu":
-                    raise ModelError(f"{label}: the trip count must be one integer, got shape "
-                                     f"{trip.shape} dtype {trip.dtype}")
-                trip = int(trip.reshape(-1)[0])
+                trip = _one_integer(trip, label)
         if trip is not None and trip < 0:
             trip = None if self.negative_trip_count_unbounded else 0
         go = True
@@ -395,8 +391,10 @@ class LoopSpec:
         elif self.initial_cond is not None:
             go = bool(self.initial_cond)
 
-        slicings = {k: Slicing.of(inp, args[inp.outer], label)
-                    for k, inp in enumerate(self.inputs) if isinstance(inp, SlicedInput)}
+        slicings = {}
+        for k, inp in enumerate(self.inputs):
+            if type(inp) is SlicedInput:
+                slicings[k] = Slicing.of(inp, args[inp.outer], label)
         slice_limit = None
         if slicings:
             counts = {s.count for s in slicings.values()}
@@ -419,7 +417,10 @@ class LoopSpec:
             raise limits.refuse(label, exact)
         if exact is not None and stop_at is not None and exact > stop_at:
             exact = None
-        bound = min([n for n in (trip, stop_at, budget) if n is not None], default=None)
+        bound = trip
+        for n in (stop_at, budget):
+            if n is not None and (bound is None or n < bound):
+                bound = n
         return LoopRun(trip, go, slicings, stop_at, exact, bound)
 
     def zero_iteration_value(self, index: int, carried: dict[int, object], label: str):
@@ -475,8 +476,7 @@ class Slicing:
         return self.value[tuple(index)]
 
 
-@dataclass(frozen=True)
-class LoopRun:
+class LoopRun(NamedTuple):
     """One run of a loop, read from its operands by `LoopSpec.resolve`.
 
     The loop runs while its condition holds and fewer than `trip_count` iterations have run
@@ -501,10 +501,22 @@ class LoopRun:
 
 def truth(value, what: str, label: str) -> bool:
     """A condition's value: one boolean (any one-element array); `ModelError` otherwise."""
-    value = np.asarray(value)
+    if type(value) is not np.ndarray:
+        value = np.asarray(value)
     if value.size != 1:
         raise ModelError(f"{label}: the {what} must be one boolean, got shape {value.shape}")
-    return bool(value.reshape(-1)[0])
+    return bool(value.item())
+
+
+def _one_integer(value, label: str) -> int:
+    """A trip count's value: one integer (any one-element integer array); `ModelError`
+    otherwise."""
+    if type(value) is not np.ndarray:
+        value = np.asarray(value)
+    if value.size != 1 or value.dtype.kind not in "iu":
+        raise ModelError(f"{label}: the trip count must be one integer, got shape "
+                         f"{value.shape} dtype {value.dtype}")
+    return value.item()
 
 
 def read_only(value):

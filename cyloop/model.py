@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .batching import join_outputs, run_chunks, split_feeds
-from .engine._core import RunLimits
+from .engine._core import RunLimits, accepted_arguments, fresh_outputs
 from .engine.compile import compile_graph, program
 from .engine.plan import Plan, describe, outside_loops
 from .engine.settings import DEFAULT_MAX_ITERATIONS, Settings, time_limit_of
@@ -111,7 +111,7 @@ class Model:
         limits = RunLimits(settings.max_iterations, time_limit, settings.memory_limit)
         values = self._program.run(args, limits)
         names = self.output_names if output_names is None else list(output_names)
-        fresh = self._fresh(values, names)
+        fresh = fresh_outputs(values, names, self._output_index)
         if fresh is not None:
             return fresh
         results: dict = {}
@@ -146,26 +146,6 @@ class Model:
                 results[name] = own(value)
         return {name: results[name] for name in names}
 
-    def _fresh(self, values: list, names: list[str]) -> dict | None:
-        """The outputs as they are, where each is a distinct array owning writeable memory (a
-        kernel's fresh result, or a numpy scalar made one): such an array shares its memory with
-        no feed, no constant and no other output, since only its own views can. None where one
-        is anything else (a view, a sequence, None, a name asked twice): `run` then checks each
-        for overlaps."""
-        results = {}
-        for name in names:
-            value = values[self._output_index[name]]
-            if type(value) is not np.ndarray:
-                if not isinstance(value, np.generic):
-                    return None
-                value = np.asarray(value)
-            flags = value.flags
-            if not (flags.owndata and flags.writeable) or name in results \
-                    or any(value is other for other in results.values()):
-                return None
-            results[name] = value
-        return results
-
     def _check_feeds(self, feeds: dict) -> list:
         """The program's arguments from `feeds`: in the declared order, each array a read-only
         view of its own; an InputError for what does not match the declared inputs. Feeds of
@@ -173,7 +153,7 @@ class Model:
         (`_accepted`)."""
         accepted = self._accepted
         if accepted is not None and type(feeds) is dict and len(feeds) == accepted[0]:
-            args = _as_accepted(feeds, accepted[1])
+            args = accepted_arguments(feeds, accepted[1])
             if args is not None:
                 return args
         args = self._checked_feeds(feeds)
@@ -333,7 +313,7 @@ class _Handed:
 
 
 def _accepted_form(inputs: list[Value], feeds: dict, defaults: dict) -> tuple[int, tuple] | None:
-    """What accepted `feeds` were, for `_as_accepted`: per declared input, (name, dtype, shape,
+    """What accepted `feeds` were, for `accepted_arguments`: per declared input, (name, dtype, shape,
     None) of its array, or (None, None, None, default) where it took its default; None where a
     feed is not a plain array (a scalar converted, a sequence, an empty optional: checked every
     run)."""
@@ -347,23 +327,6 @@ def _accepted_form(inputs: list[Value], feeds: dict, defaults: dict) -> tuple[in
             return None
         form.append((declared.name, value.dtype, value.shape, None))
     return len(feeds), tuple(form)
-
-
-def _as_accepted(feeds: dict, form: tuple) -> list | None:
-    """The program's arguments from `feeds` (of as many names as the accepted ones), where each
-    is an array of the dtype and shape that input's accepted one had; else None."""
-    args = []
-    for name, dtype, shape, default in form:
-        if name is None:
-            args.append(default)
-            continue
-        value = feeds.get(name)
-        if type(value) is not np.ndarray or value.dtype != dtype or value.shape != shape:
-            return None
-        value = value.view()  # (read-only, of its own: as `_check_tensor` hands it on)
-        value.flags.writeable = False
-        args.append(value)
-    return args
 
 
 def _compiled(graph: Graph, settings: dict) -> Model:

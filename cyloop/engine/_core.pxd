@@ -123,6 +123,7 @@ cdef class LoopDriver:
     cdef list sliced
     cdef list invariants
     cdef list capture_slots
+    cdef Py_ssize_t[::1] fixed_slot  # the slots of the invariants, then of the captures
     cdef list producer
     # Slot numbers the iteration loop indexes with, as C arrays (no Python ints per iteration).
     cdef Py_ssize_t[::1] carried_param
@@ -150,4 +151,5 @@ cdef class LoopDriver:
     cdef Py_ssize_t _run_steps(self, _Run r, Py_ssize_t i, list slots,
                                RunLimits limits) except -1
     cdef void _reset_slots(self, list slots)
+    cdef tuple _zero_iterations(self, _Run r, dict finished)
     cdef tuple _finish(self, _Run r, Py_ssize_t n)

@@ -122,9 +122,23 @@ cdef extern from "numpy/arrayobject.h":
                                 cnp.npy_intp *strides, void *data, int flags, object obj)
     # A new numpy scalar of type `descr` from the bytes at `data` (`descr` is not stolen).
     object PyArray_Scalar(void *data, cnp.dtype descr, PyObject *base)
+    # A view of `arr` (NULL `dtype` and `ptype`: of its own dtype and type).
+    object PyArray_View(cnp.ndarray arr, PyObject *dtype, PyObject *ptype)
 
 cdef Py_ssize_t _FIRST_GROWING_BYTES = FIRST_GROWING_BYTES
 cdef Py_ssize_t _PROGRESS_EVERY = PROGRESS_EVERY
+
+
+cdef object _read_only_true():
+    """A 0-d True no one can write: a read-only view of a read-only array (so that not even its
+    flags can be made writeable again)."""
+    value = np.ones((), dtype=np.bool_)
+    value.flags.writeable = False
+    return value.view()
+
+
+# The condition a body reads before its own first result: one for every call and thread.
+cdef object _TRUE = _read_only_true()
 
 
 cdef double _released_at = 0.0
@@ -147,8 +161,9 @@ cdef int _let_other_threads_run() except -1:
             pass
     return 0
 
-__all__ = ["LoopDriver", "Program", "RunLimits", "aligned_empty", "current_limits", "kept_bytes",
-           "release_memory", "running", "strided_copy"]
+__all__ = ["LoopDriver", "Program", "RunLimits", "accepted_arguments", "aligned_empty",
+           "current_limits", "fresh_outputs", "kept_bytes", "release_memory", "running",
+           "strided_copy"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,6 +183,61 @@ cdef str _ITERATIONS_HINT = (
     "max_iterations (None: no limit), or check the loop's trip count and condition")
 
 
+def accepted_arguments(dict feeds, tuple form):
+    """`Model.run`'s arguments from `feeds` where each input's is an array of the dtype and
+    shape its accepted one had (`form`: per declared input, (name, dtype, shape, None), or
+    (None, None, None, default) for one that took its default): a read-only view of each (the
+    caller's array is never written through it), or the default; None where one differs."""
+    cdef list args = []
+    cdef cnp.ndarray array
+    cdef tuple shape
+    cdef int d, nd
+    for name, dtype, shape, default in form:
+        if name is None:
+            args.append(default)
+            continue
+        value = feeds.get(name)
+        if type(value) is not _NDARRAY:
+            return None
+        array = <cnp.ndarray>value
+        nd = cnp.PyArray_NDIM(array)
+        if nd != len(shape) or not cnp.PyArray_EquivTypes(
+                <cnp.dtype><PyObject *>cnp.PyArray_DESCR(array), <cnp.dtype>dtype):
+            return None
+        for d in range(nd):
+            if cnp.PyArray_DIM(array, d) != <cnp.npy_intp>shape[d]:
+                return None
+        array = PyArray_View(array, NULL, NULL)
+        cnp.PyArray_CLEARFLAGS(array, cnp.NPY_ARRAY_WRITEABLE)
+        args.append(array)
+    return args
+
+
+def fresh_outputs(list values, list names, dict index):
+    """Output name -> value for `names` (`index`: name -> position in `values`), where each is a
+    distinct array owning writeable memory (a kernel's fresh result, or a numpy scalar made
+    one): such an array shares its memory with no feed, no constant and no other output, since
+    only its own views can. None where one is anything else (a view, a sequence, None, a name
+    asked twice): the caller then checks each for overlaps."""
+    cdef dict results = {}
+    cdef cnp.ndarray array
+    for name in names:
+        value = values[index[name]]
+        if type(value) is not _NDARRAY:
+            if not isinstance(value, _GENERIC):
+                return None
+            value = np.asarray(value)
+        array = <cnp.ndarray>value
+        if (not cnp.PyArray_CHKFLAGS(array, cnp.NPY_ARRAY_OWNDATA)
+                or not cnp.PyArray_ISWRITEABLE(array) or name in results):
+            return None
+        for other in results.values():
+            if other is value:
+                return None
+        results[name] = value
+    return results
+
+
 def current_limits():
     """The `RunLimits` of the run this thread is in, or None outside a run."""
     return getattr(_this_thread, "limits", None)
@@ -178,6 +248,23 @@ def current_limits():
 cdef Py_ssize_t _runs_under_way = 0
 
 
+cdef object _enter_run(object limits):
+    """The loops this thread runs from now on share `limits` (None: no change); returns the
+    limits to restore (`_leave_run`)."""
+    global _runs_under_way
+    previous = getattr(_this_thread, "limits", None)
+    if limits is not None:
+        _this_thread.limits = limits
+    _runs_under_way += 1
+    return previous
+
+
+cdef void _leave_run(object previous):
+    global _runs_under_way
+    _this_thread.limits = previous
+    _runs_under_way -= 1
+
+
 cdef class running:
     """``with running(limits):`` the loops this thread runs share `limits` (None: no change)."""
     cdef object limits, previous
@@ -186,17 +273,11 @@ cdef class running:
         self.limits = limits
 
     def __enter__(self):
-        global _runs_under_way
-        self.previous = getattr(_this_thread, "limits", None)
-        if self.limits is not None:
-            _this_thread.limits = self.limits
-        _runs_under_way += 1
+        self.previous = _enter_run(self.limits)
         return self.limits
 
     def __exit__(self, *exc):
-        global _runs_under_way
-        _this_thread.limits = self.previous
-        _runs_under_way -= 1
+        _leave_run(self.previous)
         return False
 
 
@@ -620,8 +701,11 @@ cdef class Program:
         if limits is None:
             self.execute(slots, None)
         else:  # (a run's own program: its time limit is read between its nodes too)
-            with running(limits):
+            previous = _enter_run(limits)
+            try:
                 self.execute(slots, None, limits if limits.time_limit is not None else None)
+            finally:
+                _leave_run(previous)
         return [slots[self.output_slots[k]] for k in range(self.output_slots.shape[0])]
 
     cdef str _label(self, Py_ssize_t s):
@@ -1263,6 +1347,8 @@ cdef class LoopDriver:
             else:
                 self.invariants.append((inp.outer, slot(inp.param)))
         self.capture_slots = list(compiled_body.input_slots[self.n_params:])
+        self.fixed_slot = np.array([s for _, s in self.invariants] + self.capture_slots,
+                                   dtype=np.intp)
         self.hoist_slots = [slot(name) for name in hoist.frontier] if hoist is not None else []
         # A hoisted value is bound each iteration only if something reads it there: a step, a
         # back edge, a last value or the condition (a concatenated output of one is filled a
@@ -1363,7 +1449,9 @@ cdef class LoopDriver:
         # theirs once the cores are chosen, under that choice.
         quiet = r.cores is not None and (not r.cores[0].candidates[r.cores[1]]
                                          or r.cores[1] in r.cores[2].warm)
-        with untimed() if quiet else nullcontext():
+        if not quiet:
+            return self._iterate(r, limits)
+        with untimed():
             return self._iterate(r, limits)
 
     cdef tuple _iterate(self, _Run r, RunLimits limits):
@@ -1380,8 +1468,6 @@ cdef class LoopDriver:
         cdef object iteration, row, value
         cdef Py_ssize_t[::1] generation = self.body.generation
         cdef object progress = self.settings.progress
-        cdef object true_value = np.ones((), dtype=np.bool_)
-        true_value.flags.writeable = False
 
         while go and (r.n_max < 0 or i < r.n_max):
             if i == r.stop_at:
@@ -1393,7 +1479,7 @@ cdef class LoopDriver:
                 cnp.PyArray_SETITEM(iteration, cnp.PyArray_DATA(iteration), i)
                 slots[self.iter_slot] = iteration
             if self.cond_slot >= 0:
-                slots[self.cond_slot] = true_value
+                slots[self.cond_slot] = _TRUE
             for k in range(n_carried):  # (then held by its slot alone: a step may update it
                 slots[self.carried_param[k]] = r.values[k]  # in place, Design 8; the
                 r.values[k] = None  # iteration's results take its place)
@@ -1493,8 +1579,7 @@ cdef class LoopDriver:
         # Values that stay put: invariants and outer-scope captures, as read-only views.
         r.fixed = [r.args[outer] for outer, _ in self.invariants]
         r.fixed += [r.args[n_node + k] for k in range(self.n_captures)]
-        r.fixed_slot = np.array([s for _, s in self.invariants] + self.capture_slots,
-                                dtype=np.intp)
+        r.fixed_slot = self.fixed_slot
         r.values = [args[spec.inputs[k].outer] for k, _, _ in self.carried]
         r.last_values = [None] * len(spec.outputs)
         # Where this run's products run (the caller restores the setting: `__call__`).
@@ -1702,6 +1787,16 @@ cdef class LoopDriver:
         for k in range(self.reset_slots.shape[0]):
             slots[self.reset_slots[k]] = None
 
+    cdef tuple _zero_iterations(self, _Run r, dict finished):
+        """The loop's outputs when it ran no iteration (`finished`: its concatenated ones)."""
+        carried = {k: value for (k, _, _), value in zip(self.carried, r.values)}
+        # (and the invariants a body passes through: `InvariantInput.result`)
+        carried.update((k, r.args[inp.outer]) for k, inp in enumerate(self.spec.inputs)
+                       if isinstance(inp, InvariantInput) and inp.result)
+        return tuple(finished[j] if j in finished
+                     else self.spec.zero_iteration_value(j, carried, self.label)
+                     for j in range(len(self.spec.outputs)))
+
     cdef tuple _finish(self, _Run r, Py_ssize_t n):
         """The loop's outputs after n iterations."""
         cdef _Concat cc
@@ -1709,16 +1804,12 @@ cdef class LoopDriver:
         self.tally.steady_iterations += max(n - 2, 0)
         self.tally.last_iterations = n
         finished = {cc.index: cc.finish(self.tally, n) for cc in r.concats}
-        carried = {k: value for (k, _, _), value in zip(self.carried, r.values)}
-        if n == 0:  # (and the invariants a body passes through: `InvariantInput.result`)
-            carried.update((k, r.args[inp.outer]) for k, inp in enumerate(self.spec.inputs)
-                           if isinstance(inp, InvariantInput) and inp.result)
+        if n == 0:
+            return self._zero_iterations(r, finished)
         results = []
         for j in range(len(self.spec.outputs)):
             if j in finished:
                 results.append(finished[j])
-            elif n == 0:
-                results.append(self.spec.zero_iteration_value(j, carried, self.label))
             elif j in self.last_carried:
                 results.append(r.values[self.last_carried[j]])
             else:
