@@ -5,6 +5,7 @@ and the IR openvino.convert_model writes for them (J2O-*-ir).
 
     python asv_benchmarks/compare.py [--repeat 7] [--only W2-loop,W6] [--no-memory]
                                      [--startup-only] [--functional-only] [--spellings-only]
+                                     [--sweep-only]
 
 Every runner's outputs are checked against the numpy loop. Times are medians of at least
 `--repeat` interleaved rounds (each runner in every place equally often), in µs per iteration;
@@ -384,6 +385,67 @@ def functional(chosen, repeat):
               f"| {low:.2f}-{high:.2f} | {agrees} |", flush=True)
 
 
+# The batch x hidden sweep: per workload, (batch, hidden, steps); the steps shrink as a step
+# grows, so that every cell takes about as long.
+SWEEP = {
+    "W2": ((1, 64, 1000), (16, 256, 1000), (64, 512, 200), (256, 1024, 20)),
+    "W4": ((1, 64, 1000), (8, 128, 200), (64, 256, 100), (256, 512, 20)),
+}
+
+
+def _sweep_spellings(workload, batch, hidden, steps):
+    """spelling -> (model or path, feeds, numpy loop or None) of `workload` at one shape."""
+    if workload == "W2":
+        shape = {"steps": steps, "batch": batch, "hidden": hidden}
+        return {"loop": common.w2_rnn_loop_onnx(**shape),
+                "scan": common.w2_rnn_scan_onnx(**shape)}
+    directory = os.path.join(DIRECTORY, f"sweep-{batch}x{hidden}")
+    os.makedirs(directory, exist_ok=True)
+    path, feeds, _ = common.lstm_cell_ti_ir(directory, steps=steps, batch=batch, hidden=hidden)
+    return {"loop": common.w4_lstm_loop_onnx(steps=steps, batch=batch, hidden=hidden),
+            "ti": (path, feeds, None)}
+
+
+def sweep(chosen, repeat):
+    """W2 and W4 over batch x hidden: cyloop's best spelling against the best peer (onnxruntime
+    or OpenVINO, one thread or their default), in µs per step, every runner of a shape in the
+    same interleaved rounds. Outputs are checked against the numpy loop (W4-ti: against
+    OpenVINO, which runs the same IR)."""
+    print()
+    print("| workload | batch x hidden | steps | cyloop, µs / step | best peer | peer µs / step | "
+          "cyloop / peer | agree |")
+    print("|---|---|---:|---:|---|---:|---:|---|")
+    for workload, shapes in SWEEP.items():
+        if chosen is not None and workload not in chosen:
+            continue
+        for batch, hidden, steps in shapes:
+            cells, agree = {}, []
+            for spelling, (model, feeds, numpy_loop) in _sweep_spellings(
+                    workload, batch, hidden, steps).items():
+                found = runners(f"{workload}-{spelling}-{batch}x{hidden}", model, feeds,
+                                numpy_loop)
+                found.pop("onnx.reference", None)  # (10-100x the others: not a contender)
+                oracle = found.pop("numpy", None) or found.get("openvino-1")
+                expected = oracle() if oracle is not None else None
+                for runner, run in found.items():
+                    outputs = run()
+                    if runner == "cyloop":
+                        agree.append(_agrees(outputs, expected) if expected else "?")
+                        for _ in range(WARM_RUNS - 1):
+                            run()  # (its trials end here: the steady state is compared)
+                    cells[f"{spelling}/{runner}"] = run
+            times = _rounds(cells, repeat, IDLE_SECONDS)
+            us = {key: statistics.median(t) / steps * 1e6 for key, t in times.items()}
+            ours = min((v, k) for k, v in us.items() if k.endswith("/cyloop"))
+            peers = [(v, k) for k, v in us.items() if not k.endswith("/cyloop")]
+            best = min(peers) if peers else None
+            peer_text = f"{best[1]} | {best[0]:.1f} | {ours[0] / best[0]:.2f}" if best \
+                else "none | | "
+            print(f"| {workload} | {batch} x {hidden} | {steps} | {ours[0]:.1f} "
+                  f"({ours[1].split('/')[0]}) | {peer_text} | "
+                  f"{'yes' if set(agree) == {'yes'} else 'no'} |", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=7)
@@ -395,6 +457,8 @@ def main():
                         help="only the functional API against the plain Python loop")
     parser.add_argument("--spellings-only", action="store_true",
                         help="only cyloop on the IR spellings against the ONNX ones")
+    parser.add_argument("--sweep-only", action="store_true",
+                        help="only W2 and W4 over batch x hidden against the best peer")
     parser.add_argument("--cell", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     try:  # (see settled_openvino: its import's telemetry must not fork during a run)
@@ -418,6 +482,9 @@ def main():
         return
     if args.spellings_only:
         spellings(workload_prefixes, args.repeat)
+        return
+    if args.sweep_only:
+        sweep(workload_prefixes, args.repeat)
         return
     print()
     print("| workload | runner | µs / iteration | vs cyloop | peak MiB | agrees |")
@@ -443,6 +510,7 @@ def main():
     spellings(workload_prefixes, args.repeat)
     startup(chosen, args.repeat)
     functional(workload_prefixes, args.repeat)
+    sweep(workload_prefixes, args.repeat)
 
 
 if __name__ == "__main__":
