@@ -1,5 +1,5 @@
 """`Model.run_batched`'s mechanics: feeds split into chunks along a batch axis, the chunks run on
-an executor (none, a `concurrent.futures` pool or a `dask.distributed.Client`), and the results
+an executor (none, anything with `submit`, or a `dask.distributed.Client`), and the results
 joined back in order."""
 
 from __future__ import annotations
@@ -76,8 +76,10 @@ def run_chunk(model, feeds: dict, output_names, time_limit):
 
 
 def run_chunks(model, chunks: list[dict], executor, output_names, time_limit) -> list[dict]:
-    """Every chunk's outputs, in order: here, on a `concurrent.futures.Executor`, or on a
-    `dask.distributed.Client` (which gets the model once per worker)."""
+    """Every chunk's outputs, in order: here, on an executor (anything whose ``submit(fn,
+    *args)`` returns a future with ``result()``: a `concurrent.futures.Executor`, Ray tasks
+    behind a small adapter), or on a `dask.distributed.Client` (which gets the model once per
+    worker)."""
     args = (output_names, time_limit)
     if executor is None:
         return [run_chunk(model, chunk, *args) for chunk in chunks]
@@ -87,8 +89,9 @@ def run_chunks(model, chunks: list[dict], executor, output_names, time_limit) ->
                    for chunk in chunks]
         return executor.gather(futures)
     if not hasattr(executor, "submit"):
-        raise InputError(f"executor must be None, a concurrent.futures.Executor or a "
-                         f"dask.distributed.Client, not {type(executor).__name__}")
+        raise InputError(f"executor must be None, a dask.distributed.Client or an object "
+                         f"whose submit(fn, *args) returns a future (a "
+                         f"concurrent.futures.Executor), not {type(executor).__name__}")
     futures = [executor.submit(run_chunk, model, chunk, *args) for chunk in chunks]
     return [future.result() for future in futures]
 

@@ -240,8 +240,10 @@ class Model:
         ``output_axis``: the axis every output is joined along (default: `batch_axis` if an int,
         else 0), or a dict naming every output (None: an output that does not depend on the
         batch, taken from the first chunk). ``executor``: None runs the chunks here, one after
-        another; a `concurrent.futures.Executor` runs them on its workers (a process pool gets
-        the model pickled with each chunk, so make chunks large); a `dask.distributed.Client`
+        another; an executor (anything whose ``submit(fn, *args)`` returns a future: a
+        `concurrent.futures.Executor`, Ray tasks behind a small adapter) runs them on its
+        workers (a process pool gets the model pickled with each chunk, so make chunks large); a
+        `dask.distributed.Client`
         gets the model once per worker (`Client.scatter`). For a model that treats batch elements
         independently, the result is one run's over the whole batch: exactly where its kernels
         are elementwise, to rounding where a matrix product's blocking depends on the rows.

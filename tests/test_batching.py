@@ -5,6 +5,7 @@ and joins the outputs back into what one run over the whole batch gives."""
 import multiprocessing
 import pickle
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from importlib.resources import files
 
 import numpy as np
 import pytest
@@ -166,7 +167,8 @@ def test_run_batched_on_a_dask_cluster_of_two_worker_processes():
     (lambda m, f: m.run_batched(f, AXES, chunk_size=2, output_axis={"hs": 1}),
      r"output_axis does not say how to join outputs \['h_last', 'c_last'\]"),
     (lambda m, f: m.run_batched(f, AXES, chunk_size=2, output_axis=OUT_AXES, executor=3),
-     "executor must be None, a concurrent.futures.Executor or a dask.distributed.Client"),
+     (r"executor must be None, a dask.distributed.Client or an object whose submit\(fn, "
+      r"\*args\) returns a future")),
 ])
 def test_bad_batching_arguments_are_input_errors(call, error):
     model, feeds = _lstm()
@@ -183,3 +185,21 @@ def test_a_sequence_output_is_taken_whole_only_when_said():
     got = model.run_batched(feeds, {"row": 0}, chunk_size=4,
                             output_axis={"rows": None, "stacked": 1})
     assert_same_outputs(got, model.run(feeds))
+
+
+@pytest.mark.parametrize("batch", [1, 3, 7])
+def test_the_embedded_batchable_rnn_runs_any_batch_as_onnxruntime(batch):
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime (the oracle) is not installed")
+    path = str(files("cyloop.data") / "rnn_scan.onnx")
+    rng = np.random.default_rng(batch)
+    feeds = {"X": rng.standard_normal((5, batch, 8), np.float32),
+             "H0": rng.standard_normal((batch, 16), np.float32)}
+    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+    model = cyloop.load(path)
+    assert [v.shape for v in model.inputs] == [("time", "batch", 8), ("batch", 16)]
+    got = model.run(feeds)
+    for value, oracle in zip(got.values(), expected):
+        np.testing.assert_allclose(value, oracle, rtol=1e-5, atol=1e-6)
+    joined = model.run_batched(feeds, {"X": 1, "H0": 0}, chunk_size=2,
+                               output_axis={"h_last": 0, "hs": 1})
+    assert_close_outputs(joined, got)

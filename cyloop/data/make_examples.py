@@ -6,6 +6,9 @@
   (batch 2, 16 steps, input 8, hidden 16), emitting every h and the last h and c.
 - ``loop_sequence.onnx``: an ONNX Loop (opset 13) that grows a sequence by SequenceInsert of a
   row computed from the iteration number, then returns the sequence and its concatenation.
+- ``rnn_scan.onnx``: an ONNX Scan (opset 13) running an RNN cell, h = tanh(x_t W + h U + b),
+  over X [time, batch, 8] from H0 [batch, 16], both dims symbolic (batches split and join);
+  returns the last h and every h.
 """
 
 import os
@@ -72,6 +75,40 @@ def loop_sequence(path):
                                 ir_version=8), path)
 
 
+def rnn_scan(path, features=8, hidden=16, seed=7):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    f = np.float32
+    weights = {"W": rng.standard_normal((features, hidden)) / np.sqrt(features),
+               "U": rng.standard_normal((hidden, hidden)) / np.sqrt(hidden),
+               "B": rng.standard_normal(hidden) * 0.1}
+
+    def tensor(name, shape):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["x_t", "W"], ["xw"]),
+         helper.make_node("MatMul", ["h", "U"], ["hu"]),
+         helper.make_node("Add", ["xw", "hu"], ["s"]),
+         helper.make_node("Add", ["s", "B"], ["pre"]),
+         helper.make_node("Tanh", ["pre"], ["h_next"]),
+         helper.make_node("Identity", ["h_next"], ["h_out"])], "rnn_cell",
+        [tensor("h", ["batch", hidden]), tensor("x_t", ["batch", features])],
+        [tensor("h_next", ["batch", hidden]), tensor("h_out", ["batch", hidden])])
+    graph = helper.make_graph(
+        [helper.make_node("Scan", ["H0", "X"], ["h_last", "hs"], body=body,
+                          num_scan_inputs=1)],
+        "rnn_scan", [tensor("X", ["time", "batch", features]), tensor("H0", ["batch", hidden])],
+        [tensor("h_last", ["batch", hidden]), tensor("hs", ["time", "batch", hidden])],
+        initializer=[numpy_helper.from_array(value.astype(f), name)
+                     for name, value in weights.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                                ir_version=8), path)
+
+
 if __name__ == "__main__":
     lstm_ti(os.path.join(HERE, "lstm_ti.xml"))
     loop_sequence(os.path.join(HERE, "loop_sequence.onnx"))
+    rnn_scan(os.path.join(HERE, "rnn_scan.onnx"))
