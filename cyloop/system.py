@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from .accel import _gate_passes, _two_core, gemm
+from .accel import _gate_passes, _two_core, float_state, gemm
 from .accel.blas import cores_available
 
 __all__ = ["describe", "native_paths"]
@@ -23,6 +23,7 @@ __all__ = ["describe", "native_paths"]
 def native_paths() -> dict[str, str]:
     """Each native path -> "on", or "off: <why>"."""
     gate = _gate_passes.status()
+    quiet = float_state.status()
     blas = gemm.blas_status()
     if not _two_core.HELPER:
         two = "no POSIX threads on this platform"
@@ -38,6 +39,8 @@ def native_paths() -> dict[str, str]:
         "gate passes on numpy's ufunc loops": "on" if gate is None else f"off: {gate}",
         "products through numpy's bundled BLAS": "on" if blas is None else f"off: {blas}",
         "products on two cores": "on" if not two else f"off: {two}",
+        "numpy's warnings off in runs by its context variable":
+            "on" if quiet is None else f"off: {quiet} (np.errstate instead)",
     }
 
 

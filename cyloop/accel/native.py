@@ -2,10 +2,11 @@
 
 Each native path reads something that is not numpy's public API: the gate passes call numpy's
 ufunc inner loops from its C loop table (`_gate_passes`), the products on two cores call the
-OpenBLAS bundled in numpy's wheels (`_blas`, `_two_core`). Each checks what it reads where it
-reads it and, where that differs, declines, leaving the work to numpy's public calls, so the
-values never depend on it. ``CYLOOP_NATIVE_OFF`` (comma-separated names of `PATHS`, or "all")
-turns paths off from the start, to see or test the fallback.
+OpenBLAS bundled in numpy's wheels (`_blas`, `_two_core`), and a run turns numpy's floating-point
+warnings off through the context variable numpy keeps them in (`float_state`). Each checks what
+it reads where it reads it and, where that differs, declines, leaving the work to numpy's public
+calls, so the values never depend on it. ``CYLOOP_NATIVE_OFF`` (comma-separated names of
+`PATHS`, or "all") turns paths off from the start, to see or test the fallback.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import warnings
 
 __all__ = ["PATHS", "native_off"]
 
-PATHS = ("ufunc-loops", "blas")
+PATHS = ("ufunc-loops", "blas", "float-state")
 
 
 @functools.cache

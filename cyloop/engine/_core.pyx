@@ -72,6 +72,7 @@ Design: the planner's invariants, each with the code that keeps it.
 """
 
 cimport numpy as cnp
+from cpython.contextvars cimport PyContextVar_Reset, PyContextVar_Set
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport Py_TYPE
 from cpython.list cimport PyList_GET_ITEM
@@ -98,6 +99,8 @@ from ..errors import CyloopError, ExecutionError, LoopLimitError, ModelError, Re
 from ..ir import (CarriedInput, ConcatOutput, InvariantInput, LastOutput, SlicedInput, read_only,
                   truth)
 from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
+from ..accel.float_state import direct as direct_float_state, quiet as quiet_floats, \
+    restore as restore_floats
 from ..accel.gemm import (ONE_CORE, TWO_CORES, products_split, set_products_on_two_cores,
                           two_cores_here)
 from ..accel.measured import Measured, untimed
@@ -243,41 +246,57 @@ def current_limits():
     return getattr(_this_thread, "limits", None)
 
 
+# numpy's context variable of its floating-point error state and its value with every warning
+# off, set directly by a run where `float_state` found it can be (else None: `quiet_floats`).
+cdef object _FLOAT_STATE = None, _FLOATS_QUIET = None
+if direct_float_state() is not None:
+    _FLOAT_STATE, _FLOATS_QUIET = direct_float_state()
+
+
 # Runs under way, on any thread (`running`): a planner block given back meanwhile is freed, not
 # kept for the next run (`_AlignedBlock`).
 cdef Py_ssize_t _runs_under_way = 0
 
 
-cdef object _enter_run(object limits):
-    """The loops this thread runs from now on share `limits` (None: no change); returns the
-    limits to restore (`_leave_run`)."""
+cdef tuple _enter_run(object limits):
+    """The loops this thread runs from now on share `limits` (None: no change), with numpy's
+    floating-point warnings off (`accel.float_state`); returns what `_leave_run` restores."""
     global _runs_under_way
     previous = getattr(_this_thread, "limits", None)
     if limits is not None:
         _this_thread.limits = limits
     _runs_under_way += 1
-    return previous
+    if _FLOAT_STATE is None:
+        return previous, quiet_floats()
+    return previous, PyContextVar_Set(_FLOAT_STATE, _FLOATS_QUIET)
 
 
-cdef void _leave_run(object previous):
+cdef int _leave_run(tuple entered) except -1:
     global _runs_under_way
-    _this_thread.limits = previous
+    _this_thread.limits = entered[0]
     _runs_under_way -= 1
+    if _FLOAT_STATE is None:
+        restore_floats(entered[1])
+    else:
+        PyContextVar_Reset(_FLOAT_STATE, entered[1])
+    return 0
 
 
 cdef class running:
-    """``with running(limits):`` the loops this thread runs share `limits` (None: no change)."""
-    cdef object limits, previous
+    """``with running(limits):`` the loops this thread runs share `limits` (None: no change),
+    with numpy's floating-point warnings off."""
+    cdef object limits
+    cdef tuple entered
 
     def __init__(self, limits):
         self.limits = limits
 
     def __enter__(self):
-        self.previous = _enter_run(self.limits)
+        self.entered = _enter_run(self.limits)
         return self.limits
 
     def __exit__(self, *exc):
-        _leave_run(self.previous)
+        _leave_run(self.entered)
         return False
 
 
@@ -701,11 +720,11 @@ cdef class Program:
         if limits is None:
             self.execute(slots, None)
         else:  # (a run's own program: its time limit is read between its nodes too)
-            previous = _enter_run(limits)
+            entered = _enter_run(limits)
             try:
                 self.execute(slots, None, limits if limits.time_limit is not None else None)
             finally:
-                _leave_run(previous)
+                _leave_run(entered)
         return [slots[self.output_slots[k]] for k in range(self.output_slots.shape[0])]
 
     cdef str _label(self, Py_ssize_t s):

@@ -76,6 +76,8 @@ def test_info_system_says_which_paths_are_off(off):
     two = lines["products on two cores"]
     assert gate.startswith("off: turned off") == (off in ("ufunc-loops", "all"))
     assert blas.startswith("off: turned off") == (off in ("blas", "all"))
+    floats = lines["numpy's warnings off in runs by its context variable"]
+    assert floats.startswith("off: turned off") == (off in ("float-state", "all"))
     if off in ("blas", "all"):
         assert two.startswith("off: ")
 
