@@ -5,7 +5,7 @@ and the IR openvino.convert_model writes for them (J2O-*-ir).
 
     python asv_benchmarks/compare.py [--repeat 7] [--only W2-loop,W6] [--no-memory]
                                      [--startup-only] [--functional-only] [--spellings-only]
-                                     [--sweep-only]
+                                     [--sweep-only] [--corpus-only]
 
 Every runner's outputs are checked against the numpy loop. Times are medians of at least
 `--repeat` interleaved rounds (each runner in every place equally often), in µs per iteration;
@@ -14,8 +14,10 @@ the resident set size sampled during the first run, above its level after loadin
 native allocations count too (one-time costs such as thread pools count as well). Then cyloop on
 the IR spelling of W1-W5 (and J2O-*) against the ONNX ones, interleaved in the same rounds; the
 time of `import cyloop` in a fresh interpreter and of `cyloop.load` on each workload's file.
-Last, the functional API: each workload's step as one Python function, run by cyloop.scan /
-while_loop / fori_loop and by the plain Python loop that calls the same function (its floor).
+Then the functional API: each workload's step as one Python function, run by cyloop.scan /
+while_loop / fori_loop and by the plain Python loop that calls the same function (its floor);
+W2 and W4 over batch x hidden against the best peer; last, the models real exporters wrote
+(asv_benchmarks/corpus) against onnxruntime and OpenVINO, and on the IR convert_model writes.
 """
 
 from __future__ import annotations
@@ -385,6 +387,155 @@ def functional(chosen, repeat):
               f"| {low:.2f}-{high:.2f} | {agrees} |", flush=True)
 
 
+def _calibrated(run, floor=2e-3) -> int:
+    """How many calls of `run` make a sample of at least `floor` seconds (a model of a few µs is
+    timed over many calls: one call is within the clock's and the scheduler's noise)."""
+    calls = 1
+    while calls < 1 << 16:
+        start = time.perf_counter()
+        for _ in range(calls):
+            run()
+        if time.perf_counter() - start >= floor:
+            break
+        calls *= 2
+    return calls
+
+
+def _us_per_call(cells: dict, repeat: int) -> dict:
+    """runner -> µs per call of `cells`' callables: medians of interleaved rounds (`_rounds`),
+    each sample over as many calls as last 2 ms (`_calibrated`)."""
+    calls = {name: _calibrated(run) for name, run in cells.items()}
+
+    def repeated(run, n):
+        def samples():
+            for _ in range(n):
+                run()
+
+        return samples
+
+    times = _rounds({name: repeated(run, calls[name]) for name, run in cells.items()}, repeat,
+                    IDLE_SECONDS)
+    return {name: statistics.median(t) / calls[name] * 1e6 for name, t in times.items()}
+
+
+def _corpus_peers(path, feeds) -> dict:
+    """runner -> callable() for onnxruntime and OpenVINO (default threads and one) on `path`,
+    where each loads it and runs the feeds."""
+    peers = {}
+    try:
+        import onnxruntime as ort
+
+        for label, threads in (("onnxruntime", 0), ("onnxruntime-1", 1)):
+            if path.endswith(".onnx"):
+                options = ort.SessionOptions()
+                options.intra_op_num_threads = threads
+                options.log_severity_level = 3
+                session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+                peers[label] = lambda s=session: s.run(None, feeds)
+    except ImportError:
+        pass
+    for label, threads in (("openvino", None), ("openvino-1", 1)):
+        try:
+            compiled = openvino_compiled(path, threads)
+            compiled(dict(feeds))
+        except Exception:  # noqa: BLE001 - OpenVINO cannot run every model, or is not installed
+            break
+        peers[label] = lambda c=compiled: c(dict(feeds))
+    return peers
+
+
+def _converted_corpus_ir(path) -> str | None:
+    """The IR `openvino.convert_model` writes for the ONNX model at `path` (in a child
+    interpreter, as `common.converted_ir` explains), or None where it cannot convert it."""
+    ir = os.path.join(DIRECTORY, os.path.basename(path).replace(".onnx", ".xml"))
+    convert = ("import sys, openvino as ov; ov.save_model(ov.convert_model(sys.argv[1]), "
+               "sys.argv[2], compress_to_fp16=False)")
+    done = subprocess.run([sys.executable, "-c", convert, path, ir], capture_output=True,
+                          check=False)
+    return ir if done.returncode == 0 else None
+
+
+def _geometric_summary(ratios: dict) -> str:
+    if not ratios:
+        return "none"
+    mean = statistics.geometric_mean(ratios.values())
+    worst = max(ratios, key=ratios.get)
+    return f"geometric mean {mean:.2f}, worst {ratios[worst]:.2f} ({worst}), {len(ratios)} models"
+
+
+def corpus_table(chosen, repeat):
+    """The models real exporters wrote (asv_benchmarks/corpus), each on its own feeds: cyloop at
+    its steady state (after `WARM_RUNS` runs) against onnxruntime and OpenVINO on the same file
+    (the better of one thread and their default), then cyloop against OpenVINO on the IR
+    convert_model writes for it; µs per run, in interleaved rounds, each sample over enough
+    calls to last 2 ms. "agrees": cyloop's outputs are the source framework's within the
+    tolerance onnxruntime met."""
+    import warnings
+
+    from corpus import entries
+
+    print()
+    print("| model | cyloop, µs | onnxruntime | cyloop / ort | OpenVINO | cyloop / OV | agrees |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    vs_ort, vs_ov, ir_ratios = {}, {}, {}
+    for entry in entries():
+        if chosen is not None and entry.name not in chosen:
+            continue
+        path, feeds = str(entry.path), entry.feeds()
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            model = cyloop.load(path)
+        fallback = [str(w.message).split(":")[-1].strip() for w in said
+                    if "onnx.reference" in str(w.message)]
+        for _ in range(WARM_RUNS):
+            outputs = model.run(feeds)
+        us = _us_per_call({"cyloop": lambda m=model, f=feeds: m.run(f),
+                           **_corpus_peers(path, feeds)}, repeat)
+        ort = min((us[k] for k in ("onnxruntime", "onnxruntime-1") if k in us), default=None)
+        ov = min((us[k] for k in ("openvino", "openvino-1") if k in us), default=None)
+        if ort:
+            vs_ort[entry.name] = us["cyloop"] / ort
+        if ov:
+            vs_ov[entry.name] = us["cyloop"] / ov
+        agrees = "yes" if entry.agrees(outputs) else "no"
+        if fallback:
+            agrees += f" (onnx.reference: {', '.join(fallback)})"
+        print(f"| {entry.name} | {us['cyloop']:.1f} | {f'{ort:.1f}' if ort else '-'} | "
+              f"{f'{vs_ort[entry.name]:.2f}' if ort else '-'} | {f'{ov:.1f}' if ov else '-'} | "
+              f"{f'{vs_ov[entry.name]:.2f}' if ov else '-'} | {agrees} |", flush=True)
+    print()
+    print(f"cyloop / onnxruntime: {_geometric_summary(vs_ort)}")
+    print(f"cyloop / OpenVINO: {_geometric_summary(vs_ov)}")
+    print()
+    print("| model (IR from convert_model) | cyloop, µs | OpenVINO, µs | cyloop / OV | agrees |")
+    print("|---|---:|---:|---:|---|")
+    for entry in entries():
+        if chosen is not None and entry.name not in chosen:
+            continue
+        ir = _converted_corpus_ir(str(entry.path))
+        if ir is None:
+            continue
+        feeds = entry.feeds()
+        try:
+            model = cyloop.load(ir)
+            for _ in range(WARM_RUNS):
+                outputs = model.run(feeds)
+        except Exception as e:  # noqa: BLE001 - report, keep on with the others
+            print(f"| {entry.name} | failed: {type(e).__name__}: {str(e)[:60]} | | | |")
+            continue
+        peers = _corpus_peers(ir, feeds)
+        if not peers:
+            continue
+        us = _us_per_call({"cyloop": lambda m=model, f=feeds: m.run(f), **peers}, repeat)
+        ov = min(us[k] for k in us if k != "cyloop")
+        ir_ratios[entry.name] = us["cyloop"] / ov
+        got = dict(zip(entry.expected(), outputs.values()))
+        print(f"| {entry.name} | {us['cyloop']:.1f} | {ov:.1f} | {ir_ratios[entry.name]:.2f} | "
+              f"{'yes' if entry.agrees(got) else 'no'} |", flush=True)
+    print()
+    print(f"cyloop / OpenVINO on the IR: {_geometric_summary(ir_ratios)}")
+
+
 # The batch x hidden sweep: per workload, (batch, hidden, steps); the steps shrink as a step
 # grows, so that every cell takes about as long.
 SWEEP = {
@@ -457,6 +608,9 @@ def main():
                         help="only the functional API against the plain Python loop")
     parser.add_argument("--spellings-only", action="store_true",
                         help="only cyloop on the IR spellings against the ONNX ones")
+    parser.add_argument("--corpus-only", action="store_true",
+                        help="only the models real exporters wrote (asv_benchmarks/corpus); "
+                        "--only takes their names")
     parser.add_argument("--sweep-only", action="store_true",
                         help="only W2 and W4 over batch x hidden against the best peer")
     parser.add_argument("--cell", nargs=2, help=argparse.SUPPRESS)
@@ -486,6 +640,9 @@ def main():
     if args.sweep_only:
         sweep(workload_prefixes, args.repeat)
         return
+    if args.corpus_only:
+        corpus_table(args.only.split(",") if args.only else None, args.repeat)
+        return
     print()
     print("| workload | runner | µs / iteration | vs cyloop | peak MiB | agrees |")
     print("|---|---|---:|---:|---:|---|")
@@ -511,6 +668,8 @@ def main():
     startup(chosen, args.repeat)
     functional(workload_prefixes, args.repeat)
     sweep(workload_prefixes, args.repeat)
+    if not args.only:
+        corpus_table(None, args.repeat)
 
 
 if __name__ == "__main__":
