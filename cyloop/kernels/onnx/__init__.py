@@ -6,6 +6,7 @@ from . import (  # noqa: F401  (registration happens on import)
     indexing,
     nn,
     normalization,
+    quantization,
     reduction,
     resize,
     rnn,

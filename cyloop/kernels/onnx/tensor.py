@@ -55,7 +55,7 @@ def cast(attrs):
     saturate = bool(attrs.get("saturate", 1))
     round_mode = attrs.get("round_mode", "up")
     if dtype in _SATURATING or dtype == _E8M0:
-        return lambda x: _cast(x, dtype, saturate, round_mode)
+        return lambda x: cast_to(x, dtype, saturate, round_mode)
 
     def convert(x, out=None):
         if dtype == object:  # to STRING: the shortest text that reads back to the number
@@ -83,7 +83,7 @@ _SATURATING = set() if ml_dtypes is None else {
 _E8M0 = None if ml_dtypes is None else np.dtype(ml_dtypes.float8_e8m0fnu)
 
 
-def _cast(x, dtype, saturate: bool, round_mode: str):
+def cast_to(x, dtype, saturate: bool, round_mode: str):
     """ONNX Cast of `x` to `dtype`, float8 saturation and e8m0 rounding included."""
     x = np.asarray(x)
     if dtype == _E8M0:
@@ -231,7 +231,7 @@ def cast_like(attrs):
     round_mode = attrs.get("round_mode", "up")
 
     def cast_as(x, like):
-        return _cast(x, np.dtype(like.dtype), saturate, round_mode)
+        return cast_to(x, np.dtype(like.dtype), saturate, round_mode)
 
     return cast_as
 
