@@ -68,7 +68,7 @@ _MAX_FUNCTION_DEPTH = 16
 _OMITTED = object()  # an omitted optional input (its type is not passed to onnx)
 
 # Attributes of natively run ops that name an element type: the kernels get numpy dtypes.
-_TYPE_ATTRIBUTES = {("Cast", "to"), ("SequenceEmpty", "dtype"),
+_TYPE_ATTRIBUTES = {("Cast", "to"), ("SequenceEmpty", "dtype"), ("EyeLike", "dtype"),
                     ("LayerNormalization", "stash_type"), ("QuantizeLinear", "output_dtype"),
                     ("QuantizeLinear", "precision"), ("DequantizeLinear", "output_dtype")}
 # ... of which these read 0 (UNDEFINED) as not given: the kernel then has no such attribute.

@@ -246,3 +246,47 @@ def trilu(attrs):
         return keep(x, 0 if k is None else int(np.asarray(k).reshape(())))
 
     return triangle
+
+
+@kernel("EyeLike", since=9)
+def eye_like(attrs):
+    """EyeLike-9 and 22: ones on the `k`-th diagonal of a 2-D tensor of the input's shape, in
+    `dtype` (the frontend resolved its number) or the input's type."""
+    dtype, k = attrs.get("dtype"), int(attrs.get("k", 0))
+
+    def eye(x):
+        if x.ndim != 2:
+            raise ValueError(f"EyeLike takes a 2-D input, not one of shape {x.shape}")
+        return np.eye(x.shape[0], x.shape[1], k, dtype=x.dtype if dtype is None else dtype)
+
+    return eye
+
+
+def _space_factory(to_depth):
+    """DepthToSpace (1, 11: `mode` DCR or CRD, 13) and SpaceToDepth (1, 13) on [N, C, H, W],
+    as reshapes and one transpose."""
+
+    def factory(attrs):
+        block = int(attrs["blocksize"])
+        column_major = attrs.get("mode", "DCR") == "CRD"
+
+        def moved(x):
+            n, c, h, w = x.shape
+            if to_depth:
+                y = x.reshape(n, c, h // block, block, w // block, block)
+                y = y.transpose(0, 3, 5, 1, 2, 4)
+                return y.reshape(n, c * block * block, h // block, w // block)
+            depth = c // (block * block)
+            if column_major:
+                y = x.reshape(n, depth, block, block, h, w).transpose(0, 1, 4, 2, 5, 3)
+            else:
+                y = x.reshape(n, block, block, depth, h, w).transpose(0, 3, 4, 1, 5, 2)
+            return y.reshape(n, depth, h * block, w * block)
+
+        return moved
+
+    return factory
+
+
+kernel("DepthToSpace", since=1)(_space_factory(to_depth=False))
+kernel("SpaceToDepth", since=1)(_space_factory(to_depth=True))
