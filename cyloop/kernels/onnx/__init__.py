@@ -4,6 +4,7 @@ from . import (  # noqa: F401  (registration happens on import)
     elementwise,
     fallback,
     indexing,
+    ml,
     nn,
     normalization,
     quantization,
