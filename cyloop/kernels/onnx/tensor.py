@@ -263,8 +263,8 @@ def eye_like(attrs):
 
 
 def _space_factory(to_depth):
-    """DepthToSpace (1, 11: `mode` DCR or CRD, 13) and SpaceToDepth (1, 13) on [N, C, H, W],
-    as reshapes and one transpose."""
+    """DepthToSpace (1, 11: `mode` DCR or CRD, 13, 28) and SpaceToDepth (1, 13, 28: `mode`) on
+    [N, C, H, W], as reshapes and one transpose."""
 
     def factory(attrs):
         block = int(attrs["blocksize"])
@@ -274,7 +274,7 @@ def _space_factory(to_depth):
             n, c, h, w = x.shape
             if to_depth:
                 y = x.reshape(n, c, h // block, block, w // block, block)
-                y = y.transpose(0, 3, 5, 1, 2, 4)
+                y = y.transpose((0, 1, 3, 5, 2, 4) if column_major else (0, 3, 5, 1, 2, 4))
                 return y.reshape(n, c * block * block, h // block, w // block)
             depth = c // (block * block)
             if column_major:

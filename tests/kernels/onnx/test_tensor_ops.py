@@ -29,6 +29,7 @@ CASES = [
     ("DepthToSpace", 13, {"blocksize": 2}, [X.astype(np.float64)]),
     ("SpaceToDepth", 1, {"blocksize": 2}, [X]),
     ("SpaceToDepth", 13, {"blocksize": 2}, [X.astype(np.int64)]),
+    # (mode arrived at 28, which onnxruntime has not: onnx.reference, below)
     *[("LpNormalization", opset, {"p": p, "axis": axis}, [X])
       for opset in (1, 22) for p in (1, 2) for axis in (-1, 1, 0)],
     ("LpNormalization", 22, {}, [np.zeros((2, 3), np.float32)]),  # a zero norm: zeros
@@ -47,6 +48,13 @@ CASES = [
 def test_tensor_ops_match_onnxruntime(op, opset, attrs, inputs):
     model, feeds = one_node(op, opset, attrs, inputs)
     assert_native_matches(model, feeds)
+
+
+@pytest.mark.parametrize("op", ["SpaceToDepth", "DepthToSpace"])
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_space_and_depth_modes_at_opset_28_match_onnx_reference(op, mode):
+    model, feeds = one_node(op, 28, {"blocksize": 2, "mode": mode}, [X])
+    assert_native_matches(model, feeds, reference=True, rtol=0)
 
 
 def test_reverse_sequence_refuses_a_length_past_the_sequence():
