@@ -68,8 +68,12 @@ _MAX_FUNCTION_DEPTH = 16
 _OMITTED = object()  # an omitted optional input (its type is not passed to onnx)
 
 # Attributes of natively run ops that name an element type: the kernels get numpy dtypes.
-_TYPE_ATTRIBUTES = {("Cast", "to"), ("SequenceEmpty", "dtype"),
-                    ("LayerNormalization", "stash_type")}
+_TYPE_ATTRIBUTES = {("Cast", "to"), ("SequenceEmpty", "dtype"), ("EyeLike", "dtype"),
+                    ("LayerNormalization", "stash_type"), ("QuantizeLinear", "output_dtype"),
+                    ("QuantizeLinear", "precision"), ("DequantizeLinear", "output_dtype")}
+# ... of which these read 0 (UNDEFINED) as not given: the kernel then has no such attribute.
+_UNSET_BY_ZERO = {("QuantizeLinear", "output_dtype"), ("QuantizeLinear", "precision"),
+                  ("DequantizeLinear", "output_dtype")}
 
 
 def read_graph(source) -> Graph:
@@ -300,7 +304,10 @@ class _Converter:
             raise ModelError(f"{node.label}: cannot read its attributes: {e}") from e
         for op_type, key in _TYPE_ATTRIBUTES:
             if domain == "" and proto.op_type == op_type and key in node.attrs:
-                node.attrs[key] = self._element_type(node, key)
+                if (op_type, key) in _UNSET_BY_ZERO and node.attrs[key] == 0:
+                    del node.attrs[key]
+                else:
+                    node.attrs[key] = self._element_type(node, key)
         if domain == "" and proto.op_type == "Loop":
             return self.loop(node)
         if domain == "" and proto.op_type == "Scan":

@@ -4,8 +4,13 @@ import numpy as np
 
 from ._shapes import is_constant
 
-__all__ = ["axes_reader", "cumulative", "in_own_type", "over_every_axis", "reducing",
-           "with_identity"]
+try:  # the bfloat16 ONNX models may name (ml_dtypes comes with the onnx extra)
+    import ml_dtypes
+except ImportError:  # pragma: no cover
+    ml_dtypes = None
+
+__all__ = ["axes_reader", "cumulative", "in_own_type", "l2_norm", "log_sum", "log_sum_exp",
+           "over_every_axis", "reducing", "sum_abs", "sum_square", "with_identity"]
 
 
 def in_own_type(ufunc):
@@ -104,3 +109,79 @@ def cumulative(x, axis, accumulate, identity, exclusive=False, reverse=False):
         total = np.concatenate(
             [first, np.take(total, range(total.shape[axis] - 1), axis=axis)], axis=axis)
     return np.flip(total, axis) if reverse else total
+
+
+# The norms and log-sums below take (x, axis, keepdims) as `reducing` calls them and return x's
+# type. An axis of () reduces nothing: each element by itself (ONNX's noop_with_empty_axes).
+# Integers take onnxruntime's readings: a result computed in floats is truncated toward zero,
+# one that is not finite (the log of 0 or of a negative sum) is the type's minimum.
+_HALF = frozenset(np.dtype(name) for name in ("float16",)) | (
+    frozenset() if ml_dtypes is None else frozenset([np.dtype(ml_dtypes.bfloat16)]))
+
+
+def _wide(x):
+    """The type a float result is computed in: float32 for the 16-bit floats (whose squares
+    and exponentials overflow where onnxruntime's, computed in float32, do not), float64 for
+    integers, else x's own."""
+    if x.dtype.kind in "iub":
+        return np.dtype(np.float64)
+    return np.dtype(np.float32) if x.dtype in _HALF else x.dtype
+
+
+def _to_own_type(result, dtype):
+    """A float result in `dtype`: an integer type truncates it toward zero and takes its
+    minimum for what is not finite (the log of 0 or of a negative number)."""
+    result = np.asarray(result)
+    if dtype.kind in "iu" and result.dtype.kind == "f":
+        finite = np.isfinite(result)
+        if not finite.all():
+            result = np.where(finite, result, 0)
+            return np.where(finite, result.astype(dtype), np.iinfo(dtype).min)
+    return result.astype(dtype, copy=False)
+
+
+def sum_square(x, axis=None, keepdims=True):
+    """The sum of squares in x's type (ONNX ReduceSumSquare)."""
+    return np.add.reduce(np.multiply(x, x), axis, x.dtype, None, keepdims)
+
+
+def sum_abs(x, axis=None, keepdims=True):
+    """The sum of magnitudes in x's type (ONNX ReduceL1, OpenVINO ReduceL1-4)."""
+    return np.add.reduce(np.absolute(x), axis, x.dtype, None, keepdims)
+
+
+def l2_norm(x, axis=None, keepdims=True):
+    """The square root of the sum of squares (ONNX ReduceL2), computed in `_wide`'s type."""
+    wide = x.astype(_wide(x), copy=False)
+    return _to_own_type(np.sqrt(np.add.reduce(wide * wide, axis, None, None, keepdims)),
+                        x.dtype)
+
+
+def log_sum(x, axis=None, keepdims=True):
+    """The log of the sum, the sum in x's type (ONNX ReduceLogSum)."""
+    total = np.add.reduce(x, axis, x.dtype, None, keepdims)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _to_own_type(np.log(total.astype(_wide(x), copy=False)), x.dtype)
+
+
+def log_sum_exp(x, axis=None, keepdims=True):
+    """log(sum(exp(x))) as onnxruntime computes it (ONNX ReduceLogSumExp): the largest element
+    m taken out first, ``m + log(sum(exp(x - m)))``, so no exponential overflows; an m that is
+    not finite is not taken out (a lane of +inf gives +inf, of -inf only, or of none, -inf).
+
+    On integers onnxruntime accumulates the exponentials in the integer type, where each
+    ``exp(x - m) < 1`` is lost: the result is ``m + log(count of m)``, truncated."""
+    if x.dtype.kind in "iu":
+        low = np.iinfo(x.dtype).min
+        top = np.max(x, axis=axis, keepdims=True, initial=low)
+        count = np.add.reduce(x == top, axis, np.float64, None, keepdims)
+        top = top if keepdims else np.squeeze(top, axis=axis)
+        with np.errstate(divide="ignore"):
+            return _to_own_type(top + np.log(count), x.dtype)
+    wide = x.astype(_wide(x), copy=False)
+    top = np.max(wide, axis=axis, keepdims=True, initial=-np.inf)
+    top = np.where(np.isfinite(top), top, 0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        total = np.add.reduce(np.exp(wide - top), axis, None, None, keepdims)
+        result = np.log(total) + (top if keepdims else np.squeeze(top, axis=axis))
+    return result.astype(x.dtype, copy=False)

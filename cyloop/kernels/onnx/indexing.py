@@ -225,3 +225,44 @@ def _dropout(mask_is_bool):
 # Before opset 10 the mask has the input's type; from 10 on it is bool.
 kernel("Dropout", since=1, multi=True)(_dropout(False))
 kernel("Dropout", since=10, multi=True)(_dropout(True))
+
+
+@kernel("Compress", since=9)
+def compress(attrs):
+    """Compress-9 and 11: the slices along `axis` (of the flattened input without one) whose
+    condition is true; a condition shorter than the axis leaves out the slices past it, the
+    entries of a longer one past the axis are not read (onnxruntime's reading)."""
+    axis = attrs.get("axis")
+    axis = None if axis is None else int(axis)
+
+    def compressed(x, condition):
+        length = x.size if axis is None else x.shape[axis]
+        condition = np.asarray(condition, np.bool_).reshape(-1)[:length]
+        return np.compress(condition, x, axis=axis)
+
+    return compressed
+
+
+@kernel("ReverseSequence", since=10)
+def reverse_sequence(attrs):
+    """ReverseSequence-10: batch element b's first ``sequence_lens[b]`` steps along
+    `time_axis` in reverse order, the steps after them as they are."""
+    batch_axis, time_axis = int(attrs.get("batch_axis", 1)), int(attrs.get("time_axis", 0))
+
+    def reversed_(x, sequence_lens):
+        lengths = np.asarray(sequence_lens, np.int64).reshape(-1)
+        steps = x.shape[time_axis]
+        if lengths.shape[0] != x.shape[batch_axis] or (lengths < 0).any() \
+                or (lengths > steps).any():
+            raise ValueError(f"ReverseSequence: sequence_lens {lengths.tolist()} do not fit "
+                             f"{x.shape[batch_axis]} sequences of {steps} steps")
+        # For each (batch, step): the step read, ``length - 1 - t`` within the length.
+        t = np.arange(steps)
+        source = np.where(t < lengths[:, None], lengths[:, None] - 1 - t, t)  # [batch, time]
+        shape = [1] * x.ndim
+        shape[batch_axis], shape[time_axis] = source.shape[0], steps
+        if batch_axis > time_axis:
+            source = source.T
+        return np.take_along_axis(x, source.reshape(shape), axis=time_axis)
+
+    return reversed_

@@ -103,3 +103,44 @@ def instance_normalization(attrs):
         return y.astype(x.dtype, copy=False)
 
     return normalize
+
+
+@kernel("LpNormalization", since=1)
+def lp_normalization(attrs):
+    """LpNormalization-1 and 22: x over its L1 or L2 norm along `axis`, in x's type; a lane
+    of norm 0 stays 0, as in onnxruntime."""
+    axis, p = int(attrs.get("axis", -1)), int(attrs.get("p", 2))
+    if p not in (1, 2):
+        raise ValueError(f"LpNormalization: p must be 1 or 2, not {p}")
+
+    def normalize(x):
+        norm = np.sum(np.abs(x), axis=axis, keepdims=True) if p == 1 else \
+            np.sqrt(np.sum(x * x, axis=axis, keepdims=True))
+        norm = np.where(norm == 0, 1, norm).astype(x.dtype, copy=False)
+        return (x / norm).astype(x.dtype, copy=False)
+
+    return normalize
+
+
+@kernel("LRN", since=1)
+def lrn(attrs):
+    """LRN-1 and 13: ``x / (bias + alpha / size * square_sum) ** beta``, the square sum over the
+    channels ``c - (size - 1) // 2`` to ``c + size // 2`` (those there are)."""
+    alpha, beta = float(attrs.get("alpha", 1e-4)), float(attrs.get("beta", 0.75))
+    bias, size = float(attrs.get("bias", 1.0)), int(attrs["size"])
+    before, after = (size - 1) // 2, size // 2
+
+    def normalize(x):
+        squares = np.square(x)
+        # A running sum over channels: window c is cumulative[c + after + 1] - cumulative[c -
+        # before], over squares padded with zeros on both sides.
+        pads = [(0, 0)] * x.ndim
+        pads[1] = (before + 1, after)
+        cumulative = np.cumsum(np.pad(squares, pads), axis=1)
+        channels = x.shape[1]
+        window = np.take(cumulative, range(size, size + channels), axis=1) \
+            - np.take(cumulative, range(channels), axis=1)
+        scale = np.power(bias + alpha / size * window, beta)
+        return (x / scale).astype(x.dtype, copy=False)
+
+    return normalize

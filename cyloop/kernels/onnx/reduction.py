@@ -1,5 +1,6 @@
-"""Reductions (ReduceSum/Mean/Max/Min/Prod; axes an attribute before opset 13 for ReduceSum and
-18 for the others, an input after), ArgMax/ArgMin, CumSum/CumProd, TopK, Hardmax."""
+"""Reductions (ReduceSum/Mean/Max/Min/Prod, ReduceSumSquare/L1/L2/LogSum/LogSumExp; axes an
+attribute before opset 13 for ReduceSum and 18 for the others, an input after), ArgMax/ArgMin,
+CumSum/CumProd, TopK, Hardmax."""
 
 import numpy as np
 
@@ -12,14 +13,22 @@ def _mean(x, axis=None, keepdims=True):
     return np.mean(x, axis=axis, keepdims=keepdims)
 
 
-# Every reducer takes (x, axis, keepdims), positionally too.
-_REDUCERS = {"ReduceSum": (in_own_type(np.add), 13), "ReduceMean": (_mean, 18),
-             "ReduceMax": (with_identity(np.max, True), 18),
-             "ReduceMin": (with_identity(np.min, False), 18),
-             "ReduceProd": (in_own_type(np.multiply), 18)}
+# Every reducer takes (x, axis, keepdims), positionally too. With noop_with_empty_axes (opset 18)
+# and no axes the first five return their input; onnxruntime reduces each element of the
+# others by itself (squares it for ReduceSumSquare, takes its log for ReduceLogSum), and so
+# does their reducer over no axis: they are marked True.
+_REDUCERS = {"ReduceSum": (in_own_type(np.add), 13, False), "ReduceMean": (_mean, 18, False),
+             "ReduceMax": (with_identity(np.max, True), 18, False),
+             "ReduceMin": (with_identity(np.min, False), 18, False),
+             "ReduceProd": (in_own_type(np.multiply), 18, False),
+             "ReduceSumSquare": (_reductions.sum_square, 18, True),
+             "ReduceL1": (_reductions.sum_abs, 18, True),
+             "ReduceL2": (_reductions.l2_norm, 18, True),
+             "ReduceLogSum": (_reductions.log_sum, 18, True),
+             "ReduceLogSumExp": (_reductions.log_sum_exp, 18, True)}
 
 
-def _register_reduction(op_type, reducer, input_since):
+def _register_reduction(op_type, reducer, input_since, noop_reduces):
     @kernel(op_type, since=1)
     def with_attribute(attrs):
         axes, keepdims = attrs.get("axes"), bool(attrs.get("keepdims", 1))
@@ -34,20 +43,23 @@ def _register_reduction(op_type, reducer, input_since):
         noop = bool(attrs.get("noop_with_empty_axes", 0))
         read, by = axes_reader(), reducing(reducer, keepdims)
 
+        def unreduced(x):
+            return reducer(x, (), True) if noop_reduces else np.array(x, copy=True)
+
         def reduce(x, axes=None):
             if axes is not None:
                 axes = read(x.ndim, axes)
                 if axes == ():  # none named: every axis, or none with noop_with_empty_axes
-                    return np.array(x, copy=True) if noop else by(x, None)
+                    return unreduced(x) if noop else by(x, None)
             elif noop:
-                return np.array(x, copy=True)
+                return unreduced(x)
             return by(x, axes)
 
         return reduce
 
 
-for _op_type, (_reducer, _since) in _REDUCERS.items():
-    _register_reduction(_op_type, _reducer, _since)
+for _op_type, (_reducer, _since, _noop_reduces) in _REDUCERS.items():
+    _register_reduction(_op_type, _reducer, _since, _noop_reduces)
 
 
 def _arg(pick):

@@ -73,3 +73,16 @@ def conv(attrs):
         return y
 
     return convolve
+
+
+@kernel("GlobalLpPool", since=2)
+def global_lp_pool(attrs):
+    """GlobalLpPool-2 and 22: ``(sum |x| ** p) ** (1 / p)`` over the spatial axes."""
+    p = float(attrs.get("p", 2))
+
+    def pooled(x):
+        axes = tuple(range(2, x.ndim))
+        total = np.sum(np.power(np.abs(x), x.dtype.type(p)), axis=axes, keepdims=True)
+        return np.power(total, x.dtype.type(1 / p)).astype(x.dtype, copy=False)
+
+    return pooled

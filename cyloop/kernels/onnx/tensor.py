@@ -55,7 +55,7 @@ def cast(attrs):
     saturate = bool(attrs.get("saturate", 1))
     round_mode = attrs.get("round_mode", "up")
     if dtype in _SATURATING or dtype == _E8M0:
-        return lambda x: _cast(x, dtype, saturate, round_mode)
+        return lambda x: cast_to(x, dtype, saturate, round_mode)
 
     def convert(x, out=None):
         if dtype == object:  # to STRING: the shortest text that reads back to the number
@@ -83,7 +83,7 @@ _SATURATING = set() if ml_dtypes is None else {
 _E8M0 = None if ml_dtypes is None else np.dtype(ml_dtypes.float8_e8m0fnu)
 
 
-def _cast(x, dtype, saturate: bool, round_mode: str):
+def cast_to(x, dtype, saturate: bool, round_mode: str):
     """ONNX Cast of `x` to `dtype`, float8 saturation and e8m0 rounding included."""
     x = np.asarray(x)
     if dtype == _E8M0:
@@ -231,7 +231,7 @@ def cast_like(attrs):
     round_mode = attrs.get("round_mode", "up")
 
     def cast_as(x, like):
-        return _cast(x, np.dtype(like.dtype), saturate, round_mode)
+        return cast_to(x, np.dtype(like.dtype), saturate, round_mode)
 
     return cast_as
 
@@ -246,3 +246,47 @@ def trilu(attrs):
         return keep(x, 0 if k is None else int(np.asarray(k).reshape(())))
 
     return triangle
+
+
+@kernel("EyeLike", since=9)
+def eye_like(attrs):
+    """EyeLike-9 and 22: ones on the `k`-th diagonal of a 2-D tensor of the input's shape, in
+    `dtype` (the frontend resolved its number) or the input's type."""
+    dtype, k = attrs.get("dtype"), int(attrs.get("k", 0))
+
+    def eye(x):
+        if x.ndim != 2:
+            raise ValueError(f"EyeLike takes a 2-D input, not one of shape {x.shape}")
+        return np.eye(x.shape[0], x.shape[1], k, dtype=x.dtype if dtype is None else dtype)
+
+    return eye
+
+
+def _space_factory(to_depth):
+    """DepthToSpace (1, 11: `mode` DCR or CRD, 13, 28) and SpaceToDepth (1, 13, 28: `mode`) on
+    [N, C, H, W], as reshapes and one transpose."""
+
+    def factory(attrs):
+        block = int(attrs["blocksize"])
+        column_major = attrs.get("mode", "DCR") == "CRD"
+
+        def moved(x):
+            n, c, h, w = x.shape
+            if to_depth:
+                y = x.reshape(n, c, h // block, block, w // block, block)
+                y = y.transpose((0, 1, 3, 5, 2, 4) if column_major else (0, 3, 5, 1, 2, 4))
+                return y.reshape(n, c * block * block, h // block, w // block)
+            depth = c // (block * block)
+            if column_major:
+                y = x.reshape(n, depth, block, block, h, w).transpose(0, 1, 4, 2, 5, 3)
+            else:
+                y = x.reshape(n, block, block, depth, h, w).transpose(0, 3, 4, 1, 5, 2)
+            return y.reshape(n, depth, h * block, w * block)
+
+        return moved
+
+    return factory
+
+
+kernel("DepthToSpace", since=1)(_space_factory(to_depth=False))
+kernel("SpaceToDepth", since=1)(_space_factory(to_depth=True))

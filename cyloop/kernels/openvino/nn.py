@@ -5,7 +5,7 @@ import numpy as np
 from ...accel.gemm import weight_product
 from .. import _math
 from .._ir_attrs import DOMAIN, as_bool, as_dtype, as_int
-from .._reductions import axes_reader, in_own_type, reducing, with_identity
+from .._reductions import axes_reader, in_own_type, reducing, sum_abs, with_identity
 from ..registry import kernel
 
 
@@ -58,11 +58,6 @@ _REDUCERS = {"ReduceSum": in_own_type(np.add), "ReduceMean": _positional(np.mean
              "ReduceLogicalAnd": _positional(np.all), "ReduceLogicalOr": _positional(np.any)}
 
 
-def _l1(x, axis=None, keepdims=False):
-    """The sum of magnitudes, in x's type (ReduceL1-4)."""
-    return np.add.reduce(np.absolute(x), axis, x.dtype, None, keepdims)
-
-
 def _l2(x, axis=None, keepdims=False):
     """The square root of the sum of squares (ReduceL2-4)."""
     return np.sqrt(np.add.reduce(x * x, axis, x.dtype, None, keepdims))
@@ -70,7 +65,7 @@ def _l2(x, axis=None, keepdims=False):
 
 # ReduceL1 and ReduceL2 arrived in opset4, the others in opset1.
 _SINCE = {"ReduceL1": 4, "ReduceL2": 4}
-_REDUCERS |= {"ReduceL1": _l1, "ReduceL2": _l2}
+_REDUCERS |= {"ReduceL1": sum_abs, "ReduceL2": _l2}
 
 
 def _register_reduction(op_type, reducer):

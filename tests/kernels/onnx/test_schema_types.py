@@ -21,10 +21,13 @@ _OPTIONAL = defs.OpSchema.FormalParameterOption.Optional
 _VARIADIC = defs.OpSchema.FormalParameterOption.Variadic
 # Inputs that are not an arbitrary [2, 3] tensor of the type: Range takes scalars,
 # InstanceNormalization a [C] scale and bias; the global pools want spatial axes after [N, C].
-_SHAPES = {"GlobalAveragePool": (2, 3, 4), "GlobalMaxPool": (2, 3, 4)}
+_SHAPES = {"GlobalAveragePool": (2, 3, 4), "GlobalMaxPool": (2, 3, 4), "GlobalLpPool": (2, 3, 4)}
 _SKIP = {"Range", "InstanceNormalization"}
-# Where onnx.reference is wrong, a numpy oracle: its GlobalMaxPool reduces the channel axis too.
-_NUMPY = {"GlobalMaxPool": lambda x: [np.max(x, axis=2, keepdims=True)]}
+# Where onnx.reference is wrong, a numpy oracle: its GlobalMaxPool reduces the channel axis too;
+# it has no GlobalLpPool (p=2 by default).
+_NUMPY = {"GlobalMaxPool": lambda x: [np.max(x, axis=2, keepdims=True)],
+          "GlobalLpPool": lambda x: [np.sqrt(np.sum(np.square(x.astype(np.float64)), axis=2,
+                                                    keepdims=True))]}
 # Cases whose oracle, onnx.reference, is right only from numpy 2.1 on.
 _ORACLE_NEEDS_NUMPY_2_1 = {("LayerNormalization", onnx.TensorProto.BFLOAT16)}
 
