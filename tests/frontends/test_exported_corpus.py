@@ -5,6 +5,7 @@ again with the measured choices fixed at their defaults. No model may need onnx.
 kernels: its ops all have native kernels (or function bodies)."""
 
 import importlib.util
+import sys
 import warnings
 from pathlib import Path
 
@@ -21,6 +22,7 @@ def _entries():
         return []
     spec = importlib.util.spec_from_file_location("cyloop_test_corpus", _CORPUS)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (its dataclasses look their module up there)
     spec.loader.exec_module(module)
     return module.entries()
 
