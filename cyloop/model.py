@@ -111,7 +111,7 @@ class Model:
         limits = RunLimits(settings.max_iterations, time_limit, settings.memory_limit)
         values = self._program.run(args, limits)
         names = self.output_names if output_names is None else list(output_names)
-        fresh = fresh_outputs(values, names, self._output_index)
+        fresh = fresh_outputs(values, names, self._output_index, args)
         if fresh is not None:
             return fresh
         results: dict = {}

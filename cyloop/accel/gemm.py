@@ -46,12 +46,13 @@ from collections.abc import Callable
 import numpy as np
 
 from . import _two_core, blas
-from .aligned import aligned
+from .aligned import aligned, owns_memory
 from .measured import Measured
 from .native import native_off
 
 __all__ = ["ONE_CORE", "TWO_CORES", "Prepared", "PreparedPair", "bit_view_type", "blas_status",
-           "helper_runs", "matmul", "matmul_plus", "on_two_cores", "plus", "products_decided",
+           "constant_holder", "helper_runs", "is_constant", "matmul", "matmul_plus",
+           "on_two_cores", "plus", "products_decided",
            "products_on_two_cores", "products_split", "rows_apart", "rows_plus",
            "set_products_on_two_cores", "splits_now", "two_cores_here", "weight_product"]
 
@@ -67,7 +68,9 @@ class _Remembered:
     it still stands for the operands of a call.
 
     The same read-only arrays coming back stand for the same values (nothing writes a read-only
-    array while the engine holds it). A weight fed to the model is another array every run (the
+    array while the engine holds it), and so does the same read-only view made again of a
+    read-only array that owns its memory (a layer's weights of direction d, ``w[d]``, each call:
+    `_constant_view`). A weight fed to the model is another array every run (the
     engine views the caller's array anew, read-only), though its values rarely change: from the
     second time such operands come, a copy of their values is kept beside what was derived from
     them, and later operands of the same bits (compared in full: a caller may have changed their
@@ -77,22 +80,25 @@ class _Remembered:
 
     def __init__(self):
         # (weak references to the operands, the derived value, copies of the operands' values
-        # or None), replaced whole so that a thread reads one consistent triple
-        self.last: tuple = ((), None, None)
+        # or None, the operands' `_constant_view`s), replaced whole so that a thread reads one
+        # consistent tuple
+        self.last: tuple = ((), None, None, ())
         self.changing = False
 
     def recall(self, operands: tuple):
         """The derived value standing for `operands` (read-only arrays), or None."""
         operands = tuple(map(_whole, operands))
-        refs, derived, values = self.last
+        refs, derived, values, views = self.last
         if derived is None or len(refs) != len(operands):
             return None
         if all(ref() is x for ref, x in zip(refs, operands)):
             return derived
+        if all(view is not None and view == _constant_view(x) for view, x in zip(views, operands)):
+            return derived
         if values is None:
             return None
         if all(_same_bits(v, x) for v, x in zip(values, operands)):
-            self.last = (tuple(weakref.ref(x) for x in operands), derived, values)
+            self.last = (tuple(weakref.ref(x) for x in operands), derived, values, views)
             return derived
         self.changing = True
         return None
@@ -110,10 +116,63 @@ class _Remembered:
             values = tuple(np.array(x, copy=True) for x in operands)
         else:
             values = None
-        self.last = (tuple(weakref.ref(x) for x in operands), derived, values)
+        self.last = (tuple(weakref.ref(x) for x in operands), derived, values,
+                     tuple(map(_constant_view, operands)))
 
     def forget(self) -> None:
-        self.last = ((), None, None)
+        self.last = ((), None, None, ())
+
+
+class _Owner:
+    """A weak reference to the array owning a view's memory that compares by identity (a view's
+    `_constant_view` holds one, so that it neither keeps the array alive nor compares arrays
+    element by element)."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, owner: np.ndarray):
+        self.ref = weakref.ref(owner)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Owner) and self.ref() is not None and self.ref() is other.ref()
+
+    __hash__ = None
+
+
+def constant_holder(a: np.ndarray):
+    """The array holding `a`'s memory (or the immutable bytes object it lies in) where nobody
+    writes it: every array from `a` down to the one holding its memory (`owns_memory`: a
+    model's constants, the engine's aligned copies) is read-only, or the chain ends in bytes
+    (onnx's initializers); else None (a caller's array may change through a writeable base)."""
+    owner = a
+    while True:
+        if owner.flags.writeable:
+            return None
+        if owns_memory(owner):
+            return owner
+        base = owner.base
+        if isinstance(base, bytes):
+            return owner
+        if not isinstance(base, np.ndarray):
+            return None
+        owner = base
+
+
+def is_constant(a) -> bool:
+    """Whether `a` is an array whose values nobody changes while it lives (`constant_holder`)."""
+    return isinstance(a, np.ndarray) and constant_holder(a) is not None
+
+
+def _constant_view(a: np.ndarray):
+    """What a read-only view `a` of a constant (`constant_holder`) stands for: (the array holding
+    its memory, the address it starts at, its shape, strides and dtype), so that the same view
+    made again stands for the same values; None for anything else."""
+    if a.base is None:
+        return None
+    owner = constant_holder(a)
+    if owner is None:
+        return None
+    return (_Owner(owner), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype)
 
 
 def _whole(a: np.ndarray) -> np.ndarray:
@@ -176,7 +235,7 @@ class Prepared:
         self._remembered = _Remembered()
 
     def __call__(self, w: np.ndarray) -> np.ndarray:
-        refs, derived, _ = self._remembered.last
+        refs, derived, *_ = self._remembered.last
         if refs and refs[0]() is w:  # (the common case, first: one weight, call after call)
             return w if derived is None else derived
         if not w.flags.writeable:
@@ -187,7 +246,7 @@ class Prepared:
         if w.flags.writeable:
             return derived
         if derived is w:  # w itself: nothing to remember but w
-            self._remembered.last = ((weakref.ref(w),), None, None)
+            self._remembered.last = ((weakref.ref(w),), None, None, ())
             return w
         derived = aligned(derived)
         self._remembered.keep((w,), derived)
@@ -213,7 +272,7 @@ class PreparedPair:
         self._remembered = _Remembered()
 
     def __call__(self, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-        refs, derived, _ = self._remembered.last
+        refs, derived, *_ = self._remembered.last
         if refs and refs[0]() is w and refs[1]() is b:  # (the common case, first)
             return derived
         read_only = not (w.flags.writeable or b.flags.writeable)

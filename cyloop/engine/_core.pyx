@@ -96,6 +96,7 @@ from time import monotonic, perf_counter
 import numpy as np
 
 from ..errors import CyloopError, ExecutionError, LoopLimitError, ModelError, ResourceLimitError
+from ..sequence import TensorSequence
 from ..ir import (CarriedInput, ConcatOutput, InvariantInput, LastOutput, SlicedInput, read_only,
                   truth)
 from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
@@ -216,14 +217,30 @@ def accepted_arguments(dict feeds, tuple form):
     return args
 
 
-def fresh_outputs(list values, list names, dict index):
-    """Output name -> value for `names` (`index`: name -> position in `values`), where each is a
-    distinct array owning writeable memory (a kernel's fresh result, or a numpy scalar made
-    one): such an array shares its memory with no feed, no constant and no other output, since
-    only its own views can. None where one is anything else (a view, a sequence, None, a name
-    asked twice): the caller then checks each for overlaps."""
+cdef object _memory_holder(cnp.ndarray array):
+    """The array at the end of `array`'s chain of bases, if that chain holds arrays only; else
+    None (memory held by another kind of object: a buffer, a mapping)."""
+    cdef PyObject *base = cnp.PyArray_BASE(array)
+    while base != NULL:
+        if type(<object>base) is not _NDARRAY:
+            return None
+        array = <cnp.ndarray><object>base
+        base = cnp.PyArray_BASE(array)
+    return array
+
+
+def fresh_outputs(list values, list names, dict index, list args):
+    """Output name -> value for `names` (`index`: name -> position in `values`), where each is
+    the caller's own as it is: a writeable array (or a numpy scalar made one) whose memory is
+    held, through arrays alone, by a writeable array owning it (a kernel's fresh result, or a
+    view of one) that holds no feed's memory (`args`: the run's arguments) and no other
+    output's. None where one is anything else (a constant, a sequence, None, a name asked twice,
+    two outputs on one buffer): the caller then checks each for overlaps."""
     cdef dict results = {}
+    cdef set held = set()
+    cdef set feeds = None
     cdef cnp.ndarray array
+    cdef object holder
     for name in names:
         value = values[index[name]]
         if type(value) is not _NDARRAY:
@@ -231,14 +248,32 @@ def fresh_outputs(list values, list names, dict index):
                 return None
             value = np.asarray(value)
         array = <cnp.ndarray>value
-        if (not cnp.PyArray_CHKFLAGS(array, cnp.NPY_ARRAY_OWNDATA)
-                or not cnp.PyArray_ISWRITEABLE(array) or name in results):
+        if not cnp.PyArray_ISWRITEABLE(array) or name in results:
             return None
-        for other in results.values():
-            if other is value:
+        holder = _memory_holder(array)
+        if (holder is None or not cnp.PyArray_CHKFLAGS(<cnp.ndarray>holder, cnp.NPY_ARRAY_OWNDATA)
+                or not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>holder) or id(holder) in held):
+            return None
+        if holder is not value:  # (a view: of a feed's memory?)
+            if feeds is None:
+                feeds = _feed_holders(args)
+            if id(holder) in feeds:
                 return None
+        held.add(id(holder))
         results[name] = value
     return results
+
+
+cdef set _feed_holders(list args):
+    """The ids of the arrays holding the memory of the run's arguments (a sequence's items too)."""
+    cdef set found = set()
+    for arg in args:
+        for item in (arg if isinstance(arg, TensorSequence) else (arg,)):
+            if type(item) is _NDARRAY:
+                holder = _memory_holder(<cnp.ndarray>item)
+                if holder is not None:
+                    found.add(id(holder))
+    return found
 
 
 def current_limits():

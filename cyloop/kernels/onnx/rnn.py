@@ -138,7 +138,7 @@ def _on_layer_runner(op_type, attrs, n_outputs, acts_given, clip, input_forget):
             states = [s.swapaxes(0, 1) for s in states]
         if b is None:
             b = _zeros((n_dirs, 2 * _GATES[op_type] * hidden), dtype)
-        lengths = np.full(batch, steps, np.int64) if seq_lens is None else seq_lens
+        lengths = seq_lens  # (None: every element runs every step)
         if layout == 0:
             out = np.zeros((steps, n_dirs, batch, hidden), dtype)
             y = out.transpose(2, 1, 0, 3)

@@ -30,6 +30,7 @@ from ...accel._two_core import products_split
 from ...accel.gemm import (
     ONE_CORE,
     TWO_CORES,
+    is_constant,
     products_decided,
     set_products_on_two_cores,
     two_cores_here,
@@ -60,6 +61,26 @@ def _lengths(lengths, batch, steps):
     return lengths.astype(np.intp)
 
 
+class _Directions:
+    """A layer's weights split by direction, ``w[d]``, as the same view objects call after call
+    while the same constant `w` comes back: what the cells derive from a read-only weight is
+    recalled by its identity (accel/gemm.py `Prepared`), which a view made anew each call would
+    miss. Views of anything else (a weight fed to the model: a caller's array, which a kernel
+    does not keep alive) are made each call."""
+
+    def __init__(self):
+        self._last = (None, ())
+
+    def __call__(self, w: np.ndarray) -> tuple:
+        kept, views = self._last
+        if kept is w:
+            return views
+        views = tuple(w[d] for d in range(w.shape[0]))
+        if is_constant(w):
+            self._last = (w, views)
+        return views
+
+
 NO_STEPS = object()  # a `steps_for` answer: the step's settled formulation has no steps
 
 
@@ -75,9 +96,10 @@ def _steps_of(recurrence, args):
 
 def _run(states, x, lengths, w, b, attrs, project, step, steps_for=None, y=None):
     """Run every direction. `states`: the initial states [B, D, H] (h, and c for an LSTM);
-    `w`, `b`: the input weights and biases [D, ...] `project` takes; `step(xw_t, states, d)` ->
-    the new states. Returns (Y, final states); Y is `y` if given (a zeroed [B, D, T, H] array or
-    view, of the states' type), else a fresh one.
+    `lengths`: each element's sequence length (None: every element runs every step); `w`, `b`:
+    the input weights and biases of each direction (sequences of D) `project` takes;
+    `step(xw_t, states, d)` -> the new states. Returns (Y, final states); Y is `y` if given (a
+    zeroed [B, D, T, H] array or view, of the states' type), else a fresh one.
 
     Where every element runs every step, `steps_for(xw_t, states, d)` (if given) may offer, for
     the step at hand, ``steps(xs, outs)``: the rest of the direction's steps in one call (xs
@@ -86,15 +108,17 @@ def _run(states, x, lengths, w, b, attrs, project, step, steps_for=None, y=None)
     or `NO_STEPS` (not in this run). After a decline or `NO_STEPS` nothing more is asked in the
     run. The values are those of the steps one at a time."""
     batch, steps = x.shape[0], x.shape[1]
-    lengths = _lengths(lengths, batch, steps)
-    reverses = _directions(attrs, w.shape[0])
+    full = lengths is None
+    if not full:
+        lengths = _lengths(lengths, batch, steps)
+        full = bool(np.all(lengths == steps))
+        rows = np.arange(batch)
+    reverses = _directions(attrs, len(w))
     hidden = states[0].shape[-1]
     dtype = np.result_type(x, states[0])
     if y is None:
         y = np.zeros((batch, len(reverses), steps, hidden), dtype)
     finals = [np.empty((batch, len(reverses), hidden), dtype) for _ in states]
-    rows = np.arange(batch)
-    full = bool(np.all(lengths == steps))
     for d, reverse in enumerate(reverses):
         xw = project(x, w[d], b[d])  # [B, T, G]: every step's input projection, one GEMM
         current = [s[:, d] for s in states]
@@ -125,7 +149,11 @@ def _run(states, x, lengths, w, b, attrs, project, step, steps_for=None, y=None)
             y[rows[active], d, at[active]] = new[0][active]
         for final, value in zip(finals, current):
             final[:, d] = value
-            final[lengths == 0, d] = 0  # no step run: zero states, as OpenVINO's reference has it
+            # No step run: zero states, as OpenVINO's reference has it.
+            if lengths is not None:
+                final[lengths == 0, d] = 0
+            elif steps == 0:
+                final[:, d] = 0
     return y, finals
 
 
@@ -193,15 +221,18 @@ def sequence_layer(cell: str, attrs):
     project, recurrence = projection_for(op, attrs), make_step(attrs)
     states_out = tuple if cell == "lstm" else (lambda h: (h,))  # (an LSTM's step gives (h, c))
     cores = _Cores()
+    w_of, r_of, b_of = _Directions(), _Directions(), _Directions()
 
     def run(x, states, lengths, w, r, b, y=None):
+        ws, rs, bs = w_of(w), r_of(r), b_of(b)
+
         def step(xw_t, current, d):
-            return states_out(recurrence(*arguments(xw_t, current, r[d], b[d])))
+            return states_out(recurrence(*arguments(xw_t, current, rs[d], bs[d])))
 
         def steps_for(xw_t, current, d):
-            return _steps_of(recurrence, arguments(xw_t, current, r[d], b[d]))
+            return _steps_of(recurrence, arguments(xw_t, current, rs[d], bs[d]))
 
-        return cores(lambda: _run(states, x, lengths, w, b, attrs, project, step, steps_for, y),
+        return cores(lambda: _run(states, x, lengths, ws, bs, attrs, project, step, steps_for, y),
                      x.shape[1] * w.shape[0])
 
     return run, recurrence, cores
