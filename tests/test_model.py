@@ -352,3 +352,29 @@ def test_outputs_are_the_callers_own_run_after_run():
         assert all(v.flags.writeable for v in out.values())
         np.testing.assert_array_equal(out["z"], x + x)
         assert out["s"].shape == () and out["s"] == 6
+
+
+@pytest.mark.parametrize("outputs", [("t",), ("y", "t"), ("t", "r"), ("r",)])
+def test_views_of_results_and_of_feeds_are_the_callers_own(outputs):
+    """A view of a fresh result (a Transpose of an Add) is handed over as it is when nothing
+    else returned holds that memory, copied when another output does; a view of a feed (a
+    Reshape of x) is always copied: each output writeable, sharing memory with no feed and no
+    other output, run after run."""
+    g = GraphBuilder()
+    g.input("x", np.float32, (2, 3))
+    y = g.node("Add", "x", "x", outputs=["y"])
+    made = {"y": y, "t": g.node("Transpose", y, outputs=["t"]),
+            "r": g.node("Reshape", "x", g.const(np.array([3, 2], np.int64)), outputs=["r"])}
+    g.output(*(made[name] for name in outputs))
+    model = cyloop.Model(g.build())
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    expected = {"y": x + x, "t": (x + x).T, "r": x.reshape(3, 2)}
+    for _ in range(3):
+        out = model.run({"x": x})
+        arrays = [x, *out.values()]
+        for k, a in enumerate(arrays):
+            for b in arrays[k + 1:]:
+                assert not np.shares_memory(a, b)
+        for name, value in out.items():
+            assert value.flags.writeable
+            np.testing.assert_array_equal(value, expected[name])
