@@ -175,7 +175,9 @@ def transposed_convolve(x, w, strides, dilations, begin, lengths, groups=1):
     """The transposed convolution (a convolution's gradient with respect to its input): input
     position i scatters X[n, c, i] W[c, m, t] to output position i * stride + t * dilation, per
     group; the result is then read from `begin` on, `lengths` positions per spatial axis (zeros
-    past what the scatter reaches). `x` [N, C, *spatial], `w` [C, M/groups, *kernel].
+    where the scatter reaches nothing: past its end, or before 0 for a negative `begin`, as a
+    SAME padding whose stride outruns the kernel gives). `x` [N, C, *spatial], `w` [C,
+    M/groups, *kernel].
 
     One GEMM per group gives every (input position, kernel tap) product; each tap then adds its
     products to a strided slice of the output, so the Python loop runs over the kernel's taps."""
@@ -189,13 +191,15 @@ def transposed_convolve(x, w, strides, dilations, begin, lengths, groups=1):
     if not len(strides) == len(dilations) == len(begin) == len(lengths) == rank:
         raise ValueError(f"strides {strides}, dilations {dilations}, pads and output lengths "
                          f"must have one value per spatial axis ({rank})")
-    if any(b < 0 for b in begin) or any(length < 0 for length in lengths):
-        raise ValueError(f"a transposed convolution's pads and output lengths must not be "
-                         f"negative, got {list(begin)} and {list(lengths)}")
+    if any(length < 0 for length in lengths):
+        raise ValueError(f"a transposed convolution's output lengths must not be negative, "
+                         f"got {list(lengths)}")
+    lead = [max(0, -b) for b in begin]  # (positions before the scatter's first)
+    begin = [b + a for b, a in zip(begin, lead)]
     rows = w.shape[1]
     reach = [(size - 1) * stride + (k - 1) * dilation + 1 if size and k else 0
              for size, k, stride, dilation in zip(spatial, kernel, strides, dilations)]
-    full = [max(r, b + length) for r, b, length in zip(reach, begin, lengths)]
+    full = [max(a + r, b + length) for a, r, b, length in zip(lead, reach, begin, lengths)]
     y = np.zeros((n, groups * rows) + tuple(full), np.result_type(x.dtype, w.dtype))
     for g in range(groups):
         part = x[:, g * per_group:(g + 1) * per_group]
@@ -203,8 +207,8 @@ def transposed_convolve(x, w, strides, dilations, begin, lengths, groups=1):
                                 axes=([1], [0]))  # [N, *spatial, M/G, *kernel]
         products = np.moveaxis(products, 1 + rank, 1)  # [N, M/G, *spatial, *kernel]
         for tap in np.ndindex(*kernel):
-            region = tuple(slice(t * d, t * d + (size - 1) * s + 1, s)
-                           for t, d, size, s in zip(tap, dilations, spatial, strides))
+            region = tuple(slice(a + t * d, a + t * d + (size - 1) * s + 1, s)
+                           for a, t, d, size, s in zip(lead, tap, dilations, spatial, strides))
             y[(slice(None), slice(g * rows, (g + 1) * rows)) + region] += \
                 products[(Ellipsis,) + tap]
     window = tuple(slice(b, b + length) for b, length in zip(begin, lengths))

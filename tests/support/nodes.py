@@ -68,7 +68,7 @@ def assert_native_matches(model, feeds, reference=False, rtol=1e-6, atol=0.0):
     assert len(got) == len(expected)
     for k, (g, e) in enumerate(zip(got, expected)):
         assert g.dtype == e.dtype and g.shape == e.shape, (k, g.dtype, e.dtype, g.shape, e.shape)
-        if e.dtype.kind in "iub":
+        if e.dtype.kind in "iubO":  # (O: strings)
             np.testing.assert_array_equal(g, e, err_msg=f"output {k}")
         else:  # (floats, and ml_dtypes' narrow floats, numpy kind "V")
             np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(e, np.float64),
