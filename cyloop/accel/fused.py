@@ -349,16 +349,28 @@ def product_plus_tanh(attrs):
                 return done
         return np.tanh(summed(h, r, x), out=out)
 
-    def steps(args, rows, outs, staged):
-        """`run` over ``len(rows)`` steps in one call (kernels/registry.py `Recurrence`), its
-        product on two cores: `product_tanh_steps`, the same job step after step."""
-        h, r, _ = args
-        done = product_tanh_steps(h, as_rows(r), rows, outs, True, staged)
-        return None if done is None else (done,)
+    def steps_on(two_cores: bool):
+        def steps(args, rows, outs, staged):
+            """`run` over ``len(rows)`` steps in one call (kernels/registry.py `Recurrence`):
+            `product_tanh_steps`, the same job step after step."""
+            h, r, _ = args
+            done = product_tanh_steps(h, as_rows(r), rows, outs, two_cores, staged)
+            return None if done is None else (done,)
+
+        return steps
+
+    steps_on_two_cores, steps_on_one = steps_on(True), steps_on(False)
 
     def steps_for(h, r, x):
-        # (On one core `run` is the product in its measured formulation, then np.tanh.)
-        return steps if on_two_cores(h, r) and (widen is None or not widens(h, r, x)) else None
+        # On one core, steps where the product's measured formulation is BLAS's on r's rows,
+        # the steps' own: otherwise `run`, the product in the chosen formulation, then np.tanh.
+        if widen is not None and widens(h, r, x):
+            return None
+        if on_two_cores(h, r):
+            return steps_on_two_cores
+        if h.ndim != 2 or r.ndim != 2 or r.flags.writeable or h.dtype != r.dtype:
+            return None  # (no measured formulation: `weight_product` runs np.matmul)
+        return steps_on_one if summed.measured.chosen(h, r, None) == "rows" else None
 
     run.measured = summed.measured
     run.products = True

@@ -199,6 +199,15 @@ class Measured:
         steps_for = getattr(chosen, "steps_for", None)
         return None if steps_for is None else steps_for(*args)
 
+    def chosen(self, *args) -> str | None:
+        """The name of the candidate these arguments' key runs from now on (fixed, the only
+        one, or chosen), or None while it is on trial."""
+        if self.fixed is not None:
+            return self.fixed
+        if self._all is not None:
+            return next(iter(self.candidates))
+        return self._chosen.get(self._key(*args) if self._key is not None else None)
+
     def settled(self, *args) -> bool:
         """Whether the candidate for these arguments is settled: fixed, the only one, or chosen
         on their key (no trial will change it)."""

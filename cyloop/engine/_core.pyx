@@ -72,7 +72,7 @@ Design: the planner's invariants, each with the code that keeps it.
 """
 
 cimport numpy as cnp
-from cpython.contextvars cimport PyContextVar_Reset, PyContextVar_Set
+from cpython.contextvars cimport PyContextVar_Reset, PyContextVar_Set, get_value
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport Py_TYPE
 from cpython.list cimport PyList_GET_ITEM
@@ -100,8 +100,8 @@ from ..sequence import TensorSequence
 from ..ir import (CarriedInput, ConcatOutput, InvariantInput, LastOutput, SlicedInput, read_only,
                   truth)
 from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
-from ..accel.float_state import direct as direct_float_state, quiet as quiet_floats, \
-    restore as restore_floats
+from ..accel.float_state import QUIET as _QUIET_FLOATS, direct as direct_float_state, \
+    quiet as quiet_floats, quiet_for, restore as restore_floats
 from ..accel.gemm import (ONE_CORE, TWO_CORES, products_split, set_products_on_two_cores,
                           two_cores_here)
 from ..accel.measured import Measured, untimed
@@ -281,11 +281,10 @@ def current_limits():
     return getattr(_this_thread, "limits", None)
 
 
-# numpy's context variable of its floating-point error state and its value with every warning
-# off, set directly by a run where `float_state` found it can be (else None: `quiet_floats`).
-cdef object _FLOAT_STATE = None, _FLOATS_QUIET = None
-if direct_float_state() is not None:
-    _FLOAT_STATE, _FLOATS_QUIET = direct_float_state()
+# numpy's context variable of its floating-point error setting, set directly by a run where
+# `float_state` found it can be (else None: `quiet_floats`), to the caller's setting with what it
+# would warn of ignored (`_QUIET_FLOATS`, made by `quiet_for`).
+cdef object _FLOAT_STATE = direct_float_state()
 
 
 # Runs under way, on any thread (`running`): a planner block given back meanwhile is freed, not
@@ -303,7 +302,11 @@ cdef tuple _enter_run(object limits):
     _runs_under_way += 1
     if _FLOAT_STATE is None:
         return previous, quiet_floats()
-    return previous, PyContextVar_Set(_FLOAT_STATE, _FLOATS_QUIET)
+    current = get_value(_FLOAT_STATE)
+    value = _QUIET_FLOATS.get(current)
+    if value is None:
+        value = quiet_for(current)
+    return previous, PyContextVar_Set(_FLOAT_STATE, value)
 
 
 cdef int _leave_run(tuple entered) except -1:

@@ -1,6 +1,7 @@
 """A run computes the values ONNX defines where numpy would warn (log of 0, 0 / 0, inf - inf)
-without a warning, under both drivers and inside loops, and leaves the caller's own numpy error
-setting as it was, after a failing run too; with the direct path off, np.errstate does the same."""
+without a warning, under both drivers and inside loops; an error the caller set to raise still
+raises, and the caller's setting is as it was after the run, a failing one too; with the direct
+path off, np.errstate does the same."""
 
 import os
 import subprocess
@@ -54,13 +55,17 @@ def test_values_numpy_warns_of_come_without_a_warning(driver):
 
 
 @pytest.mark.parametrize("driver", ["cython", "python"])
-def test_the_callers_numpy_setting_holds_outside_the_run(driver):
+def test_an_error_the_caller_set_to_raise_raises_and_the_setting_holds(driver):
     model = _edges_model(driver)
-    with np.errstate(all="raise"):
-        model.run({"x": _X})  # (would raise FloatingPointError under the caller's setting)
-        assert set(np.geterr().values()) == {"raise"}
-        with pytest.raises(FloatingPointError):
-            np.log(np.zeros(1, np.float32))
+    with np.errstate(divide="raise"):
+        with pytest.raises(cyloop.ExecutionError, match="divide"):
+            model.run({"x": _X})
+        assert np.geterr()["divide"] == "raise"
+        with warnings.catch_warnings():  # (the other errors, numpy's default "warn": ignored)
+            warnings.simplefilter("error")
+            got = model.run({"x": np.array([1.0, 2.0, np.inf], np.float32)})
+        assert np.isnan(got["nan"]).all()
+    assert np.geterr()["divide"] == "warn"
 
 
 def test_a_failing_run_gives_the_setting_back():
