@@ -14,6 +14,7 @@ the liveness analysis see them like any other input.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import threading
 from dataclasses import dataclass, field
@@ -134,10 +135,27 @@ def compile_graph(graph: Graph, settings: Settings, captures: list[str] = (),
 _nesting = threading.local()  # this thread's depth of compile_graph calls
 
 
+def constants_folded(graph: Graph, opsets: dict[str, int]) -> Graph:
+    """`graph` with each ONNX Constant node (no inputs) made an initializer of the value its
+    attribute holds, made once here: in a loop's body it would otherwise run each iteration, or
+    be hoisted and made again each run. Itself where it has none."""
+    opsets = {**opsets, **graph.opsets}
+    folded, nodes = {}, []
+    for node in graph.nodes:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and not node.inputs \
+                and len(node.outputs) == 1 and node.outputs[0]:
+            folded[node.outputs[0]] = registry.build(node, opsets).fn()
+        else:
+            nodes.append(node)
+    if not folded:
+        return graph
+    return dataclasses.replace(graph, nodes=nodes, initializers={**graph.initializers, **folded})
+
+
 def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> CompiledProgram:
-    if settings.driver == "cython":  # (the reference driver runs every graph as written)
-        graph = stack_appended_sequences(graph)
     opsets = dict(opsets or {})
+    if settings.driver == "cython":  # (the reference driver runs every graph as written)
+        graph = constants_folded(stack_appended_sequences(graph), opsets)
     opsets.update(graph.opsets)
     slots: dict[str, int] = {}  # name -> slot; an Identity's output names its input's slot
     slot_names: list[str] = []
@@ -269,7 +287,7 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings,
         if settings.driver == "python":
             body = compile_graph(spec.body, settings, captures=captures, opsets=opsets)
             return _runner(reference.LoopDriver(spec, body, node.label, settings))
-        spec = fuse_loop(spec)
+        spec = fuse_loop(dataclasses.replace(spec, body=constants_folded(spec.body, opsets)))
         hoist = None
         if settings.hoist:
             hoisted = hoist_loop(spec, captures, opsets)

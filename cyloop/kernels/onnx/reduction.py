@@ -10,7 +10,19 @@ from ..registry import kernel
 
 
 def _mean(x, axis=None, keepdims=True):
-    return np.mean(x, axis=axis, keepdims=keepdims)
+    """np.mean's value: for float32 and float64, its sum (np.add.reduce, in the type) divided by
+    the count, without np.mean's Python around them (seven times the time of both on a small
+    array); other types (float16 sums in float32, integers in float64) through np.mean."""
+    if x.dtype.kind != "f" or x.dtype.itemsize < 4:
+        return np.mean(x, axis=axis, keepdims=keepdims)
+    total = np.add.reduce(x, axis, None, None, keepdims)
+    if axis is None:
+        count = x.size
+    else:
+        count = 1
+        for a in (axis,) if isinstance(axis, int) else axis:
+            count *= x.shape[a]
+    return np.true_divide(total, count)
 
 
 # Every reducer takes (x, axis, keepdims), positionally too. With noop_with_empty_axes (opset 18)
