@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .batching import join_outputs, run_chunks, split_feeds
-from .engine._core import RunLimits, accepted_arguments, fresh_outputs
+from .engine._core import RunLimits, accepted_arguments, handed_outputs
 from .engine.compile import compile_graph, program
 from .engine.plan import Plan, describe, outside_loops
 from .engine.settings import DEFAULT_MAX_ITERATIONS, Settings, time_limit_of
@@ -111,9 +111,9 @@ class Model:
         limits = RunLimits(settings.max_iterations, time_limit, settings.memory_limit)
         values = self._program.run(args, limits)
         names = self.output_names if output_names is None else list(output_names)
-        fresh = fresh_outputs(values, names, self._output_index, args)
-        if fresh is not None:
-            return fresh
+        handed = handed_outputs(values, names, self._output_index, args)
+        if handed is not None:
+            return handed
         results: dict = {}
         handed = _Handed()
         for arg in args:

@@ -412,9 +412,12 @@ def _sliced_rows(slicing: Slicing, start: int, rows: int):
 def _rows_along(data, axis: int, start: int, rows: int):
     """data[start : start+rows] along `axis`, that axis moved to the front (a view)."""
     axis = axis + data.ndim if axis < 0 else axis
+    if axis == 0:  # (the common case: no index list, no transpose)
+        return read_only(data[start:start + rows])
     index = [slice(None)] * data.ndim
     index[axis] = slice(start, start + rows)
-    return read_only(np.moveaxis(data[tuple(index)], axis, 0))
+    order = (axis, *(d for d in range(data.ndim) if d != axis))  # (np.moveaxis, without its
+    return read_only(data[tuple(index)].transpose(order))  # axis checks: 5 us a call)
 
 
 # ---------------------------------------------------------------------------------------------
