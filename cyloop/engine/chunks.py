@@ -227,6 +227,7 @@ class Hoist:
                 computed.clear()
             env.update(computed)  # (never a buffer a step may take: not `own`)
         own = set()  # names of buffers this chunk made, which nothing outside can see
+        largest = 0  # bytes of the largest value a step made (`row_bytes`)
         for index, step in enumerate(self.steps):
             if step.once:
                 if start == 0:
@@ -268,11 +269,14 @@ class Hoist:
                                                for r in results):
                     own.discard(name)
             for name, value in zip(step.outputs, results):
+                if isinstance(value, np.ndarray) and value.nbytes > largest:
+                    largest = value.nbytes
                 if name:
                     env[name] = value
                     if (isinstance(value, np.ndarray) and value.base is None
                             and value.flags.writeable and all(value is not a for a in inputs)):
                         own.add(name)
+        timing.largest_row = largest // rows
         return [np.broadcast_to(env[name], (rows, *np.shape(env[name])))
                 if name in self.computed else np.asarray(env[name]) for name in self.frontier]
 
@@ -283,11 +287,16 @@ class Hoist:
                    if name not in self.computed) // rows
 
     def next_rows(self, done_rows: int, row_bytes: int) -> int:
-        """Rows for the next chunk: a small first one, then the measured budget's worth."""
+        """Rows for the next chunk: a small first one, then the measured budget's worth of rows
+        of `row_bytes`, or of the largest value the last chunk made on the way where that is
+        more: a chunk's size bounds all it holds at once, so that a step whose result is much
+        larger than what the body reads of it (every query's difference from a training row,
+        which the next step reduces to a distance) runs a few rows at a time."""
         timing = self._timing
         if done_rows == 0:
             timing.picked, timing.sampling = None, False
             return FIRST_CHUNK_ROWS
+        row_bytes = max(row_bytes, getattr(timing, "largest_row", 0))
         name, trial = self.sizing.pick(row_bytes)
         timing.picked = None if trial is None else (trial, name)
         # The chunks the hoisted kernels' own trials sample (`chunk`): all but the first, of the

@@ -637,8 +637,8 @@ def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
     own = registry.build(node, opsets).fn
     if form == "axes_attribute":
         axes = node.attrs.get("axes")
-        if not mask[0] or any(mask[1:]) or axes is None:
-            return None
+        if not mask[0] or any(mask[1:]) or axes is None or len(axes) == 0:
+            return None  # (none or empty: every axis, the row axis too)
         attrs = dict(node.attrs, axes=[a + 1 if a >= 0 else a for a in axes])
         call = chunks.leading(registry.build(node, opsets, attrs).fn)
     elif form in ("axis_attribute", "concat"):

@@ -41,7 +41,9 @@ _REDUCERS = {"ReduceSum": (in_own_type(np.add), 13, False), "ReduceMean": (_mean
 
 
 def _register_reduction(op_type, reducer, input_since, noop_reduces):
-    @kernel(op_type, since=1)
+    # (Rows of a loop's hoisted part reduce with the axes shifted past the row axis; a reduction
+    # of every axis has none to shift: it stays in the body.)
+    @kernel(op_type, since=1, batch="axes_attribute")
     def with_attribute(attrs):
         axes, keepdims = attrs.get("axes"), bool(attrs.get("keepdims", 1))
         if axes is None or len(axes) == 0:
@@ -116,6 +118,27 @@ kernel("CumSum", since=11)(_cumulative(np.cumsum, 0))
 kernel("CumProd", since=26)(_cumulative(np.cumprod, 1))
 
 
+def _smallest(keys, k: int, axis: int):
+    """The indices of the k smallest of `keys` along `axis`, smallest first, equal keys in index
+    order (a stable sort's first k). Where k is small against the axis, the k-th smallest is
+    found by np.partition, the keys below it and the first of those equal to it picked, and only
+    those k sorted (a k-NN model's TopK of 5 of 4000 distances for each of 400 queries: 100 ms
+    of full sorts otherwise); keys holding a NaN are sorted whole."""
+    n = keys.shape[axis]
+    if k < 1 or 4 * k >= n or keys.dtype.kind in "fc" and np.isnan(keys).any():
+        return np.take(np.argsort(keys, axis=axis, kind="stable"), range(k), axis=axis)
+    lanes = np.moveaxis(keys, axis, -1)
+    kth = np.partition(lanes, k - 1, axis=-1)[..., k - 1:k]
+    below, equal = lanes < kth, lanes == kth
+    room = k - np.count_nonzero(below, axis=-1, keepdims=True)
+    picked = below | equal
+    if (np.count_nonzero(equal, axis=-1, keepdims=True) > room).any():  # (ties at the k-th:
+        picked = below | equal & (np.cumsum(equal, axis=-1) <= room)  # the first ones only)
+    columns = np.broadcast_to(np.arange(n), lanes.shape)[picked].reshape(*lanes.shape[:-1], k)
+    order = np.argsort(np.take_along_axis(lanes, columns, -1), axis=-1, kind="stable")
+    return np.moveaxis(np.take_along_axis(columns, order, -1), -1, axis)
+
+
 @kernel("TopK", since=1, multi=True)
 def top_k_1(attrs, n_outputs):
     k = int(attrs["k"])
@@ -134,8 +157,7 @@ def top_k(attrs, n_outputs):
         keys = x.astype(np.int8) if x.dtype.kind == "b" else x
         if largest:  # order-reversing keys: ~ for integers (no overflow at the minimum)
             keys = ~keys if keys.dtype.kind in "iu" else -keys
-        indices = np.argsort(keys, axis=axis, kind="stable")
-        indices = np.take(indices, range(k), axis=axis)
+        indices = _smallest(keys, k, axis)
         if not ordered:
             indices = np.sort(indices, axis=axis)
         return np.take_along_axis(x, indices, axis=axis), indices.astype(np.int64)
