@@ -55,7 +55,9 @@ def split_13(attrs, n_outputs):
     return split_by_input
 
 
-def _slice(x, starts, ends, axes, steps):
+def _slice_index(x, starts, ends, axes, steps) -> tuple:
+    """The index tuple ONNX Slice's operands (as int lists; axes, steps None for their default)
+    make of `x`."""
     index = [slice(None)] * x.ndim
     for start, end, axis, step in zip(starts, ends, range(len(starts)) if axes is None else axes,
                                       repeat(1) if steps is None else steps):
@@ -69,7 +71,11 @@ def _slice(x, starts, ends, axes, steps):
         start = min(max(start + dim if start < 0 else start, 0), dim - 1)
         end = min(end + dim if end < 0 else end, dim - 1)
         index[axis] = slice(start, None if end < 0 else end, step) if dim else slice(0, 0)
-    return x[tuple(index)]
+    return tuple(index)
+
+
+def _slice(x, starts, ends, axes, steps):
+    return x[_slice_index(x, starts, ends, axes, steps)]
 
 
 @kernel("Slice", since=1)
@@ -80,13 +86,23 @@ def slice_1(attrs):
 
 @kernel("Slice", since=10)
 def slice_10(attrs):
-    # (Axes and steps read once where they are constants, as they mostly are; starts and ends
-    # are often computed, as a dynamic slice's are.)
-    axes_of, steps_of = _shapes.remembered(_ints), _shapes.remembered(_ints)
+    """Slice-10 on: where its starts, ends, axes and steps are constants (`is_constant`, as an
+    exporter's gate slices mostly are) and every step is positive, the index they make depends
+    on x's rank alone: it is made once and kept for the next call with the same operands. Other
+    operands (a dynamic slice's computed starts) are read at each call."""
+    kept = [None]  # (starts, ends, axes, steps, x's rank, the index), replaced whole
 
     def sliced(x, starts, ends, axes=None, steps=None):
-        return _slice(x, _ints(starts), _ints(ends), None if axes is None else axes_of(axes),
-                      None if steps is None else steps_of(steps))
+        last = kept[0]
+        if last is not None and last[0] is starts and last[1] is ends and last[2] is axes \
+                and last[3] is steps and last[4] == x.ndim:
+            return x[last[5]]
+        read = [None if v is None else _ints(v) for v in (starts, ends, axes, steps)]
+        index = _slice_index(x, *read)
+        if all(v is None or _shapes.is_constant(v) for v in (starts, ends, axes, steps)) \
+                and (read[3] is None or min(read[3], default=1) > 0):
+            kept[0] = (starts, ends, axes, steps, x.ndim, index)
+        return x[index]
 
     return sliced
 

@@ -3,7 +3,7 @@
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import cyloop
@@ -403,3 +403,29 @@ def test_opset_11_squeeze_and_unsqueeze_take_axes_as_attributes():
 def test_constant_is_read_only():
     value = kernels.lookup("", "Constant", 17).build({"value": np.arange(3)})()
     assert not value.flags.writeable
+
+
+def test_a_slice_keeps_its_index_for_constant_operands_only(rng):
+    """A Slice whose operands are constants makes its index once and keeps it; starts fed as an
+    input are read at every run (the same shape of feed, other values)."""
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    constant = helper.make_graph(
+        [helper.make_node("Slice", ["x", "s", "e", "a"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(v, np.int64), n)
+         for n, v in (("s", [1]), ("e", [5]), ("a", [1]))])
+    model = cyloop.load(helper.make_model(constant, opset_imports=[helper.make_opsetid("", 13)]))
+    for _ in range(3):
+        np.testing.assert_array_equal(model.run({"x": x})["y"], x[:, 1:5])
+    fed = helper.make_graph(
+        [helper.make_node("Slice", ["x", "s", "e"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6]),
+         helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([4, 6], np.int64), "e")])
+    model = cyloop.load(helper.make_model(fed, opset_imports=[helper.make_opsetid("", 13)]))
+    starts = np.zeros(2, np.int64)
+    for k in range(3):
+        starts[:] = k  # (the caller's array changes between runs)
+        np.testing.assert_array_equal(model.run({"x": x, "s": starts})["y"], x[k:, k:])
