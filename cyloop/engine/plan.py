@@ -405,7 +405,9 @@ class LoopPlan:
         """The plan for people: a header, a table of the loop's values, then what was hoisted,
         fused and measured, and the sizes."""
         name = self.node.shown if self.node is not None else self.label
-        out = [f"{indent}{name}: {self.trip_count}  [{self.driver} driver]"]
+        out = textwrap.wrap(f"{name} [{self.driver} driver]: {self.trip_count}", WIDTH,
+                            initial_indent=indent, subsequent_indent=indent + "    ",
+                            break_on_hyphens=False)
         rows = [("value", "role", "where it lives, what is copied")]
         rows += [_port_row(p, self) for p in self.ports]
         widths = [max(len(r[k]) for r in rows) for k in range(2)]

@@ -96,7 +96,7 @@ def test_the_rendering_is_a_table_of_the_models_values():
     model = cyloop.Model(graph, driver="cython", tune=False)
     lines = str(model.plan()).splitlines()
     assert lines[:10] == [
-        "Loop 'rnn_loop': one iteration per part of the sliced inputs  [cython driver]",
+        "Loop 'rnn_loop' [cython driver]: one iteration per part of the sliced inputs",
         "  value        role             where it lives, what is copied",
         "  x_t          sliced, axis 0   part i of the outer value, a read-only view (axis dropped)",
         ("  h            carried          'h_next', read where it lives: slot i of output #1 "
@@ -154,4 +154,4 @@ def test_the_rendering_speaks_the_models_language(example, capsys):
         assert made_up not in text, (made_up, text)
     plan = text.split("\n", 1)[1]  # (after the line on the inputs the command made)
     assert all(len(line) <= 100 for line in plan.splitlines()), text
-    assert re.search(r"^(Loop|Scan|TensorIterator) '[^']+': ", text, re.MULTILINE), text
+    assert re.search(r"^(Loop|Scan|TensorIterator) '[^']+' \[", text, re.MULTILINE), text
