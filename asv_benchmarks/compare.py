@@ -661,9 +661,10 @@ def main():
                   f"{cell['agrees']} |", flush=True)
     print("\ncyloop's measured choices on this machine (Model.plan()):")
     for workload_id, model in _LOADED.items():
-        for line in str(model.plan()).splitlines():
-            if "measured choice:" in line:
-                print(f"- {workload_id}: {line.strip().removeprefix('measured choice: ')}")
+        plan = model.plan()
+        choices = [c for loop in plan.loops for c in loop.choices] + plan.choices
+        for line in (line for choice in choices for line in choice.lines()):
+            print(f"- {workload_id}: {line}")
     spellings(workload_prefixes, args.repeat)
     startup(chosen, args.repeat)
     functional(workload_prefixes, args.repeat)

@@ -49,6 +49,7 @@ __all__ = [
     "LoopRun",
     "LoopSpec",
     "Node",
+    "NodeRef",
     "OuterInput",
     "SlicedInput",
     "Slicing",
@@ -86,12 +87,48 @@ class Value:
             self.shape = tuple(self.shape)
 
 
+@dataclass(frozen=True, slots=True)
+class NodeRef:
+    """A node of the model as the plan and errors name it, kept where the engine puts nodes of
+    its own in the model's place (a fused step's ``fused_from``, a split cell's ``split_from``):
+    its op, its name ("" if none) and its first output."""
+
+    op: str
+    name: str
+    output: str
+
+    @property
+    def label(self) -> str:
+        """As errors name it (`Node.label`): its name if it has one, else its op and output."""
+        if self.name:
+            return f"node {self.name!r} ({self.op})"
+        return f"{self.op} node producing {self.output!r}"
+
+    @property
+    def shown(self) -> str:
+        """As the plan names it: its op and its name, or else the value it makes."""
+        return f"{self.op} {(self.name or self.output)!r}"
+
+    def __str__(self) -> str:
+        return self.shown
+
+
+def and_list(items) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    items = [str(item) for item in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 @dataclass(eq=False, slots=True)
 class Node:
     """One operation. An empty input name means the optional input is omitted. `version` is the
     op's version where the format states it per node (OpenVINO's ``opsetN``); otherwise the
     graph's opset for the node's domain applies. A frontend may hand nodes with equal
-    attributes one shared `attrs` dict (a large IR repeats a few): read it, never change it."""
+    attributes one shared `attrs` dict (a large IR repeats a few): read it, never change it.
+
+    A node the engine puts in the model's place keeps the model's nodes it stands for, as
+    `NodeRef`s: a fused step (engine/fuse.py) its ``fused_from``, the parts of a cell split in
+    two (engine/hoist.py) the cell as ``split_from``; errors and the plan name it by them."""
 
     op_type: str
     inputs: list[str]
@@ -102,12 +139,51 @@ class Node:
     version: int | None = None
 
     @property
+    def ref(self) -> NodeRef:
+        """This node as a `NodeRef` (a model node; see `model_nodes` for the engine's), by the
+        model's op where a frontend kept it (``model_op``: the Scan or TensorIterator a loop node
+        stands for)."""
+        return NodeRef(self.attrs.get("model_op", self.op_type), self.name,
+                       self.outputs[0] if self.outputs else "?")
+
+    @property
+    def model_nodes(self) -> tuple[NodeRef, ...]:
+        """The model's nodes this node runs: those it was fused from, the cell it is a part of,
+        or itself."""
+        fused = self.attrs.get("fused_from")
+        if fused:
+            return tuple(fused)
+        split = self.attrs.get("split_from")
+        return (split,) if split is not None else (self.ref,)
+
+    @property
     def label(self) -> str:
-        """How errors name this node: its name if it has one, else its op and first output."""
-        if self.name:
-            return f"node {self.name!r} ({self.op_type})"
-        first = self.outputs[0] if self.outputs else "?"
-        return f"{self.op_type} node producing {first!r}"
+        """How errors name this node: its name if it has one, else its op and first output; a
+        node of the engine's by the model's nodes it runs."""
+        fused = self.attrs.get("fused_from")
+        if fused:
+            if len(fused) == 1:
+                return fused[0].label
+            first = self.outputs[0] if self.outputs else "?"
+            return f"the step making {first!r} ({and_list(fused)}, fused)"
+        split = self.attrs.get("split_from")
+        if split is not None:
+            return split.label
+        return self.ref.label
+
+    @property
+    def shown(self) -> str:
+        """How the plan names this node, in the model's terms (see `label`)."""
+        fused = self.attrs.get("fused_from")
+        if fused:
+            if len(fused) == 1:
+                return fused[0].shown
+            return f"the fused step making {(self.outputs or ['?'])[0]!r}"
+        split = self.attrs.get("split_from")
+        if split is not None:
+            part = "input projection" if self.op_type == "CellProjection" else "recurrence"
+            return f"the {part} of {split.shown}"
+        return self.ref.shown
 
     def subgraphs(self) -> list[Graph]:
         """The graphs this node runs (a loop's body, an If's branches)."""
@@ -252,8 +328,9 @@ class ConcatOutput:
     reverse: bool = False
     new_axis: bool = True
     # Set where the output stands for a sequence the body appended `result` to and that was
-    # stacked after the loop (engine/stacking.py): that sequence's description, for the plan.
-    sequence: str | None = None
+    # stacked after the loop (engine/stacking.py), for the plan: (the sequence's name, the
+    # `NodeRef` of the node appending to it, that of the node stacking it).
+    sequence: tuple | None = None
 
     def empty(self, declared: Value | None) -> np.ndarray:
         """The output of zero iterations: `declared`'s dims with 0 slots (unknown dims count 0)."""

@@ -97,3 +97,14 @@ def placements(model):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+def loop_plan(model):
+    """The plan (`engine.plan.LoopPlan`) of `model`'s one loop."""
+    (loop,) = model.plan().loops
+    return loop
+
+
+def fused_making(loop, kind, value=None) -> bool:
+    """Whether `loop`'s plan has a step of `kind` fused, making `value` first (any if None)."""
+    return any(f.kind == kind and (value is None or f.makes[0] == value) for f in loop.fused)

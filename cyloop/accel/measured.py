@@ -313,8 +313,13 @@ class Measured:
         if self._on_settled is not None:
             self._on_settled({name})
 
+    def key_label(self, key: Hashable) -> str:
+        """How the plan names `key` (its ``label``)."""
+        return self._label(key)
+
     def describe(self) -> str:
-        """The choice and the median time of each candidate, per key, for the plan."""
+        """The choice and the median time of each candidate, per key, in one line (the plan
+        reads `trials` and `fixed` itself: engine/plan.py `Choice`)."""
         if self.fixed is not None:
             return f"{self.fixed} (fixed, not measured)"
         if len(self.candidates) == 1:

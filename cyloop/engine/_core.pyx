@@ -1343,8 +1343,9 @@ cdef class LoopDriver:
     """Runs one loop node: its `LoopSpec`, a compiled body, and the memory plan (Design note)."""
 
     def __init__(self, spec, compiled_body, label, settings, destinations, hoist=None,
-                 steps=None):
+                 steps=None, node=None):
         self.spec = spec
+        self.node = node
         self.hoist = hoist  # the body's hoisted part (see hoist.py), or None
         # Iterations run many at a time by the body's one recurrent step (a
         # destinations.RecurrentSteps), or None.
@@ -1490,14 +1491,18 @@ cdef class LoopDriver:
         hoist = self.hoist
         return LoopFacts(self.label, "cython", self.spec, self.body.compiled, True,
                          dict(self.destinations), self.counters(),
-                         list(hoist.frontier) if hoist is not None else [],
-                         list(hoist.labels) if hoist is not None else [],
-                         self.body.scalar_steps(), [loop.facts() for loop in self.loops],
-                         [(step.shown or step.label, step.probe) for step in hoist.steps]
+                         hoisted_inputs=list(hoist.frontier) if hoist is not None else [],
+                         hoisted=list(hoist.work) if hoist is not None else [],
+                         scalar_steps=self.body.scalar_steps(),
+                         nested=[loop.facts() for loop in self.loops],
+                         hoisted_kernels=[(step.work, step.probe) for step in hoist.steps]
                          if hoist is not None else [],
-                         hoist.sizing if hoist is not None else None,
-                         self.body.overwriting_steps(), dict(self.placements), self.products,
-                         self.steps, self.steps_placement)
+                         chunk_sizing=hoist.sizing if hoist is not None else None,
+                         overwriting=self.body.overwriting_steps(),
+                         placements=dict(self.placements), products=self.products,
+                         steps=self.steps, steps_placement=self.steps_placement,
+                         computed_once=frozenset(hoist.computed) if hoist is not None
+                         else frozenset(), node=self.node)
 
     def __call__(self, *args):
         """Run the loop; it shares the limits of the run it is part of (`current_limits`), or,

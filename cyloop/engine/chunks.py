@@ -39,11 +39,13 @@ class IterationSource(NamedTuple):
 
 
 class GatherSource(NamedTuple):
-    """``Gather(data, i)`` of a static `data` along `axis`; `label` names the Gather node."""
+    """``Gather(data, i)`` of a static `data` along `axis`; `label` names the Gather node (as
+    errors do), `work` what it is for the plan (a plan.HoistedWork)."""
 
     data: str
     axis: int
     label: str
+    work: object = None
 
 
 # Where static values come from: the same at every iteration.
@@ -80,7 +82,7 @@ class HoistStep:
     label: str
     probe: object = None  # the node's own kernel, run on row 0 first (see Hoist.chunk)
     batched: list = field(default_factory=list)  # which inputs have rows
-    shown: str = ""  # how plans name the step, if not by its label
+    work: object = None  # what the step runs, for the plan (a plan.HoistedWork)
     probed: set = field(default_factory=set)  # input signatures the probe passed on
     once: bool = False  # a node of static values alone: call(args) -> outputs, once a run
 
@@ -109,8 +111,8 @@ class Hoist:
         self.computed = {name for step in steps if step.once for name in step.outputs if name}
         self.iteration_dtype = np.dtype(iteration_dtype)
         self.gathers = [s for s in sources.values() if isinstance(s, GatherSource)]
-        self.labels = [g.label for g in self.gathers] + [step.shown or step.label
-                                                         for step in steps]
+        # What runs before the iterations, for the plan (plan.HoistedWork records).
+        self.work = [g.work for g in self.gathers] + [step.work for step in steps]
         self._last_use = {}  # name -> the last step reading it
         for index, step in enumerate(steps):
             for name in step.inputs:

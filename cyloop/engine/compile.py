@@ -286,7 +286,7 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings,
                              f"the node has {len(node.outputs)}")
         if settings.driver == "python":
             body = compile_graph(spec.body, settings, captures=captures, opsets=opsets)
-            return _runner(reference.LoopDriver(spec, body, node.label, settings))
+            return _runner(reference.LoopDriver(spec, body, node.label, settings, node=node.ref))
         spec = fuse_loop(dataclasses.replace(spec, body=constants_folded(spec.body, opsets)))
         hoist = None
         if settings.hoist:
@@ -303,7 +303,8 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings,
                                frozenset(body.slot(name) for name in hoist.computed
                                          if name in hoist.frontier))
         return _runner(_core.LoopDriver(spec, body, node.label, settings,
-                                        plan_destinations(spec, body), hoist, steps))
+                                        plan_destinations(spec, body), hoist, steps,
+                                        node=node.ref))
     if node.domain in ("", "ai.onnx") and node.op_type in ("If", "SequenceMap"):
         return _runner(_build_control(node, captures, settings, opsets))
     return _op_kernel(node, opsets, settings, kernels)

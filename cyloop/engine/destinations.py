@@ -215,10 +215,12 @@ class LoopFacts:
     destinations: dict[int, Destination]
     counters: dict[str, int]
     hoisted_inputs: list[str] = field(default_factory=list)  # rows the body reads, by name
-    hoisted_nodes: list[str] = field(default_factory=list)  # what runs before the loop
+    # What runs before the loop (plan.HoistedWork records, chunks.Hoist.work).
+    hoisted: list = field(default_factory=list)
     scalar_steps: list[int] = field(default_factory=list)  # steps that took their scalar path
     nested: list[LoopFacts] = field(default_factory=list)
-    hoisted_kernels: list[tuple[str, object]] = field(default_factory=list)  # (shown, kernel)
+    # The hoisted steps' own kernels, with what each runs: (plan.HoistedWork, kernel).
+    hoisted_kernels: list[tuple[object, object]] = field(default_factory=list)
     chunk_sizing: object = None  # the hoisted part's measured chunk size (chunks.Hoist.sizing)
     # Steps that wrote their result over a dying operand, with how many times (Cython driver).
     overwriting: dict[int, int] = field(default_factory=dict)
@@ -231,3 +233,7 @@ class LoopFacts:
     # The measured choice of where the state those calls carry lives within a call (staged or
     # not), when it is a `MeasuredPlacement`, or None.
     steps_placement: object = None
+    # The hoisted inputs computed once a run (not a row an iteration).
+    computed_once: frozenset = frozenset()
+    # The loop node as the model names it (an ir.NodeRef), or None.
+    node: object = None

@@ -78,6 +78,7 @@ from ..ir import (
     InvariantInput,
     LoopSpec,
     Node,
+    NodeRef,
     fresh_name,
 )
 
@@ -318,11 +319,10 @@ def _widened(graph: Graph, uses: Uses, name: str, reader: Node):
     return node.inputs[0], node.attrs["shape"], [node]
 
 
-def _labels(nodes: list[Node]) -> str:
-    """The nodes a fused node replaces, as its plan names them: a node an earlier pattern made
-    (of the engine's domain) by the nodes it replaced in turn."""
-    return ", ".join(node.attrs.get("fused_from", node.label) if node.domain == LOOP_DOMAIN
-                     else node.label for node in nodes)
+def _labels(nodes: list[Node]) -> tuple[NodeRef, ...]:
+    """The model's nodes a fused node replaces (its ``fused_from``, `Node.model_nodes`): a node
+    an earlier pattern made by the nodes it replaced in turn."""
+    return tuple(ref for node in nodes for ref in node.model_nodes)
 
 
 def _sum_tree(graph: Graph, uses: Uses, name: str, reader: Node, leaves: list, nodes: list):
@@ -387,7 +387,7 @@ def _match_lstm_step(gates: Node, graph: Graph, uses: Uses, carried: set[str]):
     if split is None:
         return None
     matmul, r_rows, others = split
-    made, addend = _summed(graph, adds[0], others, gates.outputs[0])
+    made, addend = _summed(graph, adds[0], others, _without_product(adds[0].outputs[0], matmul))
     replaced = [matmul, *adds, gates]
     fused = Node("LSTMStep", [matmul.inputs[0], matmul.inputs[1], gates.inputs[1], addend],
                  list(gates.outputs),
@@ -413,18 +413,26 @@ def _one_product(graph: Graph, uses: Uses, leaves: list[str], adds: list[Node],
     return matmul, r_rows, [leaf for k, leaf in enumerate(leaves) if k != at]
 
 
-def _summed(graph: Graph, add: Node, others: list[str], output: str) -> tuple[list, str]:
+def _summed(graph: Graph, add: Node, others: list[str], made_of: str) -> tuple[list, str]:
     """(Add nodes of `add`'s spelling summing `others`, the name of their sum). They need
     nothing from the state (a hoisted x W and a bias become one hoisted row): with the product
-    added last, the sum is the same to rounding, in another order."""
+    added last, the sum is the same to rounding, in another order. `made_of` says what the sum
+    is in the model's terms (``pre - h@R``: the model's sum without the state's product), and
+    names it."""
     made, taken = [], graph.names()
     addend = others[0]
     for k, other in enumerate(others[1:], 1):
-        name = fresh_name(f"{output}/addends{k}", taken)
+        last = k == len(others) - 1
+        name = fresh_name(made_of if last else f"{made_of}, part {k}", taken)
         made.append(Node(add.op_type, [addend, other], [name], dict(add.attrs), add.domain,
-                         name, version=add.version))
+                         version=add.version))
         addend = name
     return made, addend
+
+
+def _without_product(total: str, matmul: Node) -> str:
+    """The name of a sum without its state's product, in the model's terms: ``pre - h@R``."""
+    return f"{total} - {matmul.inputs[0]}@{matmul.inputs[1]}"
 
 
 def _product_sum_roots(graph: Graph, carried: set[str]) -> set[int]:
@@ -458,7 +466,7 @@ def _match_product_plus(root: Node, graph: Graph, uses: Uses, carried: set[str])
     if split is None:
         return None
     matmul, r_rows, others = split
-    made, addend = _summed(graph, root, others, root.outputs[0])
+    made, addend = _summed(graph, root, others, _without_product(root.outputs[0], matmul))
     replaced = [matmul, *adds]
     fused = Node("ProductPlus", [matmul.inputs[0], matmul.inputs[1], addend], list(root.outputs),
                  {"r_rows": r_rows,
@@ -576,8 +584,8 @@ def _match_cast(cast: Node, graph: Graph, uses: Uses):
     source = _producer(graph, cast.inputs[0])
     made = _made_type(source, graph)
     if made is not None and made == wanted:  # (np.dtype(...) == None holds for float64)
-        note = f"{cast.label} (its input is {made} already)"
-        return Node("Identity", list(cast.inputs), list(cast.outputs), {"fused_from": note},
+        attrs = {"fused_from": (cast.ref,), "already": str(np.dtype(made))}
+        return Node("Identity", list(cast.inputs), list(cast.outputs), attrs,
                     cast.domain, cast.name, version=cast.version), [cast], cast
     to = wanted if wanted in _PLAIN_CASTS else None
     if to is None or not _is_step(source) or "to" in source.attrs:

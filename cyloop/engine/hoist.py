@@ -81,6 +81,7 @@ from .chunks import (
     SlicedSource,
 )
 from .fuse import is_gemm_product
+from .plan import Fused, HoistedWork
 
 __all__ = ["hoist_loop"]
 
@@ -158,9 +159,11 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
     packed = {}
     for inp in spec.inputs:
         if isinstance(inp, SlicedInput) and any(inp.param in node.inputs for node in kept):
-            packed[inp.param] = fresh_name(f"{inp.param}/packed", taken)
+            packed[inp.param] = fresh_name(f"{inp.param}, packed", taken)
     for param, name in packed.items():
-        steps.append(HoistStep(chunks.pack, [param], [name], f"packing sliced input {param!r}"))
+        steps.append(HoistStep(chunks.pack, [param], [name], f"packing sliced input {param!r}",
+                               work=HoistedWork("packing", makes=(name,), op="copy",
+                                                 value=param)))
         batched.add(name)
     kept = [dataclasses.replace(node, inputs=[packed.get(n, n) for n in node.inputs])
             if any(n in packed for n in node.inputs) else node for node in kept]
@@ -195,11 +198,17 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
     return new_spec, Hoist(used_sources, used_statics, steps, frontier, spec.iteration_dtype)
 
 
+def _work(how: str, node: Node, why: str = "", value: str = "") -> HoistedWork:
+    """What hoisting `node` runs, for the plan."""
+    return HoistedWork(how, node.model_nodes, tuple(o for o in node.outputs if o), node.op_type,
+                       why, value=value)
+
+
 def _fused_shown(node: Node, step: HoistStep) -> None:
     """A hoisted node fusion made (a Cast become an Identity, say) is shown with what it runs,
     as the plan shows such a node left in the body."""
     if "fused_from" in node.attrs:
-        step.shown = f"{step.shown or step.label}, which runs {node.attrs['fused_from']}"
+        step.work = dataclasses.replace(step.work, fused=Fused.of(node))
 
 
 def _readers(body: Graph) -> dict[str, int]:
@@ -249,7 +258,8 @@ def _bias_joined(node: Node, products: dict, statics, opsets):
                                      (matmul.label, node.label))
     step = HoistStep(call, [matmul.inputs[0], matmul.inputs[1], bias], list(node.outputs),
                      matmul.label, probe, [True, False, False],
-                     f"{matmul.label} and {node.label}, the bias joined to the product")
+                     work=HoistedWork("bias joined", matmul.model_nodes + node.model_nodes,
+                                      tuple(node.outputs), matmul.op_type))
     return index, step
 
 
@@ -264,14 +274,15 @@ def _as_gather(node: Node, iteration_param, statics):
         return None
     if node.domain in ("", "ai.onnx") and len(node.inputs) == 2:
         axis = _integer(node.attrs.get("axis", 0))
-        return None if axis is None else GatherSource(node.inputs[0], axis, node.label)
+        return None if axis is None else GatherSource(node.inputs[0], axis, node.label,
+                                                      _work("gather", node))
     if node.domain == OPENVINO_DOMAIN and len(node.inputs) == 3 \
             and _integer(node.attrs.get("batch_dims", 0) or 0) == 0:
         axis = statics.get(node.inputs[2])
         if isinstance(axis, ConstStatic) and np.size(axis.value) == 1 \
                 and np.asarray(axis.value).dtype.kind in "iu":
             return GatherSource(node.inputs[0], int(np.asarray(axis.value).reshape(())),
-                                node.label)
+                                node.label, _work("gather", node))
     return None
 
 
@@ -313,7 +324,7 @@ def _invariant(node: Node, statics, opsets, results: set[str]) -> HoistStep | No
             choice.fix()  # (a call once a run is no trial's sample: the default formulation)
     return HoistStep(chunks.once(kernel.fn, kernel.multi), list(node.inputs), list(node.outputs),
                      node.label, kernel.fn, [False] * len(node.inputs),
-                     f"{node.label} once a run (its inputs do not change)", once=True)
+                     work=_work("once", node), once=True)
 
 
 # The ops reading only their input's shape (Shape's start and end included).
@@ -399,13 +410,15 @@ class _Shapes:
         return self.entries[name]
 
     def why(self, name: str) -> str:
-        """Why `name`'s shape is the same at every iteration, as the plan says it."""
+        """Why `name`'s shape is the same at every iteration (plan.HoistedWork ``why``): "every
+        row" (a batched value: every row of it has one shape), "initial value" (no iteration
+        changes it: the initial value's) or "follows" (it follows from shapes and values that
+        do not change)."""
         if name in self.batched:
-            return "every row of its input has one shape"
+            return "every row"
         if name in self.kept_shapes:
-            return f"of the initial value: no iteration changes the shape of {name!r}"
-        return (f"no iteration changes the shape of {name!r}: it follows from shapes and values "
-                "that do not change")
+            return "initial value"
+        return "follows"
 
     def _step(self, name: str) -> HoistStep:
         """The once step making `name`'s entry (the entries it reads made before)."""
@@ -414,13 +427,17 @@ class _Shapes:
         if name in self.batched:
             return HoistStep(chunks.once(lambda rows: rows.shape[1:], False), [name], [entry],
                              f"the shape of the rows of {name!r}", batched=[True],
-                             shown=f"the shape of the rows of {name!r} once a run", once=True)
+                             work=HoistedWork("shape entry", makes=(entry,), op="shape",
+                                              value=name),
+                             once=True)
         if name in self.kept_shapes:
             initial = fresh_name(f"{name}/initial", self.taken)
             self.statics[initial] = OuterStatic(self.kept_shapes[name])
             return HoistStep(chunks.once(np.shape, False), [initial], [entry],
                              f"the shape of {name!r}", batched=[False],
-                             shown=f"the shape of {name!r} once a run", once=True)
+                             work=HoistedWork("shape entry", makes=(entry,), op="shape",
+                                              value=name),
+                             once=True)
         node, rule, needed = self.rules[name]
         names, read = [], []  # (an input the rule does not read: none, "")
         for inp in node.inputs:
@@ -433,7 +450,8 @@ class _Shapes:
         return HoistStep(chunks.once(_ruled(rule, read, registry.build(node, self.opsets).fn),
                                      False),
                          names, [entry], node.label, batched=[False] * len(names),
-                         shown=f"the shape of {node.label} once a run", once=True)
+                         work=HoistedWork("shape entry", node.model_nodes, (entry,),
+                                          node.op_type, value=name), once=True)
 
     def fold(self, node: Node) -> None:
         """Fold a node of shape arithmetic (`_FOLDED`) into `known` where all its inputs are
@@ -588,7 +606,7 @@ def _shape_once(node: Node, shapes: _Shapes, opsets, results: set[str], steps: l
     fn = registry.build(node, opsets).fn
     return HoistStep(chunks.once(lambda shape: fn(_of_shape(shape)), False), [entry],
                      list(node.outputs), node.label, fn, [False],
-                     f"{node.label} once a run ({shapes.why(name)})", once=True)
+                     work=_work("shape", node, shapes.why(name), name), once=True)
 
 
 def _of_shape(shape):
@@ -653,7 +671,8 @@ def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
             chunks.concatenated(shifted, mask)
     else:
         call = _ADAPTERS[form](own, mask)
-    return HoistStep(call, list(node.inputs), list(node.outputs), node.label, own, mask), []
+    return HoistStep(call, list(node.inputs), list(node.outputs), node.label, own, mask,
+                     work=_work("rows", node)), []
 
 
 def _split_cell(node: Node, definition, batched, statics, opsets, taken: set[str]):
@@ -663,21 +682,24 @@ def _split_cell(node: Node, definition, batched, statics, opsets, taken: set[str
     if len(node.inputs) <= b_at or node.inputs[0] not in batched \
             or node.inputs[w_at] not in statics or node.inputs[b_at] not in statics:
         return None
-    projected = fresh_name(f"{node.outputs[0] or node.label}/x_projection", taken)
+    # (Named as what it is, in the model's terms: the cell's input times its weight, plus bias.)
+    projected = fresh_name(f"{node.inputs[0]} W + b", taken)
     # The projection gets the cell's attributes and the recurrence it feeds: it lays out the
     # gates as that recurrence expects.
     projection = Node("CellProjection", [node.inputs[0], node.inputs[w_at], node.inputs[b_at]],
-                      [projected], dict(node.attrs, recurrence=recurrence), LOOP_DOMAIN,
+                      [projected], dict(node.attrs, recurrence=recurrence, split_from=node.ref),
+                      LOOP_DOMAIN,
                       f"{node.name}/x_projection", version=1)
     fn = registry.build(projection, opsets).fn
     # Errors name the cell, as the body's own kernel would.
     step = HoistStep(chunks.leading(fn), list(projection.inputs), [projected], node.label, fn,
-                     [True, False, False], f"{node.label}: its input projection "
-                     "(CellProjection)")
+                     [True, False, False],
+                     work=HoistedWork("input projection", node.model_nodes, (projected,),
+                                      "CellProjection"))
     rest = [name for k, name in enumerate(node.inputs[1:], 1) if k not in (w_at, b_at)]
     inputs = [projected] + rest
     if recurrence == "GRUCellRecurrence":
         inputs.append(node.inputs[b_at])  # the recurrent bias of linear_before_reset
-    kept = Node(recurrence, inputs, list(node.outputs), dict(node.attrs), LOOP_DOMAIN, node.name,
-                version=1)
+    kept = Node(recurrence, inputs, list(node.outputs), dict(node.attrs, split_from=node.ref),
+                LOOP_DOMAIN, node.name, version=1)
     return step, [kept]

@@ -1,12 +1,32 @@
-"""The memory plan, for people: what each loop's inputs and outputs are, what aliases what, bytes
-preallocated and bytes copied per iteration (``Model.plan()``, ``cyloop plan``)."""
+"""The memory plan of each loop, as facts a program reads and as a table people read
+(``Model.plan()``, ``cyloop plan``).
+
+`describe` turns what a driver says of itself (`destinations.LoopFacts`) into a `LoopPlan`: the
+loop's values (`Port`), how each carried value reaches the next iteration (`Alias`), the work
+moved out of the body (`HoistedWork`) or run as one step (`Fused`), the recurrent steps' use
+(`Steps`), the measured choices (`Choice`) and the planner's counters. Everything is named as
+the model names it: its nodes by op and name (`ir.NodeRef`), its values by name; a value the
+engine makes of the model's (a sum without the state's product, fuse.py) is named by what it is.
+Tests read these facts; `LoopPlan.lines` renders them, and only the rendering's own tests read
+its words.
+"""
 
 from __future__ import annotations
 
+import statistics
+import textwrap
 from dataclasses import dataclass, field
 
-from ..accel.gemm import two_cores_here
-from ..ir import CarriedInput, ConcatOutput, InvariantInput, OuterInput, SlicedInput
+from ..accel.gemm import ONE_CORE, two_cores_here
+from ..ir import (
+    CarriedInput,
+    ConcatOutput,
+    InvariantInput,
+    NodeRef,
+    OuterInput,
+    SlicedInput,
+    and_list,
+)
 from .destinations import (
     LoopFacts,
     MeasuredPlacement,
@@ -15,7 +35,22 @@ from .destinations import (
     updated_in_place,
 )
 
-__all__ = ["LoopPlan", "Plan", "describe"]
+__all__ = [
+    "Alias",
+    "Choice",
+    "Fused",
+    "HoistedWork",
+    "LoopPlan",
+    "NodeRef",
+    "Plan",
+    "Port",
+    "StepUse",
+    "Steps",
+    "Timing",
+    "describe",
+]
+
+WIDTH = 100  # the rendering's lines, at most (a table row may pass it)
 
 
 def _size(nbytes: float) -> str:
@@ -27,26 +62,332 @@ def _size(nbytes: float) -> str:
     return f"{nbytes / (1024 * 1024):.1f} MiB"
 
 
+def _count(n: int, what: str) -> str:
+    """``1 run``, ``4 runs``."""
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
+
+# -- the facts ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Port:
+    """One value of a loop: an input its body reads or an output it hands out.
+
+    `role`, for inputs: "iteration" (the iteration number), "condition", "carried", "sliced",
+    "invariant", "captured" (an outer-scope value the body reads by name) or "hoisted" (a value
+    computed before the iterations, a chunk of rows at a time, or once a run: `once`); for
+    outputs: "last" (the value after the final iteration) or "concatenated".
+    `output`: an output's index. `desc`: the loop's descriptor of it where it has one
+    (`ir.SlicedInput`, `CarriedInput`, `InvariantInput`, `ConcatOutput`, `LastOutput`).
+    `source`: the body result a carried input takes back, or the one an invariant is returned
+    as (a carried value the body passes through, fuse.passed_through).
+    `lives`, for a concatenated output: "in place" (`writer` writes slot i itself), "measured
+    slot or pool" (or in a pair of buffers copied there, measured), "hoisted rows" (filled from
+    the hoisted rows), "copied" (from `writer`'s result, or a body or outer value where it is
+    ""), "joined after" (collected, joined after the loop: the reference driver); `writer_op`
+    is the writer's op.
+    `sequence`: a concatenated output standing for a sequence the body appends to (stacking.py):
+    (its name, the node appending, the node stacking).
+    """
+
+    name: str
+    role: str
+    output: int | None = None
+    desc: object = None
+    source: str | None = None
+    lives: str = ""
+    writer: str = ""
+    writer_op: str = ""
+    once: bool = False
+    sequence: tuple[str, NodeRef, NodeRef] | None = None
+
+
+# How a carried value reaches the next iteration (`Alias.how`).
+ALIAS_HOWS = ("output slot", "measured slot or pool", "pool", "in place", "by reference",
+              "passed through")
+
+
+@dataclass(frozen=True)
+class Alias:
+    """Carried input `param` taking body result `result` back, and how (`how`, one of
+    `ALIAS_HOWS`): "output slot" (the result lives in slot i of concatenated output `output`
+    and the next iteration reads it there), "measured slot or pool" (there, strided, or in a
+    pair of buffers copied into the slot: measured a run at a time, and a call of the steps at
+    a time too where `per_steps_call`), "pool" (made in a pair of buffers used in turn; a
+    scalar it makes handed over as is where `scalar_by_reference`), "in place" (`writer`
+    updates the param's own buffer), "by reference" (the new array handed over) or "passed
+    through" (a body input returned as is). `writer`: the step making the result, as the plan
+    names it ("" for none), `writer_op` its op."""
+
+    param: str
+    result: str
+    how: str
+    output: int | None = None
+    writer: str = ""
+    writer_op: str = ""
+    per_steps_call: bool = False
+    scalar_by_reference: bool = False
+
+
+@dataclass(frozen=True)
+class Fused:
+    """Model nodes run as one step of the engine's: `kind`, the engine's op (``ProductPlusTanh``,
+    ``LSTMStep``, ``GRUStep``, ``LSTMGates``, ``GRUGates``, ``ProductPlus``, ``AtLeast``, or
+    ``Identity`` for a Cast that changes nothing: `already` is then its input's type); `makes`,
+    the values it hands out; `replaces`, the model's nodes it runs, in the body's order."""
+
+    kind: str
+    makes: tuple[str, ...]
+    replaces: tuple[NodeRef, ...]
+    already: str = ""
+
+    @classmethod
+    def of(cls, node) -> Fused:
+        return cls(node.op_type, tuple(node.outputs), tuple(node.attrs["fused_from"]),
+                   node.attrs.get("already", ""))
+
+    @property
+    def ops(self) -> list[str]:
+        """The ops of the nodes it replaces."""
+        return [ref.op for ref in self.replaces]
+
+
+# How hoisted work runs (`HoistedWork.how`).
+HOISTED_HOWS = ("rows", "bias joined", "input projection", "gather", "packing", "once", "shape",
+                "shape entry")
+
+
+@dataclass(frozen=True)
+class HoistedWork:
+    """Work moved out of a loop body (hoist.py), run before the iterations that read it.
+
+    `how`: "rows" (a node run on a chunk of rows at a time), "bias joined" (a product and the
+    Add of a static bias to it, as one product: the bias a row of the weight), "input
+    projection" (a recurrent cell's ``x W + b``: the cell's recurrence stays in the body),
+    "gather" (row i of a static value, a view), "packing" (a strided sliced input copied into
+    contiguous rows), "once" (a node whose inputs do not change, once a run), "shape" (a
+    Shape node whose input's shape does not change, once a run: `why` says why: "every row",
+    "initial value" or "follows"), "shape entry" (the shape such a Shape reads, worked out once
+    a run). `nodes`: the model's nodes it runs; `makes`: the values it makes; `op`: the op the
+    engine runs (the node's own, or the engine's in its place); `fused`: the fusion the hoisted
+    node is, if any (a Cast made an Identity); `value`: the value it is about, for "packing"
+    (the sliced input packed), "shape" and "shape entry" (the value whose shape is read)."""
+
+    how: str
+    nodes: tuple[NodeRef, ...] = ()
+    makes: tuple[str, ...] = ()
+    op: str = ""
+    why: str = ""
+    fused: Fused | None = None
+    value: str = ""
+
+    @property
+    def shown(self) -> str:
+        """The work in the model's words."""
+        if self.how == "bias joined":
+            return f"{self.nodes[0].shown} and {self.nodes[-1].shown} (the bias joined to the " \
+                "product)"
+        if self.how == "input projection":
+            return f"the input projection of {self.nodes[0].shown}"
+        if self.how == "packing":
+            return f"{self.value!r} packed into contiguous rows"
+        if self.how == "shape entry":
+            return f"the shape of {self.value!r}"
+        if self.fused is not None and self.fused.already:
+            return f"{and_list(r.shown for r in self.nodes)} (its input is " \
+                f"{self.fused.already} already: nothing to run)"
+        if self.fused is not None:
+            return f"{and_list(r.shown for r in self.nodes)} (as one step)"
+        return and_list(r.shown for r in self.nodes)
+
+
+@dataclass(frozen=True)
+class Steps:
+    """The body's one recurrent step `step` may run a hoisted chunk's iterations in one call
+    (destinations.RecurrentSteps): `kind` is its op, `makes` its first result, `calls` the
+    calls that did so and `iterations` the iterations they ran, of `total` (the counters' sums
+    over runs)."""
+
+    step: str
+    kind: str
+    makes: str
+    calls: int
+    iterations: int
+    total: int
+
+
+@dataclass(frozen=True)
+class StepUse:
+    """A body step (`step`, as the plan names it; `nodes`, the model's nodes it runs) and how
+    many `calls` of it took some path (written over a dying operand, say)."""
+
+    step: str
+    nodes: tuple[NodeRef, ...]
+    calls: int = 0
+
+    @property
+    def ops(self) -> list[str]:
+        return [ref.op for ref in self.nodes]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A measured choice's trial on one key (shapes, say; `on` names it, None where there is
+    one key): the candidate `chosen` (None while on trial) and each candidate's median time
+    (seconds a `Choice.per`), None for one not timed (yet, or dropped early)."""
+
+    on: str | None
+    chosen: str | None
+    times: dict[str, float | None]
+
+
+# What a measured choice decides (`Choice.kind`).
+CHOICE_KINDS = ("formulation", "chunk size", "placement", "placement in steps", "cores")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A measured choice (accel/measured.py, docs/design.md "Measured choices").
+
+    `kind`: one of `CHOICE_KINDS`: a step's formulation ("formulation": the step of `nodes`,
+    `hoisted` if it runs before the iterations), the hoisted chunks' size, where a value
+    lives (`value`; "placement in steps": within a call of the steps), or where the matrix
+    products run ("cores"). `subject` says it in the model's words. `candidates`: the first
+    is the default. `fixed`: the candidate fixed untimed (tune=False), if any. `trials`: one
+    `Timing` per key met. `declined`: why there is nothing to choose ("" if there is)."""
+
+    kind: str
+    subject: str
+    candidates: tuple[str, ...]
+    per: str = "call"
+    nodes: tuple[NodeRef, ...] = ()
+    hoisted: bool = False
+    value: str = ""
+    fixed: str | None = None
+    trials: tuple[Timing, ...] = ()
+    declined: str = ""
+
+    @property
+    def settled(self) -> bool:
+        """Whether nothing more is timed: fixed, one candidate, declined, or chosen on every key
+        met (at least one)."""
+        if self.fixed is not None or len(self.candidates) == 1 or self.declined:
+            return True
+        return bool(self.trials) and all(t.chosen is not None for t in self.trials)
+
+    @property
+    def chosen(self) -> str | None:
+        """The candidate in use from now on, where it is one: fixed, the only one, or chosen
+        on every key met; else None."""
+        if self.fixed is not None:
+            return self.fixed
+        if len(self.candidates) == 1:
+            return self.candidates[0]
+        kept = {t.chosen for t in self.trials}
+        return kept.pop() if len(kept) == 1 and None not in kept and self.trials else None
+
+    @property
+    def times(self) -> dict[str, float | None]:
+        """The candidates' median times on the one key met (empty if none or several)."""
+        return dict(self.trials[0].times) if len(self.trials) == 1 else {}
+
+    def trial(self, on: str | None = None) -> Timing:
+        """The trial on key `on` (the only one if None)."""
+        if on is None:
+            (only,) = self.trials
+            return only
+        return next(t for t in self.trials if t.on == on)
+
+    def lines(self) -> list[str]:
+        """This choice for people: one line a key."""
+        unit = "µs" if self.per == "call" else f"µs/{self.per}"
+        default = self.candidates[0]
+        if self.declined:
+            return [f"{self.subject}: {self.chosen}: {self.declined}"]
+        if self.fixed is not None:
+            return [f"{self.subject}: {self.fixed} (fixed, not measured)"]
+        if len(self.candidates) == 1:
+            return [f"{self.subject}: {default} (the only way)"]
+        if not self.trials:
+            return [f"{self.subject}: not timed yet, meanwhile the default: {default}"]
+        out = []
+        for t in self.trials:
+            times = ", ".join(f"{n} {s * 1e6:.1f} {unit}" if s is not None else
+                              f"{n} not timed" for n, s in t.times.items())
+            on = f" on {t.on}" if t.on is not None else ""
+            if t.chosen is not None:
+                out.append(f"{self.subject}{on}: chosen here: {t.chosen} ({times})")
+            else:
+                out.append(f"{self.subject}{on}: on trial: {times}")
+        return out
+
+
 @dataclass
 class LoopPlan:
-    """One loop: rows of (port, kind, where it lives), aliasing notes, and measured counters."""
+    """One loop's plan: its values (`ports`), how carried values reach the next iteration
+    (`aliasing`), the work hoisted out of its body (`hoisted`) and fused (`fused`), whether its
+    iterations may run many in one call (`steps`), the steps that took the scalar path
+    (`scalar`) or wrote over a dying operand (`overwriting`), its measured `choices`, the
+    planner's `counters` (summed over runs) and the loops its body runs (`nested`).
+
+    `label` names the loop as errors do; `node` as the model does (None if unknown)."""
 
     label: str
     driver: str
     trip_count: str
-    inputs: list[tuple[str, str, str]]
-    outputs: list[tuple[str, str, str]]
-    aliasing: list[str]
+    ports: list[Port]
+    aliasing: list[Alias]
     counters: dict[str, int]
     nested: list[LoopPlan] = field(default_factory=list)
-    hoisted: list[str] = field(default_factory=list)  # nodes run before the loop, in chunks
-    scalar: list[str] = field(default_factory=list)  # steps that took their scalar path
-    overwriting: list[str] = field(default_factory=list)  # steps written over a dying operand
-    # Measured choices (accel/measured.py): (step label, the choice and each candidate's time).
-    choices: list[tuple[str, str]] = field(default_factory=list)
-    # Patterns rewritten: run as one kernel (engine/fuse.py), a sequence as an output (stacking.py)
-    fused: list[str] = field(default_factory=list)
-    steps: str | None = None  # the recurrent step that may run many iterations in one call
+    hoisted: list[HoistedWork] = field(default_factory=list)
+    fused: list[Fused] = field(default_factory=list)
+    steps: Steps | None = None
+    scalar: list[str] = field(default_factory=list)
+    overwriting: list[StepUse] = field(default_factory=list)
+    choices: list[Choice] = field(default_factory=list)
+    node: NodeRef | None = None
+
+    # -- queries (for tests and tools) --
+
+    @property
+    def inputs(self) -> list[Port]:
+        return [p for p in self.ports if p.output is None]
+
+    @property
+    def outputs(self) -> list[Port]:
+        return [p for p in self.ports if p.output is not None]
+
+    def port(self, name: str, output: int | None = None) -> Port:
+        """The input named `name` (or, given `output`, that output)."""
+        if output is not None:
+            return next(p for p in self.outputs if p.output == output)
+        return next(p for p in self.inputs if p.name == name)
+
+    def roles(self) -> list[str]:
+        """The inputs' roles, in the plan's order."""
+        return [p.role for p in self.inputs]
+
+    def alias(self, param: str) -> Alias:
+        return next(a for a in self.aliasing if a.param == param)
+
+    def fused_kinds(self) -> list[str]:
+        return [f.kind for f in self.fused]
+
+    def fused_step(self, kind: str) -> Fused:
+        """The one fused step of `kind`."""
+        (found,) = [f for f in self.fused if f.kind == kind]
+        return found
+
+    def hoisted_nodes(self) -> list[NodeRef]:
+        """The model's nodes hoisted, in order."""
+        return [ref for work in self.hoisted for ref in work.nodes]
+
+    def choices_of(self, kind: str) -> list[Choice]:
+        return [c for c in self.choices if c.kind == kind]
+
+    def stacked(self) -> list[Port]:
+        """The outputs standing for a stacked sequence."""
+        return [p for p in self.outputs if p.sequence is not None]
 
     @property
     def preallocated_bytes(self) -> int:
@@ -58,45 +399,68 @@ class LoopPlan:
         steady = self.counters.get("steady_iterations", 0)
         return self.counters.get("steady_bytes_copied", 0) / steady if steady else 0.0
 
+    # -- the rendering --
+
     def lines(self, indent: str = "") -> list[str]:
-        out = [f"{indent}loop {self.label} [{self.driver} driver]  trip count: {self.trip_count}"]
-        rows = [("input", *row) for row in self.inputs] + [("output", *row) for row in self.outputs]
-        widths = [max(len(r[k]) for r in rows) for k in range(3)] if rows else [0, 0, 0]
+        """The plan for people: a header, a table of the loop's values, then what was hoisted,
+        fused and measured, and the sizes."""
+        name = self.node.shown if self.node is not None else self.label
+        out = textwrap.wrap(f"{name} [{self.driver} driver]: {self.trip_count}", WIDTH,
+                            initial_indent=indent, subsequent_indent=indent + "    ",
+                            break_on_hyphens=False)
+        rows = [("value", "role", "where it lives, what is copied")]
+        rows += [_port_row(p, self) for p in self.ports]
+        widths = [max(len(r[k]) for r in rows) for k in range(2)]
+        lead = len(indent) + 2 + widths[0] + 2 + widths[1] + 2
         for row in rows:
-            out.append(f"{indent}  {row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  "
-                       f"{row[2]:<{widths[2]}}  {row[3]}")
-        for note in self.hoisted:
-            out.append(f"{indent}  hoisted (run before the loop on chunks of rows): {note}")
-        for note in self.fused:
-            out.append(f"{indent}  fused: {note}")
-        for note in self.aliasing:
-            out.append(f"{indent}  alias: {note}")
+            where = textwrap.wrap(row[2], max(WIDTH - lead, 40), break_on_hyphens=False) or [""]
+            out.append(f"{indent}  {row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {where[0]}")
+            out.extend(" " * lead + more for more in where[1:])
+        notes = []
+        for how, heading in (("rows", "hoisted, a chunk of rows at a time"),
+                             ("once", "hoisted, once a run (its inputs do not change)"),
+                             ("shape", "hoisted, once a run (the shape read does not change)")):
+            work = [w for w in self.hoisted if _hoisted_group(w) == how]
+            if work:
+                notes.append(f"{heading}: " + "; ".join(_hoisted_item(w) for w in work))
+        for f in self.fused:
+            notes.append(_fused_note(f))
+        for p in self.stacked():
+            seq, appends, stacks = p.sequence
+            notes.append(f"stacked: the sequence {seq!r} {appends.shown} appends to is output "
+                         f"#{p.output}, and {stacks.shown} stacks nothing")
         if self.steps is not None:
-            c = self.counters
-            done = (f": {c['stepped_iterations']} of {c['iterations']} iteration(s) in "
-                    f"{c['step_calls']} call(s)" if c.get("runs") else "")
-            out.append(f"{indent}  steps: {self.steps} may run a hoisted chunk's iterations in "
-                       f"one call (once iteration 0 has sized the outputs){done}")
+            s = self.steps
+            ran = ("not yet run" if not self.counters.get("runs") else
+                   "none ran so yet" if not s.iterations else
+                   f"{s.iterations} of {_count(s.total, 'iteration')} ran so, in "
+                   f"{_count(s.calls, 'call')}")
+            notes.append(f"steps: {s.step} may run a hoisted chunk's iterations in one call: "
+                         f"{ran}")
         if self.scalar:
-            out.append(f"{indent}  scalar path taken (two 0-d operands of one type: the "
-                       f"scalar's operator, no destination): {', '.join(self.scalar)}")
+            notes.append("scalar path (two 0-d operands of one type: no buffer): "
+                         + ", ".join(self.scalar))
         if self.overwriting:
-            out.append(f"{indent}  written over a dying operand (no buffer allocated): "
-                       f"{', '.join(self.overwriting)}")
-        for label, choice in self.choices:
-            out.append(f"{indent}  measured choice: {label}: {choice}")
+            notes.append("written over a dying operand (no buffer allocated): " + ", ".join(
+                f"{u.step} ({_count(u.calls, 'call')})" for u in self.overwriting))
+        for choice in self.choices:
+            notes.extend(f"measured: {line}" for line in choice.lines())
         c = self.counters
         if c.get("runs"):
-            out.append(f"{indent}  measured over {c['runs']} run(s), {c['iterations']} "
-                       f"iteration(s): preallocated {_size(self.preallocated_bytes)} in the last "
-                       f"run, {c['allocations']} planner allocation(s), "
-                       f"{_size(self.copied_bytes_per_iteration)} copied per iteration in steady "
-                       f"state, {_size(c['growth_bytes_copied'])} moved by growth")
+            notes.append(f"sizes ({_count(c['runs'], 'run')}, {_count(c['iterations'], 'iteration')}"
+                         f"): {_size(self.preallocated_bytes)} preallocated in the last run "
+                         f"({_count(c['allocations'], 'allocation')}), "
+                         f"{_size(self.copied_bytes_per_iteration)} copied an iteration in "
+                         f"steady state, {_size(c['growth_bytes_copied'])} moved by growth")
             if c.get("hoist_chunks"):
-                out.append(f"{indent}  hoisted: {c['hoist_chunks']} chunk(s), "
-                           f"{_size(c['hoisted_bytes'])} of hoisted rows")
+                notes.append(f"hoisted rows: {_size(c['hoisted_bytes'])} in "
+                             f"{_count(c['hoist_chunks'], 'chunk')}")
         else:
-            out.append(f"{indent}  not run yet: sizes and copies are measured on the first run")
+            notes.append("sizes: not run yet (measured on the first run)")
+        for note in notes:
+            out.extend(textwrap.wrap(note, WIDTH, initial_indent=indent + "  ",
+                                     subsequent_indent=indent + "      ",
+                                     break_on_hyphens=False))
         for inner in self.nested:
             out.extend(inner.lines(indent + "    "))
         return out
@@ -108,157 +472,267 @@ class LoopPlan:
 @dataclass
 class Plan:
     """Every loop of a model, outermost first, and the measured choices of the kernels outside
-    them (a recurrent layer, a weight's product), as (label, choice)."""
+    them (a recurrent layer, a weight's product)."""
 
     loops: list[LoopPlan]
-    choices: list[tuple[str, str]] = field(default_factory=list)
+    choices: list[Choice] = field(default_factory=list)
 
     def __str__(self) -> str:
         parts = [str(loop) for loop in self.loops]
         if self.choices:
-            parts.append("\n".join(["outside loops:"] + [f"  measured choice: {label}: {choice}"
-                                                         for label, choice in self.choices]))
+            parts.append("\n".join(["outside loops:"] + [
+                f"  measured: {line}" for choice in self.choices for line in choice.lines()]))
         return "\n\n".join(parts) if parts else "no loops"
 
 
-def outside_loops(program) -> list[tuple[str, str]]:
+# -- the rendering's pieces --------------------------------------------------------------------
+
+def _port_row(p: Port, loop: LoopPlan) -> tuple[str, str, str]:
+    if p.output is not None:
+        name = f"#{p.output} {p.name}"
+        if p.role == "last":
+            return name, "last value", "its value after the final iteration"
+        out = p.desc
+        role = ("stacked" if out.new_axis else "joined") + f", axis {out.axis}" + (
+            ", reversed" if out.reverse else "")
+        where = {
+            "in place": f"preallocated; {p.writer} writes slot i in place",
+            "measured slot or pool": f"preallocated; {p.writer} writes slot i in place, or a "
+                                     "pair of buffers copied there (measured)",
+            "hoisted rows": "preallocated; filled from the hoisted rows, a chunk at a time",
+            "copied": f"preallocated; slot i copied from {p.writer or 'a body input'}",
+            "joined after": "collected, joined once after the loop",
+        }[p.lives]
+        if p.sequence is not None:
+            where += f" (the sequence {p.sequence[0]!r})"
+        return name, role, where
+    role = p.role
+    if p.role == "iteration":
+        return p.name, role, "the iteration number, a fresh integer each iteration"
+    if p.role == "condition":
+        return p.name, role, "true while the body runs"
+    if p.role == "sliced":
+        s = p.desc
+        extra = [f"from {s.start}" if s.start else "", f"to {s.end}" if s.end != -1 else "",
+                 f"stride {s.stride}" if s.stride != 1 else "",
+                 f"parts of {s.part_size}" if s.part_size != 1 else "",
+                 "" if s.keep_axis else "axis dropped"]
+        extra = [e for e in extra if e]
+        return p.name, f"sliced, axis {s.axis}", "part i of the outer value, a read-only view" + (
+            f" ({', '.join(extra)})" if extra else "")
+    if p.role == "invariant":
+        where = "the outer value, a read-only view"
+        if p.source:
+            where += f"; the body returns it unchanged as {p.source!r} (carried in the model)"
+        return p.name, role, where
+    if p.role == "captured":
+        return p.name, role, "an outer-scope value, a read-only view"
+    if p.role == "hoisted":
+        return p.name, role, ("computed once a run, a read-only view" if p.once else
+                              "row i of rows computed a chunk at a time before the iterations")
+    return p.name, role, _alias_words(loop.alias(p.name)) if p.role == "carried" else ""
+
+
+def _alias_words(a: Alias) -> str:
+    result = repr(a.result)
+    return {
+        "output slot": f"{result}, read where it lives: slot i of output #{a.output} (0 copies)",
+        "measured slot or pool": f"{result}, in slot i of output #{a.output} (strided, 0 copies)"
+                                 " or a pair of buffers copied there (1 copy): measured",
+        "pool": f"{result}, made in a pair of buffers used in turn (0 copies)",
+        "in place": f"{result}: {a.writer} updates its buffer in place (0 copies; the first "
+                    "iteration copies the initial value)",
+        "by reference": f"{result}, handed over as made" + (
+            f" ({a.writer} allocates it)" if a.writer else "") + " (0 copies)",
+        "passed through": f"{result}, a body input passed through (0 copies)",
+    }[a.how]
+
+
+def _hoisted_group(work: HoistedWork) -> str | None:
+    if work.how in ("once",):
+        return "once"
+    if work.how in ("shape", "shape entry"):
+        return "shape" if work.how == "shape" else None
+    return "rows"
+
+
+def _hoisted_item(work: HoistedWork) -> str:
+    if work.how == "shape":
+        why = {"every row": "every row has one shape",
+               "initial value": "the initial value's",
+               "follows": "it follows from shapes that do not change"}[work.why]
+        return f"{work.shown} ({why})"
+    return work.shown
+
+
+def _fused_note(f: Fused) -> str:
+    if f.already:
+        return f"fused: {and_list(r.shown for r in f.replaces)} runs as nothing: its input " \
+            f"is {f.already} already"
+    return f"fused: {and_list(r.shown for r in f.replaces)} run as one step"
+
+
+# -- from a driver's facts ---------------------------------------------------------------------
+
+def _trip_words(spec) -> str:
+    """How many iterations a loop runs, in words."""
+    trip = spec.trip_count
+    sliced = spec.slices_set_trip_count and any(isinstance(i, SlicedInput) for i in spec.inputs)
+    parts = []
+    if isinstance(trip, OuterInput):
+        parts.append(f"as many iterations as input #{trip.index} says")
+    elif trip is not None:
+        parts.append(f"{_count(int(trip), 'iteration')}")
+    if sliced:
+        parts.append("one iteration per part of the sliced inputs" if not parts else
+                     "at most one per part of the sliced inputs")
+    if spec.cond_result:
+        parts.append(f"until {spec.cond_result!r} is false")
+    return ", ".join(parts) if parts else "until max_iterations stops it"
+
+
+def choice_of(kind: str, subject: str, measured, **facts) -> Choice:
+    """A `Choice` read from a `Measured` (accel/measured.py)."""
+    unit = measured.unit
+    per = unit.split("/", 1)[1] if "/" in unit else "call"
+    trials = tuple(
+        Timing(None if key is None and len(measured.trials) == 1 else measured.key_label(key),
+               trial.choice,
+               {n: statistics.median(s) if s else None for n, s in trial.samples.items()})
+        for key, trial in measured.trials.items())
+    return Choice(kind, subject, tuple(measured.candidates), per, fixed=measured.fixed,
+                  trials=trials, **facts)
+
+
+def outside_loops(program) -> list[Choice]:
     """The measured choices of a compiled program's own steps (not its loops' bodies): their
     formulations, and where a layer's products run."""
     choices = []
     for step in program.steps:
+        nodes = step.node.model_nodes
         if getattr(step.fn, "measured", None) is not None:
-            choices.append((step.label, step.fn.measured.describe()))
-        if getattr(step.fn, "cores", None) is not None and two_cores_here():
-            choices.append((f"where the products of {step.label} run",
-                            step.fn.cores.describe()))
+            choices.append(choice_of("formulation", step.node.shown, step.fn.measured,
+                                     nodes=nodes))
+        cores = getattr(step.fn, "cores", None)
+        if cores is not None and two_cores_here():
+            subject = f"where the products of {step.node.shown} run"
+            if cores.measured is None:
+                choices.append(Choice("cores", subject, (ONE_CORE,), nodes=nodes,
+                                      declined="its products are too small to split here"))
+            else:
+                choices.append(choice_of("cores", subject, cores.measured, nodes=nodes))
     return choices
-
-
-def _operand(value) -> str:
-    if isinstance(value, OuterInput):
-        return f"input #{value.index}"
-    return "none" if value is None else repr(value)
 
 
 def describe(facts: LoopFacts) -> LoopPlan:
     """The plan of one loop, from what its driver says of itself (`LoopFacts`)."""
     spec, body, destinations = facts.spec, facts.body, facts.destinations
-    producer = {slot: step.op_type for step in body.steps for slot in step.outputs if slot >= 0}
+    producer = {slot: step.node.shown for step in body.steps for slot in step.outputs
+                if slot >= 0}
+    producer_op = {slot: step.node.op_type for step in body.steps for slot in step.outputs
+                   if slot >= 0}
     scalar_slots = {slot for k in facts.scalar_steps for slot in body.steps[k].outputs}
     updating = updated_in_place(body)  # (results a scatter makes in its input's buffer)
     params = {v.name for v in spec.body.inputs}
-    trip = _operand(spec.trip_count)
-    if spec.slices_set_trip_count and any(isinstance(i, SlicedInput) for i in spec.inputs):
-        trip = "set by the sliced inputs" if spec.trip_count is None else f"{trip} and the slices"
-    if spec.cond_result:
-        trip += f", until {spec.cond_result!r} is false"
 
-    inputs, outputs, aliasing, hoisted_nodes = [], [], [], []
+    ports, aliasing = [], []
     if spec.iteration_param:
-        inputs.append((spec.iteration_param, "iteration", "a fresh int scalar each iteration"))
+        ports.append(Port(spec.iteration_param, "iteration"))
     if spec.cond_param:
-        inputs.append((spec.cond_param, "condition", "true while the body runs"))
+        ports.append(Port(spec.cond_param, "condition"))
     for inp in spec.inputs:
         if isinstance(inp, CarriedInput):
-            inputs.append((inp.param, "carried", f"back edge from {inp.result!r}"))
+            ports.append(Port(inp.param, "carried", desc=inp, source=inp.result))
         elif isinstance(inp, SlicedInput):
-            dropped = "" if inp.keep_axis else ", axis dropped"
-            where = (f"read-only view: axis {inp.axis}, start {inp.start}, end {inp.end}, "
-                     f"stride {inp.stride}, part {inp.part_size}{dropped}")
-            inputs.append((inp.param, "sliced", where))
+            ports.append(Port(inp.param, "sliced", desc=inp))
         elif isinstance(inp, InvariantInput):
-            inputs.append((inp.param, "invariant", "read-only view, bound once" + (
-                f" (carried, the body returns it unchanged as {inp.result!r})" if inp.result
-                else "")))
+            ports.append(Port(inp.param, "invariant", desc=inp, source=inp.result))
     hoisted = set(facts.hoisted_inputs)
     for slot in body.input_slots[len(spec.body.inputs):]:
-        inputs.append((body.slot_names[slot], "captured", "outer-scope value, read-only view"))
+        ports.append(Port(body.slot_names[slot], "captured"))
     for name in facts.hoisted_inputs:
-        inputs.append((name, "hoisted",
-                       "row i of a chunk computed before its iterations, read-only view"))
-    if facts.hoisted_nodes:
-        hoisted_nodes.append(", ".join(facts.hoisted_nodes))
+        ports.append(Port(name, "hoisted", once=name in facts.computed_once))
 
     for j, out in enumerate(spec.outputs):
         slot = body.slot(out.result)
-        if isinstance(out, ConcatOutput):
-            order = "reverse" if out.reverse else "forward"
-            how = "stacked on new" if out.new_axis else "joined along"
-            if not facts.writes_into:
-                where = "collected, joined once after the loop"
-            elif destinations.get(slot) == RowDestination(j):
-                where = (f"preallocated; {producer.get(slot)} writes slot i in place "
-                         f"({order})")
-            elif isinstance(destinations.get(slot), MeasuredPlacement):
-                where = (f"preallocated; {producer[slot]} writes slot i in place, or a "
-                         f"ping-pong buffer copied there (measured) ({order})")
-            elif out.result in hoisted:
-                where = (f"preallocated; a hoisted value, its chunks after the first written "
-                         f"in their slots when an elementwise node makes it, else copied there "
-                         f"({order})")
-            else:
-                source = "a body input" if out.result in params else \
-                    f"{producer.get(slot, 'an outer value')} (no out=)"
-                where = f"preallocated; copied into slot i from {source} ({order})"
-            outputs.append((f"#{j} {out.result}", "concatenated", f"{how} axis {out.axis}: {where}"))
+        if not isinstance(out, ConcatOutput):
+            ports.append(Port(out.result, "last", output=j, desc=out))
+            continue
+        writer = ""
+        if not facts.writes_into:
+            lives = "joined after"
+        elif destinations.get(slot) == RowDestination(j):
+            lives, writer = "in place", producer.get(slot, "")
+        elif isinstance(destinations.get(slot), MeasuredPlacement):
+            lives, writer = "measured slot or pool", producer[slot]
+        elif out.result in hoisted:
+            lives = "hoisted rows"
         else:
-            outputs.append((f"#{j} {out.result}", "last", "value after the final iteration"))
+            lives = "copied"
+            writer = "" if out.result in params else producer.get(slot, "an outer value")
+        ports.append(Port(out.result, "concatenated", output=j, desc=out, lives=lives,
+                          writer=writer, writer_op=producer_op.get(slot, "") if writer else "",
+                          sequence=out.sequence))
+
     for inp in spec.inputs:
         if not isinstance(inp, CarriedInput):
             continue
         slot = body.slot(inp.result)
         destination = destinations.get(slot)
+        writer = producer.get(slot, "")
         if inp.result in params:
-            aliasing.append(f"{inp.param} <- {inp.result}: a body input passed through, handed "
-                            "over by reference (0 copies)")
+            how, output = "passed through", None
         elif not facts.writes_into:
-            aliasing.append(f"{inp.param} <- {inp.result}: handed over by reference")
+            how, output, writer = "by reference", None, ""
         elif isinstance(destination, RowDestination):
-            aliasing.append(f"{inp.param} <- {inp.result}: lives in slot i of output "
-                            f"#{destination.output}; the next iteration reads it there (0 copies)")
+            how, output = "output slot", destination.output
         elif isinstance(destination, MeasuredPlacement):
-            stepped = facts.steps is not None and facts.steps.output == destination.output
-            aliasing.append(f"{inp.param} <- {inp.result}: lives in slot i of output "
-                            f"#{destination.output} (strided; the next iteration reads it "
-                            f"there, 0 copies) or {producer[slot]} writes a ping-pong buffer "
-                            "pair, copied into the slot (1 copy): measured, a run at a time"
-                            + (", and within a call of the steps a call at a time" if stepped
-                               else ""))
+            how, output = "measured slot or pool", destination.output
         elif isinstance(destination, PoolDestination):
-            aliasing.append(f"{inp.param} <- {inp.result}: {producer[slot]} writes into a "
-                            "ping-pong buffer pair (0 copies, 2 buffers in steady state)"
-                            + ("; a scalar it makes is handed over by reference"
-                               if slot in scalar_slots else ""))
+            how, output = "pool", None
         elif updating.get(slot, -1) == body.slot(inp.param):
-            aliasing.append(f"{inp.param} <- {inp.result}: {producer[slot]} updates "
-                            f"{inp.param}'s buffer in place where nothing else holds it (the "
-                            "first iteration copies the initial value), handed over by "
-                            "reference")
+            how, output = "in place", None
         else:
-            aliasing.append(f"{inp.param} <- {inp.result}: handed over by reference "
-                            f"({producer.get(slot, 'an outer value')} allocates it)")
-    nested = [describe(inner) for inner in facts.nested]
-    scalar = [body.steps[k].label for k in facts.scalar_steps]
-    kernels = [(step.label, step.fn) for step in body.steps]
-    kernels += [(f"{shown} (hoisted)", fn) for shown, fn in facts.hoisted_kernels]
-    choices = [(label, fn.measured.describe()) for label, fn in kernels
-               if getattr(fn, "measured", None) is not None]
+            how, output = "by reference", None
+        stepped = isinstance(destination, MeasuredPlacement) and facts.steps is not None \
+            and facts.steps.output == destination.output
+        aliasing.append(Alias(inp.param, inp.result, how, output, writer,
+                              producer_op.get(slot, "") if writer else "", stepped,
+                              how == "pool" and slot in scalar_slots))
+
+    choices = []
+    for step in body.steps:
+        if getattr(step.fn, "measured", None) is not None:
+            choices.append(choice_of("formulation", step.node.shown, step.fn.measured,
+                                     nodes=step.node.model_nodes))
+    for work, fn in facts.hoisted_kernels:
+        if getattr(fn, "measured", None) is not None:
+            choices.append(choice_of("formulation", f"{work.shown} (hoisted)", fn.measured,
+                                     nodes=work.nodes, hoisted=True))
     if facts.chunk_sizing is not None:
-        choices.append(("hoisting chunk size", facts.chunk_sizing.describe()))
-    choices += [(f"where {body.slot_names[slot]!r} lives", placement.describe())
-                for slot, placement in facts.placements.items()]
+        choices.append(choice_of("chunk size", "the hoisted chunks' size", facts.chunk_sizing))
+    for slot, placement in facts.placements.items():
+        name = body.slot_names[slot]
+        choices.append(choice_of("placement", f"where {name!r} lives", placement, value=name))
     if facts.steps_placement is not None:
-        stepped = body.slot(spec.outputs[facts.steps.output].result)
-        choices.append((f"where {body.slot_names[stepped]!r} lives within a call of the steps",
-                        facts.steps_placement.describe()))
+        name = body.slot_names[body.slot(spec.outputs[facts.steps.output].result)]
+        choices.append(choice_of("placement in steps",
+                                 f"where {name!r} lives within a call of the steps",
+                                 facts.steps_placement, value=name))
     if facts.products is not None:
-        choices.append(("where the matrix products run", facts.products.describe()))
-    fused = [f"{node.label} runs {node.attrs['fused_from']}" for node in spec.body.nodes
-             if "fused_from" in node.attrs]
-    fused += [f"output #{j} is the sequence {out.sequence}" for j, out in enumerate(spec.outputs)
-              if isinstance(out, ConcatOutput) and out.sequence]
-    overwriting = [f"{body.steps[k].label} ({calls} calls)"
+        choices.append(choice_of("cores", "where the matrix products run", facts.products))
+
+    fused = [Fused.of(node) for node in spec.body.nodes if "fused_from" in node.attrs]
+    steps = None
+    if facts.steps is not None:
+        c = facts.counters
+        node = body.steps[0].node
+        steps = Steps(node.shown, node.op_type, node.outputs[0], c.get("step_calls", 0), c.get("stepped_iterations", 0),
+                      c.get("iterations", 0))
+    overwriting = [StepUse(body.steps[k].node.shown, body.steps[k].node.model_nodes, calls)
                    for k, calls in facts.overwriting.items()]
-    steps = body.steps[0].label if facts.steps is not None else None
-    return LoopPlan(facts.label, facts.driver, trip, inputs, outputs, aliasing, facts.counters,
-                    nested, hoisted_nodes, scalar, overwriting, choices, fused, steps)
+    return LoopPlan(facts.label, facts.driver, _trip_words(spec), ports, aliasing,
+                    facts.counters, [describe(inner) for inner in facts.nested],
+                    list(facts.hoisted), fused, steps,
+                    [body.steps[k].node.shown for k in facts.scalar_steps], overwriting,
+                    choices, facts.node)

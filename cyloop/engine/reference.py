@@ -76,12 +76,13 @@ def _iteration_number(i: int, dtype: np.dtype) -> np.ndarray:
 class LoopDriver:
     """Runs one loop node by the plain-Python loop in `cyloop.ir`'s docstring."""
 
-    def __init__(self, spec, compiled_body, label, settings, hoist=None):
+    def __init__(self, spec, compiled_body, label, settings, hoist=None, node=None):
         # The reference runs every body as written: it is what hoisting is checked against.
         if hoist is not None:
             raise ValueError("the pure-Python driver does not hoist")
         self.spec = spec
         self.label = label
+        self.node = node  # the loop node as the model names it (ir.NodeRef), or None
         self.settings = settings
         self.body = Program(compiled_body)
         self.n_captures = len(compiled_body.input_slots) - len(spec.body.inputs)
@@ -99,7 +100,8 @@ class LoopDriver:
     def facts(self):
         """This loop described for the plan (nothing is written into: results are joined)."""
         return LoopFacts(self.label, "pure-Python", self.spec, self.body.compiled, False, {},
-                         self.counters(), nested=[loop.facts() for loop in self.loops])
+                         self.counters(), nested=[loop.facts() for loop in self.loops],
+                         node=self.node)
 
     def __call__(self, *args):
         limits = current_limits()

@@ -145,7 +145,7 @@ def _rewritten(nodes: list[Node], loop: Node, k: int, j: int, insert: Node, stac
         spec, body=body, inputs=inputs,
         outputs=[renumbered(out) for m, out in enumerate(spec.outputs) if m != j]
         + [ConcatOutput(item, axis=0, new_axis=True, sequence=(
-            f"{final!r}, appended to by {insert.label} and stacked by {stack.label}"))],
+            final, insert.ref, stack.ref))],
         trip_count=operand(spec.trip_count), initial_cond=operand(spec.initial_cond))
     new_loop = Node(loop.op_type, [name for m, name in enumerate(loop.inputs)
                                    if m != carried.outer],

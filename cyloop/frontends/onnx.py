@@ -437,8 +437,8 @@ class _Converter:
             cond_param=body.inputs[1].name,
             cond_result=results[0],
         )
-        return Node("Loop", node.inputs, node.outputs, {"spec": spec}, LOOP_DOMAIN,
-                    node.name or node.outputs[0])
+        return Node("Loop", node.inputs, node.outputs, {"spec": spec, "model_op": node.op_type},
+                    LOOP_DOMAIN, node.name or node.outputs[0])
 
     def scan(self, node, min_version=None) -> Node:
         """ONNX Scan 9+: inputs (states..., scan inputs...), body (states, slices) -> (states,
@@ -487,8 +487,8 @@ class _Converter:
         outputs += [ConcatOutput(results[n_state + j], out_axes[j], bool(out_dirs[j]), True)
                     for j in range(n_scan_out)]
         spec = LoopSpec(body, inputs=inputs, outputs=outputs)
-        return Node("Loop", node.inputs, node.outputs, {"spec": spec}, LOOP_DOMAIN,
-                    node.name or node.outputs[0])
+        return Node("Loop", node.inputs, node.outputs, {"spec": spec, "model_op": node.op_type},
+                    LOOP_DOMAIN, node.name or node.outputs[0])
 
     def scan8(self, node) -> Node:
         """ONNX Scan-8: (sequence_lens, states..., scan inputs...), each with a leading batch

@@ -907,7 +907,8 @@ class _Reader:
                 if spec.iteration_param is None and len(unmapped) == 1:
                     spec.iteration_param = params[unmapped[0]]
         _stack_unsqueezed(spec)
-        return Node("Loop", node_inputs, node_outputs, {"spec": spec}, LOOP_DOMAIN,
+        return Node("Loop", node_inputs, node_outputs,
+                    {"spec": spec, "model_op": layer.get("type")}, LOOP_DOMAIN,
                     f"{layer.get('id')}:{layer.get('name', '')}")
 
 

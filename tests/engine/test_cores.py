@@ -16,7 +16,7 @@ from cyloop.accel.gemm import products_on_two_cores, set_products_on_two_cores, 
 from cyloop.engine._core import ONE_CORE, TWO_CORES
 
 from ..accel.test_gemm import _rnn_loop_feeds, _rnn_loop_model
-from ..conftest import measured_steps, placements
+from ..conftest import loop_plan, measured_steps, placements
 from ..frontends.openvino_models import cell_ti_model, converted, save
 from .test_fuse import _feeds, _lstm_loop
 
@@ -71,6 +71,12 @@ LOOPS = {"onnx-rnn": _rnn, "onnx-lstm-fused": _fused_lstm, "openvino-lstm": _cel
          "openvino-converted-rnn": _converted_rnn}
 
 
+def _cores_choice(model):
+    """The measured choice of where `model`'s loop's products run, from its plan."""
+    (choice,) = loop_plan(model).choices_of("cores")
+    return choice
+
+
 def _loop_of(model):
     (loop,) = model._compiled.loops
     return loop
@@ -97,7 +103,7 @@ def test_either_way_a_loop_computes_what_the_reference_does(name, cores, tmp_pat
             for key in want:
                 np.testing.assert_allclose(got[key], want[key], rtol=2e-5, atol=2e-5,
                                            err_msg=f"{key} ({cores}, {candidate})")
-    assert f"where the matrix products run: {cores} (fixed, not measured)" in str(fast.plan())
+    assert _cores_choice(fast).fixed == cores
 
 
 def test_two_cores_take_their_runs_first_and_the_faster_is_kept(tmp_path, rng):
@@ -119,9 +125,9 @@ def test_two_cores_take_their_runs_first_and_the_faster_is_kept(tmp_path, rng):
     clear = first > _measured.CLEAR * max(two) or min(two) > _measured.CLEAR * first
     assert seen[5] == ((3, 2) if clear else (3, 3))
     assert trial.choice is not None  # (close or not: each round is a run the user waits for)
-    plan = str(model.plan())
-    assert f"where the matrix products run: {trial.choice}, the fastest here ({TWO_CORES} " \
-           in plan and "us/iteration" in plan
+    choice = _cores_choice(model)
+    assert choice.chosen == trial.choice and next(iter(choice.times)) == TWO_CORES
+    assert choice.per == "iteration"
 
 
 def _timed_calls(measured) -> int:
@@ -193,8 +199,7 @@ def test_tune_false_keeps_one_core(tmp_path, rng):
     split = _two_core.products_split()
     model.run(feeds)
     assert _two_core.products_split() == split
-    assert f"where the matrix products run: {ONE_CORE} (fixed, not measured)" in \
-        str(model.plan())
+    assert _cores_choice(model).fixed == ONE_CORE
 
 
 def test_a_loop_of_products_too_small_to_split_is_offered_no_choice(rng):
@@ -204,7 +209,7 @@ def test_a_loop_of_products_too_small_to_split_is_offered_no_choice(rng):
     assert _loop_of(model).products is not None
     model.run(_rnn_loop_feeds(rng, hidden=8, steps=6, batch=3, features=5))
     assert _loop_of(model).products is None
-    assert "where the matrix products run" not in str(model.plan())
+    assert not loop_plan(model).choices_of("cores")
 
 
 def test_a_loop_without_products_is_offered_no_choice(rng):

@@ -16,7 +16,7 @@ from cyloop.accel import fused
 from cyloop.ir import LOOP_DOMAIN, OPENVINO_DOMAIN, ConcatOutput, GraphBuilder, SlicedInput
 from cyloop.kernels.registry import lookup
 
-from ..conftest import measured_steps, run_three_ways
+from ..conftest import fused_making, loop_plan, measured_steps, run_three_ways
 from ..frontends.onnx_models import model, tensor
 from ..frontends.openvino_models import converted
 from ..support import native
@@ -133,9 +133,9 @@ def _check(onnx_model, feeds, fused_expected, blockable=True):
                 (counters,) = fast.counters().values()
                 assert counters["steady_bytes_copied"] == 0, candidate
                 assert counters["in_place_writes"] == counters["iterations"] - 1, candidate
-    plan = str(fast.plan())
-    assert ("fused: LSTMStep node producing 'h_out' runs " in plan) == fused_expected, plan
-    assert "fused:" not in str(reference.plan())  # the reference driver runs the body as written
+    loop = loop_plan(fast)
+    assert fused_making(loop, "LSTMStep", "h_out") == fused_expected, loop
+    assert not loop_plan(reference).fused  # the reference driver runs the body as written
     return got
 
 
@@ -168,7 +168,8 @@ def test_explicit_equal_split_sizes_are_fused_and_others_left_alone(sizes_as, op
     onnx_model, state, gates = _lstm_loop(sizes=[4] * 4, sizes_as=sizes_as, opset=opset)
     _check(onnx_model, _feeds(rng, state, gates), fused_expected=True)
     onnx_model, _, _ = _lstm_loop(sizes=[3, 5, 4, 4], sizes_as=sizes_as, opset=opset)
-    assert "LSTM" not in str(cyloop.load(onnx_model.SerializeToString()).plan())
+    loop = loop_plan(cyloop.load(onnx_model.SerializeToString()))
+    assert not any("LSTM" in kind for kind in loop.fused_kinds()), loop
 
 
 @pytest.mark.parametrize("hidden", [3, 5])
@@ -183,7 +184,7 @@ def test_equal_split_sizes_that_do_not_make_the_gate_axis_fail_as_the_split(hidd
             with pytest.raises(cyloop.ExecutionError, match="Split"):
                 model_.run(feeds)
     fused = cyloop.load(onnx_model.SerializeToString(), driver="cython")
-    assert "fused: LSTMStep node producing 'h_out'" in str(fused.plan())
+    assert fused_making(loop_plan(fused), "LSTMStep", "h_out")
     for measured in measured_steps(fused):
         for candidate in measured.candidates:
             measured.fix(candidate)
@@ -196,9 +197,11 @@ def test_casts_of_both_results_join_the_step_in_its_place(rng):
     the Casts join the LSTMStep, which takes the step's place (before that reader)."""
     onnx_model, state, gates = _lstm_loop(casts=True)
     _check(onnx_model, _feeds(rng, state, gates), fused_expected=True)
-    plan = str(cyloop.load(onnx_model.SerializeToString(), driver="cython").plan())
-    assert re.search(r"fused: LSTMStep node producing 'h_out' runs .*Cast node producing "
-                     r"'h_out', Cast node producing 'c_out'", plan), plan
+    loop = loop_plan(cyloop.load(onnx_model.SerializeToString(), driver="cython"))
+    step = loop.fused_step("LSTMStep")
+    replaced = [(ref.op, ref.output) for ref in step.replaces]
+    assert step.makes[0] == "h_out" and _runs_of(replaced, [("Cast", "h_out"), ("Cast", "c_out")]), \
+        loop
 
 
 def test_an_uneven_opset18_split_runs_the_arithmetic_as_written(rng):
@@ -207,9 +210,14 @@ def test_an_uneven_opset18_split_runs_the_arithmetic_as_written(rng):
     _check(onnx_model, _feeds(rng, state, gates), fused_expected=True, blockable=False)
 
 
-def _through_openvino_ir(tmp_path, onnx_model, feeds) -> str:
+def _runs_of(items, run) -> bool:
+    """Whether `run` occurs in `items` as consecutive items."""
+    return any(items[k:k + len(run)] == run for k in range(len(items)))
+
+
+def _through_openvino_ir(tmp_path, onnx_model, feeds):
     """Convert `onnx_model` to IR with openvino.convert_model, run the IR under both drivers,
-    compare them; returns the Cython driver's plan."""
+    compare them; returns the Cython driver's plan of the loop."""
     import onnx
     import openvino as ov
 
@@ -221,20 +229,31 @@ def _through_openvino_ir(tmp_path, onnx_model, feeds) -> str:
     got, want = fast.run(feeds), reference.run(feeds)
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
-    return str(fast.plan())
+    return loop_plan(fast)
+
+
+def _names(refs) -> list[tuple[str, str]]:
+    """(op, name) of each node."""
+    return [(ref.op, ref.name) for ref in refs]
 
 
 def test_the_ir_openvino_converts_from_the_onnx_spelling_is_fused_and_hoisted(tmp_path, rng):
     onnx_model, state, gates = _lstm_loop("iofg")
-    plan = _through_openvino_ir(tmp_path, onnx_model, _feeds(rng, state, gates))
-    assert re.search(r"fused: LSTMStep node producing '[^']+' runs node '\d+:hr' \(MatMul\), "
-                     r"node '\d+:pre' \(Add\), node '\d+:s' \(Add\), node '\d+:\w+' \(Split\), ",
-                     plan)
+    loop = _through_openvino_ir(tmp_path, onnx_model, _feeds(rng, state, gates))
+    step = loop.fused_step("LSTMStep")
+    matmul, pre, s, split = _names(step.replaces[:4])
+    assert [matmul[0], pre[0], s[0], split[0]] == ["MatMul", "Add", "Add", "Split"], loop
+    assert re.fullmatch(r"\d+:hr", matmul[1]) and re.fullmatch(r"\d+:pre", pre[1]) \
+        and re.fullmatch(r"\d+:s", s[1]) and re.fullmatch(r"\d+:\w+", split[1]), loop
     # OpenVINO's Gather(X, i, axis) by the iteration number is hoisted as ONNX's is, and so is
     # the sum of x W and the bias the fusion makes (one product, the bias joined to it).
-    assert re.search(r"hoisted \(run before the loop on chunks of rows\): node '\d+:x_t' "
-                     r"\(Gather\), node '\d+:xw' \(MatMul\) and node 'h_out/addends1' \(Add\), "
-                     r"the bias joined to the product", plan)
+    gather, joined = loop.hoisted[:2]
+    assert gather.how == "gather" and gather.nodes[0].op == "Gather" \
+        and re.fullmatch(r"\d+:x_t", gather.nodes[0].name), loop
+    assert joined.how == "bias joined" and [r.op for r in joined.nodes] == ["MatMul", "Add"], loop
+    assert re.fullmatch(r"\d+:xw", joined.nodes[0].name), loop
+    # (the sum the fusion makes, named as the model's sum without the state's product)
+    assert re.fullmatch(r".+ - .+@.+", joined.nodes[1].output), loop
 
 
 def _sigmoid(x):
@@ -394,14 +413,14 @@ def _gru_feeds(rng, state, gates, **sizes):
 
 def _agree_three_ways(onnx_model, feeds, peer_atol=2e-6) -> str:
     """Both drivers and onnxruntime agree on `onnx_model`; the reference driver fused nothing.
-    Returns the Cython driver's plan."""
+    Returns the Cython driver's plan of the loop."""
     fast, reference, got, want, peer = run_three_ways(onnx_model, feeds)
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
         np.testing.assert_allclose(got[name], peer[name], rtol=2e-5, atol=peer_atol,
                                    err_msg=name)
-    assert "fused:" not in str(reference.plan())  # the reference driver runs the body as written
-    return str(fast.plan())
+    assert not loop_plan(reference).fused  # the reference driver runs the body as written
+    return loop_plan(fast)
 
 
 def test_gru_splits_giving_equal_sizes_are_fused_and_others_fail_as_the_split(rng):
@@ -413,7 +432,7 @@ def test_gru_splits_giving_equal_sizes_are_fused_and_others_fail_as_the_split(rn
         with pytest.raises(cyloop.ExecutionError, match="Split"):
             cyloop.load(onnx_model.SerializeToString(), driver=driver).run(feeds)
     fused = cyloop.load(onnx_model.SerializeToString(), driver="cython")
-    assert "fused: GRUStep node producing 'h_out'" in str(fused.plan())
+    assert fused_making(loop_plan(fused), "GRUStep", "h_out")
     with pytest.raises(cyloop.ExecutionError, match="Split: 3 parts of 4 do not make"):
         fused.run(feeds)
 
@@ -421,10 +440,10 @@ def test_gru_splits_giving_equal_sizes_are_fused_and_others_fail_as_the_split(rn
 def _check_gru(onnx_model, feeds, fused_expected):
     """The gates fused (with the recurrent product, its sum a ProductPlus of the state read by
     them alone: one GRUStep) or not, agreeing three ways either way."""
-    plan = _agree_three_ways(onnx_model, feeds)
-    fused = re.search(r"fused: GRU(Gates|Step) node producing 'h_out' runs ", plan)
-    assert (fused is not None) == fused_expected, plan
-    return plan
+    loop = _agree_three_ways(onnx_model, feeds)
+    fused = fused_making(loop, "GRUGates", "h_out") or fused_making(loop, "GRUStep", "h_out")
+    assert fused == fused_expected, loop
+    return loop
 
 
 @pytest.mark.parametrize("x_order, r_order", [("zrn", "zrn"), ("rzn", "rzn"), ("nzr", "nzr"),
@@ -453,7 +472,7 @@ def test_a_gru_loop_runs_its_steps_many_in_one_call(blend, rng):
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
         np.testing.assert_allclose(got[name], peer[name], rtol=2e-5, atol=2e-6, err_msg=name)
-    assert "fused: GRUStep node producing 'h_out'" in str(fast.plan())
+    assert fused_making(loop_plan(fast), "GRUStep", "h_out")
     (counters,) = fast.counters().values()
     assert (counters["stepped_iterations"] > 0) == (blend == "keras"), counters
 
@@ -474,7 +493,8 @@ def test_gru_one_of_a_higher_rank_is_fused_and_broadcasts_as_written(rng):
         np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
         assert got[name].shape == want[name].shape
     assert want["h_last"].shape == (1, *feeds["h0"].shape)
-    assert re.search(r"fused: GRU(Gates|Step) node producing 'h_out' runs ", str(fast.plan()))
+    loop = loop_plan(fast)
+    assert fused_making(loop, "GRUGates", "h_out") or fused_making(loop, "GRUStep", "h_out")
 
 
 @pytest.mark.parametrize("leak, blend", [("z", "keras"), ("g", "keras"), ("n", "keras"),
@@ -501,9 +521,9 @@ def test_gru_an_uneven_opset18_split_runs_as_split_cuts_it(rng):
 
 def test_gru_the_ir_openvino_converts_is_fused(tmp_path, rng):
     onnx_model, state, gates = _gru_loop("rzn", "rzn", "torch")
-    plan = _through_openvino_ir(tmp_path, onnx_model, _gru_feeds(rng, state, gates))
-    assert re.search(r"fused: GRUStep node producing '[^']+' runs .*\(MatMul\).*\(Split\), ",
-                     plan), plan
+    loop = _through_openvino_ir(tmp_path, onnx_model, _gru_feeds(rng, state, gates))
+    ops = loop.fused_step("GRUStep").ops
+    assert "MatMul" in ops and "Split" in ops[ops.index("MatMul"):-1], loop
 
 
 @settings(max_examples=60, deadline=None)
@@ -748,8 +768,7 @@ def test_openvino_gates_split_unevenly_fail_as_openvino_split(width, tmp_path, r
     feeds = {"X": rng.standard_normal((batch, steps, width)).astype(f),
              "C0": rng.standard_normal((batch, width // 4)).astype(f)}
     fast, reference = cyloop.load(path, driver="cython"), cyloop.load(path, driver="python")
-    assert re.search(r"fused: LSTMGates node producing '[^']+' runs .*\(Split\)",
-                     str(fast.plan())), fast.plan()
+    assert "Split" in loop_plan(fast).fused_step("LSTMGates").ops, fast.plan()
     if width % 4:
         for model in (fast, reference):
             with pytest.raises(cyloop.ExecutionError, match="does not split into 4 equal parts"):
@@ -847,9 +866,9 @@ def test_a_broadcast_at_least_of_an_invariant_runs_once_a_run(tmp_path, rng):
     got, want = fast.run(feeds), cyloop.load(path, driver="python").run(feeds)
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
-    plan = str(fast.plan())
-    assert re.search(r"\(AtLeast\) once a run", plan), plan
-    assert "the bias joined to the product" in plan, plan
+    loop = loop_plan(fast)
+    assert any(w.how == "once" and w.op == "AtLeast" for w in loop.hoisted), loop
+    assert any(w.how == "bias joined" for w in loop.hoisted), loop
     assert feeds["B"].flags.writeable
 
 
@@ -891,11 +910,11 @@ def test_an_openvino_broadcast_after_the_sum_is_read_through(case, tmp_path, rng
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
     assert next(iter(got.values())).shape == (3, hidden)  # (the last h)
-    plan = str(fast.plan())
+    loop = loop_plan(fast)
     apart = case in ("read elsewhere", "sum read elsewhere")
-    assert ("(AtLeast) runs" in plan) == apart, plan
-    assert bool(re.search(r"fused: ProductPlusTanh node producing '[^']+' runs .*\(Broadcast\)",
-                          plan)) == (not apart), plan
+    assert ("AtLeast" in loop.fused_kinds()) == apart, loop
+    assert any(f.kind == "ProductPlusTanh" and "Broadcast" in f.ops for f in loop.fused) == \
+        (not apart), loop
 
 
 def _steps_ran(kernel, args, xs, outs) -> bool:
@@ -970,12 +989,12 @@ def test_an_openvino_body_with_r_transposed_is_fused(tmp_path, rng):
         for name in want:
             np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6,
                                        err_msg=f"{name} ({candidate})")
-    plan = str(fast.plan())
-    assert re.search(r"fused: LSTMStep node producing '[^']+' runs node '\d+:\w+' \(MatMul\)",
-                     plan)
+    loop = loop_plan(fast)
+    first = loop.fused_step("LSTMStep").replaces[0]
+    assert first.op == "MatMul" and re.fullmatch(r"\d+:\w+", first.name), loop
     # h, emitted on axis 1 (strided slots) and carried: in its slot or a pool buffer, measured.
-    assert re.search(r"alias: h <- \S+: lives in slot i of output #0 \(strided.* or LSTMStep "
-                     r"writes a ping-pong buffer pair, copied into the slot", plan), plan
+    h = loop.alias("h")
+    assert (h.how, h.output, h.writer_op) == ("measured slot or pool", 0, "LSTMStep"), loop
 
 
 # -- ProductPlus: any other Add tree of a carried state's product and other addends -----------
@@ -1061,11 +1080,11 @@ def test_a_sum_with_the_states_product_is_fused_and_computes_the_same(terms, fus
     one ProductPlusTanh node (the other addends summed before it, hoisted where they can be)
     and agrees with the reference driver and onnxruntime; a sum of two products of the state,
     or none, is left as written."""
-    plan = _agree_three_ways(_rnn_loop(terms), _rnn_feeds(rng), peer_atol=2e-5)
-    assert ("fused: ProductPlusTanh node producing " in plan) == fused_expected, plan
-    assert "fused: ProductPlus node" not in plan  # (the Tanh alone reads the sum: it joins)
-    if fused_expected and "xw" in terms and "B" in terms:
-        assert "the bias joined to the product" in plan  # x W + b: one hoisted product
+    loop = _agree_three_ways(_rnn_loop(terms), _rnn_feeds(rng), peer_atol=2e-5)
+    assert fused_making(loop, "ProductPlusTanh") == fused_expected, loop
+    assert "ProductPlus" not in loop.fused_kinds()  # (the Tanh alone reads the sum: it joins)
+    if fused_expected and "xw" in terms and "B" in terms:  # x W + b: one hoisted product
+        assert any(w.how == "bias joined" for w in loop.hoisted), loop
 
 
 @pytest.mark.parametrize("gemm, fused_expected", [
@@ -1079,9 +1098,9 @@ def test_a_state_product_spelled_as_gemm_is_fused_where_it_is_only_the_product(g
     """A Gemm that is only ``h R`` (or ``h R^T``): alpha 1 and no C, or a C beta 0 leaves out
     (jax2onnx's spelling of ``h @ u``), is the recurrent product of a ProductPlusTanh; others
     stay as written. The reference driver and onnxruntime agree either way."""
-    plan = _agree_three_ways(_rnn_loop(("xw", "hr", "B"), gemm=gemm), _rnn_feeds(rng),
+    loop = _agree_three_ways(_rnn_loop(("xw", "hr", "B"), gemm=gemm), _rnn_feeds(rng),
                              peer_atol=2e-5)
-    assert ("fused: ProductPlusTanh node producing " in plan) == fused_expected, plan
+    assert fused_making(loop, "ProductPlusTanh") == fused_expected, loop
 
 
 @pytest.mark.parametrize("casts", list(_CASTS))
@@ -1095,15 +1114,15 @@ def test_casts_after_the_step_join_it_or_change_nothing(casts, rng):
         np.dtype(_CASTS[casts](np.float32)[-1][2]))
     onnx_model.graph.output[1].type.tensor_type.elem_type = y_type.type.tensor_type.elem_type
     plan = _agree_three_ways(onnx_model, _rnn_feeds(rng), peer_atol=2e-5)
-    fused = re.search(r"fused: ProductPlusTanh node producing '(\w+)' runs (.*)", plan)
-    assert fused is not None, plan
-    assert fused[1] == ("t" if casts == "t read twice" else "h_out")
-    assert ("Cast node producing 'h_out'" in fused[2]) == (casts != "t read twice")
+    fused = plan.fused_step("ProductPlusTanh")
+    assert fused.makes[0] == ("t" if casts == "t read twice" else "h_out")
+    assert (("Cast", "h_out") in [(r.op, r.output) for r in fused.replaces]) == \
+        (casts != "t read twice")
     (loop,) = cyloop.load(onnx_model.SerializeToString(), driver="cython")._compiled.loops
     kinds = [type(step.fn).__name__ for step in loop.body.compiled.steps]
     assert len(kinds) == {"jax2onnx": 1, "t read twice": 2, "y in float64": 2}[casts], kinds
-    assert ("steps: ProductPlusTanh node producing 'h_out' may run" in plan) == \
-        (casts == "jax2onnx"), plan
+    assert (plan.steps is not None and (plan.steps.kind, plan.steps.makes)
+            == ("ProductPlusTanh", "h_out")) == (casts == "jax2onnx"), plan
 
 
 def test_a_cast_of_a_value_of_its_type_already_runs_no_step(rng):
@@ -1138,8 +1157,8 @@ def test_a_cast_of_a_value_of_its_type_already_runs_no_step(rng):
         [helper.make_empty_tensor_value_info(name) for name in outer])
     plan = _agree_three_ways(model(graph, 17), {"T": np.array(9, np.int64),
                                                  "v0": rng.random(3).astype(np.float32) + 4})
-    identities = re.findall(r"fused: Identity node producing '(\w+)' runs Cast node producing "
-                            r"'\1' \(its input is (\w+) already\)", plan)
+    identities = [(f.makes[0], f.already) for f in plan.fused if f.kind == "Identity"
+                  and [(r.op, r.output) for r in f.replaces] == [("Cast", f.makes[0])]]
     assert sorted(identities) == [("lt_b", "bool"), ("lt_bb", "bool"), ("shape_i", "int64")], plan
 
 
@@ -1203,7 +1222,7 @@ def test_a_gemm_leaves_c_out_where_beta_is_0(rng):
 def test_a_product_read_elsewhere_keeps_the_sum_as_written(rng):
     plan = _agree_three_ways(_rnn_loop(("xw", "hr", "B"), leak="hr"), _rnn_feeds(rng),
                              peer_atol=2e-5)
-    assert "ProductPlus" not in plan
+    assert not any(kind.startswith("ProductPlus") for kind in plan.fused_kinds()), plan
 
 
 def test_a_sum_read_elsewhere_keeps_its_tanh_apart(rng):
@@ -1211,7 +1230,7 @@ def test_a_sum_read_elsewhere_keeps_its_tanh_apart(rng):
     stays a node of its own."""
     plan = _agree_three_ways(_rnn_loop(("xw", "hr", "B"), leak="s1"), _rnn_feeds(rng),
                              peer_atol=2e-5)
-    assert "fused: ProductPlus node producing 's1'" in plan and "ProductPlusTanh" not in plan
+    assert fused_making(plan, "ProductPlus", "s1") and not fused_making(plan, "ProductPlusTanh")
 
 
 @pytest.mark.parametrize("dtype, h_shape, x_rows", [
@@ -1225,7 +1244,7 @@ def test_product_plus_of_other_types_and_shapes_computes_the_same(dtype, h_shape
     feeds = _rnn_feeds(rng, dtype=dtype, h_shape=h_shape, x_rows=x_rows)
     fast = cyloop.load(onnx_model, driver="cython")
     got, want = fast.run(feeds), cyloop.load(onnx_model, driver="python").run(feeds)
-    assert "fused: ProductPlusTanh node producing " in str(fast.plan())
+    assert fused_making(loop_plan(fast), "ProductPlusTanh")
     for name in want:
         assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape
         np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6, err_msg=name)
@@ -1235,9 +1254,9 @@ def test_the_rnn_ir_openvino_converts_is_fused(tmp_path, rng):
     """The IR openvino.convert_model writes for the ONNX spelling: fused, agreeing with the
     reference driver."""
     feeds = _rnn_feeds(rng)
-    plan = _through_openvino_ir(tmp_path, _rnn_loop(("xw", "hr", "B"), feeds=feeds), feeds)
-    assert re.search(r"fused: ProductPlusTanh node producing '[^']+' runs node '\d+:hr' "
-                     r"\(MatMul\)", plan), plan
+    loop = _through_openvino_ir(tmp_path, _rnn_loop(("xw", "hr", "B"), feeds=feeds), feeds)
+    first = loop.fused_step("ProductPlusTanh").replaces[0]
+    assert first.op == "MatMul" and re.fullmatch(r"\d+:hr", first.name), loop
 
 
 @pytest.mark.parametrize("r_rows", [False, True])
@@ -1304,12 +1323,28 @@ def test_a_carried_value_the_body_returns_unchanged_is_read_as_invariant(through
         np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6, err_msg=name)
         np.testing.assert_allclose(got[name], peer[name], rtol=1e-5, atol=1e-5, err_msg=name)
     np.testing.assert_array_equal(got["w_last"], feeds["W"])
-    plan = str(fast.plan())
-    for param in ("w_in", "xs_in"):
-        assert re.search(rf"input\s+{param}\s+invariant\s+read-only view, bound once \(carried, "
-                         "the body returns it unchanged as", plan), plan
-    assert re.search(r"hoisted \(run before the loop on chunks of rows\): Gather node producing "
-                     r"'x_t', MatMul node producing 'xw'", plan), plan
+    loop = loop_plan(fast)
+    for param in ("w_in", "xs_in"):  # (carried, the body returns them unchanged)
+        port = loop.port(param)
+        assert port.role == "invariant" and port.source is not None, loop
+    assert [(r.op, r.output) for r in loop.hoisted_nodes()[:2]] == [("Gather", "x_t"),
+                                                                   ("MatMul", "xw")], loop
+
+
+def _passed_through(loop) -> list[str]:
+    """The invariant inputs the body returns unchanged (carried values in the model)."""
+    return [p.name for p in loop.inputs if p.role == "invariant" and p.source is not None]
+
+
+def _once(loop, op) -> bool:
+    """Whether a node of `op` runs once a run, hoisted (its inputs do not change)."""
+    return any(w.how == "once" and w.op == op for w in loop.hoisted)
+
+
+def _joined(loop, op) -> bool:
+    """Whether a product of `op` is hoisted with the Add of its bias joined to it."""
+    return any(w.how == "bias joined" and [r.op for r in w.nodes] == [op, "Add"]
+               for w in loop.hoisted)
 
 
 def _draws(rng, *shapes):
@@ -1348,12 +1383,13 @@ def test_a_scan_jax2onnx_exports_has_its_weights_hoisted(biased, rng):
     rnn, shapes = _rnn_scan(jax, jnp, biased)
     onnx_model, feeds = _exported(rnn, _draws(rng, *shapes), "rnn")
     plan = _agree_three_ways(onnx_model, feeds, peer_atol=2e-5)
-    assert plan.count("(carried, the body returns it unchanged as") >= 3  # (xs, w, u)
-    assert "hoisted (run before the loop on chunks of rows): " in plan
-    assert re.search(r"fused: ProductPlusTanh node producing '[^']+' runs node '[^']+' "
-                     r"\(Gemm\).*\(Cast\)", plan), plan
-    assert ("(Expand) once a run" in plan) == biased
-    assert re.search(r"steps: ProductPlusTanh node producing '[^']+' may run", plan), plan
+    assert len(_passed_through(plan)) >= 3  # (xs, w, u)
+    assert plan.hoisted
+    fused = plan.fused_step("ProductPlusTanh")
+    assert fused.replaces[0].op == "Gemm" and fused.replaces[0].name \
+        and "Cast" in fused.ops, plan
+    assert _once(plan, "Expand") == biased
+    assert plan.steps is not None and plan.steps.kind == "ProductPlusTanh", plan
 
 
 def _lstm_scan(jax, jnp, emits="h"):
@@ -1381,13 +1417,12 @@ def test_an_lstm_scan_jax2onnx_exports_is_one_step(emits, rng):
     lstm, shapes = _lstm_scan(jax, jnp, emits)
     onnx_model, feeds = _exported(lstm, _draws(rng, *shapes), "lstm")
     plan = _agree_three_ways(onnx_model, feeds, peer_atol=2e-5)
-    fused = re.search(r"fused: LSTMStep node producing '[^']+' runs (.*)", plan)
-    assert fused is not None and "(Split)" in fused[1] and fused[1].count("(Cast)") == 2, plan
+    ops = plan.fused_step("LSTMStep").ops
+    assert "Split" in ops and ops.count("Cast") == 2, plan
     # x W (a Gemm whose C beta 0 leaves out) and the bias broadcast to the batch's rows are one
     # hoisted GEMM.
-    assert re.search(r"\(Gemm\) and [^,]+ \(Add\), the bias joined to the product", plan), plan
-    assert bool(re.search(r"steps: LSTMStep node producing '[^']+' may run", plan)) == \
-        (emits == "h"), plan
+    assert _joined(plan, "Gemm"), plan
+    assert (plan.steps is not None and plan.steps.kind == "LSTMStep") == (emits == "h"), plan
 
 
 def _gru_scan(jax, jnp):
@@ -1414,11 +1449,11 @@ def test_a_gru_scan_jax2onnx_exports_has_its_gates_fused(rng):
     gru, shapes = _gru_scan(jax, jnp)
     onnx_model, feeds = _exported(gru, _draws(rng, *shapes), "gru")
     plan = _agree_three_ways(onnx_model, feeds, peer_atol=2e-5)
-    fused = re.search(r"fused: GRUStep node producing '[^']+' runs (.*)", plan)
-    assert fused is not None and fused[1].count("(Split)") == 2 and "(Cast)" in fused[1], plan
-    assert "(Expand) once a run" in plan
-    assert re.search(r"\(Gemm\) and [^,]+ \(Add\), the bias joined to the product", plan), plan
-    assert re.search(r"steps: GRUStep node producing '[^']+' may run", plan), plan
+    ops = plan.fused_step("GRUStep").ops
+    assert ops.count("Split") == 2 and "Cast" in ops, plan
+    assert _once(plan, "Expand")
+    assert _joined(plan, "Gemm"), plan
+    assert plan.steps is not None and plan.steps.kind == "GRUStep", plan
 
 
 def test_an_ir_of_a_jax2onnx_scan_reads_its_passed_through_weights_as_invariants(tmp_path, rng):
@@ -1441,9 +1476,9 @@ def test_an_ir_of_a_jax2onnx_scan_reads_its_passed_through_weights_as_invariants
     got, want = fast.run(feeds), cyloop.load(path, driver="python").run(feeds)
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
-    plan = str(fast.plan())
-    assert plan.count("(carried, the body returns it unchanged as") >= 3, plan  # (xs, w, u)
-    assert re.search(r"hoisted \(run before the loop on chunks of rows\): .*\(MatMul\)", plan), plan
+    plan = loop_plan(fast)
+    assert len(_passed_through(plan)) >= 3, plan  # (xs, w, u)
+    assert "MatMul" in [r.op for r in plan.hoisted_nodes()], plan
 
 
 _SCANS = {"rnn": (_rnn_scan, "ProductPlusTanh"), "lstm": (_lstm_scan, "LSTMStep"),
@@ -1473,16 +1508,16 @@ def test_the_ir_convert_model_writes_for_a_jax2onnx_cell_is_one_step(cell, tmp_p
     for name, peer_value in zip(want, peer.values()):
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
         np.testing.assert_allclose(got[name], peer_value, rtol=1e-5, atol=2e-5, err_msg=name)
-    plan = str(fast.plan())
-    fused_from = re.findall(rf"fused: {step} node producing '[^']+' runs (.*)", plan)
-    assert len(fused_from) == 1 and "(AtLeast)" not in plan, plan
+    plan = loop_plan(fast)
+    ops = plan.fused_step(step).ops
+    assert "AtLeast" not in plan.fused_kinds() + [w.op for w in plan.hoisted], plan
     broadcasts = {"rnn": 1, "lstm": 1, "gru": 2}[cell]
-    assert fused_from[0].count("(Broadcast)") == fused_from[0].count("(ShapeOf)") == broadcasts
-    assert fused_from[0].count("(VariadicSplit)") == {"rnn": 0, "lstm": 1, "gru": 2}[cell]
-    ran = re.search(rf"steps: {step} node producing '[^']+' may run .*: (\d+) of \d+ iter", plan)
+    assert ops.count("Broadcast") == ops.count("ShapeOf") == broadcasts
+    assert ops.count("VariadicSplit") == {"rnn": 0, "lstm": 1, "gru": 2}[cell]
     # The steps ran (no shape widened; the RNN's take two cores, which products this small
     # never do: the kernel's test above runs them).
-    assert ran and (int(ran[1]) > 0 or cell == "rnn"), plan
+    assert plan.steps is not None and plan.steps.kind == step, plan
+    assert plan.steps.iterations > 0 or cell == "rnn", plan
 
 
 def test_an_lstm_step_joined_by_casts_converts_where_its_operands_are_of_another_type(rng):

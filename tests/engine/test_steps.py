@@ -21,7 +21,7 @@ from cyloop.errors import LoopLimitError
 from cyloop.kernels.recurrent import cells
 
 from ..accel.test_gemm import _rnn_loop_feeds, _rnn_loop_model
-from ..conftest import measured_steps, placements
+from ..conftest import loop_plan, measured_steps, placements
 from ..frontends.openvino_models import _i64, cell_ti_model, converted, save
 from ..support import native
 from .test_fuse import _feeds, _lstm_loop
@@ -204,10 +204,11 @@ def test_steps_make_what_an_iteration_at_a_time_makes(name, steps, cores, tmp_pa
 def test_the_plan_shows_the_iterations_run_many_at_a_time(name, cores, tmp_path, rng):
     source, feeds = LOOPS[name](tmp_path, rng, 40)
     model = _loaded(source, cores)
-    assert "may run a hoisted chunk's iterations in one call" in str(model.plan())
+    assert loop_plan(model).steps is not None
     model.run(feeds)
     calls, stepped = (_counters(model)[k] for k in ("step_calls", "stepped_iterations"))
-    assert f"{stepped} of 40 iteration(s) in {calls} call(s)" in str(model.plan())
+    steps = loop_plan(model).steps
+    assert (steps.iterations, steps.total, steps.calls) == (stepped, 40, calls)
 
 
 @pytest.mark.parametrize("where", ["in its slot", "a ping-pong pool, copied into its slot"])
@@ -268,9 +269,10 @@ def test_where_the_steps_state_lives_is_measured_a_call_at_a_time(name, cores, t
     assert trial.choice is not None
     assert sorted(map(len, trial.samples.values())) == [2, 2]  # (a run-level trial's: one a run)
     assert not by_runs.trials
-    plan = str(model.plan())
-    assert "measured, a run at a time, and within a call of the steps a call at a time" in plan
-    assert f"lives within a call of the steps: {trial.choice}, the fastest here" in plan
+    plan = loop_plan(model)
+    assert any(a.how == "measured slot or pool" and a.per_steps_call for a in plan.aliasing)
+    (within,) = plan.choices_of("placement in steps")
+    assert within.chosen == trial.choice and within.fixed is None, plan
     no_steps()
     want = _loaded(source, cores).run(feeds)
     for key in want:
@@ -406,9 +408,7 @@ def test_loops_the_steps_do_not_fit_run_an_iteration_at_a_time(case, tmp_path, r
         measured.fix("batch-major gates" if case == "steps fixed off" else None)
     got = model.run(feeds)
     assert _counters(model)["step_calls"] == 0
-    plan = str(model.plan())
-    assert ("may run a hoisted chunk's iterations in one call" in plan) == \
-        (case == "steps fixed off")
+    assert (loop_plan(model).steps is not None) == (case == "steps fixed off")
     want = cyloop.load(source, driver="python").run(feeds)
     for key in want:
         np.testing.assert_allclose(got[key], want[key], rtol=2e-5, atol=2e-5, err_msg=key)
@@ -497,7 +497,7 @@ def test_a_carried_value_read_where_the_step_wants_one_that_stays_put_is_no_step
     model = _loaded(source, CORES[0])
     got = model.run(feeds)
     assert _counters(model)["step_calls"] == 0
-    assert "steps:" not in str(model.plan())
+    assert loop_plan(model).steps is None
     want = cyloop.load(source, driver="python").run(feeds)
     for key in want:
         np.testing.assert_allclose(got[key], want[key], rtol=2e-5, atol=2e-5, err_msg=key)

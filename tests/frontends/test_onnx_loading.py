@@ -406,17 +406,24 @@ def test_a_required_attribute_missing_names_the_node():
         cyloop.load(model(graph, 13))
 
 
-def test_a_fallback_kernel_onnx_reference_cannot_build_is_a_model_error():
-    node = helper.make_node("LinearClassifier", ["x"], ["label", "scores"], name="linear",
-                            domain="ai.onnx.ml")  # without its required coefficients
-    graph = helper.make_graph([node], "g", [tensor("x", np.float32, [1, 2])],
-                              [helper.make_empty_tensor_value_info("label"),
-                               helper.make_empty_tensor_value_info("scores")])
-    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
-                                                         helper.make_opsetid("ai.onnx.ml", 1)])
+def test_a_fallback_kernel_onnx_reference_cannot_build_is_a_model_error(monkeypatch):
+    """An op on onnx.reference's kernels (Unique) whose kernel onnx.reference fails to build:
+    a ModelError naming the node and saying why (the reference's failure stood in for, as every
+    op onnx.reference cannot build now has a native kernel)."""
+    from cyloop.kernels.onnx import fallback
+
+    class Refusing:
+        def __init__(self, proto, run_params):
+            raise RuntimeError("no coefficients")
+
+    monkeypatch.setattr(fallback, "reference_op_class", lambda *args: Refusing)
+    node = helper.make_node("Unique", ["x"], ["y"], name="unique")
+    graph = helper.make_graph([node], "g", [tensor("x", np.float32, [4])],
+                              [helper.make_empty_tensor_value_info("y")])
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     with warnings.catch_warnings(), pytest.raises(
-            cyloop.ModelError, match="LinearClassifier node 'linear': onnx.reference cannot build "
-                                     "its kernel: RuntimeError: .*coefficients"):
+            cyloop.ModelError, match="Unique node 'unique': onnx.reference cannot build its "
+                                     "kernel: RuntimeError: no coefficients"):
         warnings.simplefilter("ignore")
         cyloop.load(onnx_model)
 

@@ -11,7 +11,7 @@ import cyloop
 from cyloop.accel.measured import EARLY_ROUNDS, MAX_ROUNDS_FACTOR
 from cyloop.peers import openvino_compiled
 
-from ...conftest import measured_steps
+from ...conftest import loop_plan, measured_steps
 from ...frontends.openvino_models import cell_ti_model, save
 
 
@@ -118,12 +118,14 @@ def test_every_measured_formulation_matches_the_oracle(case, driver, tmp_path, r
         got = list(model.run(feeds).values())
         for value, want in zip(got, expected):
             np.testing.assert_allclose(value, want, rtol=1e-4, atol=1e-5, err_msg=name)
-        plan = str(model.plan())
-        assert re.search(rf"measured choice: node '\d+:\w+Cell_\d+' \(\w+Cell(Recurrence)?\): "
-                         rf"{name} \(fixed, not measured\)", plan)
+        plan = loop_plan(model)
+        (choice,) = [c for c in plan.choices_of("formulation") if not c.hoisted]
+        (cell_node,) = choice.nodes  # (the cell, as the model names it)
+        assert re.fullmatch(r"\d+:\w+Cell_\d+", cell_node.name), plan
+        assert re.fullmatch(r"\w+Cell", cell_node.op) and choice.fixed == name, plan
         if driver == "cython":  # h, carried and emitted on axis 1: its slot or a pool, measured
-            assert re.search(r"alias: h <- \S+: lives in slot i of output #\d \(strided.* or "
-                             r"\w+CellRecurrence writes a ping-pong buffer pair", plan)
+            h = plan.alias("h")
+            assert h.how == "measured slot or pool" and h.writer_op.endswith("CellRecurrence")
 
 
 def test_the_planner_keeps_the_fastest_and_tune_false_the_default(tmp_path, rng):
@@ -151,16 +153,17 @@ def test_the_planner_keeps_the_fastest_and_tune_false_the_default(tmp_path, rng)
     assert trial.choice == min(medians, key=medians.get)
     for name, step in measured.candidates.items():  # the losing layouts let go of their weights
         assert step.weights.remembers() == (name == trial.choice), name
-    plan = str(tuned.plan())
-    assert f"on state [3, 7] float32: {trial.choice}, the fastest here" in plan
-    assert re.search(r"measured choice: node '\d+:LSTMCell_\d+' \(LSTMCell\): its input "
-                     r"projection \(CellProjection\) \(hoisted\): on \[[\d.]+,6\] @ \[28,6\]\^T "
-                     r"float32: ", plan)
+    plan = loop_plan(tuned)
+    (step,) = [c for c in plan.choices_of("formulation") if not c.hoisted]
+    assert step.trial("state [3, 7] float32").chosen == trial.choice, plan
+    (projection,) = [c for c in plan.choices_of("formulation") if c.hoisted]
+    assert [(r.op, bool(re.fullmatch(r"\d+:LSTMCell_\d+", r.name))) for r in projection.nodes] \
+        == [("LSTMCell", True)], plan
+    assert re.fullmatch(r"\[[\d.]+,6\] @ \[28,6\]\^T float32", projection.trials[0].on), plan
     fixed = cyloop.load(path, driver="cython", tune=False)
     fixed.run(feeds)
-    plan = str(fixed.plan())
-    assert "batch-major gates (fixed, not measured)" in plan
-    assert "rows (fixed, not measured)" in plan
+    fixed_choices = [c.fixed for c in loop_plan(fixed).choices]
+    assert "batch-major gates" in fixed_choices and "rows" in fixed_choices
     (default,) = measured_steps(fixed)
     assert default.fixed == next(iter(default.candidates)) and not default.trials
 

@@ -299,9 +299,9 @@ def test_a_layer_outside_loops_measures_where_its_products_run(tmp_path, rng):
     first, two = trial.samples[ONE_CORE][0], trial.samples[TWO_CORES]
     clear = first > _measured.CLEAR * max(two) or min(two) > _measured.CLEAR * first
     assert len(two) == 2 and len(trial.samples[ONE_CORE]) == (1 if clear else 2)
-    label = model._compiled.steps[0].label
-    assert f"where the products of {label} run: {trial.choice}, the fastest here" in \
-        str(model.plan())
+    (choice,) = [c for c in model.plan().choices if c.kind == "cores"]
+    assert choice.nodes == model._compiled.steps[0].node.model_nodes
+    assert choice.chosen == trial.choice and choice.trials[0].chosen == trial.choice
     for run in runs[3:]:  # (one core's, then the choice's)
         for name in run:
             np.testing.assert_allclose(run[name], runs[0][name], rtol=1e-4, atol=1e-5)
@@ -330,7 +330,7 @@ def test_tune_false_keeps_a_layer_on_one_core(tmp_path, rng):
     split = _two_core.products_split()
     model.run(feeds)
     assert _two_core.products_split() == split
-    assert f"run: {ONE_CORE} (fixed, not measured)" in str(model.plan())
+    assert [c.fixed for c in model.plan().choices if c.kind == "cores"] == [ONE_CORE]
 
 
 @native.steps
@@ -348,4 +348,5 @@ def test_a_layer_too_small_to_split_has_no_choice_of_cores(tmp_path, rng):
     cores = model._compiled.steps[0].fn.cores
     model.run(feeds)
     assert cores.measured is None
-    assert "its products are too small to split here" in str(model.plan())
+    (choice,) = [c for c in model.plan().choices if c.kind == "cores"]
+    assert choice.declined and choice.chosen == ONE_CORE and choice.settled
