@@ -345,11 +345,7 @@ def test_outputs_are_the_callers_own_run_after_run():
     x = np.arange(3, dtype=np.float32)
     for _ in range(3):
         out = model.run({"x": x})
-        arrays = [x, *out.values()]
-        for k, a in enumerate(arrays):
-            for b in arrays[k + 1:]:
-                assert not np.shares_memory(a, b)
-        assert all(v.flags.writeable for v in out.values())
+        _assert_the_callers_own(out, x)
         np.testing.assert_array_equal(out["z"], x + x)
         assert out["s"].shape == () and out["s"] == 6
 
@@ -371,10 +367,15 @@ def test_views_of_results_and_of_feeds_are_the_callers_own(outputs):
     expected = {"y": x + x, "t": (x + x).T, "r": x.reshape(3, 2)}
     for _ in range(3):
         out = model.run({"x": x})
-        arrays = [x, *out.values()]
-        for k, a in enumerate(arrays):
-            for b in arrays[k + 1:]:
-                assert not np.shares_memory(a, b)
+        _assert_the_callers_own(out, x)
         for name, value in out.items():
-            assert value.flags.writeable
             np.testing.assert_array_equal(value, expected[name])
+
+
+def _assert_the_callers_own(outputs: dict, feed: np.ndarray) -> None:
+    """Each output writeable, sharing memory with no other and not with the feed."""
+    arrays = [feed, *outputs.values()]
+    for k, a in enumerate(arrays):
+        for b in arrays[k + 1:]:
+            assert not np.shares_memory(a, b)
+    assert all(v.flags.writeable for v in outputs.values())
