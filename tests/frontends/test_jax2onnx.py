@@ -12,6 +12,11 @@ jax2onnx = pytest.importorskip("jax2onnx")
 
 import cyloop
 
+# (jax2onnx 0.17 reads a dimension with int() of a value that delegates to __trunc__, which
+# Python 3.13 deprecates: its warning, not cyloop's)
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:The delegation of int\\(\\) to __trunc__ is deprecated:DeprecationWarning")
+
 F32 = jnp.float32
 
 
