@@ -21,7 +21,7 @@ from cyloop.accel.gemm import (
 from cyloop.accel.measured import MAX_ROUNDS_FACTOR
 
 from ..conftest import address, at_offset
-from ..frontends.onnx_models import model, tensor
+from ..support.loops import rnn_loop_feeds, rnn_loop_model
 
 
 def _read_only(a):
@@ -195,15 +195,15 @@ def test_a_weight_changed_in_place_between_runs_is_read_again(read_only):
     results from the new values, on every candidate formulation, as the reference driver
     gives them; a read-only view of the caller's array too (changed through its base)."""
     hidden = 8
-    feeds = _rnn_loop_feeds(np.random.default_rng(3), hidden, steps=5, batch=3, features=4)
+    feeds = rnn_loop_feeds(np.random.default_rng(3), hidden, steps=5, batch=3, features=4)
     bases = {name: feeds[name] for name in ("W", "R")}
     if read_only:
         for name, base in bases.items():
             feeds[name] = base.view()
             feeds[name].flags.writeable = False
-    reference = cyloop.load(_rnn_loop_model(), driver="python", tune=False)
+    reference = cyloop.load(rnn_loop_model(), driver="python", tune=False)
     for candidate in CANDIDATES:
-        fast = cyloop.load(_rnn_loop_model(), driver="cython")
+        fast = cyloop.load(rnn_loop_model(), driver="cython")
         for measured in _measured_kernels(fast):
             measured.fix(candidate)
         for run in range(4):
@@ -243,39 +243,6 @@ def test_a_weight_used_as_it_is_is_never_copied(rng):
     assert prepared(writeable) is writeable
 
 
-def _rnn_loop_model():
-    """An ONNX Loop over h = tanh(x_t W + h R + B) (no cell the fusion pass takes whole, so
-    h @ R stays a MatMul node of the body)."""
-    from onnx import helper
-
-    node = helper.make_node
-    body = helper.make_graph(
-        [node("Gather", ["X", "i"], ["x_t"], axis=0), node("MatMul", ["x_t", "W"], ["xw"]),
-         node("MatMul", ["h_in", "R"], ["hr"]), node("Add", ["xw", "hr"], ["s"]),
-         node("Add", ["s", "B"], ["pre"]), node("Tanh", ["pre"], ["h_out"]),
-         node("Identity", ["h_out"], ["y"]), node("Identity", ["cond_in"], ["cond_out"])],
-        "body", [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []),
-                 tensor("h_in", np.float32, None)],
-        [tensor("cond_out", np.bool_, []), tensor("h_out", np.float32, None),
-         tensor("y", np.float32, None)])
-    graph = helper.make_graph(
-        [node("Loop", ["T", "", "h0"], ["h_last", "hs"], body=body)], "rnn",
-        [tensor("T", np.int64, []), tensor("X", np.float32, None),
-         tensor("W", np.float32, None), tensor("R", np.float32, None),
-         tensor("B", np.float32, None), tensor("h0", np.float32, None)],
-        [tensor("h_last", np.float32, None), tensor("hs", np.float32, None)])
-    return model(graph, 13)
-
-
-def _rnn_loop_feeds(rng, hidden, steps, batch, features):
-    return {"T": np.array(steps, np.int64),
-            "X": rng.standard_normal((steps, batch, features)).astype(np.float32),
-            "W": rng.standard_normal((features, hidden)).astype(np.float32),
-            "R": rng.standard_normal((hidden, hidden)).astype(np.float32),
-            "B": rng.standard_normal(hidden).astype(np.float32),
-            "h0": rng.standard_normal((batch, hidden)).astype(np.float32)}
-
-
 def _measured_kernels(fast) -> list:
     """The measured choices of a model's one loop: its body's and its hoisted kernels'."""
     (loop,) = fast._compiled.loops
@@ -288,9 +255,9 @@ def _measured_kernels(fast) -> list:
 def test_loop_body_and_hoisted_matmuls_run_either_orientation_like_the_reference(candidate, rng):
     """h @ R in an ONNX Loop body and the hoisted x_t @ W: the choices show in the plan; each
     formulation, forced, matches the pure-Python driver running the body as written."""
-    feeds = _rnn_loop_feeds(rng, hidden=8, steps=6, batch=3, features=5)
-    fast = cyloop.load(_rnn_loop_model(), driver="cython")
-    reference = cyloop.load(_rnn_loop_model(), driver="python", tune=False)
+    feeds = rnn_loop_feeds(rng, hidden=8, steps=6, batch=3, features=5)
+    fast = cyloop.load(rnn_loop_model(), driver="cython")
+    reference = cyloop.load(rnn_loop_model(), driver="python", tune=False)
     measured = _measured_kernels(fast)
     assert len(measured) == 2  # h_in @ R in the body, x_t @ W hoisted
     for m in measured:

@@ -15,9 +15,9 @@ from cyloop.accel import measured as _measured
 from cyloop.accel.gemm import products_on_two_cores, set_products_on_two_cores, two_cores_here
 from cyloop.engine._core import ONE_CORE, TWO_CORES
 
-from ..accel.test_gemm import _rnn_loop_feeds, _rnn_loop_model
 from ..conftest import loop_plan, measured_steps, placements
 from ..frontends.openvino_models import cell_ti_model, converted, save
+from ..support.loops import rnn_loop_feeds, rnn_loop_model
 from .test_fuse import _feeds, _lstm_loop
 
 pytestmark = pytest.mark.skipif(not two_cores_here(), reason="numpy's own BLAS is not found "
@@ -32,10 +32,10 @@ STEPS, SCALE = 12, 0.125
 def _rnn(tmp_path, rng, steps=STEPS):
     """h = tanh(x_t W + h R + B) as ONNX MatMul nodes: h @ R [16,64] @ [64,64] in the body,
     x_t @ W hoisted."""
-    feeds = _rnn_loop_feeds(rng, hidden=64, steps=steps, batch=16, features=32)
+    feeds = rnn_loop_feeds(rng, hidden=64, steps=steps, batch=16, features=32)
     for name in ("W", "R"):
         feeds[name] *= SCALE
-    return _rnn_loop_model(), feeds
+    return rnn_loop_model(), feeds
 
 
 def _fused_lstm(tmp_path, rng):
@@ -205,9 +205,9 @@ def test_tune_false_keeps_one_core(tmp_path, rng):
 def test_a_loop_of_products_too_small_to_split_is_offered_no_choice(rng):
     """Its products run on one core either way: after a first run finds so, the choice goes
     (and with it the runs it would take)."""
-    model = cyloop.load(_rnn_loop_model(), driver="cython")
+    model = cyloop.load(rnn_loop_model(), driver="cython")
     assert _loop_of(model).products is not None
-    model.run(_rnn_loop_feeds(rng, hidden=8, steps=6, batch=3, features=5))
+    model.run(rnn_loop_feeds(rng, hidden=8, steps=6, batch=3, features=5))
     assert _loop_of(model).products is None
     assert not loop_plan(model).choices_of("cores")
 
@@ -215,7 +215,7 @@ def test_a_loop_of_products_too_small_to_split_is_offered_no_choice(rng):
 def test_a_loop_without_products_is_offered_no_choice(rng):
     from onnx import helper
 
-    from ..accel.test_gemm import model, tensor
+    from ..frontends.onnx_models import model, tensor
 
     body = helper.make_graph(
         [helper.make_node("Add", ["a_in", "one"], ["a_out"]),
@@ -254,7 +254,7 @@ def test_a_body_product_of_a_vector_runs_on_two_cores_like_the_reference(rng):
     """MatMul of a 1-D state by a matrix (no 2-D product to cut) in a loop on two cores."""
     from onnx import helper
 
-    from ..accel.test_gemm import model, tensor
+    from ..frontends.onnx_models import model, tensor
 
     body = helper.make_graph(
         [helper.make_node("MatMul", ["h_in", "R"], ["hr"]),

@@ -20,10 +20,10 @@ from cyloop.engine._core import ONE_CORE, TWO_CORES
 from cyloop.errors import LoopLimitError
 from cyloop.kernels.recurrent import cells
 
-from ..accel.test_gemm import _rnn_loop_feeds, _rnn_loop_model
 from ..conftest import loop_plan, measured_steps, placements
 from ..frontends.openvino_models import _i64, cell_ti_model, converted, save
 from ..support import native
+from ..support.loops import rnn_loop_feeds, rnn_loop_model
 from .test_fuse import _feeds, _lstm_loop
 
 pytestmark = native.steps
@@ -54,10 +54,10 @@ def _onnx_lstm(tmp_path, rng, steps, hidden=32, batch=4, leak=None):
 def _onnx_rnn(tmp_path, rng, steps, hidden=64, batch=16):
     """h = tanh(x_t W + h R + B), fused into one ProductPlusTanh: its steps run where its
     product runs on two cores ([16, 64] @ [64, 64]: enough multiply-adds to split)."""
-    feeds = _rnn_loop_feeds(rng, hidden=hidden, steps=steps, batch=batch, features=8)
+    feeds = rnn_loop_feeds(rng, hidden=hidden, steps=steps, batch=batch, features=8)
     for name in ("W", "R"):
         feeds[name] *= 0.125
-    return _rnn_loop_model(), feeds
+    return rnn_loop_model(), feeds
 
 
 def _openvino_rnn(tmp_path, rng, steps, hidden=64, batch=16, features=8):

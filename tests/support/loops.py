@@ -4,7 +4,9 @@ import numpy as np
 
 from cyloop.ir import CarriedInput, ConcatOutput, GraphBuilder, LastOutput
 
-__all__ = ["keep_going", "nested"]
+from ..frontends.onnx_models import model, tensor
+
+__all__ = ["keep_going", "nested", "rnn_loop_feeds", "rnn_loop_model"]
 
 
 def keep_going(body, i, n, name):
@@ -51,3 +53,37 @@ def nested(outer, inner, by_condition):
            cond_result="i_more" if by_condition else None, output_names=["total", "totals"])
     g.output("total", "totals")
     return g.build(), {"acc0": np.array(0, np.int64)}
+
+
+def rnn_loop_model():
+    """An ONNX Loop over h = tanh(x_t W + h R + B) (no cell the fusion pass takes whole, so
+    h @ R stays a MatMul node of the body)."""
+    from onnx import helper
+
+    node = helper.make_node
+    body = helper.make_graph(
+        [node("Gather", ["X", "i"], ["x_t"], axis=0), node("MatMul", ["x_t", "W"], ["xw"]),
+         node("MatMul", ["h_in", "R"], ["hr"]), node("Add", ["xw", "hr"], ["s"]),
+         node("Add", ["s", "B"], ["pre"]), node("Tanh", ["pre"], ["h_out"]),
+         node("Identity", ["h_out"], ["y"]), node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []),
+                 tensor("h_in", np.float32, None)],
+        [tensor("cond_out", np.bool_, []), tensor("h_out", np.float32, None),
+         tensor("y", np.float32, None)])
+    graph = helper.make_graph(
+        [node("Loop", ["T", "", "h0"], ["h_last", "hs"], body=body)], "rnn",
+        [tensor("T", np.int64, []), tensor("X", np.float32, None),
+         tensor("W", np.float32, None), tensor("R", np.float32, None),
+         tensor("B", np.float32, None), tensor("h0", np.float32, None)],
+        [tensor("h_last", np.float32, None), tensor("hs", np.float32, None)])
+    return model(graph, 13)
+
+
+def rnn_loop_feeds(rng, hidden, steps, batch, features):
+    """Seeded feeds of `rnn_loop_model`."""
+    return {"T": np.array(steps, np.int64),
+            "X": rng.standard_normal((steps, batch, features)).astype(np.float32),
+            "W": rng.standard_normal((features, hidden)).astype(np.float32),
+            "R": rng.standard_normal((hidden, hidden)).astype(np.float32),
+            "B": rng.standard_normal(hidden).astype(np.float32),
+            "h0": rng.standard_normal((batch, hidden)).astype(np.float32)}
