@@ -17,8 +17,7 @@ from cyloop.engine._core import ONE_CORE, TWO_CORES
 
 from ..conftest import loop_plan, measured_steps, placements
 from ..frontends.openvino_models import cell_ti_model, converted, save
-from ..support.loops import rnn_loop_feeds, rnn_loop_model
-from .test_fuse import _feeds, _lstm_loop
+from ..support.loops import cell_loop_feeds, lstm_loop, rnn_loop_feeds, rnn_loop_model
 
 pytestmark = pytest.mark.skipif(not two_cores_here(), reason="numpy's own BLAS is not found "
                                 "here, or the process has one core: no choice to make")
@@ -40,8 +39,8 @@ def _rnn(tmp_path, rng, steps=STEPS):
 
 def _fused_lstm(tmp_path, rng):
     """An ONNX Loop spelling the LSTM cell, fused into one LSTMStep ([8,64] @ [4,64,64])."""
-    onnx_model, state, gates = _lstm_loop(hidden=64)
-    feeds = _feeds(rng, state, gates, steps=STEPS, batch=8, features=16)
+    onnx_model, state, gates = lstm_loop(hidden=64)
+    feeds = cell_loop_feeds(rng, state, gates, steps=STEPS, batch=8, features=16)
     for name in ("W", "R"):
         feeds[name] *= SCALE
     return onnx_model, feeds

@@ -20,96 +20,9 @@ from ..conftest import fused_making, loop_plan, measured_steps, run_three_ways
 from ..frontends.onnx_models import model, tensor
 from ..frontends.openvino_models import converted
 from ..support import native
+from ..support.loops import cell_loop_feeds, leaked, lstm_loop
 
 _ROLES = "fiog"  # forget, input, output gates and the candidate g
-
-
-def _lstm_loop(order="ifgo", swapped=False, axis=1, leak=None, sizes=None, hidden=4,
-               gates=None, opset=13, sizes_as="constant", casts=False):
-    """An ONNX Loop whose body spells the LSTM cell: Split into gates in `order`, operands of
-    every Mul and Add swapped if `swapped`; `leak` also returns that intermediate value;
-    `sizes` passes explicit split sizes, `sizes_as` a Constant node, an initializer or an
-    attribute (opsets < 13); `gates` is the width of the gate axis (4 * hidden unless an
-    uneven split is wanted); `casts`: h' and c' each cast to float32 (as jax2onnx does), with
-    the emitted copy of h' read between the two Casts."""
-    gates = 4 * hidden if gates is None else gates
-    part = -(-gates // 4)
-    state = hidden if gates == 4 * hidden else part
-    node = helper.make_node
-
-    def two(op, a, b, out):
-        return node(op, [b, a] if swapped else [a, b], [out])
-
-    split_inputs = ["pre"]
-    nodes = [node("Gather", ["X", "i"], ["x_t"], axis=0),
-             node("MatMul", ["x_t", "W"], ["xw"]),
-             node("MatMul", ["h_in", "R"], ["hr"]),
-             two("Add", "xw", "hr", "s"), two("Add", "s", "B", "pre")]
-    split_attrs = {"axis": axis}
-    initializers = []
-    if sizes is not None and sizes_as == "attribute":
-        split_attrs["split"] = list(sizes)
-    elif sizes is not None:
-        value = helper.make_tensor("sizes", 7, [4], list(sizes))
-        if sizes_as == "constant":
-            nodes.append(node("Constant", [], ["sizes"], value=value))
-        else:
-            initializers.append(value)
-        split_inputs.append("sizes")
-    if opset >= 18 and not sizes:
-        split_attrs["num_outputs"] = 4
-    nodes += [node("Split", split_inputs, [f"g_{r}" for r in order], **split_attrs),
-              node("Sigmoid", ["g_f"], ["f_t"]), node("Sigmoid", ["g_i"], ["i_t"]),
-              node("Sigmoid", ["g_o"], ["o_t"]), node("Tanh", ["g_g"], ["c_hat"]),
-              two("Mul", "f_t", "c_in", "fc"), two("Mul", "i_t", "c_hat", "ic"),
-              two("Add", "fc", "ic", "c_out"), node("Tanh", ["c_out"], ["tc"]),
-              two("Mul", "o_t", "tc", "h_out"), node("Identity", ["h_out"], ["y"]),
-              node("Identity", ["cond_in"], ["cond_out"])]
-    if casts:  # (h_new, c_new made, then Cast(h_new), y read, then Cast(c_new))
-        renamed = {"c_out": "c_new", "h_out": "h_new"}
-        nodes = [node(n.op_type, [renamed.get(v, v) for v in n.input],
-                      [renamed.get(v, v) for v in n.output],
-                      **{a.name: helper.get_attribute_value(a) for a in n.attribute})
-                 if n.op_type != "Identity" else n for n in nodes]
-        y_at = next(k for k, n in enumerate(nodes) if list(n.output) == ["y"])
-        nodes[y_at:y_at] = [node("Cast", ["h_new"], ["h_out"], to=1)]
-        nodes.append(node("Cast", ["c_new"], ["c_out"], to=1))
-    outputs = [tensor("cond_out", np.bool_, []), tensor("h_out", np.float32, None),
-               tensor("c_out", np.float32, None), tensor("y", np.float32, None)]
-    outer_outputs = ["h_last", "c_last", "hs"]
-    _leak(leak, nodes, outputs, outer_outputs)
-    body = helper.make_graph(
-        nodes, "body", [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []),
-                        tensor("h_in", np.float32, None), tensor("c_in", np.float32, None)],
-        outputs, initializer=initializers)
-    graph = helper.make_graph(
-        [node("Loop", ["T", "", "h0", "c0"], outer_outputs, body=body)], "lstm",
-        [tensor("T", np.int64, []), tensor("X", np.float32, ["T", "N", "F"]),
-         tensor("W", np.float32, ["F", gates]), tensor("R", np.float32, [state, gates]),
-         tensor("B", np.float32, [gates]), tensor("h0", np.float32, ["N", state]),
-         tensor("c0", np.float32, ["N", state])],
-        [tensor(name, np.float32, None) for name in outer_outputs])
-    return model(graph, opset), state, gates
-
-
-def _leak(value, nodes, outputs, outer_outputs):
-    """Also return the body's `value` (if one is named) each iteration, as the loop's "leaks"."""
-    if value:
-        nodes.append(helper.make_node("Identity", [value], ["leaked"]))
-        outputs.append(tensor("leaked", np.float32, None))
-        outer_outputs.append("leaks")
-
-
-def _feeds(rng, state, gates, steps=7, batch=3, features=5, biases=("B",), states=("h0", "c0")):
-    """Feeds of the cell loops below: X, W, R, each of `biases` [gates] and `states` [B, H]."""
-    f = np.float32
-    feeds = {"T": np.array(steps, np.int64),
-             "X": rng.standard_normal((steps, batch, features)).astype(f),
-             "W": (rng.standard_normal((features, gates)) * 0.6).astype(f),
-             "R": (rng.standard_normal((state, gates)) * 0.6).astype(f)}
-    feeds.update({name: rng.standard_normal(gates).astype(f) for name in biases})
-    feeds.update({name: rng.standard_normal((batch, state)).astype(f) for name in states})
-    return feeds
 
 
 def _check(onnx_model, feeds, fused_expected, blockable=True):
@@ -146,8 +59,8 @@ def test_any_gate_order_and_operand_order_is_fused_and_computes_the_same(order, 
                                                                          rng):
     import onnxruntime as ort
 
-    onnx_model, state, gates = _lstm_loop(order, swapped, axis)
-    feeds = _feeds(rng, state, gates)
+    onnx_model, state, gates = lstm_loop(order, swapped, axis)
+    feeds = cell_loop_feeds(rng, state, gates)
     got = _check(onnx_model, feeds, fused_expected=True)
     session = ort.InferenceSession(onnx_model.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
@@ -157,17 +70,17 @@ def test_any_gate_order_and_operand_order_is_fused_and_computes_the_same(order, 
 
 @pytest.mark.parametrize("leak", ["f_t", "c_hat", "fc", "tc", "g_o"])
 def test_an_intermediate_read_elsewhere_keeps_the_body_as_written(leak, rng):
-    onnx_model, state, gates = _lstm_loop(leak=leak)
-    _check(onnx_model, _feeds(rng, state, gates), fused_expected=False)
+    onnx_model, state, gates = lstm_loop(leak=leak)
+    _check(onnx_model, cell_loop_feeds(rng, state, gates), fused_expected=False)
 
 
 @pytest.mark.parametrize("sizes_as, opset", [("constant", 13), ("initializer", 13),
                                              ("attribute", 11)])
 def test_explicit_equal_split_sizes_are_fused_and_others_left_alone(sizes_as, opset, rng):
     """jax2onnx gives its Split the parts' sizes: equal ones split as the fused gates do."""
-    onnx_model, state, gates = _lstm_loop(sizes=[4] * 4, sizes_as=sizes_as, opset=opset)
-    _check(onnx_model, _feeds(rng, state, gates), fused_expected=True)
-    onnx_model, _, _ = _lstm_loop(sizes=[3, 5, 4, 4], sizes_as=sizes_as, opset=opset)
+    onnx_model, state, gates = lstm_loop(sizes=[4] * 4, sizes_as=sizes_as, opset=opset)
+    _check(onnx_model, cell_loop_feeds(rng, state, gates), fused_expected=True)
+    onnx_model, _, _ = lstm_loop(sizes=[3, 5, 4, 4], sizes_as=sizes_as, opset=opset)
     loop = loop_plan(cyloop.load(onnx_model.SerializeToString()))
     assert not any("LSTM" in kind for kind in loop.fused_kinds()), loop
 
@@ -176,8 +89,8 @@ def test_explicit_equal_split_sizes_are_fused_and_others_left_alone(sizes_as, op
 def test_equal_split_sizes_that_do_not_make_the_gate_axis_fail_as_the_split(hidden, rng):
     """Parts of 4 over a gate axis of 4 * hidden columns: the Split fails, and so does the fused
     step (blocked or as written), in both drivers."""
-    onnx_model, state, gates = _lstm_loop(sizes=[4] * 4, hidden=hidden)
-    feeds = _feeds(rng, state, gates)
+    onnx_model, state, gates = lstm_loop(sizes=[4] * 4, hidden=hidden)
+    feeds = cell_loop_feeds(rng, state, gates)
     for driver in ("cython", "python"):
         model_ = cyloop.load(onnx_model.SerializeToString(), driver=driver)
         for _ in range(3):  # (the blocked form too, once the choice is made)
@@ -195,8 +108,8 @@ def test_equal_split_sizes_that_do_not_make_the_gate_axis_fail_as_the_split(hidd
 def test_casts_of_both_results_join_the_step_in_its_place(rng):
     """h' and c' each cast to their own type, the emitted copy of h' read between the Casts:
     the Casts join the LSTMStep, which takes the step's place (before that reader)."""
-    onnx_model, state, gates = _lstm_loop(casts=True)
-    _check(onnx_model, _feeds(rng, state, gates), fused_expected=True)
+    onnx_model, state, gates = lstm_loop(casts=True)
+    _check(onnx_model, cell_loop_feeds(rng, state, gates), fused_expected=True)
     loop = loop_plan(cyloop.load(onnx_model.SerializeToString(), driver="cython"))
     step = loop.fused_step("LSTMStep")
     replaced = [(ref.op, ref.output) for ref in step.replaces]
@@ -206,8 +119,8 @@ def test_casts_of_both_results_join_the_step_in_its_place(rng):
 
 def test_an_uneven_opset18_split_runs_the_arithmetic_as_written(rng):
     """num_outputs=4 over 10 columns: parts of 3, 3, 3 and 1 that broadcast (o is [B, 1])."""
-    onnx_model, state, gates = _lstm_loop("ifgo", hidden=3, gates=10, opset=18)
-    _check(onnx_model, _feeds(rng, state, gates), fused_expected=True, blockable=False)
+    onnx_model, state, gates = lstm_loop("ifgo", hidden=3, gates=10, opset=18)
+    _check(onnx_model, cell_loop_feeds(rng, state, gates), fused_expected=True, blockable=False)
 
 
 def _runs_of(items, run) -> bool:
@@ -238,8 +151,8 @@ def _names(refs) -> list[tuple[str, str]]:
 
 
 def test_the_ir_openvino_converts_from_the_onnx_spelling_is_fused_and_hoisted(tmp_path, rng):
-    onnx_model, state, gates = _lstm_loop("iofg")
-    loop = _through_openvino_ir(tmp_path, onnx_model, _feeds(rng, state, gates))
+    onnx_model, state, gates = lstm_loop("iofg")
+    loop = _through_openvino_ir(tmp_path, onnx_model, cell_loop_feeds(rng, state, gates))
     step = loop.fused_step("LSTMStep")
     matmul, pre, s, split = _names(step.replaces[:4])
     assert [matmul[0], pre[0], s[0], split[0]] == ["MatMul", "Add", "Add", "Split"], loop
@@ -393,7 +306,7 @@ def _gru_loop(x_order="zrn", r_order="zrn", blend="keras", swapped=False, one="i
     outputs = [tensor("cond_out", np.bool_, []), tensor("h_out", np.float32, None),
                tensor("y", np.float32, None)]
     outer_outputs = ["h_last", "hs"]
-    _leak(leak, nodes, outputs, outer_outputs)
+    leaked(leak, nodes, outputs, outer_outputs)
     body = helper.make_graph(
         nodes, "body", [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []),
                         tensor("h_in", np.float32, None)], outputs, initializer=initializers)
@@ -408,7 +321,7 @@ def _gru_loop(x_order="zrn", r_order="zrn", blend="keras", swapped=False, one="i
 
 
 def _gru_feeds(rng, state, gates, **sizes):
-    return _feeds(rng, state, gates, biases=("Bx", "Br"), states=("h0",), **sizes)
+    return cell_loop_feeds(rng, state, gates, biases=("Bx", "Br"), states=("h0",), **sizes)
 
 
 def _agree_three_ways(onnx_model, feeds, peer_atol=2e-6) -> str:

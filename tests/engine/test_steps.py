@@ -23,8 +23,7 @@ from cyloop.kernels.recurrent import cells
 from ..conftest import loop_plan, measured_steps, placements
 from ..frontends.openvino_models import _i64, cell_ti_model, converted, save
 from ..support import native
-from ..support.loops import rnn_loop_feeds, rnn_loop_model
-from .test_fuse import _feeds, _lstm_loop
+from ..support.loops import cell_loop_feeds, lstm_loop, rnn_loop_feeds, rnn_loop_model
 
 pytestmark = native.steps
 
@@ -44,8 +43,8 @@ def _openvino_lstm(tmp_path, rng, steps, hidden=32, batch=4):
 
 
 def _onnx_lstm(tmp_path, rng, steps, hidden=32, batch=4, leak=None):
-    onnx_model, state, gates = _lstm_loop(hidden=hidden, leak=leak)
-    feeds = _feeds(rng, state, gates, steps=steps, batch=batch, features=8)
+    onnx_model, state, gates = lstm_loop(hidden=hidden, leak=leak)
+    feeds = cell_loop_feeds(rng, state, gates, steps=steps, batch=batch, features=8)
     for name in ("W", "R"):
         feeds[name] *= 0.25
     return onnx_model, feeds
