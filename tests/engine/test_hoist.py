@@ -30,7 +30,7 @@ from cyloop.ir import (
 
 from ..conftest import loop_plan
 from ..frontends.openvino_models import cell_ti_model, save
-from .test_slicing import _sliced_loop, oracle_parts, sliced_cases
+from ..support.slicing import oracle_parts, sliced_cases, sliced_loop
 
 
 @contextlib.contextmanager
@@ -394,7 +394,7 @@ def test_any_slicing_with_chunk_boundaries_everywhere(case):
     x = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
     if oracle_parts(x, axis % len(shape), start, end, stride, part, keep_axis) is None:
         return  # parts outside the axis: test_slicing checks the error
-    graph = _sliced_loop(*case)
+    graph = sliced_loop(*case)
     acc0 = np.zeros(graph.inputs[1].shape)
     feeds = {"x": x, "acc0": acc0}
     expected = cyloop.Model(graph, driver="python").run(feeds)

@@ -13,7 +13,7 @@ from cyloop.accel.aligned import SMALL_WEIGHT_BYTES
 from cyloop.peers import openvino_compiled
 
 from ..conftest import held_arrays
-from ..engine.test_slicing import oracle_parts
+from ..support.slicing import oracle_parts
 from .openvino_models import defect_model, loop_model, save, ti_model
 
 TI_CASES = [  # x shape, axis, start, end, stride, part, output axis, output stride
