@@ -13,49 +13,7 @@ from cyloop.peers import openvino_compiled
 
 from ...conftest import loop_plan, measured_steps
 from ...frontends.openvino_models import cell_ti_model, save
-
-
-def _sigmoid(x):
-    return 1 / (1 + np.exp(-x))
-
-
-_NUMPY_ACTIVATIONS = {"sigmoid": _sigmoid, "tanh": np.tanh, "relu": lambda x: np.maximum(x, 0)}
-
-
-def _numpy_cells(cell, x, h0, c0, w, r, b, linear_before_reset=False, clip=0.0,
-                 activations=None):
-    """The cell equations in float64, step by step, as OpenVINO's opset documents them."""
-    if activations is None:
-        activations = {"lstm": ["sigmoid", "tanh", "tanh"], "gru": ["sigmoid", "tanh"],
-                       "rnn": ["tanh"]}[cell]
-    act = [_NUMPY_ACTIVATIONS[name] for name in activations]
-
-    def clipped(v):
-        return np.clip(v, -clip, clip) if clip else v
-
-    h, c, hs = h0.astype(np.float64), None if c0 is None else c0.astype(np.float64), []
-    hidden = h0.shape[-1]
-    for t in range(x.shape[1]):
-        xt = x[:, t].astype(np.float64)
-        if cell == "lstm":
-            f, i, g, o = np.split(clipped(xt @ w.T + h @ r.T + b), 4, axis=-1)
-            c = act[0](f) * c + act[0](i) * act[1](g)
-            h = act[0](o) * act[2](c)
-        elif cell == "gru":
-            xz, xr, xh = np.split(xt @ w.T, 3, axis=-1)
-            rz, rr, rh = np.split(r, 3, axis=0)
-            z = act[0](clipped(xz + h @ rz.T + b[:hidden]))
-            reset = act[0](clipped(xr + h @ rr.T + b[hidden:2 * hidden]))
-            if linear_before_reset:
-                cand = act[1](clipped(xh + b[2 * hidden:3 * hidden]
-                                      + reset * (h @ rh.T + b[3 * hidden:])))
-            else:
-                cand = act[1](clipped(xh + (reset * h) @ rh.T + b[2 * hidden:]))
-            h = (1 - z) * cand + z * h
-        else:
-            h = act[0](clipped(xt @ w.T + h @ r.T + b))
-        hs.append(h)
-    return h, np.stack(hs, axis=1), c
+from ...support.cells import numpy_cells
 
 
 @pytest.mark.parametrize("cell,attrs", [("lstm", {}), ("lstm1", {}), ("gru", {}),
@@ -71,7 +29,7 @@ def test_cell_tensor_iterator(cell, attrs, tmp_path, rng):
         cell = "lstm"
     model = cyloop.load(path)
     got = model.run(feeds)
-    h, hs, c = _numpy_cells(cell, feeds["X"], feeds["H0"], feeds.get("C0"), weights["W"],
+    h, hs, c = numpy_cells(cell, feeds["X"], feeds["H0"], feeds.get("C0"), weights["W"],
                             weights["R"], weights["B"], attrs.get("linear_before_reset", False))
     names = model.output_names
     np.testing.assert_allclose(got[names[0]], h, rtol=1e-4, atol=1e-5)
@@ -105,7 +63,7 @@ def test_every_measured_formulation_matches_the_oracle(case, driver, tmp_path, r
              "H0": rng.standard_normal((3, 7)).astype(np.float32)}
     if cell == "lstm":
         feeds["C0"] = rng.standard_normal((3, 7)).astype(np.float32)
-    expected = _numpy_cells(cell, feeds["X"], feeds["H0"], feeds.get("C0"), weights["W"],
+    expected = numpy_cells(cell, feeds["X"], feeds["H0"], feeds.get("C0"), weights["W"],
                             weights["R"], weights["B"], **attrs)
     model = cyloop.load(path, driver=driver)
     (measured,) = measured_steps(model)

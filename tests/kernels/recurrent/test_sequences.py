@@ -23,7 +23,7 @@ from ...frontends.onnx_models import model as onnx_model
 from ...frontends.onnx_models import tensor
 from ...frontends.openvino_models import save
 from ...support import native
-from .test_cells import _numpy_cells
+from ...support.cells import numpy_cells
 
 _GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 
@@ -75,7 +75,7 @@ def _numpy_sequence(cell, feeds, weights, direction, attrs):
             if length:
                 h = h0[b:b + 1, d].astype(np.float64)
                 c = None if c0 is None else c0[b:b + 1, d].astype(np.float64)
-                h, hs, c = _numpy_cells(cell, x[b:b + 1, positions], h, c, weights["W"][d],
+                h, hs, c = numpy_cells(cell, x[b:b + 1, positions], h, c, weights["W"][d],
                                         weights["R"][d], weights["B"][d], **attrs)
                 y[b, d, positions] = hs[0]
             h_final[b, d] = h[0]
