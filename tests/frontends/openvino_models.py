@@ -1,5 +1,8 @@
 """OpenVINO IRs built in the tests with the openvino Python API and saved under tmp_path."""
 
+import shutil
+import xml.etree.ElementTree as ET
+
 import numpy as np
 import openvino as ov
 import openvino.opset8 as ops
@@ -227,3 +230,49 @@ def nested_ti_xml(depth: int) -> str:
                 'to-port="0"/></edges>')
 
     return f'<?xml version="1.0"?><net name="nested" version="11">{graph(depth)}</net>'
+
+
+def to_older_dialect(path, out_path, condition=True):
+    """Rewrite a current-dialect Loop-5 IR into the older doc's dialect; without `condition`,
+    as the doc's `for` loop: no condition input (its port and edge removed), the body's
+    condition Result left without a port_map entry."""
+    tree = ET.parse(path)
+    loop = next(layer for layer in tree.iter("layer") if layer.get("type") == "Loop")
+    if not condition:
+        port = next(p for p in loop.find("input") if p.get("id") == "1")
+        loop.find("input").remove(port)
+        edges = tree.getroot().find("edges")
+        for edge in [e for e in edges if e.get("to-layer") == loop.get("id")
+                     and e.get("to-port") == "1"]:
+            edges.remove(edge)
+    port_map, back_edges = loop.find("port_map"), loop.find("back_edges")
+    body_layers = loop.find("body").find("layers")
+    cond_result = None
+    for entry in list(port_map):
+        entry.set("internal_operation_id", entry.attrib.pop("internal_layer_id"))
+        purpose = entry.attrib.pop("purpose", None)
+        if purpose == "current_iteration":
+            port_map.remove(entry)  # the unmapped Parameter is the current iteration
+        elif purpose == "execution_condition":
+            cond_result = entry.get("internal_operation_id")
+            port_map.remove(entry)
+    if not condition:
+        for edge in back_edges:
+            edge.set("from-operation", edge.attrib.pop("from-layer"))
+            edge.set("to-operation", edge.attrib.pop("to-layer"))
+        tree.write(out_path)
+        shutil.copy(path.with_suffix(".bin"), out_path.with_suffix(".bin"))
+        return out_path
+    cond_param = ET.SubElement(body_layers, "layer", id="999", name="cond_in",
+                               type="Parameter", version="opset1")
+    ET.SubElement(cond_param, "data", shape="", element_type="boolean")
+    ET.SubElement(ET.SubElement(cond_param, "output"), "port", id="0", precision="BOOL")
+    ET.SubElement(port_map, "input", external_port_id="1", internal_operation_id="999",
+                  condition="True")
+    for edge in back_edges:
+        edge.set("from-operation", edge.attrib.pop("from-layer"))
+        edge.set("to-operation", edge.attrib.pop("to-layer"))
+    ET.SubElement(back_edges, "edge", {"from-operation": cond_result, "to-operation": "999"})
+    tree.write(out_path)
+    shutil.copy(path.with_suffix(".bin"), out_path.with_suffix(".bin"))
+    return out_path

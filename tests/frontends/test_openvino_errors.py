@@ -5,7 +5,6 @@ same LoopSpec as its current-dialect twin."""
 import io
 import re
 import shutil
-import xml.etree.ElementTree as ET
 
 import numpy as np
 import openvino as ov
@@ -16,7 +15,7 @@ import cyloop
 from cyloop.frontends import openvino as openvino_frontend
 from cyloop.ir import MAX_NESTING
 
-from .openvino_models import loop_model, nested_ti_xml, save, ti_model
+from .openvino_models import loop_model, nested_ti_xml, save, ti_model, to_older_dialect
 
 TI_CASE = ((5, 2, 3), 0, 0, -1, 1, 1, 0, 1)
 
@@ -233,57 +232,11 @@ def test_sliced_inputs_disagreeing_on_the_count(ti_path, rng):
         cyloop.load(ti_path).run(_feeds(rng))
 
 
-def _to_older_dialect(path, out_path, condition=True):
-    """Rewrite a current-dialect Loop-5 IR into the older doc's dialect; without `condition`,
-    as the doc's `for` loop: no condition input (its port and edge removed), the body's
-    condition Result left without a port_map entry."""
-    tree = ET.parse(path)
-    loop = next(layer for layer in tree.iter("layer") if layer.get("type") == "Loop")
-    if not condition:
-        port = next(p for p in loop.find("input") if p.get("id") == "1")
-        loop.find("input").remove(port)
-        edges = tree.getroot().find("edges")
-        for edge in [e for e in edges if e.get("to-layer") == loop.get("id")
-                     and e.get("to-port") == "1"]:
-            edges.remove(edge)
-    port_map, back_edges = loop.find("port_map"), loop.find("back_edges")
-    body_layers = loop.find("body").find("layers")
-    cond_result = None
-    for entry in list(port_map):
-        entry.set("internal_operation_id", entry.attrib.pop("internal_layer_id"))
-        purpose = entry.attrib.pop("purpose", None)
-        if purpose == "current_iteration":
-            port_map.remove(entry)  # the unmapped Parameter is the current iteration
-        elif purpose == "execution_condition":
-            cond_result = entry.get("internal_operation_id")
-            port_map.remove(entry)
-    if not condition:
-        for edge in back_edges:
-            edge.set("from-operation", edge.attrib.pop("from-layer"))
-            edge.set("to-operation", edge.attrib.pop("to-layer"))
-        tree.write(out_path)
-        shutil.copy(path.with_suffix(".bin"), out_path.with_suffix(".bin"))
-        return out_path
-    cond_param = ET.SubElement(body_layers, "layer", id="999", name="cond_in",
-                               type="Parameter", version="opset1")
-    ET.SubElement(cond_param, "data", shape="", element_type="boolean")
-    ET.SubElement(ET.SubElement(cond_param, "output"), "port", id="0", precision="BOOL")
-    ET.SubElement(port_map, "input", external_port_id="1", internal_operation_id="999",
-                  condition="True")
-    for edge in back_edges:
-        edge.set("from-operation", edge.attrib.pop("from-layer"))
-        edge.set("to-operation", edge.attrib.pop("to-layer"))
-    ET.SubElement(back_edges, "edge", {"from-operation": cond_result, "to-operation": "999"})
-    tree.write(out_path)
-    shutil.copy(path.with_suffix(".bin"), out_path.with_suffix(".bin"))
-    return out_path
-
-
 @pytest.mark.parametrize("trip,stop_at", [(5, None), (6, 2), (0, None)],
                          ids=["for", "for-with-cond", "zero"])
 def test_older_loop5_dialect_matches_its_current_twin(trip, stop_at, tmp_path, rng):
     current = save(loop_model(trip, stop_at, sliced=True), tmp_path / "current.xml")
-    older = _to_older_dialect(current, tmp_path / "older.xml")
+    older = to_older_dialect(current, tmp_path / "older.xml")
     assert "internal_operation_id" in older.read_text()
     feeds = {"ACC0": rng.standard_normal((1, 3)).astype(np.float32),
              "X": rng.standard_normal((6, 3)).astype(np.float32)}
@@ -301,7 +254,7 @@ def test_older_loop5_dialect_without_a_condition_input_is_a_for_loop(trip, tmp_p
     port_map entry, and the body's condition (mapped nowhere) stops nothing. It once took the
     data input on port 1 for the condition."""
     current = save(loop_model(trip, None, sliced=True), tmp_path / "current.xml")
-    older = _to_older_dialect(current, tmp_path / "older.xml", condition=False)
+    older = to_older_dialect(current, tmp_path / "older.xml", condition=False)
     assert 'condition="True"' not in older.read_text()
     feeds = {"ACC0": rng.standard_normal((1, 3)).astype(np.float32),
              "X": rng.standard_normal((6, 3)).astype(np.float32)}

@@ -78,8 +78,8 @@ def ir_seeds(scratch=None) -> list[Seed]:
         nested_ti_xml,
         save,
         ti_model,
+        to_older_dialect,
     )
-    from ..frontends.test_openvino_errors import _to_older_dialect
 
     scratch = Path(scratch)
     rng = np.random.default_rng(1)
@@ -115,7 +115,7 @@ def ir_seeds(scratch=None) -> list[Seed]:
         seeds.append(Seed(seed.name.replace("onnx.", "ir.converted_"), "ir", seed.feeds,
                           xml=path.read_bytes(), bin=path.with_suffix(".bin").read_bytes()))
     current = save(loop_model(6, stop_at=2, sliced=True), scratch / "current.xml")
-    older = _to_older_dialect(current, scratch / "older.xml")
+    older = to_older_dialect(current, scratch / "older.xml")
     seeds.append(Seed("ir.loop_older_dialect", "ir",
                       {"ACC0": _rand(rng, (1, 3)), "X": _rand(rng, (6, 3))},
                       xml=older.read_bytes(), bin=older.with_suffix(".bin").read_bytes()))

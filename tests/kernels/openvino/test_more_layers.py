@@ -26,7 +26,7 @@ import pytest
 
 import cyloop
 
-from .test_ported_layers import _c, _oracle_main, _v, check_layer, plugin_answers
+from ...support.openvino_layers import check_layer, const, opset, oracle_main, plugin_answers
 
 RNG = np.random.default_rng(23)
 X4 = RNG.standard_normal((2, 3, 5, 6)).astype(np.float32)
@@ -73,8 +73,8 @@ TO_FOUR_BITS = np.array([-9.5, -8.7, -8, -2.5, -0.5, 0.4, 1.25, 1.5, 2.7, 5.2, 7
 def _interpolate(target, mode, calculation, axes=None, **options):
     def build(p):
         dtype = np.float32 if calculation == "scales" else np.int64
-        return _v(11).interpolate(p[0], _c(target, dtype), mode, calculation,
-                                  axes=None if axes is None else _c(axes), **options)
+        return opset(11).interpolate(p[0], const(target, dtype), mode, calculation,
+                                  axes=None if axes is None else const(axes), **options)
 
     return build
 
@@ -84,8 +84,8 @@ def _interpolate_4(p):
     from openvino.utils.node_factory import NodeFactory
 
     return NodeFactory("opset4").create(
-        "Interpolate", [p[0].output(0), _c([3, 4]).output(0),
-                        _c([0.7, 0.7], np.float32).output(0), _c([2, 3]).output(0)],
+        "Interpolate", [p[0].output(0), const([3, 4]).output(0),
+                        const([0.7, 0.7], np.float32).output(0), const([2, 3]).output(0)],
         {"mode": "linear_onnx", "shape_calculation_mode": "scales",
          "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor",
          "antialias": False, "pads_begin": [0, 0, 1, 0], "pads_end": [0, 0, 0, 1],
@@ -94,26 +94,26 @@ def _interpolate_4(p):
 
 def _channels(values):
     """A per-channel [1, C, 1, 1] float32 constant."""
-    return _c(np.reshape(values, (1, -1, 1, 1)), np.float32)
+    return const(np.reshape(values, (1, -1, 1, 1)), np.float32)
 
 
 def _grid_sample(mode, padding, align_corners):
-    return lambda p: _v(9).grid_sample(p[0], p[1], {"mode": mode, "padding_mode": padding,
+    return lambda p: opset(9).grid_sample(p[0], p[1], {"mode": mode, "padding_mode": padding,
                                                     "align_corners": align_corners})
 
 
 def _nms(port, sigma=0.0, encoding="corner", descending=True, output_type="i64"):
     def build(p):
-        return _v(9).non_max_suppression(
-            p[0], p[1], _c(3), _c(0.3, np.float32), _c(0.15, np.float32),
-            _c(sigma, np.float32), encoding, descending, output_type).output(port)
+        return opset(9).non_max_suppression(
+            p[0], p[1], const(3), const(0.3, np.float32), const(0.15, np.float32),
+            const(sigma, np.float32), encoding, descending, output_type).output(port)
 
     return build
 
 
 def _unique(port, axis, ordered, index_type="i64"):
     def build(p):
-        return _v(10).unique(p[0], None if axis is None else _c(axis), ordered, index_type,
+        return opset(10).unique(p[0], None if axis is None else const(axis), ordered, index_type,
                              "i32").output(port)
 
     return build
@@ -121,24 +121,24 @@ def _unique(port, axis, ordered, index_type="i64"):
 
 def _fourier(op, axes, sizes=None, version=7):
     def build(p):
-        return getattr(_v(version), op)(p[0], _c(axes), None if sizes is None else _c(sizes))
+        return getattr(opset(version), op)(p[0], const(axes), None if sizes is None else const(sizes))
 
     return build
 
 
 def _roi_align(version, mode, sampling_ratio, spatial_scale, aligned_mode=None, pooled=(3, 4)):
     def build(p):
-        args = [p[0], p[1], _c(ROI_BATCHES, np.int32), *pooled, sampling_ratio, spatial_scale,
+        args = [p[0], p[1], const(ROI_BATCHES, np.int32), *pooled, sampling_ratio, spatial_scale,
                 mode]
-        return _v(version).roi_align(*args, *([aligned_mode] if aligned_mode else []))
+        return opset(version).roi_align(*args, *([aligned_mode] if aligned_mode else []))
 
     return build
 
 
 def _fake_convert(destination, scale, shift=None, dtype=np.float32):
     def build(p):
-        return _v(13).fake_convert(p[0], _c(scale, dtype),
-                                   None if shift is None else _c(shift, dtype), destination)
+        return opset(13).fake_convert(p[0], const(scale, dtype),
+                                   None if shift is None else const(shift, dtype), destination)
 
     return build
 
@@ -148,7 +148,7 @@ def _packed(values, element_type):
     def build(p):
         import openvino as ov
 
-        return _v(1).convert(_v(1).constant(values, dtype=getattr(ov.Type, element_type)),
+        return opset(1).convert(opset(1).constant(values, dtype=getattr(ov.Type, element_type)),
                              "f32")
 
     return build
@@ -191,26 +191,26 @@ CASES = {
     "GridSample-nearest-border": (_grid_sample("nearest", "border", False), [X4, GRID]),
     "GridSample-bicubic-zeros": (_grid_sample("bicubic", "zeros", False), [X4, GRID]),
     # The transposed convolutions: pads, dilations, output_padding, output_shape.
-    "ConvolutionBackpropData-explicit": (lambda p: _v(1).convolution_backprop_data(
+    "ConvolutionBackpropData-explicit": (lambda p: opset(1).convolution_backprop_data(
         p[0], p[1], [2, 1], None, [1, 0], [0, 1], [1, 2], "explicit", [1, 0]),
         [BACKPROP_X, BACKPROP_W]),
-    "ConvolutionBackpropData-output-shape-same-upper": (lambda p: _v(1).convolution_backprop_data(
-        p[0], p[1], [2, 2], _c([6, 9]), None, None, None, "same_upper"),
+    "ConvolutionBackpropData-output-shape-same-upper": (lambda p: opset(1).convolution_backprop_data(
+        p[0], p[1], [2, 2], const([6, 9]), None, None, None, "same_upper"),
         [BACKPROP_X, BACKPROP_W]),
-    "ConvolutionBackpropData-output-shape-explicit": (lambda p: _v(1).convolution_backprop_data(
-        p[0], p[1], [2, 1], _c([10, 7]), [1, 1], [0, 0], None, "explicit"),
+    "ConvolutionBackpropData-output-shape-explicit": (lambda p: opset(1).convolution_backprop_data(
+        p[0], p[1], [2, 1], const([10, 7]), [1, 1], [0, 0], None, "explicit"),
         [BACKPROP_X, BACKPROP_W]),
     "GroupConvolutionBackpropData-same-lower": (
-        lambda p: _v(1).group_convolution_backprop_data(
-            p[0], p[1], [1, 2], _c([5, 8]), None, None, [2, 1], "same_lower"),
+        lambda p: opset(1).group_convolution_backprop_data(
+            p[0], p[1], [1, 2], const([5, 8]), None, None, [2, 1], "same_lower"),
         [BACKPROP_X, GROUP_W]),
     # FakeQuantize: per-channel limits, one channel's input range inverted.
-    "FakeQuantize-per-channel": (lambda p: _v(1).fake_quantize(
-        p[0], _channels([-1, 0.5, -0.2]), _channels([1, -0.5, 1.5]), _c(-2.0, np.float32),
+    "FakeQuantize-per-channel": (lambda p: opset(1).fake_quantize(
+        p[0], _channels([-1, 0.5, -0.2]), _channels([1, -0.5, 1.5]), const(-2.0, np.float32),
         _channels([3, 1, 2]), 5), [X4]),
-    "FakeQuantize-256": (lambda p: _v(1).fake_quantize(
-        p[0], _c(-1.5, np.float32), _c(1.2, np.float32), _c(0, np.float32),
-        _c(255, np.float32), 256), [X4]),
+    "FakeQuantize-256": (lambda p: opset(1).fake_quantize(
+        p[0], const(-1.5, np.float32), const(1.2, np.float32), const(0, np.float32),
+        const(255, np.float32), 256), [X4]),
     # NonMaxSuppression: sorted across batches, Soft-NMS, center boxes, i32.
     "NMS-descending-indices": (_nms(0), [BOXES, SCORES]),
     "NMS-descending-scores": (_nms(1), [BOXES, SCORES]),
@@ -224,15 +224,15 @@ CASES = {
     "Unique-unsorted-first-index": (_unique(1, None, False), [ROWS]),
     "Unique-sorted-columns-counts": (_unique(3, -1, True), [ROWS]),
     # ScaledDotProductAttention: masks, scale, causal with L < S, batch broadcasting.
-    "SDPA-boolean-mask": (lambda p: _v(13).scaled_dot_product_attention(
-        p[0], p[1], p[2], _c(RNG.uniform(size=(1, 4, 6)) > 0.3, np.bool_)),
+    "SDPA-boolean-mask": (lambda p: opset(13).scaled_dot_product_attention(
+        p[0], p[1], p[2], const(RNG.uniform(size=(1, 4, 6)) > 0.3, np.bool_)),
         [QUERY, KEY, VALUE]),
-    "SDPA-float-mask-scale": (lambda p: _v(13).scaled_dot_product_attention(
-        p[0], p[1], p[2], _c(RNG.standard_normal((2, 1, 4, 6)), np.float32),
-        _c(0.3, np.float32)), [QUERY, KEY, VALUE]),
-    "SDPA-causal-short-query": (lambda p: _v(13).scaled_dot_product_attention(
+    "SDPA-float-mask-scale": (lambda p: opset(13).scaled_dot_product_attention(
+        p[0], p[1], p[2], const(RNG.standard_normal((2, 1, 4, 6)), np.float32),
+        const(0.3, np.float32)), [QUERY, KEY, VALUE]),
+    "SDPA-causal-short-query": (lambda p: opset(13).scaled_dot_product_attention(
         p[0], p[1], p[2], causal=True), [QUERY, KEY, VALUE]),
-    "SDPA-broadcast-batch": (lambda p: _v(13).scaled_dot_product_attention(p[0], p[1], p[2]),
+    "SDPA-broadcast-batch": (lambda p: opset(13).scaled_dot_product_attention(p[0], p[1], p[2]),
                              [QUERY, KEY[:1], VALUE[:, :1]]),
     # The Fourier transforms: signal sizes trimming and padding, -1, unordered and negative axes.
     "DFT-signal-size-unordered": (_fourier("dft", [2, 1], [8, 3]), [SIGNAL]),
@@ -274,7 +274,7 @@ CASES = {
     "Const-u4": (_packed(NIBBLES + 8, "u4"), []),
     "Const-f4e2m1": (_packed(FLOAT4, "f4e2m1"), []),
     # Convert to a 4-bit type: integers truncate and wrap, f4e2m1 rounds and saturates.
-    **{f"Convert-to-{t}-and-back": (lambda p, t=t: _v(1).convert(_v(1).convert(p[0], t), "f32"),
+    **{f"Convert-to-{t}-and-back": (lambda p, t=t: opset(1).convert(opset(1).convert(p[0], t), "f32"),
                                     [TO_FOUR_BITS]) for t in ("i4", "u4", "f4e2m1")},
 }
 
@@ -456,10 +456,10 @@ def _tensor(value, element_type):
 
 
 def _random_layer(element_type, low, high, shape, global_seed, op_seed, alignment):
-    bounds = [_v(1).constant(np.array(v, _NUMPY_TYPES[element_type])) for v in (low, high)]
+    bounds = [opset(1).constant(np.array(v, _NUMPY_TYPES[element_type])) for v in (low, high)]
     if element_type == "bf16":
-        bounds = [_v(1).convert(b, "bf16") for b in bounds]
-    return _v(8).random_uniform(_c(shape), *bounds, element_type, global_seed, op_seed,
+        bounds = [opset(1).convert(b, "bf16") for b in bounds]
+    return opset(8).random_uniform(const(shape), *bounds, element_type, global_seed, op_seed,
                                 alignment)
 
 
@@ -500,9 +500,9 @@ def _random_main(out_dir):
         runs = _plugin_runs(model, _RUNS) if name in _LATER_RUNS else []
         np.savez(os.path.join(folder, "expected.npz"), first=_reference_run(case),
                  runs=np.array(runs))
-    row = _v(1).unsqueeze(_random_layer(*_LOOP_LAYER), _c([0]))
-    body = ov.Model([_v(1).constant(np.array(True)), row], [], "body")
-    loop = _v(5).loop(_c(_RUNS), _c(True, np.bool_))
+    row = opset(1).unsqueeze(_random_layer(*_LOOP_LAYER), const([0]))
+    body = ov.Model([opset(1).constant(np.array(True)), row], [], "body")
+    loop = opset(5).loop(const(_RUNS), const(True, np.bool_))
     loop.set_function(body)
     loop.set_special_body_ports([-1, 0])  # no iteration input; the condition is Result 0
     stacked = loop.get_concatenated_slices(row.output(0), 0, 1, 1, -1, 0)
@@ -532,7 +532,7 @@ def _reference_main(out_dir):
         back = ov.Tensor(np.zeros(x.shape, np.float32))
         for source, target, source_type, target_type in ((x, narrow, np.float32, element_type),
                                                          (narrow, back, element_type, "f32")):
-            convert = _v(1).convert(_v(1).parameter(list(x.shape), source_type), target_type)
+            convert = opset(1).convert(opset(1).parameter(list(x.shape), source_type), target_type)
             assert convert.evaluate([target], [ov.Tensor(source) if source is x else source])
         np.savez(os.path.join(out_dir, name, "expected.npz"), expected=np.array(back.data))
 
@@ -549,7 +549,7 @@ def test_layer_matches_the_cpu_plugin(name, oracle):
 
 if __name__ == "__main__":
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    _oracle_main(sys.argv[1], CASES, NOT_BY_THE_PLUGIN)
+    oracle_main(sys.argv[1], CASES, NOT_BY_THE_PLUGIN)
     _reference_main(sys.argv[1])
     _random_main(sys.argv[1])
     sys.stdout.flush()
