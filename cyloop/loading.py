@@ -24,8 +24,6 @@ def load(source, *, weights=None, driver: str | None = None,
     planner allocates; None: no limit), ``progress``, ``hoist`` and ``tune`` are passed to `Model`,
     whose docstring says what each does.
     """
-    from .frontends import onnx, openvino  # (read when a model is: not by `import cyloop`)
-
     options = {"driver": driver, "max_iterations": max_iterations, "time_limit": time_limit,
                "memory_limit": memory_limit, "progress": progress, "hoist": hoist, "tune": tune}
     if isinstance(source, (str, os.PathLike)):
@@ -37,10 +35,18 @@ def load(source, *, weights=None, driver: str | None = None,
         if os.path.getsize(path) == 0:
             raise ModelError(f"{path}: the file is empty, not a model")
         if path.endswith(".xml"):
-            return Model(openvino.read_graph(path, weights=weights), **options)
+            return Model(_openvino().read_graph(path, weights=weights), **options)
     elif isinstance(source, (bytes, bytearray, memoryview)) and _is_xml(source):
-        return Model(openvino.read_graph(source, weights=weights), **options)
+        return Model(_openvino().read_graph(source, weights=weights), **options)
+    from .frontends import onnx  # (each frontend loads with its first model, not with cyloop)
+
     return Model(onnx.read_graph(source), **options)
+
+
+def _openvino():
+    from .frontends import openvino
+
+    return openvino
 
 
 def _is_xml(data) -> bool:

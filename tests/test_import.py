@@ -2,10 +2,13 @@
 the onnx.reference fallback, the CLI's extras or any peer; they load when first used. (Checked by
 the modules loaded, in a fresh interpreter: import time is a benchmark's business.)"""
 
+import os
 import subprocess
 import sys
 
-from cyloop.cli import EXAMPLES
+import pytest
+
+from cyloop.cli import DATA, EXAMPLES
 
 # Modules `import cyloop` must leave unloaded: by name, or a package with everything under it.
 _LATER = ("cyloop.frontends", "cyloop.kernels.onnx", "cyloop.kernels.openvino",
@@ -42,7 +45,19 @@ def test_import_cyloop_loads_the_engine_and_nothing_of_a_format():
     assert not early, f"import cyloop loads {early}"
 
 
-def test_loading_a_model_loads_its_frontend_and_kernels():
-    _, loaded = _loaded(EXAMPLES[1])  # (an ONNX model)
+@pytest.mark.parametrize("example", ["loop_sequence.onnx", "rnn_scan.onnx"])
+def test_loading_an_onnx_model_loads_its_frontend_and_kernels_only(example):
+    _, loaded = _loaded(os.path.join(DATA, example))
     assert "cyloop.frontends.onnx" in loaded and "onnx" in loaded
     assert "cyloop.kernels.onnx.elementwise" in loaded
+    # ... nothing of the other format's, nor numpy's random generators (the check of the BLAS
+    # binding the RNN's products use once made its operands with them)
+    other = [m for package in ("cyloop.frontends.openvino", "cyloop.kernels.openvino",
+                               "numpy.random") for m in _under(loaded, package)]
+    assert not other, f"loading {example} loads {other}"
+
+
+def test_loading_an_ir_loads_its_frontend_and_kernels():
+    _, loaded = _loaded(EXAMPLES[0])  # (an OpenVINO IR)
+    assert "cyloop.frontends.openvino" in loaded and "cyloop.kernels.openvino.nn" in loaded
+    assert not _under(loaded, "onnx") and not _under(loaded, "cyloop.frontends.onnx")

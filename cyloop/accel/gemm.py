@@ -356,9 +356,10 @@ def _blas_bound() -> bool:
 def _product_disagrees() -> str | None:
     """Why products through the bound BLAS cannot be used (one of a float type disagrees with
     np.matmul beyond rounding), or None."""
-    rng = np.random.default_rng(0)
     for dtype in (np.float32, np.float64):
-        a, b = rng.standard_normal((2, 5, 7)).astype(dtype), rng.standard_normal((7, 3), dtype)
+        # (operands of distinct, signed values; not numpy.random, whose import costs a load 10 ms)
+        a = np.sin(np.arange(70, dtype=dtype)).reshape(2, 5, 7)
+        b = np.cos(np.arange(21, dtype=dtype) * 1.7).reshape(7, 3)
         got = _two_core.multiply(a, b, None, False)
         if got is not None and not np.allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-5):
             return f"a {np.dtype(dtype)} product through numpy's bundled BLAS disagrees with matmul"

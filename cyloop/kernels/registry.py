@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError, UnsupportedOpError
-from ..ir import Node
+from ..ir import LOOP_DOMAIN, OPENVINO_DOMAIN, Node
 
 __all__ = [
     "ARITHMETIC_SCALARS",
@@ -167,18 +167,29 @@ class Recurrence:
 
 
 _TABLE: dict[tuple[str, str], list[KernelDef]] = {}
-_FORMATS = ("cyloop.accel.fused", "cyloop.kernels.onnx", "cyloop.kernels.openvino",
-            "cyloop.kernels.recurrent")  # (their modules register the kernels as they import)
+# The modules that register each domain's kernels as they import (the first time a kernel of the
+# domain is looked up: `import cyloop` pays for none, loading an ONNX model for no OpenVINO
+# kernel). A domain not listed, or an op its modules do not have, registers every format's.
+_FORMATS = {
+    "": ("cyloop.kernels.onnx",),
+    "ai.onnx.ml": ("cyloop.kernels.onnx",),
+    "cyloop.onnx_reference": ("cyloop.kernels.onnx",),  # (kernels/onnx/fallback.py's domain)
+    OPENVINO_DOMAIN: ("cyloop.kernels.openvino", "cyloop.kernels.recurrent"),
+    LOOP_DOMAIN: ("cyloop.accel.fused", "cyloop.kernels.recurrent"),
+}
+_EVERY_FORMAT = tuple(dict.fromkeys(m for modules in _FORMATS.values() for m in modules))
+_registered_domains: set[str] = set()
 _formats_registered = False
 
 
-def _register_formats() -> None:
-    """Import the modules that register the kernels, the first time a kernel is looked up:
-    `import cyloop` does not pay for them (nor a program that builds its graphs in code for the
-    formats it never reads)."""
+def _register_formats(domain: str | None = None) -> None:
+    """Import the modules that register `domain`'s kernels (every format's: None, or a domain
+    not listed)."""
     global _formats_registered
-    _formats_registered = True
-    for module in _FORMATS:
+    if domain not in _FORMATS:
+        _formats_registered = True
+    _registered_domains.add(domain)
+    for module in _FORMATS.get(domain, _EVERY_FORMAT):
         importlib.import_module(module)
 
 # Ufuncs whose result has the type of their operands when those share one float type: given a
@@ -228,9 +239,13 @@ def kernel(op_type: str, domain: str = "", since: int = 1, out: bool = False, mu
 
 def lookup(domain: str, op_type: str, version: int, where: str = "") -> KernelDef:
     """The kernel with the highest `since` <= `version`; `UnsupportedOpError` naming what exists."""
-    if not _formats_registered:
-        _register_formats()
-    entries = _TABLE.get((domain, op_type), [])
+    if not _formats_registered and domain not in _registered_domains:
+        _register_formats(domain)
+    entries = _TABLE.get((domain, op_type))
+    if entries is None and not _formats_registered:
+        _register_formats()  # (an op one format's modules register in another's domain)
+        entries = _TABLE.get((domain, op_type))
+    entries = entries or []
     index = bisect.bisect_right([entry.since for entry in entries], version)
     if index:
         return entries[index - 1]
