@@ -122,17 +122,16 @@ def _to_graph(model) -> Graph:
     # dimension it cannot tell "unk__N", a name no user of the model knows.
     declared = {info.name: info.type for info in [*model.graph.input, *model.graph.output]
                 if info.type.WhichOneof("value") is not None}
-    try:
-        model = onnx.shape_inference.infer_shapes(model)
-    except Exception as e:  # noqa: BLE001 - inference only adds types; the model may still run
-        warnings.warn(f"ONNX shape inference failed, loading without it: {e}", stacklevel=3)
     opsets = {}
     for entry in model.opset_import:
         opsets["" if entry.domain == "ai.onnx" else entry.domain] = entry.version
     opsets.setdefault("", 1)
     opsets[LOOP_DOMAIN] = 1
     opsets[FALLBACK_DOMAIN] = 1
-    converter = _Converter(onnx, opsets)
+    converter = _Converter(onnx, opsets, model)
+    if not _outputs_typed(model.graph, onnx.AttributeProto):
+        converter.infer()
+        model = converter.model
     graph = converter.graph(model.graph, top=True)
     for values in (graph.inputs, graph.outputs):
         values[:] = [converter._typed(v.name, declared[v.name]) if v.name in declared else v
@@ -144,12 +143,65 @@ def _to_graph(model) -> Graph:
     return graph
 
 
+def _complete(type_proto) -> bool:
+    """Whether a value's declared type says all a zero-iteration output needs: its element type
+    and its rank."""
+    which = type_proto.WhichOneof("value")
+    if which == "tensor_type":
+        return type_proto.tensor_type.elem_type != 0 and type_proto.tensor_type.HasField("shape")
+    if which in ("sequence_type", "optional_type"):
+        return _complete(getattr(type_proto, which).elem_type)
+    return which is not None
+
+
+def _outputs_typed(graph, kinds) -> bool:
+    """Whether `graph`'s outputs, and those of every graph nested in it, declare complete types
+    (what exporters write): then no shape inference is needed to read it. (`kinds`: onnx's
+    AttributeProto.)"""
+    return all(_complete(info.type) for info in graph.output) and all(
+        _outputs_typed(g, kinds) for node in graph.node for attr in node.attribute
+        if attr.type in (kinds.GRAPH, kinds.GRAPHS)
+        for g in ([attr.g] if attr.type == kinds.GRAPH else attr.graphs))
+
+
 class _Converter:
-    def __init__(self, onnx, opsets):
+    """Reads one model's graphs as cyloop's. ONNX shape inference (its cost is a fresh process's
+    largest after importing onnx) runs only where what it adds is read: a graph output that
+    declares no complete type (a loop that runs no iteration makes its outputs from their
+    declared types), or a function body that depends on input types nobody declared."""
+
+    def __init__(self, onnx, opsets, model=None):
         self.onnx = onnx
         self.opsets = opsets
+        self.model = model
+        self.inferred = False
         self.fallback: set[str] = set()
         self.types: dict[str, object] = {}
+
+    def infer(self) -> None:
+        """Run ONNX shape inference on the model (once), and read the types it adds to every
+        graph's values."""
+        if self.inferred or self.model is None:
+            return
+        self.inferred = True
+        try:
+            self.model = self.onnx.shape_inference.infer_shapes(self.model)
+        except Exception as e:  # noqa: BLE001 - inference only adds types; the model may still run
+            warnings.warn(f"ONNX shape inference failed, loading without it: {e}", stacklevel=5)
+            return
+        self._read_types(self.model.graph)
+
+    def _read_types(self, g) -> None:
+        for info in [*g.value_info, *g.input, *g.output]:
+            self.types.setdefault(info.name, info.type)
+        kinds = self.onnx.AttributeProto
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.type == kinds.GRAPH:
+                    self._read_types(attr.g)
+                elif attr.type == kinds.GRAPHS:
+                    for inner in attr.graphs:
+                        self._read_types(inner)
 
     # -- values and attributes -------------------------------------------------------------
 
@@ -231,7 +283,8 @@ class _Converter:
 
     def graph(self, g, top: bool) -> Graph:
         for info in list(g.value_info) + list(g.input) + list(g.output):
-            self.types[info.name] = info.type
+            if not self.inferred or info.name not in self.types:  # (inference may add a shape)
+                self.types[info.name] = info.type
         initializers = {t.name: self.array(t, f"initializer {t.name!r} of graph {g.name!r}")
                         for t in g.initializer}
         # An input that is also an initializer takes that value unless it is fed (Model).
@@ -291,6 +344,8 @@ class _Converter:
     def _type_of(self, name):
         if not name:
             return _OMITTED
+        if name not in self.types:
+            self.infer()
         return self.types.get(name)
 
     def node(self, proto) -> Node:

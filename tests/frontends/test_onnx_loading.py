@@ -501,3 +501,29 @@ def test_weights_are_read_onto_a_64_byte_boundary(rng):
     x = rng.standard_normal((5, 33)).astype(np.float32)
     ys = loaded.run({"M": np.array(2, np.int64), "x": x})["ys"]
     np.testing.assert_allclose(ys, np.stack([x @ w + c] * 2), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("typed", [True, False], ids=["typed", "body-output-without-shape"])
+def test_shape_inference_runs_only_where_a_declared_type_is_missing(monkeypatch, typed):
+    """A model whose graphs declare their outputs' types (what exporters write) loads without
+    ONNX shape inference; one whose loop body leaves an output's shape out is inferred, and its
+    loop's outputs after zero iterations have onnxruntime's shapes."""
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the oracle (test extra)")
+    import onnx
+
+    proto = loop_model(True, False, None)
+    if not typed:
+        proto.graph.node[0].attribute[0].g.output[2].type.tensor_type.ClearField("shape")
+    inferred = []
+    infer = onnx.shape_inference.infer_shapes
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes",
+                        lambda m, *args, **kwargs: inferred.append(m) or infer(m, *args, **kwargs))
+    loaded = cyloop.load(proto.SerializeToString())
+    assert len(inferred) == (0 if typed else 1)
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    for trips in (0, 3):
+        feeds = {"M": np.array(trips, np.int64), "v0": np.ones((2, 3), np.float32)}
+        got = loaded.run(feeds)
+        for name, expected in zip(("v_final", "ys"), session.run(None, feeds)):
+            assert got[name].dtype == expected.dtype
+            np.testing.assert_array_equal(got[name], expected)
