@@ -5,7 +5,7 @@ and the IR openvino.convert_model writes for them (J2O-*-ir).
 
     python asv_benchmarks/compare.py [--repeat 7] [--only W2-loop,W6] [--no-memory]
                                      [--startup-only] [--functional-only] [--spellings-only]
-                                     [--sweep-only] [--corpus-only]
+                                     [--sweep-only] [--corpus-only] [--cold-start-only]
 
 Every runner's outputs are checked against the numpy loop. Times are medians of at least
 `--repeat` interleaved rounds (each runner in every place equally often), in µs per iteration;
@@ -17,7 +17,8 @@ time of `import cyloop` in a fresh interpreter and of `cyloop.load` on each work
 Then the functional API: each workload's step as one Python function, run by cyloop.scan /
 while_loop / fori_loop and by the plain Python loop that calls the same function (its floor);
 W2 and W4 over batch x hidden against the best peer; last, the models real exporters wrote
-(asv_benchmarks/corpus) against onnxruntime and OpenVINO, and on the IR convert_model writes.
+(asv_benchmarks/corpus) against onnxruntime and OpenVINO, and on the IR convert_model writes;
+and, for the same models, a fresh process's import, load and first run against onnxruntime's.
 """
 
 from __future__ import annotations
@@ -536,6 +537,59 @@ def corpus_table(chosen, repeat):
     print(f"cyloop / OpenVINO on the IR: {_geometric_summary(ir_ratios)}")
 
 
+def cold_start_table(chosen, repeat):
+    """A fresh process per sample (benchmarks/cold_start.py): `import` of each runtime, then per
+    corpus model its load and first run, cyloop against onnxruntime; medians of `repeat` rounds,
+    the two runtimes alternating which goes first, after one round unmeasured (which writes
+    the bytecode an installed package has)."""
+    from benchmarks import cold_start
+    from corpus import entries
+
+    chosen_entries = [e for e in entries() if chosen is None or e.name in chosen]
+    if not chosen_entries:
+        return
+    env = cold_start.environment()
+    samples = {(e.name, engine): [] for e in chosen_entries for engine in cold_start.ENGINES}
+    for round_ in range(repeat + 1):
+        for entry in chosen_entries:
+            feeds_path = str(entry.path).replace(".onnx", ".npz")
+            engines = cold_start.ENGINES if round_ % 2 else cold_start.ENGINES[::-1]
+            for engine in engines:
+                times = cold_start.probe(engine, entry.path, feeds_path, env)
+                if round_:
+                    samples[entry.name, engine].append(times)
+
+    def median(name, engine, *parts):
+        return statistics.median(sum(t[p] for p in parts) for t in samples[name, engine]) * 1e3
+
+    print()
+    print("Fresh process, numpy already imported (ms, medians):")
+    print()
+    print("| step | cyloop | onnxruntime | cyloop / ort |")
+    print("|---|---:|---:|---:|")
+    imports = {engine: statistics.median(t["import"] for e in chosen_entries
+                                         for t in samples[e.name, engine]) * 1e3
+               for engine in cold_start.ENGINES}
+    print(f"| import | {imports['cyloop']:.1f} | {imports['onnxruntime']:.1f} | "
+          f"{imports['cyloop'] / imports['onnxruntime']:.2f} |")
+    print()
+    print("| model | cyloop load, ms | first run | onnxruntime load | first run | "
+          "cyloop / ort (load + first run) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    ratios = {}
+    for entry in chosen_entries:
+        ours = median(entry.name, "cyloop", "load", "first_run")
+        theirs = median(entry.name, "onnxruntime", "load", "first_run")
+        ratios[entry.name] = ours / theirs
+        print(f"| {entry.name} | {median(entry.name, 'cyloop', 'load'):.1f} | "
+              f"{median(entry.name, 'cyloop', 'first_run'):.1f} | "
+              f"{median(entry.name, 'onnxruntime', 'load'):.1f} | "
+              f"{median(entry.name, 'onnxruntime', 'first_run'):.1f} | "
+              f"{ratios[entry.name]:.2f} |", flush=True)
+    print()
+    print(f"load + first run, cyloop / onnxruntime: {_geometric_summary(ratios)}")
+
+
 # The batch x hidden sweep: per workload, (batch, hidden, steps); the steps shrink as a step
 # grows, so that every cell takes about as long.
 SWEEP = {
@@ -613,6 +667,9 @@ def main():
                         "--only takes their names")
     parser.add_argument("--sweep-only", action="store_true",
                         help="only W2 and W4 over batch x hidden against the best peer")
+    parser.add_argument("--cold-start-only", action="store_true",
+                        help="only a fresh process's import, load and first run of each corpus "
+                        "model, against onnxruntime; --only takes their names")
     parser.add_argument("--cell", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     try:  # (see settled_openvino: its import's telemetry must not fork during a run)
@@ -643,6 +700,9 @@ def main():
     if args.corpus_only:
         corpus_table(args.only.split(",") if args.only else None, args.repeat)
         return
+    if args.cold_start_only:
+        cold_start_table(args.only.split(",") if args.only else None, args.repeat)
+        return
     print()
     print("| workload | runner | µs / iteration | vs cyloop | peak MiB | agrees |")
     print("|---|---|---:|---:|---:|---|")
@@ -671,6 +731,7 @@ def main():
     sweep(workload_prefixes, args.repeat)
     if not args.only:
         corpus_table(None, args.repeat)
+        cold_start_table(None, args.repeat)
 
 
 if __name__ == "__main__":
