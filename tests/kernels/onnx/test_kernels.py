@@ -429,3 +429,45 @@ def test_a_slice_keeps_its_index_for_constant_operands_only(rng):
     for k in range(3):
         starts[:] = k  # (the caller's array changes between runs)
         np.testing.assert_array_equal(model.run({"x": x, "s": starts})["y"], x[k:, k:])
+
+
+@pytest.mark.parametrize("driver", ["cython", "python"])
+def test_a_slice_reads_carried_starts_anew_though_their_buffer_is_the_same(rng, driver):
+    """A loop-carried start that a scatter updates in place reaches Slice as the same array
+    object at every iteration, with other values, and each iteration slices where its start
+    says. (Two guards hold this: Slice keeps an index for constant operands only, and the
+    engine updates no buffer in place that a kernel still holds, so either alone suffices.)"""
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["c_out"]),
+         helper.make_node("Slice", ["x", "s", "end", "axis"], ["part"]),
+         helper.make_node("ReduceSum", ["part", "axis"], ["y"]),
+         helper.make_node("Add", ["s", "one"], ["s_plus_one"]),
+         helper.make_node("ScatterND", ["s", "first", "s_plus_one"], ["s_next"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s_next", TensorProto.INT64, [1]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 1])],
+        [numpy_helper.from_array(np.array(v, np.int64), n)
+         for n, v in (("one", [1]), ("end", [6]), ("axis", [1]), ("first", [[0]]))])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "s0"], ["s_last", "ys"], body=body)], "g",
+        [helper.make_tensor_value_info("M", TensorProto.INT64, []),
+         helper.make_tensor_value_info("s0", TensorProto.INT64, [1]),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
+        [helper.make_tensor_value_info("s_last", TensorProto.INT64, [1]),
+         helper.make_tensor_value_info("ys", TensorProto.FLOAT, [None, 4, 1])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    feeds = {"M": np.array(5, np.int64), "s0": np.array([0], np.int64), "x": x}
+    expected = ort.InferenceSession(proto.SerializeToString(),
+                                    providers=["CPUExecutionProvider"]).run(None, feeds)
+    model = cyloop.load(proto, driver=driver)
+    if driver == "cython":  # (the case this test is for: one buffer, updated in place)
+        (loop,) = model.plan().loops
+        assert any(alias.how == "in place" for alias in loop.aliasing), model.plan()
+    for _ in range(2):
+        got = model.run(feeds)
+        np.testing.assert_array_equal(got["s_last"], expected[0])
+        np.testing.assert_allclose(got["ys"], expected[1], rtol=1e-6)
