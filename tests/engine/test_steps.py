@@ -217,7 +217,7 @@ def test_where_a_strided_state_lives_holds_within_a_call(name, cores, where, tmp
                                                          no_steps, monkeypatch):
     """A TensorIterator's h, carried and emitted on axis 1 ([B, T, H]: its slot's rows far
     apart), lives in its slot or in a pool it is copied from (a measured choice,
-    test_cores.py); within a call of the steps, the next step reads it there, or from a
+    test_products_on_cores.py); within a call of the steps, the next step reads it there, or from a
     contiguous buffer each step makes it in ("staged"), copied into its slot (counted as
     copies). Either way the values of an iteration at a time."""
     source, feeds = LOOPS[name](tmp_path, rng, 40)

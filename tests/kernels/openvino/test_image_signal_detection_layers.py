@@ -6,9 +6,9 @@ and Soft-NMS results; unsorted Unique; boolean masks; signal sizes and negative 
 modes and aligned modes; FakeConvert's scale, shift and saturation...): one-layer IRs built with
 the openvino API, run by cyloop, against OpenVINO's CPU plugin (f32), or, where the plugin
 departs from the op spec, a numpy re-implementation of the spec (SPEC_ORACLES), with the harness
-of test_ported_layers.py (OpenVINO runs in a child process of its own):
+in tests/support/openvino_layers.py (OpenVINO runs in a child process of its own):
 
-    python -m tests.kernels.openvino.test_more_layers OUT_DIR
+    python -m tests.kernels.openvino.test_image_signal_detection_layers OUT_DIR
 
 RandomUniform and a Convert to a 4-bit type are checked against OpenVINO's reference
 implementation instead (each layer's own evaluate, in the child too): the CPU plugin generates
@@ -539,7 +539,7 @@ def _reference_main(out_dir):
 
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory):
-    return plugin_answers(tmp_path_factory, "tests.kernels.openvino.test_more_layers")
+    return plugin_answers(tmp_path_factory, "tests.kernels.openvino.test_image_signal_detection_layers")
 
 
 @pytest.mark.parametrize("name", list(CASES))

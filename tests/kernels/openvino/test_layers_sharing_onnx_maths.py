@@ -6,7 +6,7 @@ from the op spec, a numpy re-implementation of the spec (SPEC_ORACLES).
 OpenVINO builds, saves and runs every case in a child process of its own (as the sweep converts:
 OpenVINO in-process can hang numpy's OpenBLAS later):
 
-    python -m tests.kernels.openvino.test_ported_layers OUT_DIR
+    python -m tests.kernels.openvino.test_layers_sharing_onnx_maths OUT_DIR
 
 writes OUT_DIR/<case>/model.xml and OUT_DIR/<case>/expected.npz.
 """
@@ -237,7 +237,7 @@ SPEC_ORACLES = {
 
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory):
-    return plugin_answers(tmp_path_factory, "tests.kernels.openvino.test_ported_layers")
+    return plugin_answers(tmp_path_factory, "tests.kernels.openvino.test_layers_sharing_onnx_maths")
 
 
 @pytest.mark.parametrize("name", list(CASES))
