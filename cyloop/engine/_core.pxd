@@ -108,6 +108,7 @@ cdef class LoopDriver:
     cdef readonly object spec
     cdef readonly object label
     cdef readonly object node  # the loop node as the model names it (ir.NodeRef), or None
+    cdef readonly tuple not_hoisted  # plan.NotHoisted records of the body's nodes
     cdef readonly Program body
     cdef readonly dict destinations
     cdef readonly dict placements  # result slot -> the Measured choice of a MeasuredPlacement

@@ -1343,10 +1343,12 @@ cdef class LoopDriver:
     """Runs one loop node: its `LoopSpec`, a compiled body, and the memory plan (Design note)."""
 
     def __init__(self, spec, compiled_body, label, settings, destinations, hoist=None,
-                 steps=None, node=None):
+                 steps=None, node=None, not_hoisted=()):
         self.spec = spec
         self.node = node
         self.hoist = hoist  # the body's hoisted part (see hoist.py), or None
+        # The body nodes that read no state of the loop yet stay in it, and why (plan facts).
+        self.not_hoisted = tuple(not_hoisted)
         # Iterations run many at a time by the body's one recurrent step (a
         # destinations.RecurrentSteps), or None.
         self.steps = steps
@@ -1502,7 +1504,8 @@ cdef class LoopDriver:
                          placements=dict(self.placements), products=self.products,
                          steps=self.steps, steps_placement=self.steps_placement,
                          computed_once=frozenset(hoist.computed) if hoist is not None
-                         else frozenset(), node=self.node)
+                         else frozenset(), node=self.node,
+                         not_hoisted=list(self.not_hoisted))
 
     def __call__(self, *args):
         """Run the loop; it shares the limits of the run it is part of (`current_limits`), or,

@@ -288,9 +288,9 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings,
             body = compile_graph(spec.body, settings, captures=captures, opsets=opsets)
             return _runner(reference.LoopDriver(spec, body, node.label, settings, node=node.ref))
         spec = fuse_loop(dataclasses.replace(spec, body=constants_folded(spec.body, opsets)))
-        hoist = None
+        hoist, not_hoisted = None, []
         if settings.hoist:
-            hoisted = hoist_loop(spec, captures, opsets)
+            hoisted = hoist_loop(spec, captures, opsets, not_hoisted)
             if hoisted is not None:
                 spec, hoist = hoisted
                 for step in hoist.steps:
@@ -304,7 +304,7 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings,
                                          if name in hoist.frontier))
         return _runner(_core.LoopDriver(spec, body, node.label, settings,
                                         plan_destinations(spec, body), hoist, steps,
-                                        node=node.ref))
+                                        node=node.ref, not_hoisted=not_hoisted))
     if node.domain in ("", "ai.onnx") and node.op_type in ("If", "SequenceMap"):
         return _runner(_build_control(node, captures, settings, opsets))
     return _op_kernel(node, opsets, settings, kernels)

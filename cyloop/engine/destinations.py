@@ -237,3 +237,5 @@ class LoopFacts:
     computed_once: frozenset = frozenset()
     # The loop node as the model names it (an ir.NodeRef), or None.
     node: object = None
+    # The body nodes that read no state of the loop yet stay in it (plan.NotHoisted records).
+    not_hoisted: list = field(default_factory=list)

@@ -81,7 +81,7 @@ from .chunks import (
     SlicedSource,
 )
 from .fuse import is_gemm_product
-from .plan import Fused, HoistedWork
+from .plan import Fused, HoistedWork, NotHoisted
 
 __all__ = ["hoist_loop"]
 
@@ -92,8 +92,11 @@ _ADAPTERS = {"elementwise": chunks.elementwise, "first": chunks.elementwise,
              "axis": lambda fn, batched: chunks.gathered(chunks.axis_shifted(fn), fn)}
 
 
-def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
-    """(new spec, Hoist) with the hoistable part of `spec`'s body taken out, or None."""
+def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int],
+               not_hoisted: list | None = None):
+    """(new spec, Hoist) with the hoistable part of `spec`'s body taken out, or None.
+    `not_hoisted`, if given, receives a `plan.NotHoisted` for each node that reads no state of
+    the loop yet stays in the body, saying why."""
     body = spec.body
     params = {v.name for v in body.inputs}
     statics: dict[str, object] = {}
@@ -140,6 +143,9 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int]):
         if plan is None:
             shapes.derive(node)
             kept.append(node)
+            why = _why_kept(node, batched, statics, opsets, results)
+            if why and not_hoisted is not None:
+                not_hoisted.append(NotHoisted(node.model_nodes, why))
             continue
         hoisted, rest = plan
         _fused_shown(node, hoisted)
@@ -673,6 +679,35 @@ def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
         call = _ADAPTERS[form](own, mask)
     return HoistStep(call, list(node.inputs), list(node.outputs), node.label, own, mask,
                      work=_work("rows", node)), []
+
+
+def _why_kept(node: Node, batched, statics, opsets, results: set[str]) -> str:
+    """Why `node`, which reads no state of the loop (each input batched or static, one batched
+    at least, or all static), stays in the body: a key of `plan.NOT_HOISTED`; "" for a node that
+    reads the loop's state, or that hoisting has no reason to move (no inputs)."""
+    names = [name for name in node.inputs if name]
+    if not names or any(n not in batched and n not in statics for n in names):
+        return ""
+    if node.subgraphs():
+        return "subgraph"
+    try:
+        definition = registry.definition_of(node, opsets)
+    except UnsupportedOpError:
+        return ""
+    if not any(n in batched for n in names):  # (all static: `_invariant` declined it)
+        if any(name in results for name in node.outputs):
+            return "body output"
+        return "stateful" if definition.stateful else "not pure"
+    if definition.batch == "cell":
+        return "cell operands"
+    mask = [bool(name) and name in batched for name in node.inputs]
+    if not definition.batches(node.attrs, mask):
+        return "no rows form" if definition.batch is None else "attributes"
+    if definition.batch in ("axes", "axes_attribute"):
+        return "no axes"
+    if definition.batch in ("axis_attribute", "concat"):
+        return "axis"
+    return "operand place"
 
 
 def _split_cell(node: Node, definition, batched, statics, opsets, taken: set[str]):

@@ -36,12 +36,14 @@ from .destinations import (
 )
 
 __all__ = [
+    "NOT_HOISTED",
     "Alias",
     "Choice",
     "Fused",
     "HoistedWork",
     "LoopPlan",
     "NodeRef",
+    "NotHoisted",
     "Plan",
     "Port",
     "StepUse",
@@ -155,6 +157,38 @@ class Fused:
 # How hoisted work runs (`HoistedWork.how`).
 HOISTED_HOWS = ("rows", "bias joined", "input projection", "gather", "packing", "once", "shape",
                 "shape entry")
+
+
+@dataclass(frozen=True)
+class NotHoisted:
+    """A body node that reads no state of its loop, yet runs an iteration at a time: `nodes`
+    (the model's) and the `reason` (a key of `NOT_HOISTED`, which says it in words: `why`)."""
+
+    nodes: tuple[NodeRef, ...]
+    reason: str
+
+    @property
+    def shown(self) -> str:
+        return and_list(ref.shown for ref in self.nodes)
+
+    @property
+    def why(self) -> str:
+        return NOT_HOISTED[self.reason]
+
+
+# Why a node that reads no state of its loop stays in the body (`NotHoisted.reason`).
+NOT_HOISTED = {
+    "subgraph": "it runs a subgraph",
+    "body output": "it makes a body output, which the loop keeps an iteration at a time",
+    "stateful": "its op may keep state between calls",
+    "not pure": "its op is not known to be pure",
+    "cell operands": "its weights or bias are not the same at every iteration",
+    "no rows form": "its op has no form that runs on a chunk of rows",
+    "attributes": "its attributes have no form that runs on a chunk of rows",
+    "no axes": "its axes are not given, so it would reduce the chunk's row axis too",
+    "axis": "its axis is not a constant",
+    "operand place": "its form on rows takes the changing operand in another place",
+}
 
 
 @dataclass(frozen=True)
@@ -325,7 +359,8 @@ class Choice:
 @dataclass
 class LoopPlan:
     """One loop's plan: its values (`ports`), how carried values reach the next iteration
-    (`aliasing`), the work hoisted out of its body (`hoisted`) and fused (`fused`), whether its
+    (`aliasing`), the work hoisted out of its body (`hoisted`), the nodes that read no state of
+    the loop but stay in it, and why (`not_hoisted`), the work fused (`fused`), whether its
     iterations may run many in one call (`steps`), the steps that took the scalar path
     (`scalar`) or wrote over a dying operand (`overwriting`), its measured `choices`, the
     planner's `counters` (summed over runs) and the loops its body runs (`nested`).
@@ -346,6 +381,7 @@ class LoopPlan:
     overwriting: list[StepUse] = field(default_factory=list)
     choices: list[Choice] = field(default_factory=list)
     node: NodeRef | None = None
+    not_hoisted: list[NotHoisted] = field(default_factory=list)
 
     # -- queries (for tests and tools) --
 
@@ -423,6 +459,9 @@ class LoopPlan:
             work = [w for w in self.hoisted if _hoisted_group(w) == how]
             if work:
                 notes.append(f"{heading}: " + "; ".join(_hoisted_item(w) for w in work))
+        if self.not_hoisted:
+            notes.append("not hoisted, though it reads no state of the loop: " + "; ".join(
+                f"{n.shown} ({n.why})" for n in self.not_hoisted))
         for f in self.fused:
             notes.append(_fused_note(f))
         for p in self.stacked():
@@ -735,4 +774,4 @@ def describe(facts: LoopFacts) -> LoopPlan:
                     facts.counters, [describe(inner) for inner in facts.nested],
                     list(facts.hoisted), fused, steps,
                     [body.steps[k].node.shown for k in facts.scalar_steps], overwriting,
-                    choices, facts.node)
+                    choices, facts.node, list(facts.not_hoisted))

@@ -1947,3 +1947,35 @@ def test_a_told_shape_that_cannot_be_fails_as_its_node_fails_in_the_body(case):
     g.output("h_last", "ys")
     outcome = _same_outcome(g.build(), {"h0": np.ones(6, np.float32)})
     assert isinstance(outcome, str) and "node producing 'v' failed" in outcome
+
+
+def test_the_plan_says_why_work_reading_no_state_stays_in_the_body(rng):
+    """A node reading only the sliced row (and constants) stays in the body where its op has
+    no form on rows (Softmax) or would reduce the rows too (ReduceMean-17 without axes): the plan
+    names it and the reason; a node reading the carried state, or one whose inputs stayed in
+    the body, is not listed; and what stays computes what the reference driver does."""
+    body = GraphBuilder("body")
+    x_t, h = body.input("x_t", np.float32), body.input("h", np.float32)
+    p = body.node("Softmax", x_t, axis=-1, outputs=["p"])
+    total = body.node("ReduceMean", x_t, keepdims=1, outputs=["total"])
+    scaled = body.node("Mul", p, total, outputs=["scaled"])
+    doubled = body.node("Add", x_t, x_t, outputs=["doubled"])  # (hoisted: no reason to give)
+    body.output(body.node("Add", body.node("Add", scaled, h, outputs=["mixed"]), doubled,
+                          outputs=["h_next"]))
+    g = GraphBuilder("scan")
+    x, h0 = g.input("x", np.float32), g.input("h0", np.float32)
+    g.loop(body.build(),
+           inputs=[(x, SlicedInput(0, "x_t", 0)), (h0, CarriedInput(0, "h", "h_next"))],
+           outputs=[LastOutput("h_next"), ConcatOutput("h_next", 0)],
+           output_names=["h_last", "hs"])
+    g.output("h_last", "hs")
+    feeds = {"x": rng.standard_normal((6, 5)).astype(np.float32),
+             "h0": rng.standard_normal(5).astype(np.float32)}
+    model, got, expected = _run(g.build(), feeds, None)
+    for name in expected:
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-6)
+    loop = loop_plan(model)
+    assert {(n.nodes[0].output, n.reason) for n in loop.not_hoisted} == {
+        ("p", "no rows form"), ("total", "no axes")}
+    assert "doubled" in [r.output for w in loop.hoisted for r in w.nodes]
+    assert cyloop.Model(g.build(), driver="cython", hoist=False).plan().loops[0].not_hoisted == []
