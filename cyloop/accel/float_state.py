@@ -5,8 +5,9 @@ a run, each floating-point error numpy would warn of (its default) is ignored (d
 `ExecutionError` naming the node), one set to call its function calls it. Outside the run, and
 on other threads, nothing changes.
 
-numpy keeps that setting in a context variable. ``np.errstate`` sets and resets it with about
-1 µs of Python around the two calls, half of a one-node model's run; where numpy's private
+numpy keeps that setting in a context variable. ``np.errstate`` sets and resets it with a
+context manager's Python around the two calls, a large part of a one-node model's run
+(docs/performance.md, "Measured effects of the engine's paths"); where numpy's private
 module has the variable and the maker of its value (`_extobj_contextvar`, `_make_extobj`: numpy
 2.0 to 2.5 at least), a run sets and resets it directly, the quiet value made once for each
 setting the caller had (`QUIET`), once the first use has checked that doing so silences a

@@ -506,7 +506,7 @@ def showing(fn, step: Measured):
     """`fn` with `step`'s measured choice as ``fn.measured`` (the engine fixes it when tuning is
     off; the plan shows it)."""
     fn.measured = step
-    fn.products = True  # (its products follow the loop's choice of cores: `_gemm.matmul`)
+    fn.products = True  # (its products follow the loop's choice of cores: `accel.gemm.matmul`)
     return fn
 
 
