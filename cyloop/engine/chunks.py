@@ -40,12 +40,22 @@ class IterationSource(NamedTuple):
 
 class GatherSource(NamedTuple):
     """``Gather(data, i)`` of a static `data` along `axis`; `label` names the Gather node (as
-    errors do), `work` what it is for the plan (a plan.HoistedWork)."""
+    errors do), `work` what it is for the plan (a plan.HoistedWork); `index_type`, the integer
+    type i was cast to before the Gather read it (None: the iteration number itself)."""
 
     data: str
     axis: int
     label: str
     work: object = None
+    index_type: np.dtype | None = None
+
+
+def _counts(source: GatherSource) -> int:
+    """The iterations up to which a Gather source's index, the iteration number cast to its
+    `index_type`, is the iteration number (not wrapped)."""
+    if source.index_type is None or source.index_type.itemsize >= 8:
+        return 1 << 62  # (no loop gets that far)
+    return int(np.iinfo(source.index_type).max) + 1
 
 
 # Where static values come from: the same at every iteration.
@@ -168,7 +178,7 @@ class Hoist:
         cap = self._iteration_cap()
         limit = -1 if cap is None else cap
         for source in self.gathers:
-            size = self._gather_rows(source, args, n_captures)[0]
+            size = min(self._gather_rows(source, args, n_captures)[0], _counts(source))
             limit = size if limit < 0 else min(limit, size)
         return limit
 
@@ -194,6 +204,10 @@ class Hoist:
             if size <= i:
                 return ExecutionError(f"{source.label} failed: IndexError: index {i} is out of "
                                       f"bounds for axis {axis} with size {size}")
+            if _counts(source) <= i:
+                return ExecutionError(f"{source.label}: its index, the iteration number as "
+                                      f"{source.index_type}, wraps at iteration {i}; cyloop "
+                                      "reads it as a row of its data only up to there")
         return ExecutionError(f"iteration {i} is past the end of a hoisted input")
 
     def chunk(self, args, n_captures: int, slicings: dict[int, Slicing], start: int,
