@@ -745,6 +745,39 @@ def test_a_model_that_ran_still_raises_the_body_error_on_new_shapes():
             assert outcomes[0] == outcomes[1]
 
 
+def test_a_probe_on_scalar_rows_runs_once_per_signature(monkeypatch):
+    """Row 0 of a value with one element a row (the iteration number cast, say) is a numpy
+    scalar: its probe is remembered by type and value like a small array's, not run again on
+    every run."""
+    body = GraphBuilder("b")
+    i = body.input("i", np.int64, ())
+    body.input("cond_in", np.bool_, ())
+    scaled = body.node("Mul", body.node("Cast", i, to=np.float32), body.input("k", np.float32))
+    body.output(body.node("Identity", "cond_in", outputs=["c"]),
+                body.node("Add", scaled, body.const(np.float32(1)), outputs=["f"]))
+    g = GraphBuilder("g")
+    g.loop(body.build(), inputs=[(g.input("K", np.float32), InvariantInput(0, "k"))],
+           outputs=[ConcatOutput("f")], trip_count=5, iteration_param="i",
+           cond_param="cond_in", cond_result="c", output_names=["fs"])
+    g.output("fs")
+    model = cyloop.Model(g.build(), driver="cython")
+    fresh, real = [], _chunks._probe
+
+    def counted(step, row):
+        key = tuple(_chunks._signature(a) for a in row)
+        if key not in step.probed:
+            fresh.append(step.label)
+        real(step, row)
+
+    monkeypatch.setattr(_chunks, "_probe", counted)
+    for k in (2.0, 2.0, 2.0, 3.0):
+        got = model.run({"K": np.array(k, np.float32)})["fs"]
+        np.testing.assert_array_equal(got, np.arange(5, dtype=np.float32) * k + 1)
+    # The Cast, the Mul and the Add once each; the Mul again for K = 3 (a 0-d operand counts
+    # by value).
+    assert len(fresh) == 4, fresh
+
+
 def test_a_narrow_iteration_number_overflows_where_the_body_would():
     body = GraphBuilder("b")
     i = body.input("i", np.uint8, ())
