@@ -677,6 +677,15 @@ def gathered(fn, own):
     return call
 
 
+def parts(fn):
+    """Split of rows (`fn`: with the axis shifted past the row axis): every part a result."""
+
+    def call(args, rows, reusable=()):
+        return tuple(fn(*args))
+
+    return call
+
+
 def concatenated(fn, batched):
     """Concat of rows (`fn`: with the axis shifted past the row axis): a static operand, the
     same in every row, is broadcast along the row axis (a view)."""

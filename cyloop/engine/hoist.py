@@ -671,7 +671,8 @@ def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
     if form == "first" and any(mask[1:]):
         return None
     if form in ("matmul", "reshape", "axis_attribute") and mask != [True, False] \
-            or form in ("broadcast", "axis") and mask != [True] + [False] * (len(mask) - 1):
+            or form in ("broadcast", "axis", "split") \
+            and mask != [True] + [False] * (len(mask) - 1):
         return None
     if form == "axes" and (not mask[0] or any(mask[1:]) or len(node.inputs) < 2
                            or not node.inputs[1]):
@@ -683,16 +684,16 @@ def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
             return None  # (none or empty: every axis, the row axis too)
         attrs = dict(node.attrs, axes=[a + 1 if a >= 0 else a for a in axes])
         call = chunks.leading(registry.build(node, opsets, attrs).fn)
-    elif form in ("axis_attribute", "concat"):
+    elif form in ("axis_attribute", "concat", "split"):
         axis = _integer(node.attrs.get("axis"))
-        if axis is None:  # (Gather's default 0 is a real default; Concat-1's 1 is not read)
-            if form == "concat" or "axis" in node.attrs:
+        if axis is None:  # (Gather's and Split's default 0 is a real default; Concat-1's 1 is
+            if form == "concat" or "axis" in node.attrs:  # not read)
                 return None
             axis = 0
         attrs = dict(node.attrs, axis=axis + 1 if axis >= 0 else axis)
         shifted = registry.build(node, opsets, attrs).fn
         call = chunks.gathered(shifted, own) if form == "axis_attribute" else \
-            chunks.concatenated(shifted, mask)
+            chunks.concatenated(shifted, mask) if form == "concat" else chunks.parts(shifted)
     else:
         call = _ADAPTERS[form](own, mask)
     return HoistStep(call, list(node.inputs), list(node.outputs), node.label, own, mask,
