@@ -678,10 +678,15 @@ def gathered(fn, own):
 
 
 def parts(fn):
-    """Split of rows (`fn`: with the axis shifted past the row axis): every part a result."""
+    """Split of rows (`fn`: with the axis shifted past the row axis): every part a result, laid
+    out contiguous once a chunk (a part along an inner axis is a strided view, which the body's
+    kernels would read strided at every iteration; the Split's own choice of views or copies,
+    timed by the period of an iteration, has no iterations to time here)."""
 
     def call(args, rows, reusable=()):
-        return tuple(fn(*args))
+        with untimed():
+            split = fn(*args)
+        return tuple(np.ascontiguousarray(part) for part in split)
 
     return call
 
