@@ -12,6 +12,11 @@ is i, wrapping as its type wraps: ``Cast(i, to=t's type)``, or i itself where th
 The body reads that instead of its param. The counter stays carried (its final value may be a
 loop output, and ``t + 1`` now reads the iteration number too); nothing reads its param.
 
+Only a counter some Gather indexes by is read so: then the rows it reads, and what is made of
+them, leave the body. A counter only stepped and compared would take the loop's scalar
+arithmetic out of the body alone, for the fixed cost a run of a hoisted part (a loop of a few
+iterations, tf2onnx's and jax2onnx's while loops, ran slower so).
+
 The Cython driver alone rewrites; the reference driver runs bodies as written, the oracle.
 """
 
@@ -50,6 +55,10 @@ def _counted(node: Node, initializers: dict) -> Node:
         for sub in made.subgraphs():
             elsewhere.update(sub.free_names())
     taken = body.names()
+    # Values some ONNX Gather indexes by (its rows are what reading the counter so hoists).
+    indexing = {made.inputs[1] for made in body.nodes
+                if made.op_type == "Gather" and made.domain in ("", "ai.onnx")
+                and len(made.inputs) == 2 and made.inputs[0] != made.inputs[1]}
     counters: dict[str, str] = {}  # counter param -> the name of what the body reads instead
     made: list[Node] = []
     for inp in spec.inputs:
@@ -57,6 +66,7 @@ def _counted(node: Node, initializers: dict) -> Node:
             continue
         dtype = declared.get(inp.param)
         if dtype is None or dtype.kind not in "iu" or inp.param in elsewhere \
+                or inp.param not in indexing \
                 or not _is(initializers.get(node.inputs[inp.outer]), dtype, 0) \
                 or not _steps_by_one(producers.get(inp.result), inp.param, body, dtype):
             continue

@@ -19,13 +19,15 @@ from .test_hoist import CHUNKS, chunks_of
 _TYPES = {"int32": (TensorProto.INT32, np.int32), "int64": (TensorProto.INT64, np.int64)}
 
 
-def _counted_loop(counter="int32", start=0, step=1, start_fed=False, counter_emitted=False):
+def _counted_loop(counter="int32", start=0, step=1, start_fed=False, counter_emitted=False,
+                  gathered=True):
     """A tf2onnx-style RNN: a carried counter t (from `start`, by `step`), h' = tanh(xs[t] W +
-    h U); the loop returns t, h and every h (and every t, `counter_emitted`)."""
+    h U); the loop returns t, h and every h (and every t, `counter_emitted`). Not `gathered`:
+    xs[0] every step, the counter only stepped."""
     f = TensorProto.FLOAT
     elem = _TYPES[counter][0]
     nodes = [helper.make_node("Add", ["t", "step"], ["t_next"]),
-             helper.make_node("Gather", ["X", "t"], ["x_t"], axis=0),
+             helper.make_node("Gather", ["X", "t" if gathered else "zero"], ["x_t"], axis=0),
              helper.make_node("MatMul", ["x_t", "W"], ["xw"]),
              helper.make_node("MatMul", ["h", "U"], ["hu"]),
              helper.make_node("Add", ["xw", "hu"], ["pre"]),
@@ -46,7 +48,8 @@ def _counted_loop(counter="int32", start=0, step=1, start_fed=False, counter_emi
          helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
          helper.make_tensor_value_info("t", elem, []),
          helper.make_tensor_value_info("h", f, None)],
-        outputs, [helper.make_tensor("step", elem, [], [step])])
+        outputs, [helper.make_tensor("step", elem, [], [step]),
+                  helper.make_tensor("zero", elem, [], [0])])
     inputs = [helper.make_tensor_value_info(name, f, None) for name in ("X", "W", "U", "h0")]
     inputs.append(helper.make_tensor_value_info("M", TensorProto.INT64, []))
     initializers = []
@@ -92,13 +95,17 @@ def test_a_step_counter_indexes_rows_hoisted(rng, counter, chunk_rows):
 
 
 @pytest.mark.parametrize("case", [{"start": 1}, {"step": 2}, {"start_fed": True},
-                                  {"counter_emitted": True}],
-                         ids=["starts-at-1", "steps-by-2", "start-fed", "counter-emitted"])
+                                  {"counter_emitted": True}, {"gathered": False}],
+                         ids=["starts-at-1", "steps-by-2", "start-fed", "counter-emitted",
+                              "only-counted"])
 def test_other_counters_stay_in_the_body_and_agree(rng, case):
     feeds = _feeds(rng, rows=30, start_fed=0 if case.get("start_fed") else None)
     fast, reference, got, want, peer = run_three_ways(_counted_loop(**case), feeds)
     _agree(fast, reference, got, want, peer)
-    assert "Gather" not in [ref.op for ref in loop_plan(fast).hoisted_nodes()]
+    hoisted = [ref.op for ref in loop_plan(fast).hoisted_nodes()]
+    assert "Add" not in hoisted, hoisted  # t + 1 stays in the body
+    if case.get("gathered", True):  # (xs[0] is the same every step: it is hoisted, once)
+        assert "Gather" not in hoisted, hoisted
 
 
 @pytest.mark.parametrize("chunk_rows", CHUNKS)

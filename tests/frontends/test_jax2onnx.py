@@ -180,12 +180,9 @@ def test_jax2onnx_export_runs_like_jax(name, rng):
         # Its index arithmetic leaves the body: the buffer's Shape read once a run, from the
         # initial buffer, and that of the index broadcast from k, from its first row.
         assert sorted(shapes) == ["every row", "initial value"], plan
-    if name == "while-data-bitwise-and":  # (its Cast of a bool to bool runs no step; the
-        # counter k read as the iteration number, its comparison and that Cast are hoisted)
-        fused = [*plan.fused, *(w.fused for w in plan.hoisted if w.fused is not None)]
+    if name == "while-data-bitwise-and":  # (its Cast of a bool to bool runs no step)
         assert any(f.kind == "Identity" and f.ops == ["Cast"] and f.already == "bool"
-                   for f in fused), plan
-        assert "Less" in [ref.op for ref in plan.hoisted_nodes()], plan
+                   for f in plan.fused), plan
     if name == "fori-dynamic-update":  # (the update's Shape, of a value made from the carried
         # acc: its index arithmetic leaves the body, the buffer updated in place)
         assert "follows" in shapes, plan
