@@ -252,7 +252,7 @@ class Hoist:
         # (met only while it lasts) are no samples of the kernels' own trials: a trial on their
         # shapes would take a run a sample, or never end, and hold every candidate's prepared
         # weight meanwhile.
-        with contextlib.nullcontext() if sampled else untimed():
+        with contextlib.nullcontext() if sampled or not self.steps else untimed():
             for index, step in enumerate(self.steps):
                 if step.once:
                     if start == 0:
