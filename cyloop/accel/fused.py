@@ -426,39 +426,56 @@ def gru_gates(attrs):
     blocks sit side by side in the same order in x and r. ``x_part`` and ``r_part``, if given,
     are the sizes of the parts x's and r's Splits gave (jax2onnx gives them): an axis of
     another length fails, as the Split did; ``x_even`` and ``r_even``, that the axis must split
-    in 3 equal parts (OpenVINO's Split refuses it otherwise). ``x_at_least`` and ``r_at_least``,
+    in 3 equal parts (OpenVINO's Split refuses it otherwise). ``x_slices`` and ``r_slices``, if
+    given, cut the axis as three Slices do (tf2onnx's spelling): parts [0, P), [P, 2P) and
+    [2P, 3P), or [2P, end) where ``x_open`` / ``r_open``, each clamped to the axis as a Slice
+    is. ``r_axis``, if given, is r's axis, spelled otherwise than x's (1 and -1 on [B, 3H]
+    operands, say). ``x_at_least`` and ``r_at_least``,
     if given, are the shapes x and r are broadcast to at least first (`_AtLeast`).
     ``one_rank``, if given, is the rank of the 1 of 1 - z (OpenVINO writes [1, 1]), which h'
     has at least, as the Sub broadcasts it. ``to``: a Cast joined (`_cast_joined`)."""
     axis = int(attrs["axis"])
+    r_axis = int(attrs.get("r_axis", axis))
     one_rank = int(attrs.get("one_rank", 0))
     widen_x, widen_r = _at_least(attrs, "x_at_least"), _at_least(attrs, "r_at_least")
     xz_at, xg_at, xn_at = (int(k) for k in attrs["x_blocks"])
     rz_at, rg_at, rn_at = (int(k) for k in attrs["r_blocks"])
     sizes = (("x", attrs.get("x_part")), ("r", attrs.get("r_part")))
     evens = (bool(attrs.get("x_even")), bool(attrs.get("r_even")))
+    sliced = [(attrs.get(f"{key}_slices"), bool(attrs.get(f"{key}_open"))) for key in "xr"]
     z_scales_n = attrs["z_scales"] == "n"
-    side_by_side = (xz_at, xg_at) == (rz_at, rg_at) and abs(xz_at - xg_at) == 1
+    side_by_side = (xz_at, xg_at) == (rz_at, rg_at) and abs(xz_at - xg_at) == 1 \
+        and r_axis == axis and sliced[0][0] is None and sliced[1][0] is None
 
-    def cut(ndim, start, stop):
+    def cut(ndim, start, stop, at=axis):
         index = [slice(None)] * ndim
-        index[axis] = slice(start, stop)
+        index[at] = slice(start, stop)
         return tuple(index)
+
+    def blocks(shape, at, blocks_at, step, slices):
+        """The index of each of x's or r's blocks z, g, n: parts of `step` (the last to the
+        axis's end where `slices` says it is open)."""
+        size, open_end = slices
+        if size is not None:
+            step = int(size)
+        return [cut(len(shape), k * step, None if k == 2 and open_end else (k + 1) * step, at)
+                for k in blocks_at]
 
     def indices(x_shape, r_shape):
         """The index of each part (as Split cuts an axis in 3: ceil-sized parts, the last shorter
         on an uneven axis): x's z, g, n, r's z, g, n, and the zg pair's if one pass serves both
         gates (its z, g within it)."""
-        for (name, part), even, shape in zip(sizes, evens, (x_shape, r_shape)):
-            if part is not None and shape[axis] != 3 * part:
-                raise ValueError(f"Split: 3 parts of {part} do not make axis {axis}'s "
-                                 f"{shape[axis]} (of {name})")
-            if even and shape[axis] % 3:
-                raise ValueError(f"Split: an axis of {shape[axis]} does not split into 3 "
+        for (name, part), even, shape, at in zip(sizes, evens, (x_shape, r_shape),
+                                                 (axis, r_axis)):
+            if part is not None and shape[at] != 3 * part:
+                raise ValueError(f"Split: 3 parts of {part} do not make axis {at}'s "
+                                 f"{shape[at]} (of {name})")
+            if even and shape[at] % 3:
+                raise ValueError(f"Split: an axis of {shape[at]} does not split into 3 "
                                  f"equal parts (of {name})")
-        x_step, r_step = -(-x_shape[axis] // 3), -(-r_shape[axis] // 3)
-        parts = [cut(len(x_shape), k * x_step, (k + 1) * x_step) for k in (xz_at, xg_at, xn_at)]
-        parts += [cut(len(r_shape), k * r_step, (k + 1) * r_step) for k in (rz_at, rg_at, rn_at)]
+        x_step, r_step = -(-x_shape[axis] // 3), -(-r_shape[r_axis] // 3)
+        parts = blocks(x_shape, axis, (xz_at, xg_at, xn_at), x_step, sliced[0])
+        parts += blocks(r_shape, r_axis, (rz_at, rg_at, rn_at), r_step, sliced[1])
         if side_by_side and x_shape == r_shape and x_shape[axis] % 3 == 0:
             first = min(xz_at, xg_at)
             pair = cut(len(x_shape), first * x_step, (first + 2) * x_step)
@@ -561,11 +578,11 @@ def gru_step(attrs):
     one_rank = int(attrs.get("one_rank", 0))  # (one call makes h' of h's rank: 2)
     summed = product_plus({"r_rows": attrs.get("r_rows", False)})
     r_rows = bool(attrs.get("r_rows"))
-    axis = int(attrs["axis"])
+    axes = {int(attrs["axis"]), int(attrs.get("r_axis", attrs["axis"]))}
     xz_at, xg_at, xn_at = (int(k) for k in attrs["x_blocks"])
     rz_at, rg_at, rn_at = (int(k) for k in attrs["r_blocks"])
     z_scales_h = attrs["z_scales"] == "h"
-    parts = {attrs.get("x_part"), attrs.get("r_part")} - {None}
+    parts = {attrs.get(key) for key in ("x_part", "r_part", "x_slices", "r_slices")} - {None}
 
     def as_written(h, r, x, b, out=None):
         return gates(x, summed(h, r, b), h)
@@ -590,7 +607,7 @@ def gru_step(attrs):
         if plan is False:
             plan = None
             cap = _math.sigmoid_cap(h.dtype)
-            if z_scales_h and cap is not None and h.ndim == 2 >= one_rank and axis in (1, -1) \
+            if z_scales_h and cap is not None and h.ndim == 2 >= one_rank and axes <= {1, -1} \
                     and h.dtype == r.dtype == x.dtype == getattr(b, "dtype", None):
                 batch, hidden = h.shape
                 r_shape = (3 * hidden, hidden) if r_rows else (hidden, 3 * hidden)

@@ -40,12 +40,22 @@ class IterationSource(NamedTuple):
 
 class GatherSource(NamedTuple):
     """``Gather(data, i)`` of a static `data` along `axis`; `label` names the Gather node (as
-    errors do), `work` what it is for the plan (a plan.HoistedWork)."""
+    errors do), `work` what it is for the plan (a plan.HoistedWork); `index_type`, the integer
+    type i was cast to before the Gather read it (None: the iteration number itself)."""
 
     data: str
     axis: int
     label: str
     work: object = None
+    index_type: np.dtype | None = None
+
+
+def _counts(source: GatherSource) -> int:
+    """The iterations up to which a Gather source's index, the iteration number cast to its
+    `index_type`, is the iteration number (not wrapped)."""
+    if source.index_type is None or source.index_type.itemsize >= 8:
+        return 1 << 62  # (no loop gets that far)
+    return int(np.iinfo(source.index_type).max) + 1
 
 
 # Where static values come from: the same at every iteration.
@@ -119,6 +129,10 @@ class Hoist:
                 if name:
                     self._last_use[name] = index
         self._kept = set(frontier)
+        # Per step: the inputs it reads last (nor kept for the body), which may die there.
+        self._dying_at = [tuple(name for name in dict.fromkeys(step.inputs)
+                                if name and self._last_use[name] == index
+                                and name not in self._kept) for index, step in enumerate(steps)]
         readers: dict[str, int] = {}  # name -> how many hoisted steps read it
         producer = {}  # name -> the index of the step making it alone
         for index, step in enumerate(steps):
@@ -168,7 +182,7 @@ class Hoist:
         cap = self._iteration_cap()
         limit = -1 if cap is None else cap
         for source in self.gathers:
-            size = self._gather_rows(source, args, n_captures)[0]
+            size = min(self._gather_rows(source, args, n_captures)[0], _counts(source))
             limit = size if limit < 0 else min(limit, size)
         return limit
 
@@ -194,6 +208,10 @@ class Hoist:
             if size <= i:
                 return ExecutionError(f"{source.label} failed: IndexError: index {i} is out of "
                                       f"bounds for axis {axis} with size {size}")
+            if _counts(source) <= i:
+                return ExecutionError(f"{source.label}: its index, the iteration number as "
+                                      f"{source.index_type}, wraps at iteration {i}; cyloop "
+                                      "reads it as a row of its data only up to there")
         return ExecutionError(f"iteration {i} is past the end of a hoisted input")
 
     def chunk(self, args, n_captures: int, slicings: dict[int, Slicing], start: int,
@@ -230,54 +248,58 @@ class Hoist:
             env.update(computed)  # (never a buffer a step may take: not `own`)
         own = set()  # names of buffers this chunk made, which nothing outside can see
         largest = 0  # bytes of the largest value a step made (`row_bytes`)
-        for index, step in enumerate(self.steps):
-            if step.once:
-                if start == 0:
-                    values = _once(step, [env[name] if name else None for name in step.inputs])
-                    computed.update(values)
-                    env.update(values)
-                continue
-            inputs = [env[name] if name else None for name in step.inputs]
-            # Inputs dying here whose buffer the chunk made may take the result (in place).
-            dying = [name for name in dict.fromkeys(step.inputs) if name in own
-                     and self._last_use[name] == index and name not in self._kept]
-            try:
-                if step.probe is not None and start == 0:
-                    # The node as the body has it, on the first row: whatever rank or shape
-                    # error it raises at every iteration (every row has one shape) is raised
-                    # here, as the body would raise it.
-                    _probe(step, [a[0] if b else a for a, b in zip(inputs, step.batched)])
-                reusable = [env[name] for name in dying]
-                target = targets.get(step.outputs[0]) if len(step.outputs) == 1 else None
-                if target is not None:  # first: the slots the value (or what it is made
-                    # from, read only by the step making it) ends in
-                    reusable.insert(0, target)
-                # A run's first chunk (a few rows, met once a run) and those of a chunk size on
-                # trial (met only while it lasts) are no samples of the kernels' own trials: a
-                # trial on their shapes would take a run a sample, or never end, and hold every
-                # candidate's prepared weight meanwhile.
-                with contextlib.nullcontext() if sampled else untimed():
+        # A run's first chunk (a few rows, met once a run) and those of a chunk size on trial
+        # (met only while it lasts) are no samples of the kernels' own trials: a trial on their
+        # shapes would take a run a sample, or never end, and hold every candidate's prepared
+        # weight meanwhile.
+        with contextlib.nullcontext() if sampled or not self.steps else untimed():
+            for index, step in enumerate(self.steps):
+                if step.once:
+                    if start == 0:
+                        values = _once(step, [env[name] if name else None
+                                              for name in step.inputs])
+                        computed.update(values)
+                        env.update(values)
+                    continue
+                inputs = [env[name] if name else None for name in step.inputs]
+                # Inputs dying here whose buffer the chunk made may take the result (in place).
+                dying = [name for name in self._dying_at[index] if name in own] if own else ()
+                try:
+                    if step.probe is not None and start == 0:
+                        # The node as the body has it, on the first row: whatever rank or
+                        # shape error it raises at every iteration (every row has one shape)
+                        # is raised here, as the body would raise it.
+                        _probe(step, [a[0] if b else a for a, b in zip(inputs, step.batched)])
+                    reusable = [env[name] for name in dying]
+                    target = targets.get(step.outputs[0]) if targets and len(step.outputs) == 1 \
+                        else None
+                    if target is not None:  # first: the slots the value (or what it is made
+                        # from, read only by the step making it) ends in
+                        reusable.insert(0, target)
                     results = step.call(inputs, rows, reusable)
-            except CyloopError:
-                raise
-            except Exception as e:
-                raise _failed(step.label, e) from e
-            for name in dying:
-                own.discard(name)
-                del env[name]
-            for name in list(own):  # a buffer some result views is never reused
-                if name in step.inputs and any(isinstance(r, np.ndarray)
+                except CyloopError:
+                    raise
+                except Exception as e:
+                    raise _failed(step.label, e) from e
+                for name in dying:
+                    own.discard(name)
+                    del env[name]
+                if own:  # a buffer some result views is never reused
+                    for name in step.inputs:
+                        if name in own and any(isinstance(r, np.ndarray)
                                                and np.may_share_memory(r, env[name])
                                                for r in results):
-                    own.discard(name)
-            for name, value in zip(step.outputs, results):
-                if isinstance(value, np.ndarray) and value.nbytes > largest:
-                    largest = value.nbytes
-                if name:
-                    env[name] = value
-                    if (isinstance(value, np.ndarray) and value.base is None
-                            and value.flags.writeable and all(value is not a for a in inputs)):
-                        own.add(name)
+                            own.discard(name)
+                for name, value in zip(step.outputs, results):
+                    if isinstance(value, np.ndarray):
+                        largest = max(largest, value.nbytes)
+                        if name:
+                            env[name] = value
+                            if (value.base is None and value.flags.writeable
+                                    and all(value is not a for a in inputs)):
+                                own.add(name)
+                    elif name:
+                        env[name] = value
         timing.largest_row = largest // rows
         return [np.broadcast_to(env[name], (rows, *np.shape(env[name])))
                 if name in self.computed else np.asarray(env[name]) for name in self.frontier]
@@ -387,6 +409,9 @@ def _signature(value):
     when it is small (a Reshape's target shape, a Squeeze's axes)."""
     if value is None:
         return None
+    if isinstance(value, np.generic) and not value.dtype.hasobject:
+        # (Row 0 of a value with one element a row, say the iteration number's: a scalar.)
+        return np.generic, value.dtype.str, value.tobytes()
     if not isinstance(value, np.ndarray) or value.dtype.hasobject:
         return object()  # matches nothing: probed every time
     small = value.tobytes() if value.size <= _PROBED_VALUES else None
@@ -648,6 +673,20 @@ def gathered(fn, own):
         except IndexError:
             own(args[0][0], *args[1:])
             raise
+
+    return call
+
+
+def parts(fn):
+    """Split of rows (`fn`: with the axis shifted past the row axis): every part a result, laid
+    out contiguous once a chunk (a part along an inner axis is a strided view, which the body's
+    kernels would read strided at every iteration; the Split's own choice of views or copies,
+    timed by the period of an iteration, has no iterations to time here)."""
+
+    def call(args, rows, reusable=()):
+        with untimed():
+            split = fn(*args)
+        return tuple(np.ascontiguousarray(part) for part in split)
 
     return call
 

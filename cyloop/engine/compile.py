@@ -28,6 +28,7 @@ from ..kernels import registry
 from ..kernels.registry import FIRST_INPUT
 from . import _core, reference
 from .control import BatchedScanRunner, IfRunner, SequenceMapRunner
+from .counters import counters_as_iterations
 from .destinations import plan_destinations, plan_steps
 from .fuse import fuse_loop
 from .hoist import hoist_loop
@@ -155,7 +156,7 @@ def constants_folded(graph: Graph, opsets: dict[str, int]) -> Graph:
 def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> CompiledProgram:
     opsets = dict(opsets or {})
     if settings.driver == "cython":  # (the reference driver runs every graph as written)
-        graph = constants_folded(stack_appended_sequences(graph), opsets)
+        graph = counters_as_iterations(constants_folded(stack_appended_sequences(graph), opsets))
     opsets.update(graph.opsets)
     slots: dict[str, int] = {}  # name -> slot; an Identity's output names its input's slot
     slot_names: list[str] = []

@@ -150,6 +150,7 @@ class Uses:
                 for name in sub.free_names():
                     self.readers[name].append(node)
         self.results = {v.name for v in graph.outputs}
+        self.trios: dict[tuple, Node] = {}  # `_slice_trio`'s answers, one node per trio
 
     def only_reader(self, name: str) -> Node | None:
         """The one node reading `name`, if exactly one does and the graph does not return it."""
@@ -602,11 +603,81 @@ def _match_cast(cast: Node, graph: Graph, uses: Uses):
 
 def _split_part(graph: Graph, uses: Uses, name: str | None, reader: Node):
     """(the Split, the part's index) if `name` is a part of a Split into 3 equal parts that only
-    `reader` reads, else None."""
+    `reader` reads, else None. Three Slices cutting one value in parts of one size (the last
+    to the axis's end: tf2onnx's spelling of a split) count as a Split (`_slice_trio`)."""
     split = _producer(graph, name)
-    if _split_axis(split, graph, 3, sized=True) is None or uses.only_reader(name) is not reader:
+    if _split_axis(split, graph, 3, sized=True) is None:
+        split = _slice_trio(graph, uses, split)
+    if split is None or uses.only_reader(name) is not reader:
         return None
     return split, split.outputs.index(name)
+
+
+_OPEN_END = 2**31 - 1  # a Slice's end at or past it: the axis's end, whatever its length
+
+
+def _slice_cut(node: Node | None, graph: Graph):
+    """(data, axis, start, end) if `node` is an ONNX Slice (opset 10 on: operands, not
+    attributes) by constants cutting one axis and keeping every other it names whole (start
+    0, end at least `_OPEN_END`), step 1; end None for an open one; else None."""
+    if node is None or node.domain not in ("", "ai.onnx") or node.op_type != "Slice" \
+            or node.attrs or not 4 <= len(node.inputs) <= 5 or len(node.outputs) != 1 \
+            or not all(node.inputs[:4]):
+        return None
+    operands = [_constant(graph, name) for name in node.inputs[1:]]
+    if any(value is None for value in operands[:3]):
+        return None
+    starts, ends, axes, *steps = (np.asarray(v).reshape(-1) if v is not None else None
+                                  for v in operands)
+    if any(v.dtype.kind not in "iu" for v in (starts, ends, axes)) \
+            or not starts.size == ends.size == axes.size \
+            or steps and steps[0] is not None and (steps[0].shape != starts.shape
+                                                   or (steps[0] != 1).any()):
+        return None
+    cut = [k for k in range(starts.size) if not (starts[k] == 0 and ends[k] >= _OPEN_END)]
+    if len(cut) != 1 or len(set(axes.tolist())) != axes.size:
+        return None
+    (k,) = cut
+    start, end = int(starts[k]), int(ends[k])
+    if start < 0 or end < 0:
+        return None
+    return node.inputs[0], int(axes[k]), start, None if end >= _OPEN_END else end
+
+
+def _slice_trio(graph: Graph, uses: Uses, node: Node | None) -> Node | None:
+    """A stand-in Split for `node` if it is one of three Slices (`_slice_cut`) of one value
+    along one axis into [0, P), [P, 2P) and [2P, end) (the last open, or 3P): a Node("Split")
+    with ``axis``, ``split`` [P, P, P], the three Slices' outputs as its outputs and the Slices
+    themselves as ``slices`` (what a fused node replaces), or None. The same node each time a
+    trio is asked for (`Uses.trios`), so that its parts are known as one split's."""
+    found = _slice_cut(node, graph)
+    if found is None:
+        return None
+    data, axis = found[:2]
+    parts = {}
+    for reader in uses.readers.get(data, []):
+        cut = _slice_cut(reader, graph) if reader.inputs[:1] == [data] else None
+        if cut is not None and cut[1] == axis:
+            parts.setdefault(cut[2], []).append((reader, cut[3]))
+    size = found[2] // 2 if found[2] and found[3] is None else \
+        (found[3] - found[2]) if found[3] is not None else None
+    if not size or size <= 0 or sorted(parts) != [0, size, 2 * size] \
+            or any(len(at) != 1 for at in parts.values()) \
+            or parts[0][0][1] != size or parts[size][0][1] != 2 * size \
+            or parts[2 * size][0][1] not in (None, 3 * size):
+        return None
+    slices = [parts[start][0][0] for start in (0, size, 2 * size)]
+    key = (data, axis, size, tuple(id(s) for s in slices))
+    if key not in uses.trios:
+        uses.trios[key] = Node("Split", [data], [s.outputs[0] for s in slices],
+                               {"axis": axis, "split": [size] * 3, "slices": slices,
+                                "open": parts[2 * size][0][1] is None})
+    return uses.trios[key]
+
+
+def _replaced_by(split: Node) -> list[Node]:
+    """The model's nodes a split stands for: itself, or a trio's Slices (`_slice_trio`)."""
+    return list(split.attrs.get("slices", [split]))
 
 
 def _constant(graph: Graph, name: str | None):
@@ -672,8 +743,9 @@ def _match_gru_rest(graph, uses, tanh, add_n, mul_r, reset, x_part, r_part):
     update gate and the blend."""
     (x_split, xn_at), (r_split, rn_at) = x_part, r_part
     axis = _split_axis(x_split, graph, 3, sized=True)
-    if axis != _split_axis(r_split, graph, 3, sized=True):
-        return None
+    r_axis = _split_axis(r_split, graph, 3, sized=True)
+    if axis != r_axis and ("slices" not in x_split.attrs and "slices" not in r_split.attrs):
+        return None  # (a trio's axis is the Slices' own spelling: -1 or 1, say, on a [B, 3H])
     reset_sum = _sum_of_parts(graph, uses, reset.inputs[0], reset)
     if reset_sum is None:
         return None
@@ -696,14 +768,14 @@ def _match_gru_rest(graph, uses, tanh, add_n, mul_r, reset, x_part, r_part):
     final, blend_nodes, z_scales, h, one_rank = blend
     x, x_at_least, x_widening = _widened(graph, uses, x_split.inputs[0], x_split)
     r, r_at_least, r_widening = _widened(graph, uses, r_split.inputs[0], r_split)
-    replaced = [*x_widening, x_split, *r_widening, r_split, add_g, reset, add_z, update, mul_r,
-                add_n, tanh, *blend_nodes]
+    replaced = [*x_widening, *_replaced_by(x_split), *r_widening, *_replaced_by(r_split), add_g,
+                reset, add_z, update, mul_r, add_n, tanh, *blend_nodes]
     fused = Node("GRUGates", [x, r, h], [final.outputs[0]],
                  {"axis": axis, "x_blocks": [xz_at, xg_at, xn_at],
                   "r_blocks": [rz_at, rg_at, rn_at], "z_scales": z_scales,
                   "fused_from": _labels(replaced),
-                  **{key: size for key, split in (("x_part", x_split), ("r_part", r_split))
-                     if (size := _part_size(split, graph)) is not None},
+                  **({"r_axis": r_axis} if r_axis != axis else {}),
+                  **_cuts("x", x_split, graph), **_cuts("r", r_split, graph),
                   **{key: shape for key, shape in (("x_at_least", x_at_least),
                                                    ("r_at_least", r_at_least))
                      if shape is not None},
@@ -712,6 +784,18 @@ def _match_gru_rest(graph, uses, tanh, add_n, mul_r, reset, x_part, r_part):
                   **({"one_rank": one_rank} if one_rank > 1 else {})},
                  LOOP_DOMAIN, version=1)
     return fused, replaced, final
+
+
+def _cuts(key: str, split: Node, graph: Graph) -> dict:
+    """GRUGates' attributes for how `split` cuts x's or r's axis (`key`): ``x_part``, the
+    size of a Split's given parts; ``x_slices`` and ``x_open``, a Slice trio's part and whether
+    its last runs to the axis's end (`_slice_trio`); none for a Split of equal parts."""
+    size = _part_size(split, graph)
+    if size is None:
+        return {}
+    if "slices" in split.attrs:
+        return {f"{key}_slices": size, f"{key}_open": split.attrs["open"]}
+    return {f"{key}_part": size}
 
 
 def _match_blend(graph: Graph, uses: Uses, z: str, n: str):

@@ -123,8 +123,12 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int],
     products: dict[str, tuple[int, Node]] = {}  # hoisted weight products read by one node
     kept: list[Node] = []
     hoisted_any = False
+    counts: dict[str, np.dtype] = {}  # the iteration number cast to an integer type
     for node in body.nodes:
-        gather = _as_gather(node, spec.iteration_param, statics)
+        counted = _iteration_cast(node, spec.iteration_param)
+        if counted is not None:
+            counts[node.outputs[0]] = counted
+        gather = _as_gather(node, spec.iteration_param, statics, counts)
         if gather is not None:
             sources[node.outputs[0]] = gather
             batched.add(node.outputs[0])
@@ -269,19 +273,39 @@ def _bias_joined(node: Node, products: dict, statics, opsets):
     return index, step
 
 
-def _as_gather(node: Node, iteration_param, statics):
+def _iteration_cast(node: Node, iteration_param) -> np.dtype | None:
+    """The integer type an ONNX ``Cast(i, to=...)`` of the iteration number converts to (a step
+    counter read as the iteration number is one: engine/counters.py), else None."""
+    if (not iteration_param or node.op_type != "Cast" or node.domain not in ("", "ai.onnx")
+            or node.inputs != [iteration_param] or len(node.outputs) != 1
+            or not node.outputs[0]):
+        return None
+    try:
+        to = np.dtype(node.attrs.get("to"))
+    except TypeError:
+        return None
+    # (A type of fewer than 32 bits wraps within loops of ordinary length: row i is not read.)
+    return to if to.kind in "iu" and to.itemsize >= 4 and node.attrs.get("to") is not None \
+        else None
+
+
+def _as_gather(node: Node, iteration_param, statics, counts: dict[str, np.dtype]):
     """``Gather(x, i)`` of a static x by the (scalar) iteration number: row i of x along the
     axis. ONNX's Gather has the axis as an attribute; OpenVINO's as a constant third input
-    (with ``batch_dims`` 0)."""
+    (with ``batch_dims`` 0). An ONNX Gather's index may be i cast to an integer type
+    (`counts`): row i too, for as many iterations as that type counts."""
     if (not iteration_param or node.op_type != "Gather" or len(node.outputs) != 1
             or len(node.inputs) < 2 or node.inputs[0] not in statics
-            or isinstance(statics[node.inputs[0]], ComputedStatic)  # (`limit` reads the data
-            or node.inputs[1] != iteration_param):                   # before any is computed)
-        return None
-    if node.domain in ("", "ai.onnx") and len(node.inputs) == 2:
+            or isinstance(statics[node.inputs[0]], ComputedStatic)):  # (`limit` reads the data
+        return None                                                  # before any is computed)
+    if node.domain in ("", "ai.onnx") and len(node.inputs) == 2 and (
+            node.inputs[1] == iteration_param or node.inputs[1] in counts):
         axis = _integer(node.attrs.get("axis", 0))
         return None if axis is None else GatherSource(node.inputs[0], axis, node.label,
-                                                      _work("gather", node))
+                                                      _work("gather", node),
+                                                      counts.get(node.inputs[1]))
+    if node.inputs[1] != iteration_param:
+        return None
     if node.domain == OPENVINO_DOMAIN and len(node.inputs) == 3 \
             and _integer(node.attrs.get("batch_dims", 0) or 0) == 0:
         axis = statics.get(node.inputs[2])
@@ -653,7 +677,8 @@ def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
     if form == "first" and any(mask[1:]):
         return None
     if form in ("matmul", "reshape", "axis_attribute") and mask != [True, False] \
-            or form in ("broadcast", "axis") and mask != [True] + [False] * (len(mask) - 1):
+            or form in ("broadcast", "axis", "split") \
+            and mask != [True] + [False] * (len(mask) - 1):
         return None
     if form == "axes" and (not mask[0] or any(mask[1:]) or len(node.inputs) < 2
                            or not node.inputs[1]):
@@ -665,16 +690,16 @@ def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
             return None  # (none or empty: every axis, the row axis too)
         attrs = dict(node.attrs, axes=[a + 1 if a >= 0 else a for a in axes])
         call = chunks.leading(registry.build(node, opsets, attrs).fn)
-    elif form in ("axis_attribute", "concat"):
+    elif form in ("axis_attribute", "concat", "split"):
         axis = _integer(node.attrs.get("axis"))
-        if axis is None:  # (Gather's default 0 is a real default; Concat-1's 1 is not read)
-            if form == "concat" or "axis" in node.attrs:
+        if axis is None:  # (Gather's and Split's default 0 is a real default; Concat-1's 1 is
+            if form == "concat" or "axis" in node.attrs:  # not read)
                 return None
             axis = 0
         attrs = dict(node.attrs, axis=axis + 1 if axis >= 0 else axis)
         shifted = registry.build(node, opsets, attrs).fn
         call = chunks.gathered(shifted, own) if form == "axis_attribute" else \
-            chunks.concatenated(shifted, mask)
+            chunks.concatenated(shifted, mask) if form == "concat" else chunks.parts(shifted)
     else:
         call = _ADAPTERS[form](own, mask)
     return HoistStep(call, list(node.inputs), list(node.outputs), node.label, own, mask,

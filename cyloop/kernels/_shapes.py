@@ -20,6 +20,24 @@ def int_list(values) -> list:
     return [int(v) for v in values]
 
 
+def broadcast_shape(have: tuple, want: tuple) -> tuple:
+    """np.broadcast_shapes of two shapes, in a few Python steps (its own take microseconds, as
+    much as expanding a loop's small state); numpy's error where they do not broadcast."""
+    if have == want:
+        return want
+    n = max(len(have), len(want))
+    have, want = (1,) * (n - len(have)) + have, (1,) * (n - len(want)) + want
+    shape = []
+    for a, b in zip(have, want):
+        if a == b or b == 1:
+            shape.append(a)
+        elif a == 1:
+            shape.append(b)
+        else:
+            return np.broadcast_shapes(have, want)  # (raises numpy's own error)
+    return tuple(shape)
+
+
 def is_constant(value) -> bool:
     """Whether `value` is an array nothing writes while a model holds it: read-only and holding
     its own memory, as the engine keeps an initializer (engine/compile.py `_constant`). (A

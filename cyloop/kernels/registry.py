@@ -87,6 +87,8 @@ BATCH_FORMS = (
     "axis_attribute",  # the same with the axis an attribute (ONNX's Gather)
     "concat",       # Concat of rows and static operands (each then the same in every row)
                     # along an `axis` attribute, shifted as `axis_attribute`'s
+    "split",        # Split of rows along an `axis` attribute (default 0), shifted as
+                    # `axis_attribute`'s, by static sizes
     "matmul",       # the left operand batched, the right one not: one GEMM over every row
     "gemm",         # ONNX Gemm: A batched (not transposed), B and C not; the kernel says its
                     # attributes (alpha, beta, trans_b) and its weight product

@@ -261,7 +261,8 @@ def test_the_blocked_step_lets_go_of_its_weights_when_not_chosen(rng):
 
 
 def _gru_loop(x_order="zrn", r_order="zrn", blend="keras", swapped=False, one="initializer",
-              leak=None, hidden=4, gates=None, opset=13, sizes=None):
+              leak=None, hidden=4, gates=None, opset=13, sizes=None, r_slices=None, x_axis=1,
+              r_axis=1):
     """An ONNX Loop whose body spells the GRU cell with the reset gate after the recurrent
     product: x = x_t W + Bx and r = h R + Br, each split in 3 (gates in `x_order` / `r_order`),
     then z, g (reset), n and the blend: "keras" (1 - z) n + z h, "keras_n" (1 - z) h + z n
@@ -269,7 +270,9 @@ def _gru_loop(x_order="zrn", r_order="zrn", blend="keras", swapped=False, one="i
     initializer ("initializer", or "[1, 1, 1]" of that shape) or a Constant node; operands of
     every Mul and Add swapped if `swapped`; `leak` also returns that intermediate value; `gates`
     is the width of the gate axis (3 * hidden unless an uneven split is wanted); `sizes`, the
-    parts' sizes both Splits give (an initializer), as jax2onnx gives them."""
+    parts' sizes both Splits give (an initializer), as jax2onnx gives them. `r_slices`: r cut
+    by three Slices along `r_axis` instead, as tf2onnx writes it, the last to the end of the axis
+    ("open", with tf2onnx's 2^31 - 1) or to 3 * hidden ("closed"); `x_axis`, x's Split's axis."""
     gates = 3 * hidden if gates is None else gates
     state = hidden if gates == 3 * hidden else -(-gates // 3)
     node = helper.make_node
@@ -278,18 +281,29 @@ def _gru_loop(x_order="zrn", r_order="zrn", blend="keras", swapped=False, one="i
         return node(op, [b, a] if swapped else [a, b], [out])
 
     split_attrs = {"axis": 1, **({"num_outputs": 3} if opset >= 18 else {})}
+    initializers = [helper.make_tensor("sizes", 7, [3], sizes)] if sizes else []
+    if r_slices is None:
+        r_parts = [node("Split", ["r"] + (["sizes"] if sizes else []),
+                        [f"r_{g}" for g in r_order], **split_attrs)]
+    else:
+        r_parts = []
+        for k, g in enumerate(r_order):
+            end = 2**31 - 1 if k == 2 and r_slices == "open" else (k + 1) * hidden
+            initializers += [helper.make_tensor(f"starts_{g}", 7, [2], [0, k * hidden]),
+                             helper.make_tensor(f"ends_{g}", 7, [2], [2**31 - 1, end]),
+                             helper.make_tensor(f"axes_{g}", 7, [2], [0, r_axis])]
+            r_parts.append(node("Slice", ["r", f"starts_{g}", f"ends_{g}", f"axes_{g}"],
+                                [f"r_{g}"]))
     nodes = [node("Gather", ["X", "i"], ["x_t"], axis=0),
              node("MatMul", ["x_t", "W"], ["xw"]), two("Add", "xw", "Bx", "x"),
              node("MatMul", ["h_in", "R"], ["hr"]), two("Add", "hr", "Br", "r"),
              node("Split", ["x"] + (["sizes"] if sizes else []), [f"x_{g}" for g in x_order],
-                  **split_attrs),
-             node("Split", ["r"] + (["sizes"] if sizes else []), [f"r_{g}" for g in r_order],
-                  **split_attrs),
+                  **dict(split_attrs, axis=x_axis)),
+             *r_parts,
              two("Add", "x_z", "r_z", "sz"), node("Sigmoid", ["sz"], ["z"]),
              two("Add", "x_r", "r_r", "sg"), node("Sigmoid", ["sg"], ["g"]),
              two("Mul", "g", "r_n", "gr"), two("Add", "x_n", "gr", "sn"),
              node("Tanh", ["sn"], ["n"])]
-    initializers = [helper.make_tensor("sizes", 7, [3], sizes)] if sizes else []
     if blend == "torch":
         nodes += [node("Sub", ["h_in", "n"], ["d"]), two("Mul", "z", "d", "zd"),
                   two("Add", "n", "zd", "h_out")]
@@ -367,6 +381,39 @@ def test_gru_any_gate_order_blend_and_operand_order_is_fused_and_computes_the_sa
         x_order, r_order, blend, swapped, rng):
     onnx_model, state, gates = _gru_loop(x_order, r_order, blend, swapped)
     _check_gru(onnx_model, _gru_feeds(rng, state, gates), fused_expected=True)
+
+
+@pytest.mark.parametrize("r_slices", ["open", "closed"])
+@pytest.mark.parametrize("x_axis, r_axis", [(1, 1), (-1, 1), (1, -1)])
+@pytest.mark.parametrize("r_order", ["zrn", "rzn"])
+def test_gru_r_cut_by_three_slices_is_fused_and_computes_the_same(r_slices, x_axis, r_axis,
+                                                                   r_order, rng):
+    """tf2onnx's GRU cell: x split in 3, r = h R + Br cut by three Slices along its last axis
+    (spelled 1 or -1), the last Slice to the axis's end."""
+    onnx_model, state, gates = _gru_loop(r_order=r_order, r_slices=r_slices, x_axis=x_axis,
+                                         r_axis=r_axis)
+    loop = _check_gru(onnx_model, _gru_feeds(rng, state, gates), fused_expected=True)
+    assert sum(ref.op == "Slice" for f in loop.fused for ref in f.replaces) == 3, loop
+
+
+@pytest.mark.parametrize("case", ["another value", "a part twice", "one row"])
+def test_gru_slices_that_do_not_cut_r_in_three_are_left_alone(case, rng):
+    onnx_model, state, gates = _gru_loop(r_slices="closed")
+    body = onnx_model.graph.node[0].attribute[0].g
+    slices = [n for n in body.node if n.op_type == "Slice"]
+
+    def replace(name, values):
+        (tensor,) = [t for t in body.initializer if t.name == name]
+        tensor.CopyFrom(helper.make_tensor(name, 7, [2], values))
+
+    if case == "another value":  # n's part cut from h R, not from h R + Br
+        slices[2].input[0] = "hr"
+    elif case == "a part twice":  # n's Slice cuts z's part again
+        replace("starts_n", [0, 0])
+        replace("ends_n", [2**31 - 1, state])
+    else:  # z's Slice keeps only the first row of the batch (broadcast as written)
+        replace("ends_z", [1, state])
+    _check_gru(onnx_model, _gru_feeds(rng, state, gates), fused_expected=False)
 
 
 @native.steps

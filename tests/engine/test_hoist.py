@@ -664,6 +664,56 @@ def _same_outcome(graph, feeds):
     return outcomes[1]
 
 
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+@pytest.mark.parametrize("opset, axis, sizes",
+                         [(13, -1, None), (13, 1, None), (13, 0, [1, 3]), (13, 1, [2, 1, 3]),
+                          (11, -1, [2, 2, 2]), (11, 1, None), (18, -1, None)],
+                         ids=["13-last", "13-axis1", "13-axis0-sizes", "13-uneven",
+                              "11-attribute", "11-axis1", "18-num-outputs"])
+def test_a_split_of_rows_is_hoisted(rng, chunk_rows, opset, axis, sizes):
+    """Split of a sliced row along its axis attribute (shifted past the row axis), by static
+    sizes (an input from opset 13, an attribute before), its parts read by the body."""
+    parts = len(sizes) if sizes else 3 if axis else 2
+    body = GraphBuilder("b", opset=opset)
+    x_t = body.input("x_t", np.float32)
+    h = body.input("h", np.float32)
+    if opset >= 13:
+        inputs = (x_t, body.const(np.array(sizes, np.int64))) if sizes else (x_t,)
+        extra = {"num_outputs": parts} if opset >= 18 else {}
+        pieces = body.node("Split", *inputs, axis=axis, outputs=parts, **extra)
+    else:
+        pieces = body.node("Split", x_t, axis=axis, outputs=parts,
+                           **({"split": sizes} if sizes else {}))
+    total = h
+    for piece in pieces:
+        total = body.node("Add", total, body.node("ReduceSum", piece, keepdims=0))
+    body.output(body.node("Identity", total, outputs=["h_next"]),
+                body.node("Mul", pieces[0], body.const(np.float32(2)), outputs=["y"]))
+    g = GraphBuilder("g", opset=opset)
+    g.loop(body.build(), inputs=[(g.input("x", np.float32), SlicedInput(0, "x_t")),
+                                 (g.input("h0", np.float32), CarriedInput(0, "h", "h_next"))],
+           outputs=[LastOutput("h_next"), ConcatOutput("y")], output_names=["h", "ys"])
+    g.output("h", "ys")
+    x = rng.standard_normal((7, 4, 6)).astype(np.float32)
+    feeds = {"x": x, "h0": np.float32(0.5) * np.ones((), np.float32)}
+    model, got, expected = _run(g.build(), feeds, chunk_rows)
+    for name in expected:
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["h"], 0.5 + x.sum(), rtol=1e-4)
+    assert "Split" in [r.op for r in loop_plan(model).hoisted_nodes()]
+
+
+def test_a_hoisted_split_of_bad_sizes_fails_as_the_body_does():
+    body = GraphBuilder("b")
+    x_t = body.input("x_t", np.float32)
+    first, _ = body.node("Split", x_t, body.const(np.array([2, 5], np.int64)), axis=1,
+                         outputs=2)
+    body.node("Identity", first, outputs=["y"])
+    body.output("y")
+    outcome = _same_outcome(*_one_loop(body, np.ones((5, 3, 6), np.float32)))
+    assert isinstance(outcome, str) and "do not split axis 1" in outcome, outcome
+
+
 def test_a_buffer_a_view_still_reads_is_not_reused_in_place():
     body = GraphBuilder("b")
     x2 = body.node("Mul", body.input("x_t", np.float32), body.const(np.float32(2)))
@@ -743,6 +793,39 @@ def test_a_model_that_ran_still_raises_the_body_error_on_new_shapes():
         else:
             assert isinstance(outcomes[0], str) and isinstance(outcomes[1], str)
             assert outcomes[0] == outcomes[1]
+
+
+def test_a_probe_on_scalar_rows_runs_once_per_signature(monkeypatch):
+    """Row 0 of a value with one element a row (the iteration number cast, say) is a numpy
+    scalar: its probe is remembered by type and value like a small array's, not run again on
+    every run."""
+    body = GraphBuilder("b")
+    i = body.input("i", np.int64, ())
+    body.input("cond_in", np.bool_, ())
+    scaled = body.node("Mul", body.node("Cast", i, to=np.float32), body.input("k", np.float32))
+    body.output(body.node("Identity", "cond_in", outputs=["c"]),
+                body.node("Add", scaled, body.const(np.float32(1)), outputs=["f"]))
+    g = GraphBuilder("g")
+    g.loop(body.build(), inputs=[(g.input("K", np.float32), InvariantInput(0, "k"))],
+           outputs=[ConcatOutput("f")], trip_count=5, iteration_param="i",
+           cond_param="cond_in", cond_result="c", output_names=["fs"])
+    g.output("fs")
+    model = cyloop.Model(g.build(), driver="cython")
+    fresh, real = [], _chunks._probe
+
+    def counted(step, row):
+        key = tuple(_chunks._signature(a) for a in row)
+        if key not in step.probed:
+            fresh.append(step.label)
+        real(step, row)
+
+    monkeypatch.setattr(_chunks, "_probe", counted)
+    for k in (2.0, 2.0, 2.0, 3.0):
+        got = model.run({"K": np.array(k, np.float32)})["fs"]
+        np.testing.assert_array_equal(got, np.arange(5, dtype=np.float32) * k + 1)
+    # The Cast, the Mul and the Add once each; the Mul again for K = 3 (a 0-d operand counts
+    # by value).
+    assert len(fresh) == 4, fresh
 
 
 def test_a_narrow_iteration_number_overflows_where_the_body_would():

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cyloop import kernels
 from cyloop.accel.aligned import aligned_empty
@@ -85,3 +87,15 @@ def test_kernels_follow_operands_that_change_and_keep_constant_ones(op, extra, d
             else:
                 continue
             assert kernel(data, axes).shape == (1, 6)
+
+
+@given(st.lists(st.integers(0, 3), max_size=5), st.lists(st.integers(0, 3), max_size=5))
+def test_broadcast_shape_is_numpys(have, want):
+    have, want = tuple(have), tuple(want)
+    try:
+        expected = np.broadcast_shapes(have, want)
+    except ValueError as e:
+        with pytest.raises(ValueError, match=str(e).split("(")[0].strip()):
+            _shapes.broadcast_shape(have, want)
+    else:
+        assert _shapes.broadcast_shape(have, want) == expected

@@ -33,7 +33,7 @@ def _split(axis, n_outputs):
     return split
 
 
-@kernel("Split", since=2, multi=True)
+@kernel("Split", since=2, multi=True, batch="split")
 def split_2(attrs, n_outputs):
     split, sizes = _split(int(attrs.get("axis", 0)), n_outputs), attrs.get("split")
 
@@ -44,7 +44,7 @@ def split_2(attrs, n_outputs):
     return split_by_attribute
 
 
-@kernel("Split", since=13, multi=True)
+@kernel("Split", since=13, multi=True, batch="split")
 def split_13(attrs, n_outputs):
     split = _split(int(attrs.get("axis", 0)), n_outputs)
 

@@ -192,8 +192,12 @@ def flatten(attrs):
 @kernel("Expand", since=8, batch="broadcast")
 def expand(attrs):
     def expanded(x, shape):
-        target = np.broadcast_shapes(np.shape(x), tuple(_shapes.int_list(shape)))
-        return np.array(np.broadcast_to(x, target))  # a real array, not a read-only broadcast
+        x = np.asarray(x)
+        # A real array, not a read-only broadcast: x copied into it (np.copyto broadcasts).
+        result = np.empty(_shapes.broadcast_shape(x.shape, tuple(_shapes.int_list(shape))),
+                          x.dtype)
+        np.copyto(result, x)
+        return result
 
     return expanded
 
