@@ -144,10 +144,10 @@ def hoist_loop(spec: LoopSpec, captures: list[str], opsets: dict[str, int],
             hoisted_any = True
             continue
         plan = _batchable(node, batched, statics, opsets, taken)
-        if plan is None:
+        if not isinstance(plan, tuple):
             shapes.derive(node)
             kept.append(node)
-            why = _why_kept(node, batched, statics, opsets, results)
+            why = plan or _why_static_kept(node, statics, opsets, results)
             if why and not_hoisted is not None:
                 not_hoisted.append(NotHoisted(node.model_nodes, why))
             continue
@@ -654,47 +654,55 @@ def _integer(value) -> int | None:
 
 
 def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
-    """(hoisted step, nodes left in the body) computing `node` from batched rows, or None.
+    """(hoisted step, nodes left in the body) computing `node` from batched rows; else why not,
+    for a node reading no state of the loop and a row at least (a key of `plan.NOT_HOISTED`),
+    or "" for any other.
 
     A recurrent cell whose input is batched is split: its input projection is hoisted (as a
     value named by nothing in `taken`, which the name joins) and a recurrence node stays in the
     body."""
+    names = [name for name in node.inputs if name]
+    free = bool(names) and all(n in batched or n in statics for n in names) \
+        and any(n in batched for n in names)  # (it reads no state of the loop)
     if node.subgraphs():
-        return None
+        return "subgraph" if free else ""
     try:
         definition = registry.definition_of(node, opsets)
     except UnsupportedOpError:
-        return None  # compiling the body says so, naming the node
-    if definition.batch == "cell":
-        return _split_cell(node, definition, batched, statics, opsets, taken)
-    names = [name for name in node.inputs if name]
-    if not names or any(n not in batched and n not in statics for n in names):
-        return None
+        return ""  # compiling the body says so, naming the node
+    if definition.batch == "cell":  # (its state aside: the projection of its input row)
+        return _split_cell(node, definition, batched, statics, opsets, taken) or (
+            "cell operands" if free else "")
+    if not free:
+        return ""
     mask = [bool(name) and name in batched for name in node.inputs]
-    if not any(mask) or not definition.batches(node.attrs, mask):
-        return None
+    if not definition.batches(node.attrs, mask):
+        return "no rows form" if definition.batch is None else "attributes"
     form = definition.batch
     if form == "first" and any(mask[1:]):
-        return None
+        return "operand place"
     if form in ("matmul", "reshape", "axis_attribute") and mask != [True, False] \
             or form in ("broadcast", "axis", "split") \
             and mask != [True] + [False] * (len(mask) - 1):
-        return None
-    if form == "axes" and (not mask[0] or any(mask[1:]) or len(node.inputs) < 2
-                           or not node.inputs[1]):
-        return None  # squeezing every unit axis would squeeze a one-row chunk's row axis
+        return "operand place"
+    if form == "axes" and (not mask[0] or any(mask[1:])):
+        return "operand place"
+    if form == "axes" and (len(node.inputs) < 2 or not node.inputs[1]):
+        return "no axes"  # squeezing every unit axis would squeeze a one-row chunk's row axis
     own = registry.build(node, opsets).fn
     if form == "axes_attribute":
         axes = node.attrs.get("axes")
-        if not mask[0] or any(mask[1:]) or axes is None or len(axes) == 0:
-            return None  # (none or empty: every axis, the row axis too)
+        if not mask[0] or any(mask[1:]):
+            return "operand place"
+        if axes is None or len(axes) == 0:
+            return "no axes"  # (none or empty: every axis, the row axis too)
         attrs = dict(node.attrs, axes=[a + 1 if a >= 0 else a for a in axes])
         call = chunks.leading(registry.build(node, opsets, attrs).fn)
     elif form in ("axis_attribute", "concat", "split"):
         axis = _integer(node.attrs.get("axis"))
         if axis is None:  # (Gather's and Split's default 0 is a real default; Concat-1's 1 is
             if form == "concat" or "axis" in node.attrs:  # not read)
-                return None
+                return "axis"
             axis = 0
         attrs = dict(node.attrs, axis=axis + 1 if axis >= 0 else axis)
         shifted = registry.build(node, opsets, attrs).fn
@@ -706,33 +714,21 @@ def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
                      work=_work("rows", node)), []
 
 
-def _why_kept(node: Node, batched, statics, opsets, results: set[str]) -> str:
-    """Why `node`, which reads no state of the loop (each input batched or static, one batched
-    at least, or all static), stays in the body: a key of `plan.NOT_HOISTED`; "" for a node that
-    reads the loop's state, or that hoisting has no reason to move (no inputs)."""
+def _why_static_kept(node: Node, statics, opsets, results: set[str]) -> str:
+    """Why `node`, whose inputs are all static, stays in the body (`_invariant` declined it): a
+    key of `plan.NOT_HOISTED`, or "" for a node with no inputs or another's."""
     names = [name for name in node.inputs if name]
-    if not names or any(n not in batched and n not in statics for n in names):
+    if not names or any(n not in statics for n in names):
         return ""
     if node.subgraphs():
         return "subgraph"
+    if any(name in results for name in node.outputs):
+        return "body output"
     try:
         definition = registry.definition_of(node, opsets)
     except UnsupportedOpError:
         return ""
-    if not any(n in batched for n in names):  # (all static: `_invariant` declined it)
-        if any(name in results for name in node.outputs):
-            return "body output"
-        return "stateful" if definition.stateful else "not pure"
-    if definition.batch == "cell":
-        return "cell operands"
-    mask = [bool(name) and name in batched for name in node.inputs]
-    if not definition.batches(node.attrs, mask):
-        return "no rows form" if definition.batch is None else "attributes"
-    if definition.batch in ("axes", "axes_attribute"):
-        return "no axes"
-    if definition.batch in ("axis_attribute", "concat"):
-        return "axis"
-    return "operand place"
+    return "stateful" if definition.stateful else "not pure"
 
 
 def _split_cell(node: Node, definition, batched, statics, opsets, taken: set[str]):
