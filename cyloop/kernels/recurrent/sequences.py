@@ -177,7 +177,7 @@ class _Cores:
             return run()
         name, trial = measured.pick(None)
         two = measured.candidates[name]
-        quiet = trial is not None and (not two or name in trial.warm)
+        quiet = trial is not None and trial.open and (not two or name in trial.warm)
         split = products_split()
         previous = set_products_on_two_cores(two)
         start = perf_counter()
