@@ -55,7 +55,11 @@ def timer_cost() -> float:
     return statistics.median(gaps)
 
 
-_untimed = threading.local()  # .depth > 0: this thread's calls are one-offs (see `untimed`)
+class _Depth(threading.local):
+    depth = 0  # (a class default: a thread's first look finds 0 without raising)
+
+
+_untimed = _Depth()  # .depth > 0: this thread's calls are one-offs (see `untimed`)
 
 
 @contextlib.contextmanager
@@ -65,7 +69,7 @@ def untimed():
     will not come back on its shape (the hoisted part's first-row probe, engine/chunks.py): a
     trial it opened would never finish, and every candidate it names would keep what it holds
     (a prepared weight) for good."""
-    _untimed.depth = getattr(_untimed, "depth", 0) + 1
+    _untimed.depth += 1
     try:
         yield
     finally:
@@ -80,6 +84,7 @@ class Trial:
     def __init__(self, key, names, rounds: int, due: int = 0):
         self.key = key
         self.samples: dict[str, list[float]] = {name: [] for name in names}
+        self.default = names[0]
         self.needed = rounds  # timed calls each candidate needs before the choice
         self.active = list(names)  # the candidates still taking turns
         self.choice: str | None = None
@@ -91,10 +96,6 @@ class Trial:
         self.ran = False  # whether the default has made its first call on the key
         self.recent: list[float] = []  # the default's last timings while the trial waits
         self.untried = False  # settled on the default untried: its calls too quick to time
-
-    @property
-    def default(self) -> str:
-        return next(iter(self.samples))
 
     def times(self) -> dict[str, float | None]:
         """Each candidate's median time so far (None: not timed); while the trial waits, the
@@ -228,6 +229,15 @@ class Measured:
         chosen = self._chosen_fn.get(key)
         if chosen is not None:
             return chosen(*args)
+        trial = self.trials.get(key)
+        if trial is not None and not trial.open and trial.choice is None and not self._period \
+                and self.fixed is None and not _untimed.depth:
+            # (waiting: the default, timed; `pick`'s own checks are these)
+            default = trial.default
+            start = perf_counter()
+            result = self.candidates[default](*args)
+            self.report(trial, default, perf_counter() - start)
+            return result
         name, trial = self.pick(key)
         if self._period:
             self._next_period(key, trial, name)
@@ -281,7 +291,7 @@ class Measured:
 
     def _counted(self, steps, key):
         trial = None
-        if not getattr(_untimed, "depth", 0):
+        if not _untimed.depth:
             with self._lock:
                 trial = self._trial(key)
             if trial is not None and (trial.open or trial.choice is not None):
@@ -327,7 +337,7 @@ class Measured:
         if chosen is not None:
             return chosen, None
         names = list(self.candidates)
-        if getattr(_untimed, "depth", 0):
+        if _untimed.depth:
             return names[0], None
         with self._lock:
             trial = self._trial(key)
@@ -398,9 +408,13 @@ class Measured:
             if calls <= 0:
                 return
         trial.waited += calls
-        trial.recent = trial.recent[-2 * self.rounds + 1:] + [seconds]
-        if whole and len(trial.recent) >= self.rounds \
-                and statistics.median(trial.recent) * CLOSE < timer_cost():
+        recent = trial.recent
+        recent.append(seconds)
+        if len(recent) > 2 * self.rounds:
+            del recent[0]
+        # (Looked at every `rounds` calls: a median each call would cost more than a timing.)
+        if whole and trial.waited % self.rounds == 0 \
+                and statistics.median(recent) * CLOSE < timer_cost():
             trial.untried = True
             self._choose(trial, trial.default)
         elif trial.waited >= trial.due:
