@@ -1530,11 +1530,10 @@ cdef class LoopDriver:
         # - on two cores, the chunk sizes' trial would otherwise run in the two-core runs, its
         #   slower sizes timed as two cores' (W4-loop's 128 KiB chunks: 1.46x a row what its
         #   512 KiB ones cost; with them in its two-core runs it kept one core).
-        # Only the trial's first run, a warm-up whose time counts for nothing, lets the others
-        # take their samples: the kernels' own per-call trials settle within it. The rest take
-        # theirs once the cores are chosen, under that choice.
-        # (While the trial waits, its runs on the default are counted, not compared: nothing
-        # keeps quiet for them.)
+        # Only the runs before the trial opens (two cores, the default's, counted, not
+        # compared) and, where it opened at once, its first run (a warm-up whose time counts
+        # for nothing) let the others take their samples: the kernels' own per-call trials
+        # settle within them. The rest take theirs once the cores are chosen, under that choice.
         quiet = r.cores is not None and r.cores[2].open and (
             not r.cores[0].candidates[r.cores[1]] or r.cores[1] in r.cores[2].warm)
         if not quiet:
