@@ -327,7 +327,9 @@ SPELLINGS = {
 }
 
 
-WARM_RUNS = 8  # untimed runs of a model the main table has not run: its trials end in them
+# Untimed runs of a model the main table has not run: until its measured choices are made
+# (common.warm_up; trials open once the work pays for them, which may take many runs).
+warm_up = common.warm_up
 
 
 def spellings(chosen, repeat):
@@ -335,9 +337,9 @@ def spellings(chosen, repeat):
     target "IR within 1.2x of ONNX" compares the spellings, and the main table's cells, run
     minutes apart, drift apart on a shared host (W5's numpy loop once took 1.7x longer in
     W5-ir's cell than in W5's). Each spelling's model is the main table's, its measured choices
-    made, or one warmed by `WARM_RUNS` runs, so that the spellings are compared at their steady
-    state (the main table's medians include each model's trials); three times `repeat` rounds,
-    as its runs are short."""
+    made, or one warmed until they are (`warm_up`), so that the spellings are compared at their
+    steady state (the main table's medians include each model's trials); three times `repeat`
+    rounds, as its runs are short."""
     print()
     print("| workload | IR spelling, µs / iteration | ONNX spellings | IR / best ONNX | agree |")
     print("|---|---:|---|---:|---|")
@@ -351,8 +353,7 @@ def spellings(chosen, repeat):
             loaded = _LOADED.get(workload_id)
             if loaded is None:
                 run = runners(workload_id, model, feeds, None, only="cyloop")["cyloop"]
-                for _ in range(WARM_RUNS - 1):
-                    run()
+                warm_up(_LOADED[workload_id], run)
             else:
                 def run(m=loaded, f=feeds):
                     return list(m.run(f).values())
@@ -466,11 +467,11 @@ def _geometric_summary(ratios: dict) -> str:
 
 def corpus_table(chosen, repeat):
     """The models real exporters wrote (asv_benchmarks/corpus), each on its own feeds: cyloop at
-    its steady state (after `WARM_RUNS` runs) against onnxruntime and OpenVINO on the same file
-    (the better of one thread and their default), then cyloop against OpenVINO on the IR
-    convert_model writes for it; µs per run, in interleaved rounds, each sample over enough
-    calls to last 2 ms. "agrees": cyloop's outputs are the source framework's within the
-    tolerance onnxruntime met."""
+    its steady state (warmed until its choices are made: `warm_up`) against onnxruntime and
+    OpenVINO on the same file (the better of one thread and their default), then cyloop against
+    OpenVINO on the IR convert_model writes for it; µs per run, in interleaved rounds, each
+    sample over enough calls to last 2 ms. "agrees": cyloop's outputs are the source
+    framework's within the tolerance onnxruntime met."""
     import warnings
 
     from corpus import entries
@@ -488,8 +489,8 @@ def corpus_table(chosen, repeat):
             model = cyloop.load(path)
         fallback = [str(w.message).split(":")[-1].strip() for w in said
                     if "onnx.reference" in str(w.message)]
-        for _ in range(WARM_RUNS):
-            outputs = model.run(feeds)
+        warm_up(model, lambda m=model, f=feeds: m.run(f))
+        outputs = model.run(feeds)
         us = _us_per_call({"cyloop": lambda m=model, f=feeds: m.run(f),
                            **_corpus_peers(path, feeds)}, repeat)
         ort = min((us[k] for k in ("onnxruntime", "onnxruntime-1") if k in us), default=None)
@@ -519,8 +520,8 @@ def corpus_table(chosen, repeat):
         feeds = entry.feeds()
         try:
             model = cyloop.load(ir)
-            for _ in range(WARM_RUNS):
-                outputs = model.run(feeds)
+            warm_up(model, lambda m=model, f=feeds: m.run(f))
+            outputs = model.run(feeds)
         except Exception as e:  # noqa: BLE001 - report, keep on with the others
             print(f"| {entry.name} | failed: {type(e).__name__}: {str(e)[:60]} | | | |")
             continue
@@ -636,8 +637,8 @@ def sweep(chosen, repeat):
                     outputs = run()
                     if runner == "cyloop":
                         agree.append(_agrees(outputs, expected) if expected else "?")
-                        for _ in range(WARM_RUNS - 1):
-                            run()  # (its trials end here: the steady state is compared)
+                        # (its trials end here: the steady state is compared)
+                        warm_up(_LOADED[f"{workload}-{spelling}-{batch}x{hidden}"], run)
                     cells[f"{spelling}/{runner}"] = run
             times = _rounds(cells, repeat, IDLE_SECONDS)
             us = {key: statistics.median(t) / steps * 1e6 for key, t in times.items()}

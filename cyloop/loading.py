@@ -14,7 +14,7 @@ __all__ = ["load"]
 def load(source, *, weights=None, driver: str | None = None,
          max_iterations: int | None = DEFAULT_MAX_ITERATIONS, time_limit: float | None = None,
          memory_limit: int | None = None, progress=None, hoist: bool = True,
-         tune: bool = True) -> Model:
+         tune: bool | str = True) -> Model:
     """Load and compile a model: an ONNX file, its bytes or an ``onnx.ModelProto``; or an
     OpenVINO IR ``.xml`` or its bytes (weights from the ``.bin`` beside it, or `weights`: a path
     or the bytes).

@@ -44,16 +44,18 @@ class Model:
     number and loop invariants before the loop, many iterations at once (results agree to
     rounding; see ``cyloop/engine/hoist.py``); False runs every body as written.
     ``tune``: where a kernel has equivalent formulations (an LSTM step's gates fused through one
-    tanh or split), its first calls time them and it keeps the fastest on this machine; `plan()`
-    shows the choice and the times. Results agree to rounding whichever runs; False keeps each
-    kernel's default, for runs that must repeat bit for bit (on one machine: another CPU's
-    BLAS kernels round differently).
+    tanh or split), it runs its default first and, once the work on a shape has paid for a
+    trial, times them and keeps the fastest on this machine; `plan()` shows the choice and the
+    times, or that the default runs until the work pays. ``tune="at once"`` times them from
+    the first calls. Results agree to rounding whichever runs; False keeps each kernel's
+    default, for runs that must repeat bit for bit (on one machine: another CPU's BLAS kernels
+    round differently).
     """
 
     def __init__(self, graph: Graph, *, driver: str | None = None,
                  max_iterations: int | None = DEFAULT_MAX_ITERATIONS,
                  time_limit: float | None = None, memory_limit: int | None = None,
-                 progress=None, hoist: bool = True, tune: bool = True):
+                 progress=None, hoist: bool = True, tune: bool | str = True):
         self.graph = graph
         self.settings = Settings.make(driver, max_iterations, progress, hoist, tune, time_limit,
                                       memory_limit)

@@ -11,8 +11,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from corpus import entries  # (asv_benchmarks/corpus, beside this package)
 
+from . import common
+
 _ENTRIES = {entry.name: entry for entry in entries()}
-WARM_RUNS = 8  # (the trials of a model's measured choices end within its first runs)
 
 
 class ExportedModels:
@@ -26,8 +27,7 @@ class ExportedModels:
         entry = _ENTRIES[name]
         self.feeds = entry.feeds()
         self.model = cyloop.load(str(entry.path))
-        for _ in range(WARM_RUNS):
-            self.model.run(self.feeds)
+        common.warm_up(self.model, lambda: self.model.run(self.feeds))
         self.sessions = {}
         for threads in (0, 1):
             options = ort.SessionOptions()

@@ -5,6 +5,7 @@ across commits; add a new builder (or a new parameter value) instead.
 """
 
 import functools
+import time
 
 import numpy as np
 
@@ -908,3 +909,31 @@ def fixed_cost_onnx(kind, trip_count=1):
                               "loop", [tensor("M", [], TensorProto.INT64), tensor("x", [2, 3])],
                               [tensor("y", [2, 3])])
     return model(graph), {"M": np.array(trip_count, np.int64), "x": x}
+
+
+# A model's warm-up: runs until its measured choices are made (`warm_up`), within these bounds.
+WARM_RUNS_MAX = 64
+WARM_SECONDS = 30.0
+
+
+def choices_settled(model) -> bool:
+    """Whether no measured choice of cyloop `model` (`Model.plan()`) is on trial or waiting for
+    the work on its key to pay for one (a choice never called has nothing to settle)."""
+    plan = model.plan()
+    choices = [c for loop in plan.loops for c in loop.choices] + plan.choices
+    return all(t.chosen is not None for c in choices for t in c.trials)
+
+
+def warm_up(model, run) -> int:
+    """Calls ``run()`` (a run of cyloop `model`) until its measured choices are settled
+    (`choices_settled`): a choice's trial opens once the work on its key pays for one, a few
+    runs or many, and the steady state is what comes after. At least one run, at most
+    `WARM_RUNS_MAX` or `WARM_SECONDS` of them: a key met too rarely to pay for its trial within
+    them keeps its default, as it would for a user. Returns the runs made."""
+    started, runs = time.perf_counter(), 0
+    while True:
+        run()
+        runs += 1
+        if (choices_settled(model) or runs >= WARM_RUNS_MAX
+                or time.perf_counter() - started > WARM_SECONDS):
+            return runs

@@ -370,7 +370,10 @@ def product_plus_tanh(attrs):
             return steps_on_two_cores
         if h.ndim != 2 or r.ndim != 2 or r.flags.writeable or h.dtype != r.dtype:
             return None  # (no measured formulation: `weight_product` runs np.matmul)
-        return steps_on_one if summed.measured.chosen(h, r, None) == "rows" else None
+        chosen = summed.measured.chosen(h, r, None)
+        if chosen is None:  # ("rows", the default's, while the trial waits: counted)
+            return summed.measured.waiting_steps(steps_on_one, h, r, None)
+        return steps_on_one if chosen == "rows" else None
 
     run.measured = summed.measured
     run.products = True

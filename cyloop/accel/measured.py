@@ -3,17 +3,21 @@
 
 Which of two equivalent numpy spellings is faster depends on the CPU (its SIMD width, its BLAS
 kernels, its caches) and on the operands' shapes, so a kernel with candidates does not pick one:
-its first calls on each shape rotate through them, timing each, and from then on it keeps the
-fastest on this machine for that shape. Results agree to rounding whichever runs.
-``Model(..., tune=False)`` fixes the first (default) candidate, for reproducible runs; tests force
-each candidate in turn (`fix`).
+on each shape it runs its default first, timing those calls as they go, and once the work done
+on that shape has paid for a trial (`PAYBACK`) its calls rotate through the candidates, timing
+each; from then on it keeps the fastest on this machine for that shape. A shape met a few times
+never trials, and one whose calls are too quick to time apart settles on the default untried.
+Results agree to rounding whichever runs. ``Model(..., tune=False)`` fixes the first (default)
+candidate, for reproducible runs; tests force each candidate in turn (`fix`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import statistics
 import threading
+import time
 from collections.abc import Callable, Hashable
 from time import perf_counter
 
@@ -29,9 +33,33 @@ MAX_ROUNDS_FACTOR = 3
 # first runs, so every turn it keeps costs the user.
 CLEAR = 1.3
 EARLY_ROUNDS = 2
+# A key's trial opens once the default has made PAYBACK times as many calls on it (its first one
+# aside) as the trial adds of the other candidates: the work done so far is the best guess of
+# the work to come, and a trial whose candidates take up to twice the default's time then costs
+# at most a quarter of it, paid back by a candidate a quarter faster.
+PAYBACK = 4
+# A default whose median call is under timer_cost() / CLOSE is settled untried: the timings'
+# own cost is then over a tenth of the call, and no difference a trial could call is resolved.
 
 
-_untimed = threading.local()  # .depth > 0: this thread's calls are one-offs (see `untimed`)
+@functools.cache
+def timer_cost() -> float:
+    """The median time between two `perf_counter` readings in a row on this machine: what timing
+    a call adds to it, the grain below which two timings cannot be told apart. (Read with
+    `time.perf_counter` itself, once a process.)"""
+    clock = time.perf_counter
+    gaps = []
+    for _ in range(201):
+        start = clock()
+        gaps.append(clock() - start)
+    return statistics.median(gaps)
+
+
+class _Depth(threading.local):
+    depth = 0  # (a class default: a thread's first look finds 0 without raising)
+
+
+_untimed = _Depth()  # .depth > 0: this thread's calls are one-offs (see `untimed`)
 
 
 @contextlib.contextmanager
@@ -41,7 +69,7 @@ def untimed():
     will not come back on its shape (the hoisted part's first-row probe, engine/chunks.py): a
     trial it opened would never finish, and every candidate it names would keep what it holds
     (a prepared weight) for good."""
-    _untimed.depth = getattr(_untimed, "depth", 0) + 1
+    _untimed.depth += 1
     try:
         yield
     finally:
@@ -50,20 +78,41 @@ def untimed():
 
 class Trial:
     """The timings of the candidates on one key (one set of shapes) and, once each has run its
-    rounds, the choice."""
+    rounds, the choice. Before it opens (`open`), the default's calls on the key are counted
+    (`waited`) until they number `due`."""
 
-    def __init__(self, key, names, rounds: int):
+    def __init__(self, key, names, rounds: int, due: int = 0):
         self.key = key
         self.samples: dict[str, list[float]] = {name: [] for name in names}
+        self.default = names[0]
         self.needed = rounds  # timed calls each candidate needs before the choice
         self.active = list(names)  # the candidates still taking turns
         self.choice: str | None = None
         self.turn = 0
         self.warm: set[str] = set()
+        self.due = due  # the default's calls before the candidates take turns
+        self.open = due <= 0
+        self.waited = 0  # the default's calls counted so far (its first aside: one-time costs)
+        self.ran = False  # whether the default has made its first call on the key
+        self.recent: list[float] = []  # the default's last timings while the trial waits
+        self.untried = False  # settled on the default untried: its calls too quick to time
+
+    def times(self) -> dict[str, float | None]:
+        """Each candidate's median time so far (None: not timed); while the trial waits, the
+        default's recent calls'."""
+        if not self.open:
+            return {name: statistics.median(self.recent) if name == self.default
+                    and self.recent else None for name in self.samples}
+        return {name: statistics.median(s) if s else None for name, s in self.samples.items()}
 
     def describe(self, unit: str = "us") -> str:
-        times = ", ".join(f"{name} {statistics.median(s) * 1e6:.1f} {unit}" if s else
-                          f"{name} not timed" for name, s in self.samples.items())
+        times = ", ".join(f"{name} {t * 1e6:.1f} {unit}" if t is not None else
+                          f"{name} not timed" for name, t in self.times().items())
+        if self.untried:
+            return f"{self.choice}, untried: its calls are too quick to time apart ({times})"
+        if not self.open:
+            return (f"{self.default} until the work pays for a trial ({self.waited} of "
+                    f"{self.due} calls; {times})")
         if self.choice is None:
             return f"still measuring ({times})"
         return f"{self.choice}, the fastest here ({times})"
@@ -71,14 +120,22 @@ class Trial:
 
 class Measured:
     """Call one of `candidates` (name -> callable, the first the default) per call. On each key
-    (``key(*args)``, say the operands' shapes; one key if None) the candidates run in turn, each
-    once to warm up and `rounds` times more (up to three times as many while the two best medians
-    are within 10%), then the one with the lowest median time is kept for that key. A candidate
-    clearly slower after two timed calls each (its fastest sample over 1.3 times the slowest of
-    the best one's) stops taking turns then, and the last one left is kept. `label(key)`
-    names a key in the plan. Past `max_keys` keys (shapes that keep changing, say a growing
-    operand), new keys take the default without timing: no trial is kept per shape of an
-    unbounded series.
+    (``key(*args)``, say the operands' shapes; one key if None) the default runs alone at first,
+    each call timed (its first aside: one-time costs); its trial opens once it has made `payback`
+    times as many calls there as the trial will add of the other candidates (``(candidates - 1)
+    * (rounds + 1) * streak``), so that the trial costs a bounded share of the work done, the
+    first results come at the default's speed, and a key met a few times never trials. A default
+    whose median call is under ten times what a timing costs (`timer_cost`) is kept untried: no
+    difference a trial could resolve would be worth its timings (calls timed whole, that is: a
+    `unit` per row or iteration is a share of a longer span). ``payback=0`` opens each trial
+    on its key's first call. In a trial the candidates run in turn, each once to warm up (the
+    default has, unless the trial opened at once) and `rounds` times more (up to three times as
+    many while the two best medians are within 10%), then the one with the lowest median time is
+    kept for that key. A candidate clearly slower after two timed calls each (its fastest sample
+    over 1.3 times the slowest of the best one's) stops taking turns then, and the last one left
+    is kept. `label(key)` names a key in the plan. Past `max_keys` keys (shapes that keep
+    changing, say a growing operand), new keys take the default without timing: no trial is kept
+    per shape of an unbounded series.
 
     ``timing="call"`` times each call. ``timing="period"`` times from one call to the next on the
     same key instead: inside a loop body that is one iteration with the candidate in effect, for
@@ -112,14 +169,16 @@ class Measured:
     run makes two small buffers), so that a trial of whole runs takes two fewer.
 
     A caller that times something other than a call (say, a hoisted chunk and the iterations it
-    feeds) uses `pick` and `report` directly; `unit` names what the samples measure."""
+    feeds, or a whole run) uses `pick` and `report` directly, and reports the default's calls
+    while the trial waits too (`pick` gives their `Trial`, not yet `open`): a call is then what
+    it times, a run for a run-level choice. `unit` names what the samples measure."""
 
     def __init__(self, candidates: dict[str, Callable], rounds: int = 5,
                  key: Callable[..., Hashable] | None = None,
                  label: Callable[[Hashable], str] = str, max_keys: int = 16,
                  timing: str = "call", unit: str = "us", streak: int = 1,
                  on_settled: Callable[[set], None] | None = None, consecutive: bool = False,
-                 extend: bool = True, warm_up: bool = True):
+                 extend: bool = True, warm_up: bool = True, payback: float = PAYBACK):
         if timing not in ("call", "period"):
             raise ValueError(f"timing must be 'call' or 'period', not {timing!r}")
         if streak < 1:
@@ -138,6 +197,7 @@ class Measured:
         self.consecutive = consecutive
         self.extend = extend
         self.warm_up = warm_up
+        self.payback = payback
         self.max_keys = max_keys
         self.unit = unit
         self.trials: dict[Hashable, Trial] = {}
@@ -169,6 +229,15 @@ class Measured:
         chosen = self._chosen_fn.get(key)
         if chosen is not None:
             return chosen(*args)
+        trial = self.trials.get(key)
+        if trial is not None and not trial.open and trial.choice is None and not self._period \
+                and self.fixed is None and not _untimed.depth:
+            # (waiting: the default, timed; `pick`'s own checks are these)
+            default = trial.default
+            start = perf_counter()
+            result = self.candidates[default](*args)
+            self.report(trial, default, perf_counter() - start)
+            return result
         name, trial = self.pick(key)
         if self._period:
             self._next_period(key, trial, name)
@@ -192,12 +261,55 @@ class Measured:
     def steps_for(self, *args):
         """The `steps` of the candidate chosen for these arguments' key (a recurrent step's,
         kernels/registry.py `Recurrence`), or None while that choice is on trial, or if the chosen
-        candidate has none."""
+        candidate has none. While the key's trial waits, the default's steps, each call of them
+        counted as the steps it makes (until the trial is due: then None, and the steps one at a
+        time take their turns)."""
         chosen = self._all
         if chosen is None:
-            chosen = self._chosen_fn.get(self._key(*args) if self._key is not None else None)
+            key = self._key(*args) if self._key is not None else None
+            chosen = self._chosen_fn.get(key)
+            if chosen is None:
+                return self._waiting_steps(key, args)
         steps_for = getattr(chosen, "steps_for", None)
         return None if steps_for is None else steps_for(*args)
+
+    def _waiting_steps(self, key, args):
+        """`steps_for` on a key not settled: the default's steps while its trial waits."""
+        steps_for = getattr(next(iter(self.candidates.values())), "steps_for", None)
+        steps = None if steps_for is None else steps_for(*args)
+        return None if steps is None else self._counted(steps, key)
+
+    def waiting_steps(self, steps, *args):
+        """`steps` (the default's, a recurrent step's: kernels/registry.py `Recurrence`), each
+        call of them counted as the steps it makes, while the trial on these arguments' key
+        waits (or they are one-offs: `untimed`; then uncounted); None once it is due or open.
+        For a kernel that offers its default's steps itself (accel/fused.py)."""
+        if self._all is not None or self.fixed is not None:
+            return None
+        key = self._key(*args) if self._key is not None else None
+        return None if key in self._chosen_fn else self._counted(steps, key)
+
+    def _counted(self, steps, key):
+        trial = None
+        if not _untimed.depth:
+            with self._lock:
+                trial = self._trial(key)
+            if trial is not None and (trial.open or trial.choice is not None):
+                return None  # (on trial; or just chosen: the next call's answer)
+        if trial is None:
+            return steps
+        default = trial.default
+
+        def counted(call_args, rows, outs, staged):
+            start = perf_counter()
+            done = steps(call_args, rows, outs, staged)
+            if done is not None:
+                with self._lock:
+                    self._wait(trial, default, (perf_counter() - start) / len(rows), False,
+                               len(rows))
+            return done
+
+        return counted
 
     def chosen(self, *args) -> str | None:
         """The name of the candidate these arguments' key runs from now on (fixed, the only
@@ -225,16 +337,14 @@ class Measured:
         if chosen is not None:
             return chosen, None
         names = list(self.candidates)
-        if getattr(_untimed, "depth", 0):
+        if _untimed.depth:
             return names[0], None
         with self._lock:
-            trial = self.trials.get(key)
-            if trial is None and len(self.trials) < self.max_keys:
-                trial = self.trials[key] = Trial(key, names, self.rounds)
-                if not self.warm_up:
-                    trial.warm.update(names)
+            trial = self._trial(key)
             if trial is None or trial.choice is not None:
                 return (names[0] if trial is None else trial.choice), None
+            if not trial.open:  # (the default, its time counted: `_wait`)
+                return names[0], trial
             turn, trial.turn = trial.turn, trial.turn + 1
         active = trial.active
         if self.consecutive:  # the first candidate still short of samples (see the class)
@@ -245,14 +355,30 @@ class Measured:
         # Within a streak only the last call is timed.
         return name, (trial if turn % self.streak == self.streak - 1 else None)
 
+    def _trial(self, key) -> Trial | None:
+        """The trial on `key`, made on its first call; None past `max_keys` (under the lock)."""
+        trial = self.trials.get(key)
+        if trial is None and len(self.trials) < self.max_keys:
+            names = list(self.candidates)
+            extra = (len(names) - 1) * (self.rounds + (1 if self.warm_up else 0)) * self.streak
+            trial = self.trials[key] = Trial(key, names, self.rounds,
+                                             int(self.payback * extra))
+            if not self.warm_up:
+                trial.warm.update(names)
+        return trial
+
     def report(self, trial: Trial, name: str, seconds: float) -> None:
-        """One timing of candidate `name` on `trial` (as `pick` gave them); the choice is made
-        once every candidate still in the trial has its rounds, or one is left. When a candidate
-        leaves a trial, ``on_settled`` hears which candidates some key still uses (chosen, or
-        still on trial): the others may let go of what they keep (a prepared weight)."""
+        """One timing of candidate `name` on `trial` (as `pick` gave them): a call of the default
+        while the trial waits, or a sample; the choice is made once every candidate still in the
+        trial has its rounds, or one is left. When a candidate leaves a trial, ``on_settled``
+        hears which candidates some key still uses (chosen, or still on trial or waiting): the
+        others may let go of what they keep (a prepared weight)."""
         with self._lock:
             before = len(trial.active), trial.choice
-            self._report(trial, name, seconds)
+            if trial.open:
+                self._report(trial, name, seconds)
+            else:  # (a time "per" something is a share of a longer span: no call too quick)
+                self._wait(trial, name, seconds, "/" not in self.unit)
             changed = (len(trial.active), trial.choice) != before
             in_use = self._in_use() if changed and self._on_settled is not None else None
         if in_use is not None:
@@ -268,6 +394,33 @@ class Measured:
             if trial.choice is None:
                 names.update(trial.active)
         return names
+
+    def _wait(self, trial: Trial, name: str, seconds: float, whole: bool,
+              calls: int = 1) -> None:
+        """A call of the default (`calls` of them, `seconds` each) while `trial` waits (under
+        the lock): counted, and the trial opens once they number its `due`, or the default is
+        kept untried if its calls are too quick to time apart."""
+        if trial.open or trial.choice is not None or name != trial.default:
+            return
+        if not trial.ran:  # (its first call pays one-time costs: no guide to the rest)
+            trial.ran = True
+            calls -= 1
+            if calls <= 0:
+                return
+        trial.waited += calls
+        recent = trial.recent
+        recent.append(seconds)
+        if len(recent) > 2 * self.rounds:
+            del recent[0]
+        # (Looked at every `rounds` calls: a median each call would cost more than a timing.)
+        if whole and trial.waited % self.rounds == 0 \
+                and statistics.median(recent) * CLOSE < timer_cost():
+            trial.untried = True
+            self._choose(trial, trial.default)
+        elif trial.waited >= trial.due:
+            trial.open = True
+            trial.recent = []
+            trial.warm.add(trial.default)  # (its one-time costs are paid)
 
     def _report(self, trial: Trial, name: str, seconds: float) -> None:
         """`report`'s work, under the lock."""

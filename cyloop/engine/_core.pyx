@@ -104,9 +104,9 @@ from ..accel.float_state import QUIET as _QUIET_FLOATS, direct as direct_float_s
     quiet as quiet_floats, quiet_for, restore as restore_floats
 from ..accel.gemm import (ONE_CORE, TWO_CORES, products_split, set_products_on_two_cores,
                           two_cores_here)
-from ..accel.measured import Measured, untimed
+from ..accel.measured import PAYBACK, Measured, untimed
 from ..kernels.registry import FIRST_INPUT, FLOATS, INTEGERS
-from .settings import COUNTERS, FIRST_GROWING_BYTES, PROGRESS_EVERY
+from .settings import AT_ONCE, COUNTERS, FIRST_GROWING_BYTES, PROGRESS_EVERY
 
 cnp.import_array()
 
@@ -1365,6 +1365,7 @@ cdef class LoopDriver:
         # four runs. A run after one that made such calls takes that choice (or the default)
         # untimed; a run after one that made none times the run-level choice, as without steps.
         self.placements = {}
+        payback = 0 if settings.tune == AT_ONCE else PAYBACK  # (accel/measured.py)
         self.steps_slot = compiled_body.slot(spec.outputs[steps.output].result) \
             if steps is not None else -1
         self.steps_placement = None
@@ -1376,11 +1377,12 @@ cdef class LoopDriver:
                 # (No warm-up run: neither pays a one-time cost in its first, the pool's two
                 # small buffers aside, so the trial takes four runs, not six.)
                 placement = Measured(candidates, rounds=2, unit="us/iteration", extend=False,
-                                     warm_up=False)
+                                     warm_up=False, payback=payback)
                 self.placements[result_slot] = placement
                 if result_slot == self.steps_slot:
                     self.steps_placement = Measured(dict(candidates), rounds=2,
-                                                    unit="us/iteration", extend=False)
+                                                    unit="us/iteration", extend=False,
+                                                    payback=payback)
                     if not settings.tune:
                         self.steps_placement.fix()
                 if not settings.tune:
@@ -1395,7 +1397,8 @@ cdef class LoopDriver:
         self.products = None
         if any(getattr(fn, "products", False) for fn in kernels) and two_cores_here():
             self.products = Measured({TWO_CORES: True, ONE_CORE: False}, rounds=2,
-                                     unit="us/iteration", consecutive=True, extend=False)
+                                     unit="us/iteration", consecutive=True, extend=False,
+                                     payback=payback)
             if not settings.tune:
                 self.products.fix(ONE_CORE)
         self.tally = _Counters()
@@ -1530,11 +1533,12 @@ cdef class LoopDriver:
         # - on two cores, the chunk sizes' trial would otherwise run in the two-core runs, its
         #   slower sizes timed as two cores' (W4-loop's 128 KiB chunks: 1.46x a row what its
         #   512 KiB ones cost; with them in its two-core runs it kept one core).
-        # Only the trial's first run, a warm-up whose time counts for nothing, lets the others
-        # take their samples: the kernels' own per-call trials settle within it. The rest take
-        # theirs once the cores are chosen, under that choice.
-        quiet = r.cores is not None and (not r.cores[0].candidates[r.cores[1]]
-                                         or r.cores[1] in r.cores[2].warm)
+        # Only the runs before the trial opens (two cores, the default's, counted, not
+        # compared) and, where it opened at once, its first run (a warm-up whose time counts
+        # for nothing) let the others take their samples: the kernels' own per-call trials
+        # settle within them. The rest take theirs once the cores are chosen, under that choice.
+        quiet = r.cores is not None and r.cores[2].open and (
+            not r.cores[0].candidates[r.cores[1]] or r.cores[1] in r.cores[2].warm)
         if not quiet:
             return self._iterate(r, limits)
         with untimed():
@@ -1687,8 +1691,8 @@ cdef class LoopDriver:
             for result_slot, placement in self.placements.items():
                 if result_slot == self.steps_slot and self.steps_ran:
                     placement = self.steps_placement  # (see __init__)
-                with untimed() if r.cores is not None or placement is self.steps_placement \
-                        else nullcontext():
+                with untimed() if r.cores is not None and r.cores[2].open \
+                        or placement is self.steps_placement else nullcontext():
                     name, trial = placement.pick(None)
                 destinations[result_slot] = placement.candidates[name]
                 if trial is not None:

@@ -330,8 +330,10 @@ class Hoist:
 
     def sizes_on_trial(self) -> bool:
         """Whether the running chunk's time is a sample of the chunk sizes' trial (on this
-        thread): then nothing inside it is timed for another measured choice."""
-        return getattr(self._timing, "running", None) is not None
+        thread; not a chunk of the default size counted while the trial waits): then nothing
+        inside it is timed for another measured choice."""
+        running = getattr(self._timing, "running", None)
+        return running is not None and running[0].open
 
     def finish(self, iterations: int) -> None:
         """The loop ended after `iterations` iterations: the last chunk's time is known."""

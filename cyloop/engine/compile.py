@@ -32,7 +32,7 @@ from .counters import counters_as_iterations
 from .destinations import plan_destinations, plan_steps
 from .fuse import fuse_loop
 from .hoist import hoist_loop
-from .settings import Settings
+from .settings import AT_ONCE, Settings
 from .stacking import stack_appended_sequences
 
 __all__ = ["CompiledProgram", "CompiledStep", "compile_graph", "program"]
@@ -339,13 +339,18 @@ def _op_kernel(node: Node, opsets: dict[str, int], settings: Settings,
 
 def _untuned(fn, settings: Settings) -> None:
     """A kernel with a measured choice keeps its default formulation, untimed, if tuning is off
-    (and a layer's products, outside loops, one core)."""
+    (and a layer's products, outside loops, one core); with ``tune="at once"`` its trials open
+    on their first calls."""
     measured = getattr(fn, "measured", None) or getattr(fn, "sizing", None)
     if measured is not None and not settings.tune:
         measured.fix()
     cores = getattr(fn, "cores", None)
     if cores is not None and not settings.tune:
         cores.fix()
+    if settings.tune == AT_ONCE:
+        for choice in (measured, getattr(cores, "measured", None)):
+            if choice is not None:
+                choice.payback = 0
 
 
 def _build_control(node: Node, captures: list[str], settings: Settings, opsets: dict[str, int]):

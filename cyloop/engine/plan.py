@@ -13,7 +13,6 @@ its words.
 
 from __future__ import annotations
 
-import statistics
 import textwrap
 from dataclasses import dataclass, field
 
@@ -267,16 +266,24 @@ class StepUse:
 @dataclass(frozen=True)
 class Timing:
     """A measured choice's trial on one key (shapes, say; `on` names it, None where there is
-    one key): the candidate `chosen` (None while on trial) and each candidate's median time
-    (seconds a `Choice.per`), None for one not timed (yet, or dropped early)."""
+    one key): the candidate `chosen` (None while on trial or waiting) and each candidate's
+    median time (seconds a `Choice.per`), None for one not timed (yet, or dropped early).
+    `waiting`: the default's calls still to come before the trial opens (0 once it has), while
+    the work done on the key has not yet paid for a trial; `times` has the default's alone
+    then. `untried`: `chosen` is the default, kept untried: its calls are too quick to time
+    apart."""
 
     on: str | None
     chosen: str | None
     times: dict[str, float | None]
+    waiting: int = 0
+    untried: bool = False
 
 
 # What a measured choice decides (`Choice.kind`).
 CHOICE_KINDS = ("formulation", "chunk size", "placement", "placement in steps", "cores")
+# What one call of a choice is, where it is not a kernel's call (`Timing.waiting` counts them).
+_CALLS = {"chunk size": "chunk", "placement": "run", "cores": "run"}
 
 
 @dataclass(frozen=True)
@@ -349,8 +356,15 @@ class Choice:
             times = ", ".join(f"{n} {s * 1e6:.1f} {unit}" if s is not None else
                               f"{n} not timed" for n, s in t.times.items())
             on = f" on {t.on}" if t.on is not None else ""
-            if t.chosen is not None:
+            if t.untried:
+                out.append(f"{self.subject}{on}: the default, {t.chosen}, untried: its calls "
+                           f"are too quick to time apart ({times})")
+            elif t.chosen is not None:
                 out.append(f"{self.subject}{on}: chosen here: {t.chosen} ({times})")
+            elif t.waiting:
+                call = _CALLS.get(self.kind, "call")
+                out.append(f"{self.subject}{on}: the default, {default}, until the work pays "
+                           f"for a trial ({_count(t.waiting, call)} more; {times})")
             else:
                 out.append(f"{self.subject}{on}: on trial: {times}")
         return out
@@ -636,8 +650,9 @@ def choice_of(kind: str, subject: str, measured, **facts) -> Choice:
     per = unit.split("/", 1)[1] if "/" in unit else "call"
     trials = tuple(
         Timing(None if key is None and len(measured.trials) == 1 else measured.key_label(key),
-               trial.choice,
-               {n: statistics.median(s) if s else None for n, s in trial.samples.items()})
+               trial.choice, trial.times(),
+               0 if trial.open or trial.choice is not None else max(trial.due - trial.waited, 1),
+               trial.untried)
         for key, trial in measured.trials.items())
     return Choice(kind, subject, tuple(measured.candidates), per, fixed=measured.fixed,
                   trials=trials, **facts)

@@ -62,6 +62,11 @@ COUNTERS = (
 )
 
 
+# ``tune=AT_ONCE``: each measured choice opens its trials on their key's first calls, not once the
+# work there pays for them (accel/measured.py `PAYBACK`): for tests of the trials themselves.
+AT_ONCE = "at once"
+
+
 @dataclass(frozen=True)
 class Settings:
     """Choices fixed when a model is compiled.
@@ -76,21 +81,23 @@ class Settings:
     ``progress(label, done, total_or_None, finished)`` every `PROGRESS_EVERY` iterations of a loop
     and once when it ends. ``hoist``: the Cython driver runs body work that does not depend on
     the loop's state before the loop, a chunk of iterations at a time (engine/hoist.py).
-    ``tune``: kernels with equivalent formulations time them on their first calls and keep the
-    fastest on this machine (accel/measured.py); False keeps each one's default, reproducibly.
+    ``tune``: kernels with equivalent formulations run their default until the work on a shape
+    pays for a trial, then time them and keep the fastest on this machine (accel/measured.py);
+    ``"at once"`` times them from their first calls; False keeps each one's default,
+    reproducibly.
     """
 
     driver: str = "cython"
     max_iterations: int | None = DEFAULT_MAX_ITERATIONS
     progress: object = None
     hoist: bool = True
-    tune: bool = True
+    tune: bool | str = True
     time_limit: float | None = None
     memory_limit: int | None = None
 
     @classmethod
     def make(cls, driver: str | None = None, max_iterations: int | None = DEFAULT_MAX_ITERATIONS,
-             progress=None, hoist: bool = True, tune: bool = True, time_limit=None,
+             progress=None, hoist: bool = True, tune: bool | str = True, time_limit=None,
              memory_limit=None) -> Settings:
         """Checked settings (`InputError` for a bad one); ``driver=None`` reads
         ``CYLOOP_PURE_PYTHON`` (set: "python")."""
@@ -100,7 +107,8 @@ class Settings:
         if driver not in ("cython", "python"):
             raise InputError(f"driver must be 'cython' or 'python', not {driver!r}")
         return cls(driver, count_limit(max_iterations, "max_iterations", 0), progress,
-                   bool(hoist), bool(tune), time_limit_of(time_limit),
+                   bool(hoist), AT_ONCE if tune == AT_ONCE else bool(tune),
+                   time_limit_of(time_limit),
                    count_limit(memory_limit, "memory_limit", 1))
 
 

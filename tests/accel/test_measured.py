@@ -1,4 +1,5 @@
-"""`Measured`: candidates timed in turn on their first calls, the fastest kept."""
+"""`Measured`: the default first, then, once the work on a key pays for it, the candidates timed in
+turn and the fastest kept. Tests of the trial itself open it at once (``payback=0``)."""
 
 import time
 
@@ -47,7 +48,7 @@ def test_each_candidate_warms_up_then_runs_its_rounds_and_the_fastest_is_kept(mo
             return x + 1
         return candidate
 
-    measured = Measured({"slow": run("slow"), "fast": run("fast")}, rounds=3)
+    measured = Measured({"slow": run("slow"), "fast": run("fast")}, rounds=3, payback=0)
     assert measured.describe() == "not timed yet (slow, the default, until then)"
     assert measured(0) == 1 and measured.describe().startswith("still measuring (slow not timed")
     results = [1] + [measured(k) for k in range(1, 12)]
@@ -67,12 +68,13 @@ def test_a_clearly_slower_candidate_drops_out_after_two_rounds(monkeypatch):
     monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
     run = _costing(clock, calls)
 
-    pair = Measured({"slow": run("slow", 2.5), "fast": run("fast", 1.0)}, rounds=5)
+    pair = Measured({"slow": run("slow", 2.5), "fast": run("fast", 1.0)}, rounds=5, payback=0)
     while not pair.trials or pair.trials[None].choice is None:
         pair(0)
     assert calls == ["slow", "fast"] * 3 and pair.trials[None].choice == "fast"
     calls.clear()
-    trio = Measured({"a": run("a", 1.125), "b": run("b", 3.0), "c": run("c", 1.0)}, rounds=3)
+    trio = Measured({"a": run("a", 1.125), "b": run("b", 3.0), "c": run("c", 1.0)}, rounds=3,
+                    payback=0)
     while not trio.trials or trio.trials[None].choice is None:
         trio(0)
     assert calls[:9] == ["a", "b", "c"] * 3 and "b" not in calls[9:]
@@ -98,7 +100,8 @@ def test_a_streak_times_calls_that_read_what_the_same_candidate_wrote(streak, ke
         time.sleep(0.002)
         return "steady"
 
-    measured = Measured({"own-layout": own_layout, "steady": steady}, rounds=3, streak=streak)
+    measured = Measured({"own-layout": own_layout, "steady": steady}, rounds=3, streak=streak,
+                        payback=0)
     state = "start"
     for _ in range(40):
         state = measured(state)
@@ -135,7 +138,8 @@ def test_consecutive_candidates_take_all_their_turns_in_a_row(monkeypatch):
     for consecutive, kept in ((True, "quiet"), (False, "noisy")):
         calls.clear()
         noisy_ran_last[0] = False
-        measured = Measured({"quiet": quiet, "noisy": noisy}, rounds=2, consecutive=consecutive)
+        measured = Measured({"quiet": quiet, "noisy": noisy}, rounds=2, consecutive=consecutive,
+                            payback=0)
         while not measured.trials or measured.trials[None].choice is None:
             measured(0)
         assert measured.trials[None].choice == kept
@@ -156,7 +160,7 @@ def test_a_consecutive_candidate_is_compared_from_its_first_timed_call(monkeypat
     monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
     run = _costing(clock, calls)
     measured = Measured({"first": run("first", 1.0), "later": run("later", later_cost)},
-                        rounds=2, consecutive=True)
+                        rounds=2, consecutive=True, payback=0)
     while not measured.trials or measured.trials[None].choice is None:
         measured(0)
     assert calls == ["first"] * 3 + ["later"] * later_calls
@@ -220,7 +224,7 @@ def test_each_key_is_measured_on_its_own_and_unbounded_keys_take_the_default():
 
     measured = Measured({"a": cheap_on_small, "b": cheap_on_large}, rounds=2,
                         key=lambda x: x >= 100, label=lambda big: "large" if big else "small",
-                        max_keys=2)
+                        max_keys=2, payback=0)
     for _ in range(6):
         assert measured(1) == -1 and measured(500) == -500
     assert measured.trials[False].choice == "a" and measured.trials[True].choice == "b"
@@ -238,7 +242,7 @@ def test_medians_too_close_to_call_take_more_rounds_before_the_choice(monkeypatc
     `rounds` timed calls, the most there are, before the first is kept."""
     ticks = iter(range(10**6))
     monkeypatch.setattr(_measured, "perf_counter", lambda: next(ticks))
-    measured = Measured({"a": lambda x: x, "b": lambda x: x}, rounds=2)
+    measured = Measured({"a": lambda x: x, "b": lambda x: x}, rounds=2, payback=0)
     calls = 0
     while not measured.trials or measured.trials[None].choice is None:
         assert measured(calls) == calls
@@ -264,7 +268,7 @@ def test_period_timing_times_from_one_call_to_the_next_on_the_same_key(monkeypat
         return candidate
 
     measured = Measured({"lazy": run("lazy"), "eager": run("eager")}, rounds=2,
-                        timing="period")
+                        timing="period", payback=0)
     while not measured.trials or measured.trials[None].choice is None:
         measured(0)
         clock[0] += after[calls[-1]]
@@ -347,7 +351,8 @@ def test_a_trial_too_close_to_call_takes_more_rounds_unless_told_not_to(monkeypa
     monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
     run = _costing(clock, calls)
 
-    measured = Measured({"a": run("a", 1.05), "b": run("b", 1.0)}, rounds=2, extend=extend)
+    measured = Measured({"a": run("a", 1.05), "b": run("b", 1.0)}, rounds=2, extend=extend,
+                        payback=0)
     while not measured.trials or measured.trials[None].choice is None:
         measured(0)
     rounds = _measured.MAX_ROUNDS_FACTOR * 2 if extend else 2
@@ -365,7 +370,7 @@ def test_without_warm_up_each_candidate_s_first_call_is_a_sample(monkeypatch):
     for warm_up, calls_before_choice in ((True, 6), (False, 4)):
         calls.clear()
         measured = Measured({"a": run("a", 1.0), "b": run("b", 1.25)}, rounds=2,
-                            warm_up=warm_up, extend=False)
+                            warm_up=warm_up, extend=False, payback=0)
         while not measured.trials or measured.trials[None].choice is None:
             measured(0)
         assert len(calls) == calls_before_choice
@@ -386,7 +391,8 @@ def test_steps_for_are_the_chosen_candidate_s_once_chosen():
 
     stepping.steps_for = lambda x: ("steps for", x)
     for kept, answer in (("stepping", ("steps for", 3)), ("plain", None)):
-        step = Measured({"plain": plain, "stepping": stepping}, rounds=1, key=lambda x: x > 0)
+        step = Measured({"plain": plain, "stepping": stepping}, rounds=1, key=lambda x: x > 0,
+                        payback=0)
         step.pick(True)
         trial = step.trials[True]
         assert step.steps_for(3) is None
@@ -416,3 +422,125 @@ def test_settled_says_whether_a_trial_can_still_change_the_candidate():
     assert Measured({"only": lambda x: x}).settled(3)
     measured.fix("b")
     assert measured.settled(2)
+
+
+def test_the_default_runs_alone_until_the_work_on_its_key_pays_for_a_trial(monkeypatch):
+    """The first calls run the default alone, each timed as it goes (its first one aside); the
+    trial opens once the default has made `PAYBACK` times as many calls as the trial adds of
+    the others ((2 - 1) candidates x (3 rounds + a warm-up) x `PAYBACK`), and needs no warm-up
+    of the default then. Every call computes the same, whichever runs."""
+    clock, calls = [0.0], []
+    monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
+    run = _costing(clock, calls)
+    measured = Measured({"slow": run("slow", 1.25), "fast": run("fast", 1.0)}, rounds=3)
+    due = _measured.PAYBACK * (2 - 1) * (3 + 1)
+    for x in range(1 + due):
+        assert measured(x) == x
+    (trial,) = measured.trials.values()
+    assert calls == ["slow"] * (1 + due) and trial.open and trial.waited == due
+    assert all(not s for s in trial.samples.values()) and trial.warm == {"slow"}
+    results = [measured(x) for x in range(20)]
+    assert results == list(range(20)) and trial.choice == "fast"
+    # In turn from the trial's first call: the default straight to its rounds, the other
+    # after its warm-up call (the default's turn meanwhile is one sample more).
+    assert calls[1 + due:1 + due + 8] == ["slow", "fast"] * 4
+    assert trial.samples == {"slow": [1.25] * 4, "fast": [1.0] * 3}
+    assert calls[-5:] == ["fast"] * 5
+
+
+def test_a_key_met_a_few_times_never_trials_and_says_so(monkeypatch):
+    """Calls short of paying for a trial run the default, however slow it is next to the
+    others; `describe` and the plan's `Timing` say the default runs until the work pays."""
+    from cyloop.engine.plan import choice_of
+
+    clock, calls = [0.0], []
+    monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
+    run = _costing(clock, calls)
+    measured = Measured({"slow": run("slow", 3.0), "fast": run("fast", 1.0)}, rounds=2,
+                        key=lambda x: x)
+    for _ in range(5):
+        measured(7)
+    trial = measured.trials[7]
+    due = _measured.PAYBACK * (2 - 1) * (2 + 1)
+    assert calls == ["slow"] * 5 and not trial.open and trial.choice is None
+    assert trial.waited == 4 and not measured.settled(7) and measured.chosen(7) is None
+    assert measured.describe() == (f"on 7: slow until the work pays for a trial (4 of {due} "
+                                   f"calls; slow 3000000.0 us, fast not timed)")
+    (timing,) = choice_of("formulation", "a step", measured).trials
+    assert timing.waiting == due - 4 and timing.chosen is None
+    assert timing.times == {"slow": 3.0, "fast": None}
+    (line,) = choice_of("formulation", "a step", measured).lines()
+    assert line == (f"a step on 7: the default, slow, until the work pays for a trial "
+                    f"({due - 4} calls more; slow 3000000.0 µs, fast not timed)")
+
+
+def test_a_default_too_quick_to_time_apart_is_kept_untried(monkeypatch):
+    """A default whose calls take less than ten times what timing one costs is kept without a
+    trial once it has `rounds` timings: a tenth of its time, the least difference a trial
+    calls, is lost in the timings' own."""
+    clock, calls = [0.0], []
+    monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
+    run = _costing(clock, calls)
+    quick = _measured.timer_cost() * 2  # (a fifth of the least call it would time)
+    measured = Measured({"slow": run("slow", quick), "fast": run("fast", quick / 4)},
+                        rounds=3)
+    for x in range(10):
+        assert measured(x) == x
+    (trial,) = measured.trials.values()
+    assert calls == ["slow"] * 10 and trial.choice == "slow" and trial.untried
+    assert measured.settled(0) and not trial.open
+    assert "slow, untried: its calls are too quick to time apart" in measured.describe()
+    calls.clear()
+    long_enough = Measured({"slow": run("slow", quick * 10), "fast": run("fast", quick)},
+                           rounds=3)
+    for x in range(10):
+        long_enough(x)
+    assert not long_enough.trials[None].untried and long_enough.trials[None].choice is None
+
+
+@pytest.mark.parametrize("rounds, costs, streak", [
+    (3, {"d": 1.0, "e": 2.0}, 1),
+    (5, {"d": 1.0, "e": 1.25, "f": 1.5}, 1),
+    (2, {"d": 1.0, "e": 1.9}, 2),
+])
+def test_a_trial_costs_a_bounded_share_of_the_work_before_it(monkeypatch, rounds, costs, streak):
+    """What the trial's calls of the other candidates cost more than the default's would have
+    is at most the default's work before it over `PAYBACK`, times how much slower they are."""
+    clock, calls = [0.0], []
+    monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
+    run = _costing(clock, calls)
+    measured = Measured({name: run(name, cost) for name, cost in costs.items()},
+                        rounds=rounds, streak=streak)
+    while not measured.trials or measured.trials[None].choice is None:
+        measured(0)
+    before = calls.index(next(n for n in calls if n != "d"))  # (the default's calls alone)
+    extra = sum(costs[n] - costs["d"] for n in calls[before:])
+    slower = max(costs.values()) / costs["d"] - 1
+    assert before > 1 and 0 < extra <= before * costs["d"] * slower / _measured.PAYBACK
+    assert measured.trials[None].choice == "d"
+
+
+def test_steps_while_a_trial_waits_are_the_default_s_and_count_each_step():
+    """A recurrent step's `steps_for` offers the default's steps while its key's trial waits;
+    each call of them counts as the steps it made, and once they pay for the trial the answer
+    is None (the steps one at a time take their turns)."""
+    made = []
+
+    def plain(x):
+        return x
+
+    def steps(args, rows, outs, staged):
+        made.append(len(rows))
+        return (args[0],)
+
+    plain.steps_for = lambda x: steps
+    step = Measured({"plain": plain, "other": lambda x: x}, rounds=1, key=lambda x: x > 0)
+    due = _measured.PAYBACK * (2 - 1) * (1 + 1)
+    many = step.steps_for(3)
+    assert many is not None and many((3,), [0] * 5, None, True) == (3,)
+    trial = step.trials[True]
+    assert trial.waited == 4 and not trial.open  # (its first step pays one-time costs)
+    assert step.steps_for(3)((3,), [0] * (due - 4), None, True) == (3,)
+    assert trial.open and step.steps_for(3) is None and made == [5, due - 4]
+    with _measured.untimed():  # (one-offs: the default's steps, uncounted)
+        assert step.steps_for(-3) is steps and False not in step.trials

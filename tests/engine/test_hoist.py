@@ -886,7 +886,7 @@ def test_the_chunk_size_is_timed_per_row_and_the_fastest_kept(rng):
     graph = _rnn_graph(0, 1, False, False)
     steps = 1200  # 16 first rows, then 1184: 512-row chunks (128 KiB), or cut short
     feeds = _rnn_feeds(rng, steps)
-    model = cyloop.Model(graph, driver="cython")
+    model = cyloop.Model(graph, driver="cython", tune="at once")
     sizing = _hoist_of(model).sizing
     (choice,) = loop_plan(model).choices_of("chunk size")
     assert not choice.trials and choice.fixed is None and choice.candidates[0] == "512 KiB"
@@ -948,7 +948,7 @@ def test_chunks_of_a_size_on_trial_are_no_samples_of_the_kernels_trials(rng):
     the others' shapes are met only while that trial lasts, so trials on them would never
     end (and hold every candidate's copy of the weight)."""
     graph = _rnn_graph(0, 1, False, False)
-    model = cyloop.Model(graph, driver="cython")
+    model = cyloop.Model(graph, driver="cython", tune="at once")
     (loop,) = model._compiled.loops
     if loop.products is not None:  # (on one core, where each product's formulation is measured)
         loop.products.fix(ONE_CORE)

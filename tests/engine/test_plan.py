@@ -141,6 +141,45 @@ def test_a_measured_choice_says_what_was_timed_and_kept():
     untimed = Choice("placement", "where 'h' lives", ("in its slot", "a pool"))
     assert untimed.lines() == [("where 'h' lives: not timed yet, meanwhile the default: in its "
                                 "slot")]
+    waiting = Choice("placement", "where 'h' lives", ("in its slot", "a pool"), "iteration",
+                     trials=(Timing(None, None, {"in its slot": 2e-6, "a pool": None}, 7),))
+    assert waiting.lines() == [("where 'h' lives: the default, in its slot, until the work pays "
+                                "for a trial (7 runs more; in its slot 2.0 µs/iteration, a pool "
+                                "not timed)")]
+    assert not waiting.settled and waiting.chosen is None
+    untried = Choice("formulation", "MatMul 'hu'", ("rows", "columns"),
+                     trials=(Timing("[1,2] @ [2,2] float32", "rows", {"rows": 4e-7,
+                                                                      "columns": None},
+                                    untried=True),))
+    assert untried.lines() == [("MatMul 'hu' on [1,2] @ [2,2] float32: the default, rows, "
+                                "untried: its calls are too quick to time apart (rows 0.4 µs, "
+                                "columns not timed)")]
+    assert untried.settled and untried.chosen == "rows"
+
+
+@pytest.mark.parametrize("tune", [True, "at once"])
+def test_a_first_run_runs_each_default_until_the_work_pays_for_a_trial(tune):
+    """A fresh model's first run of a few iterations runs each measured choice's default (its
+    calls counted, no other candidate's), and the plan says so; with ``tune="at once"`` the
+    trials open on the first calls. Both compute what tune=False does, to rounding."""
+    graph, feeds = _examples.rnn(steps=8)
+    model = cyloop.Model(graph, driver="cython", tune=tune)
+    got = model.run(feeds)
+    plan = model.plan()
+    choices = [c for loop in plan.loops for c in loop.choices] + plan.choices
+    trials = [t for c in choices for t in c.trials]
+    assert trials  # (the example has measured choices, and the run met them)
+    if tune is True:
+        assert all(t.chosen is None or t.untried for t in trials)
+        for c in choices:  # (only the default ran, where anything was timed)
+            assert all(set(t.times) - {c.candidates[0]} <= {n for n, s in t.times.items()
+                                                              if s is None} for t in c.trials)
+        assert any(t.waiting for t in trials)
+    else:
+        assert not any(t.waiting for t in trials)
+    want = cyloop.Model(graph, driver="cython", tune=False).run(feeds)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("example", ["rnn_scan.onnx", "lstm_ti.xml", "loop_sequence.onnx"])

@@ -110,7 +110,7 @@ def test_two_cores_take_their_runs_first_and_the_faster_is_kept(tmp_path, rng):
     second timed run only if its first was not clearly apart), and the choice is made then; it
     and both times show in the plan."""
     source, feeds = _rnn(tmp_path, rng)
-    model = cyloop.load(source, driver="cython")
+    model = cyloop.load(source, driver="cython", tune="at once")
     loop = _loop_of(model)
     seen = []
     for _ in range(6):
@@ -142,7 +142,7 @@ def test_a_timed_run_of_the_cores_trial_times_nothing_else(name, tmp_path, rng):
     run, and the slower chunk sizes as part of two cores'), but for the trial's first run, a
     warm-up on two cores, in which the others take their samples."""
     source, feeds = LOOPS[name](tmp_path, rng, steps=40)  # (chunks past the first: sized)
-    model = cyloop.load(source, driver="cython")
+    model = cyloop.load(source, driver="cython", tune="at once")
     loop = _loop_of(model)
     others = measured_steps(model) + [loop.hoist.sizing] + [
         step.probe.measured for step in loop.hoist.steps
@@ -174,7 +174,7 @@ def test_where_a_value_lives_is_tried_once_the_cores_are_chosen(tmp_path, rng):
     its step has no steps. Where a cell's iterations run many at a time, where their h lives
     is measured a call at a time: test_steps.py.)"""
     source, feeds = _cell("gru", 8, clip=4.0)(tmp_path, rng)
-    model = cyloop.load(source, driver="cython")
+    model = cyloop.load(source, driver="cython", tune="at once")
     loop = _loop_of(model)
     (placement,) = placements(model)
     runs = 0

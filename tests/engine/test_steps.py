@@ -255,7 +255,7 @@ def test_where_the_steps_state_lives_is_measured_a_call_at_a_time(name, cores, t
     call a chunk-size trial times is a placement's sample."""
     source, feeds = LOOPS[name](tmp_path, rng, 400)
     calls = _spied(monkeypatch, name)
-    model = _loaded(source, cores)
+    model = _loaded(source, cores, tune="at once")
     (loop,) = model._compiled.loops
     loop.hoist.sizing.fix("128 KiB")
     (by_runs,) = placements(model)
@@ -282,7 +282,7 @@ def test_no_call_a_chunk_size_trial_times_is_a_placement_sample(tmp_path, rng):
     """One trial at a time: while a chunk's time is a sample of the chunk sizes' trial, no call
     of the steps inside it is a sample of where their state lives."""
     source, feeds = LOOPS["openvino-lstm"](tmp_path, rng, 1000)
-    model = _loaded(source, CORES[0])
+    model = _loaded(source, CORES[0], tune="at once")
     (loop,) = model._compiled.loops
     placement = loop.steps_placement
     during, report = [], placement.report
@@ -306,7 +306,7 @@ def test_the_state_of_steps_that_never_run_is_placed_by_runs(why, tmp_path, rng,
     source, feeds = LOOPS["openvino-lstm"](tmp_path, rng, 40)
     asked = _spied(monkeypatch, "openvino-lstm",
                    answer=(lambda *args: None) if why == "they decline" else None)
-    model = _loaded(source, CORES[0])
+    model = _loaded(source, CORES[0], tune="at once")
     if why != "they decline":
         for measured in measured_steps(model):
             measured.fix("batch-major gates")

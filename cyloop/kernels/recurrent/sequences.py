@@ -160,10 +160,11 @@ def _run(states, x, lengths, w, b, attrs, project, step, steps_for=None, y=None)
 class _Cores:
     """Where a layer's matrix products run where no loop decides it (a layer outside loops): on
     one core or two, a measured choice timed a call at a time (per step) as a loop's is a run at
-    a time (engine/_core.pyx `LoopDriver.products`): two cores' calls first, each candidate a
-    warm-up call and two timed ones; only the trial's first call lets the layer's own trials
-    (its step's formulations) take samples. A layer whose products never split on two cores
-    (too small) drops the choice. `fix` keeps one (tune=False: one core)."""
+    a time (engine/_core.pyx `LoopDriver.products`): two cores' calls first, the default's, until
+    they pay for a trial; then each candidate a warm-up call (the default has had its) and two
+    timed ones. Only the calls before the trial opens (or, opened at once, its first call) let
+    the layer's own trials (its step's formulations) take samples. A layer whose products never
+    split on two cores (too small) drops the choice. `fix` keeps one (tune=False: one core)."""
 
     def __init__(self):
         self.measured = Measured({TWO_CORES: True, ONE_CORE: False}, rounds=2,
@@ -177,7 +178,7 @@ class _Cores:
             return run()
         name, trial = measured.pick(None)
         two = measured.candidates[name]
-        quiet = trial is not None and (not two or name in trial.warm)
+        quiet = trial is not None and trial.open and (not two or name in trial.warm)
         split = products_split()
         previous = set_products_on_two_cores(two)
         start = perf_counter()

@@ -233,7 +233,7 @@ def test_a_layer_runs_the_steps_left_once_its_step_is_chosen(case, tmp_path, rng
         feeds["C0"] = rng.standard_normal((4, 2, 16)).astype(np.float32)
     spy, calls = steps_spy(kernel_name, xs_at)
     monkeypatch.setattr(cells, kernel_name, spy)
-    model = cyloop.load(save(ov_model, tmp_path / "sequence.xml"))
+    model = cyloop.load(save(ov_model, tmp_path / "sequence.xml"), tune="at once")
     (kernel,) = [step.fn for step in model._compiled.steps]
     candidates = kernel.measured.candidates
     for name, slow in list(candidates.items()):
@@ -286,7 +286,7 @@ def test_a_layer_outside_loops_measures_where_its_products_run(tmp_path, rng):
     faster kept and shown in the plan; on two cores the step's products were cut in pieces, and
     the values are one core's to rounding."""
     source, feeds = _lstm_layer(tmp_path, rng)
-    model = cyloop.load(source)
+    model = cyloop.load(source, tune="at once")
     cores = model._compiled.steps[0].fn.cores
     split, runs = _two_core.products_split(), []
     for _ in range(6):
