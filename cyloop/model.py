@@ -38,7 +38,7 @@ class Model:
     limit before it is made (one whose trip count is known, as soon as its size is). A kernel
     that runs out of memory raises `ResourceLimitError` too.
     ``progress``: ``progress(label, done, total, finished)`` is called every
-    1,024 iterations (``engine.settings.PROGRESS_EVERY``) of each loop and when it ends (total is
+    1,024 iterations (``cyloop.tuning.PROGRESS_EVERY``) of each loop and when it ends (total is
     None when unknown).
     ``hoist``: the Cython driver runs body work that depends only on sliced inputs, the iteration
     number and loop invariants before the loop, many iterations at once (results agree to

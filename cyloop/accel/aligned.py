@@ -21,19 +21,13 @@ import weakref
 
 import numpy as np
 
+from ..tuning import MAPPED_BYTES, SMALL_WEIGHT_BYTES
+
 __all__ = ["ALIGNMENT", "MAPPED_BYTES", "SMALL_WEIGHT_BYTES", "aligned", "aligned_empty",
            "owns_memory"]
 
 # Bytes an array is aligned to: a cache line, and the widest SIMD load (AVX-512).
 ALIGNMENT = 64
-# Arrays this large or larger get a mapping of their own (see above): at most a page in 16 of it
-# is rounding, and a mapping costs a system call each way, which a weight prepared once repays.
-MAPPED_BYTES = 64 * 1024
-# What a frontend reads a weight of fewer bytes than this into is numpy's own allocation
-# (`smallest=`): misaligned, a weight that small costs little (it sits in L1), and a large IR
-# holds many small constants, for which an aligned array's extra bytes and view add up (a 24 MiB
-# IR of small layers took 2.33 times its size to load with every constant aligned, 1.94 without).
-SMALL_WEIGHT_BYTES = 1024
 # A private anonymous mapping where the platform has one (not on Windows: there the C heap).
 _PRIVATE = getattr(mmap, "MAP_PRIVATE", None), getattr(mmap, "MAP_ANONYMOUS", None)
 # id -> weak reference, of every array `aligned_empty` made that is still alive: each is the one

@@ -21,15 +21,15 @@ import warnings
 
 import numpy as np
 
+from ..tuning import QUIET_KEEP
 from .native import native_off
 
 __all__ = ["QUIET", "direct", "quiet", "quiet_for", "restore", "status"]
 
 # numpy's setting (its context variable's value) -> the same with each "warn" made "ignore"
 # (most programs have one setting, numpy's default; a program making a new one per call would
-# fill this: it stops at `_KEEP`, and quiet values are made anew past it).
+# fill this: it stops at `QUIET_KEEP`, and quiet values are made anew past it).
 QUIET: dict = {}
-_KEEP = 64
 
 
 def _ignoring_warnings() -> dict:
@@ -86,7 +86,7 @@ def quiet_for(current):
     """numpy's setting `current` (its context variable's value, the one in effect) with each
     error it would warn of ignored; kept in `QUIET`."""
     value = _DIRECT[1](**_ignoring_warnings())
-    if len(QUIET) < _KEEP:
+    if len(QUIET) < QUIET_KEEP:
         QUIET[current] = value
     return value
 

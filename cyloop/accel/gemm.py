@@ -45,6 +45,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..tuning import COLUMNS_SCRATCH
 from . import _two_core, blas
 from .aligned import aligned, owns_memory
 from .measured import Measured
@@ -59,8 +60,6 @@ __all__ = ["ONE_CORE", "TWO_CORES", "Prepared", "PreparedPair", "bit_view_type",
 # Products the helper thread took pieces of, since the process began (`_two_core`).
 products_split = _two_core.products_split
 
-# Bytes of scratch the transposed formulation (``columns``) computes a block of rows in.
-_COLUMNS_SCRATCH = 64 * 1024
 
 
 class _Remembered:
@@ -524,7 +523,7 @@ def weight_product(transposed: bool = False) -> Callable:
         result = np.empty((m, w_t.shape[0]), a.dtype) if out is None else out
         # A block of a's rows at a time, so that the transposed product's scratch stays small
         # (a hoisted chunk's product would otherwise need a second buffer of the result's size).
-        block = max(1, _COLUMNS_SCRATCH // max(w_t.shape[0] * result.itemsize, 1))
+        block = max(1, COLUMNS_SCRATCH // max(w_t.shape[0] * result.itemsize, 1))
         if m <= block:
             np.copyto(result, np.matmul(w_t, a.T).T)
             return result

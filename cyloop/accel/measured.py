@@ -21,23 +21,10 @@ import time
 from collections.abc import Callable, Hashable
 from time import perf_counter
 
+from ..tuning import CLEAR, CLOSE, EARLY_ROUNDS, MAX_ROUNDS_FACTOR, PAYBACK
+
 __all__ = ["Measured", "Trial", "untimed"]
 
-# Medians within this fraction of each other are too close to call on a few samples (a noisy
-# neighbour, a page fault): each candidate runs `rounds` more, up to this factor times `rounds`.
-CLOSE = 0.1
-MAX_ROUNDS_FACTOR = 3
-# A candidate whose fastest sample is this many times the slowest of the best one's, after
-# EARLY_ROUNDS timed calls each, drops out of the trial then: a clearly slower candidate (a GEMM
-# orientation at 2.5x, say) does not keep its turns for all the rounds. Trials run in a model's
-# first runs, so every turn it keeps costs the user.
-CLEAR = 1.3
-EARLY_ROUNDS = 2
-# A key's trial opens once the default has made PAYBACK times as many calls on it (its first one
-# aside) as the trial adds of the other candidates: the work done so far is the best guess of
-# the work to come, and a trial whose candidates take up to twice the default's time then costs
-# at most a quarter of it, paid back by a candidate a quarter faster.
-PAYBACK = 4
 # A default whose median call is under timer_cost() / CLOSE is settled untried: the timings'
 # own cost is then over a tenth of the call, and no difference a trial could call is resolved.
 

@@ -20,6 +20,7 @@ from ..accel.measured import Measured, untimed
 from ..errors import CyloopError, ExecutionError, ResourceLimitError
 from ..ir import SlicedInput, Slicing, read_only
 from ..kernels.registry import FLOATS, INTEGERS, type_keeping
+from ..tuning import PROBED_KEYS, PROBED_VALUES
 from .settings import CHUNK_BUDGETS, FIRST_CHUNK_ROWS, MAX_CHUNK_ROWS, MIN_CHUNK_ROWS
 
 __all__ = ["CaptureStatic", "ComputedStatic", "ConstStatic", "GatherSource", "Hoist", "HoistStep",
@@ -396,14 +397,10 @@ def _probe(step: HoistStep, row) -> None:
         return
     with untimed():  # a call on one row's shapes, made once: not a trial's sample
         step.probe(*row)
-    if len(step.probed) < _PROBED_KEYS:
+    if len(step.probed) < PROBED_KEYS:
         step.probed.add(key)
 
 
-# Shapes a hoisted step remembers passing its probe on (a loop fed ever-new shapes re-probes).
-_PROBED_KEYS = 8
-# Inputs of at most this many elements count by value too (axes, a target shape, a scalar).
-_PROBED_VALUES = 64
 
 
 def _signature(value):
@@ -416,7 +413,7 @@ def _signature(value):
         return np.generic, value.dtype.str, value.tobytes()
     if not isinstance(value, np.ndarray) or value.dtype.hasobject:
         return object()  # matches nothing: probed every time
-    small = value.tobytes() if value.size <= _PROBED_VALUES else None
+    small = value.tobytes() if value.size <= PROBED_VALUES else None
     return value.shape, value.dtype.str, small
 
 

@@ -35,7 +35,7 @@ shape, say, or broadcast to one), whatever its values. jax2onnx bounds a ``buf.a
 scatter's index by ``Shape(buf)``, and computes a ``dynamic_update_slice``'s indices from the
 update's Shape; with these, that index arithmetic leaves the body.
 
-Chunks keep memory bounded (one of `settings.CHUNK_BUDGETS` of hoisted rows at a time, the one
+Chunks keep memory bounded (one of `tuning.CHUNK_BUDGETS` of hoisted rows at a time, the one
 measured fastest here, not a whole sequence), so a loop that stops early wastes at most one
 chunk, and a chunk is computed only when an iteration that reads it is about to run: a loop of
 zero iterations computes nothing, and an error a hoisted node raises surfaces at the iteration
@@ -68,6 +68,7 @@ from ..ir import (
 )
 from ..kernels import as_bool, flat_int_list, registry
 from ..kernels.registry import FIRST_INPUT
+from ..tuning import FOLDED_SIZE
 from . import chunks
 from .chunks import (
     CaptureStatic,
@@ -379,14 +380,13 @@ _BROADCASTING = {
 _ON_SHAPE = {"": {"Unsqueeze", "Squeeze", "Transpose", "Flatten"},
              OPENVINO_DOMAIN: {"Unsqueeze", "Squeeze", "Transpose"}}
 # Constants folded while hoisting, to decide what a Reshape's target holds: shape arithmetic
-# (ops whose result is no larger than their inputs', or their product's), of at most this many
-# elements.
+# (ops whose result is no larger than their inputs', or their product's), of at most
+# FOLDED_SIZE elements.
 _FOLDED = {"": {"Constant", "Concat", "Unsqueeze", "Squeeze", "Reshape", "Cast", "Gather",
                 "Slice", "Add", "Sub", "Mul", "Neg", "Max", "Min", "Identity"},
            OPENVINO_DOMAIN: {"Concat", "Unsqueeze", "Squeeze", "Reshape", "Convert", "Gather",
                              "StridedSlice", "Add", "Subtract", "Multiply", "Negative",
                              "Maximum", "Minimum"}}
-_FOLDED_SIZE = 64
 
 
 class _Shapes:
@@ -407,7 +407,7 @@ class _Shapes:
         self.entries: dict[str, str] = {}  # value -> its entry's name
         self.rules: dict[str, tuple] = {}  # a derived value -> (its node, rule, inputs read)
         self.known = {name: value for name, value in body.initializers.items()
-                      if name in statics and np.size(value) <= _FOLDED_SIZE}
+                      if name in statics and np.size(value) <= FOLDED_SIZE}
 
     def entry(self, name: str, steps: list) -> str | None:
         """The entry of `name`'s shape, its once step (and those of the entries it is computed
@@ -496,7 +496,7 @@ class _Shapes:
                     *[self.known[n] if n else None for n in node.inputs])
         except Exception:  # noqa: BLE001 - it fails once a run, where the body would
             return
-        if isinstance(value, (np.ndarray, np.generic)) and np.size(value) <= _FOLDED_SIZE:
+        if isinstance(value, (np.ndarray, np.generic)) and np.size(value) <= FOLDED_SIZE:
             self.known[node.outputs[0]] = value
 
     def derive(self, node: Node) -> None:

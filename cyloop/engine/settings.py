@@ -1,4 +1,5 @@
-"""What a compiled model is told once (`Settings`) and the engine's constants, each stated once.
+"""What a compiled model is told once (`Settings`) and the engine's constants, each stated once
+(its tuning constants in cyloop/tuning.py, which this module passes on).
 
 Both drivers, the compiler, the hoisting pass and the plan read them from here.
 """
@@ -13,6 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
+from ..tuning import (  # (the engine's tuning, read from here too)
+    CHUNK_BUDGETS,
+    FIRST_CHUNK_ROWS,
+    FIRST_GROWING_BYTES,
+    MAX_CHUNK_ROWS,
+    MIN_CHUNK_ROWS,
+    PROGRESS_EVERY,
+)
 
 __all__ = ["CHUNK_BUDGETS", "COUNTERS", "DEFAULT_MAX_ITERATIONS", "FIRST_CHUNK_ROWS",
            "FIRST_GROWING_BYTES", "MAX_CHUNK_ROWS", "MIN_CHUNK_ROWS", "PROGRESS_EVERY", "Settings",
@@ -21,24 +30,6 @@ __all__ = ["CHUNK_BUDGETS", "COUNTERS", "DEFAULT_MAX_ITERATIONS", "FIRST_CHUNK_R
 # The iterations one run may make in all its loops before LoopLimitError (None in Settings: no
 # limit).
 DEFAULT_MAX_ITERATIONS = 100_000_000
-# A progress callback hears from a loop every this many iterations, and once when it ends; the
-# Cython driver also lets other Python threads run this often (it holds the GIL otherwise).
-PROGRESS_EVERY = 1024
-# Bytes a concatenated output takes at first when its length is not known (a while loop, a loop
-# that may stop early); it doubles each time the loop runs past it, so a short loop holds little
-# and a long one copies its rows about once more in all.
-FIRST_GROWING_BYTES = 64 * 1024
-
-# Hoisting (engine/hoist.py): the first chunk is small, since many loops stop early and it sizes
-# the rest; later chunks hold about one of CHUNK_BUDGETS' bytes of hoisted rows, the one that runs
-# fastest here (a measured choice, engine/chunks.py; the first is the default): bigger chunks make
-# bigger GEMMs, smaller ones stay in a smaller cache until the body reads them. The largest is
-# the memory a chunk may take (a loop's peak stays within ~1.15x its outputs on sequences of a
-# few MiB). Whatever the budget, a chunk has MIN_CHUNK_ROWS to MAX_CHUNK_ROWS rows.
-CHUNK_BUDGETS = {"512 KiB": 512 * 1024, "256 KiB": 256 * 1024, "128 KiB": 128 * 1024}
-FIRST_CHUNK_ROWS = 16
-MIN_CHUNK_ROWS = 4
-MAX_CHUNK_ROWS = 4096
 
 # What a loop driver counts, summed over its calls (``Model.counters()``; both drivers keep every
 # one of them, the reference driver's hoisting counters stay 0).

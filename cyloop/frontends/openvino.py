@@ -32,7 +32,7 @@ from xml.parsers import expat
 import numpy as np
 
 from .. import kernels
-from ..accel.aligned import SMALL_WEIGHT_BYTES, aligned_empty
+from ..accel.aligned import aligned_empty
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import (
     LOOP_DOMAIN,
@@ -49,6 +49,7 @@ from ..ir import (
     SlicedInput,
     Value,
 )
+from ..tuning import IR_CHUNK, SMALL_WEIGHT_BYTES
 
 __all__ = ["ELEMENT_TYPES", "read_graph"]
 
@@ -84,9 +85,7 @@ def _refuse_dtd(*_args):
                      "can exhaust memory)")
 
 
-# The IR is read in chunks of this many bytes: a large IR is never held whole, as bytes or as a
-# tree (see `_Reader.read`).
-_CHUNK = 1 << 16
+_CHUNK = IR_CHUNK  # (the IR is read a chunk at a time: see `_Reader.read`)
 # The bytes of XML one token (a comment, a tag with its attributes) may take: an IR keeps its
 # data in the .bin, so a larger one is refused rather than held.
 TOKEN_LIMIT = 256 << 20

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "cyloop/tuning.h"
+
 #define CYL_ALIGNMENT 64
 
 #ifdef _WIN32
@@ -44,11 +46,6 @@ static inline void cyl_aligned_free(void *ptr)
  * it out again; blocks given back during a run (an output's buffer outgrown, a ping-pong pool)
  * are freed, so that a run's peak memory is what it was. `cyl_blocks_release` frees the kept
  * ones. Callers hold the GIL (the state is unguarded). */
-#define CYL_KEEP_FROM ((size_t)256 * 1024)
-#define CYL_KEPT_BLOCKS 8
-/* (What is kept stays resident after the caller is done with it, so not much: a run making an
- * output larger than this spends longer on its values than on faulting its pages in.) */
-#define CYL_KEPT_BYTES ((size_t)64 * 1024 * 1024)
 
 static void *cyl_kept[CYL_KEPT_BLOCKS];
 static size_t cyl_kept_size[CYL_KEPT_BLOCKS];

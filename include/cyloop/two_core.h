@@ -43,6 +43,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cyloop/tuning.h"
 #include "cyloop/two_core_job.h"
 
 typedef void (*cyl_sgemm_t)(int, int, int, int64_t, int64_t, int64_t, float, const float *,
@@ -69,11 +70,6 @@ typedef struct {
     int64_t sd, ldd, cold;      /* its strides: pair, row, column */
 } cyl_product_t;
 
-#define CYL_SPIN_NS 1000000.0
-/* A helper woken by a product joins it if at least this many of its pieces are left. */
-#define CYL_JOIN_LATE 8
-/* Pauses between the idle helper's yields of its core (x86's pause is some 10-150 cycles). */
-#define CYL_WATCH_PAUSES 256
 
 static cyl_sgemm_t cyl_sgemm;
 static cyl_dgemm_t cyl_dgemm;

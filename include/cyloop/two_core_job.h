@@ -8,12 +8,8 @@
 
 #include <stdint.h>
 
-/* A gemm call in a piece stays under this many multiply-adds, so that OpenBLAS runs it on the
- * calling thread (its interface splits a product over threads from 2 * 65536 * 4 up). */
-#define CYL_PIECE_LIMIT 524288
-/* A job of fewer multiply-adds runs as one piece, on the calling thread (a piece handed over
- * would cost more than it saves). */
-#define CYL_SMALLEST 65536
+/* (CYL_PIECE_LIMIT, CYL_SMALLEST: the sizes of pieces, in tuning.h) */
+#include "cyloop/tuning.h"
 
 typedef struct {
     void (*run)(const void *job, int64_t index);

@@ -62,7 +62,7 @@ def test_every_candidate_is_the_plain_product(transposed, candidate, out_layout,
 def test_the_transposed_formulation_of_a_tall_product_works_in_row_blocks(transposed, out_layout,
                                                                           rng, monkeypatch):
     """``columns`` computes (w^T a^T)^T a block of a's rows at a time, so its scratch stays
-    within `_COLUMNS_SCRATCH` however many rows a hoisted chunk has: the result agrees, and the
+    within `COLUMNS_SCRATCH` however many rows a hoisted chunk has: the result agrees, and the
     call allocates no second buffer of the result's size."""
     import tracemalloc
 
@@ -71,7 +71,7 @@ def test_the_transposed_formulation_of_a_tall_product_works_in_row_blocks(transp
     # (Small enough for OpenBLAS to stay on one thread: its worker threads can hang after
     # OpenVINO's ran in the same process, as they do when other tests ran first.)
     rows, k, n = 512, 4, 64
-    monkeypatch.setattr(gemm, "_COLUMNS_SCRATCH", 24 * n * 4)  # 24 rows a block: 22 blocks
+    monkeypatch.setattr(gemm, "COLUMNS_SCRATCH", 24 * n * 4)  # 24 rows a block: 22 blocks
     a = rng.standard_normal((rows, k)).astype(np.float32)
     w = _read_only(rng.standard_normal((n, k) if transposed else (k, n)).astype(np.float32))
     product = weight_product(transposed)

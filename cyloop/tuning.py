@@ -1,0 +1,83 @@
+"""Every tuning constant of cyloop's Python code, each with the reason for its value (those of
+its native code are in include/cyloop/tuning.h). A tuning constant sets how cyloop goes about
+its work, never what a run computes; the modules that use one import it from here.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CHUNK_BUDGETS", "CLEAR", "CLOSE", "COLUMNS_SCRATCH", "EARLY_ROUNDS",
+           "FIRST_CHUNK_ROWS", "FIRST_GROWING_BYTES", "FOLDED_SIZE", "IR_CHUNK", "MAPPED_BYTES",
+           "MAX_CHUNK_ROWS", "MAX_ROUNDS_FACTOR", "MIN_CHUNK_ROWS", "PAYBACK", "PROBED_KEYS",
+           "PROBED_VALUES", "PROGRESS_EVERY", "QUIET_KEEP", "SMALL_WEIGHT_BYTES"]
+
+# -- measured choices (accel/measured.py) --------------------------------------------------------
+
+# Medians within this fraction of each other are too close to call on a few samples (a noisy
+# neighbour, a page fault): each candidate runs `rounds` more, up to this factor times `rounds`.
+CLOSE = 0.1
+MAX_ROUNDS_FACTOR = 3
+# A candidate whose fastest sample is this many times the slowest of the best one's, after
+# EARLY_ROUNDS timed calls each, drops out of the trial then: a clearly slower candidate (a GEMM
+# orientation at 2.5x, say) does not keep its turns for all the rounds. Trials run in a model's
+# first runs, so every turn it keeps costs the user.
+CLEAR = 1.3
+EARLY_ROUNDS = 2
+# A key's trial opens once the default has made PAYBACK times as many calls on it (its first one
+# aside) as the trial adds of the other candidates: the work done so far is the best guess of
+# the work to come, and a trial whose candidates take up to twice the default's time then costs
+# at most a quarter of it, paid back by a candidate a quarter faster.
+PAYBACK = 4
+
+# -- a run's loops (engine/) ----------------------------------------------------------------------
+
+# A progress callback hears from a loop every this many iterations, and once when it ends; the
+# Cython driver also lets other Python threads run this often (it holds the GIL otherwise).
+PROGRESS_EVERY = 1024
+# Bytes a concatenated output takes at first when its length is not known (a while loop, a loop
+# that may stop early); it doubles each time the loop runs past it, so a short loop holds little
+# and a long one copies its rows about once more in all.
+FIRST_GROWING_BYTES = 64 * 1024
+
+# Hoisting (engine/hoist.py): the first chunk is small, since many loops stop early and it sizes
+# the rest; later chunks hold about one of CHUNK_BUDGETS' bytes of hoisted rows, the one that runs
+# fastest here (a measured choice, engine/chunks.py; the first is the default): bigger chunks make
+# bigger GEMMs, smaller ones stay in a smaller cache until the body reads them. The largest is
+# the memory a chunk may take (a loop's peak stays within ~1.15x its outputs on sequences of a
+# few MiB). Whatever the budget, a chunk has MIN_CHUNK_ROWS to MAX_CHUNK_ROWS rows.
+CHUNK_BUDGETS = {"512 KiB": 512 * 1024, "256 KiB": 256 * 1024, "128 KiB": 128 * 1024}
+FIRST_CHUNK_ROWS = 16
+MIN_CHUNK_ROWS = 4
+MAX_CHUNK_ROWS = 4096
+# Shapes a hoisted step remembers passing its probe on (engine/chunks.py; a loop fed ever-new
+# shapes re-probes, and the memory of them stays bounded) ...
+PROBED_KEYS = 8
+# ... its inputs of at most this many elements counting by value too (axes, a target shape, a
+# scalar: what decides a result's shape is small).
+PROBED_VALUES = 64
+# Constants folded while hoisting (engine/hoist.py), to decide what a Reshape's target holds:
+# shape arithmetic of at most this many elements (a larger value is data, not a shape).
+FOLDED_SIZE = 64
+
+# -- native acceleration (accel/) -----------------------------------------------------------------
+
+# Arrays this large or larger get a mapping of their own (accel/aligned.py): at most a page in 16
+# of it is rounding, and a mapping costs a system call each way, which a weight prepared once
+# repays.
+MAPPED_BYTES = 64 * 1024
+# What a frontend reads a weight of fewer bytes than this into is numpy's own allocation
+# (`smallest=`): misaligned, a weight that small costs little (it sits in L1), and a large IR
+# holds many small constants, for which an aligned array's extra bytes and view add up.
+SMALL_WEIGHT_BYTES = 1024
+# Bytes of scratch the transposed product (accel/gemm.py's ``columns``) computes a block of rows
+# in: a block stays in L2 while it is transposed back.
+COLUMNS_SCRATCH = 64 * 1024
+# Quiet floating-point settings kept, one per setting a caller had (accel/float_state.py): most
+# programs have one; one making a new setting per call would fill the cache, and past this the
+# quiet value is made anew each run.
+QUIET_KEEP = 64
+
+# -- reading models (frontends/) ------------------------------------------------------------------
+
+# An IR is read in chunks of this many bytes (frontends/openvino.py): a large IR is never held
+# whole, as bytes or as a tree.
+IR_CHUNK = 1 << 16
