@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .batching import join_outputs, run_chunks, split_feeds
 from .engine._core import RunLimits, accepted_arguments, handed_outputs
 from .engine.compile import compile_graph, program
-from .engine.plan import Plan, describe, outside_loops
 from .engine.settings import DEFAULT_MAX_ITERATIONS, Settings, time_limit_of
 from .errors import InputError
 from .ir import Graph, Value
 from .sequence import TensorSequence
+
+if TYPE_CHECKING:
+    from .engine.plan import Plan
 
 __all__ = ["Model"]
 
@@ -266,6 +269,8 @@ class Model:
     def plan(self) -> Plan:
         """The memory plan of every loop, with what the last runs measured, and the measured
         choices of the kernels outside loops."""
+        from .engine.plan import Plan, describe, outside_loops  # (loaded when first asked for)
+
         return Plan([describe(loop.facts()) for loop in self._compiled.loops],
                     outside_loops(self._compiled))
 

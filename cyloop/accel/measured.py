@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import statistics
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -29,6 +28,14 @@ __all__ = ["Measured", "Trial", "untimed"]
 # own cost is then over a tenth of the call, and no difference a trial could call is resolved.
 
 
+def _median(samples) -> float:
+    """The median of `samples`, as `statistics.median` has it (whose module's import would cost
+    `import cyloop` a few milliseconds)."""
+    ordered = sorted(samples)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 @functools.cache
 def timer_cost() -> float:
     """The median time between two `perf_counter` readings in a row on this machine: what timing
@@ -39,7 +46,7 @@ def timer_cost() -> float:
     for _ in range(201):
         start = clock()
         gaps.append(clock() - start)
-    return statistics.median(gaps)
+    return _median(gaps)
 
 
 class _Depth(threading.local):
@@ -88,9 +95,9 @@ class Trial:
         """Each candidate's median time so far (None: not timed); while the trial waits, the
         default's recent calls'."""
         if not self.open:
-            return {name: statistics.median(self.recent) if name == self.default
+            return {name: _median(self.recent) if name == self.default
                     and self.recent else None for name in self.samples}
-        return {name: statistics.median(s) if s else None for name, s in self.samples.items()}
+        return {name: _median(s) if s else None for name, s in self.samples.items()}
 
     def describe(self, unit: str = "us") -> str:
         times = ", ".join(f"{name} {t * 1e6:.1f} {unit}" if t is not None else
@@ -401,7 +408,7 @@ class Measured:
             del recent[0]
         # (Looked at every `rounds` calls: a median each call would cost more than a timing.)
         if whole and trial.waited % self.rounds == 0 \
-                and statistics.median(recent) * CLOSE < timer_cost():
+                and _median(recent) * CLOSE < timer_cost():
             trial.untried = True
             self._choose(trial, trial.default)
         elif trial.waited >= trial.due:
@@ -422,7 +429,7 @@ class Measured:
         # it have all their rounds): a whole run on the clearly slower one is what it saves.
         early = 1 if self.consecutive else EARLY_ROUNDS
         if all(len(s) >= early for s in samples.values()):
-            best = min(samples, key=lambda n: statistics.median(samples[n]))
+            best = min(samples, key=lambda n: _median(samples[n]))
             ceiling = CLEAR * max(samples[best])
             trial.active = [n for n in trial.active if n == best or min(samples[n]) <= ceiling]
             if len(trial.active) == 1:
@@ -430,7 +437,7 @@ class Measured:
                 return
             samples = {n: trial.samples[n] for n in trial.active}
         if all(len(s) >= trial.needed for s in samples.values()):
-            medians = sorted((statistics.median(s), n) for n, s in samples.items())
+            medians = sorted((_median(s), n) for n, s in samples.items())
             close = medians[1][0] < medians[0][0] * (1 + CLOSE)
             if close and self.extend and trial.needed < MAX_ROUNDS_FACTOR * self.rounds:
                 trial.needed += self.rounds  # too close to call on this many: more rounds

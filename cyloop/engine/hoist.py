@@ -81,8 +81,8 @@ from .chunks import (
     OuterStatic,
     SlicedSource,
 )
+from .facts import Fused, HoistedWork, NotHoisted
 from .fuse import is_gemm_product
-from .plan import Fused, HoistedWork, NotHoisted
 
 __all__ = ["hoist_loop"]
 
