@@ -6,7 +6,6 @@ as written (and, where the body is not plain elementwise arithmetic, against num
 the driver's counters to check that hoisting really happened. Most run with tiny chunks as well, so
 that chunk boundaries fall inside the loop."""
 
-import contextlib
 import signal
 
 import numpy as np
@@ -30,26 +29,13 @@ from cyloop.ir import (
 
 from ..conftest import loop_plan
 from ..frontends.openvino_models import cell_ti_model, save
+from ..support.chunks import CHUNKS, chunks_of, failures_of_both_drivers
 from ..support.slicing import oracle_parts, sliced_cases, sliced_loop
-
-
-@contextlib.contextmanager
-def chunks_of(rows):
-    """Chunks of exactly `rows` rows (the first included)."""
-    saved = _chunks.FIRST_CHUNK_ROWS, _chunks.MIN_CHUNK_ROWS, _chunks.MAX_CHUNK_ROWS
-    _chunks.FIRST_CHUNK_ROWS = _chunks.MIN_CHUNK_ROWS = _chunks.MAX_CHUNK_ROWS = rows
-    try:
-        yield
-    finally:
-        _chunks.FIRST_CHUNK_ROWS, _chunks.MIN_CHUNK_ROWS, _chunks.MAX_CHUNK_ROWS = saved
-
-
-CHUNKS = [None, 1, 3]  # the default sizes, and boundaries at every row / every third row
 
 
 def _run(graph, feeds, chunk_rows, **kwargs):
     """(Cython model, its outputs, the pure-Python driver's outputs)."""
-    with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+    with chunks_of(chunk_rows):
         fast = cyloop.Model(graph, driver="cython", **kwargs)
         got = fast.run(feeds)
     expected = cyloop.Model(graph, driver="python", **kwargs).run(feeds)
@@ -191,13 +177,8 @@ def test_gather_by_the_iteration_number_is_a_sliced_input(rng, chunk_rows, axis)
 def test_gather_past_the_end_fails_at_the_same_iteration_with_the_same_error(rng, chunk_rows):
     feeds = _gather_feeds(rng, 0, rows=5, trip_count=9)
     graph = cyloop.load(_onnx_gather_loop(0, 9)).graph
-    messages = []
-    for driver in ("cython", "python"):
-        with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
-            model = cyloop.Model(graph, driver=driver)
-        with pytest.raises(cyloop.ExecutionError, match="Gather") as info:
-            model.run(feeds)
-        messages.append(str(info.value))
+    messages = failures_of_both_drivers(lambda driver: cyloop.Model(graph, driver=driver), feeds,
+                                        chunk_rows, "Gather")
     assert messages[0] == messages[1]
     assert "index 5 is out of bounds" in messages[0]
 
@@ -354,7 +335,7 @@ def test_cells_are_split_into_a_hoisted_projection_and_a_recurrence(tmp_path, rn
     if cell.startswith("lstm"):
         feeds["C0"] = rng.standard_normal((3, 7)).astype(np.float32)
     for chunk_rows in CHUNKS:
-        with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+        with chunks_of(chunk_rows):
             fast = cyloop.load(path, driver="cython")
         got = fast.run(feeds)
         # One formulation for both (tune=False: each kernel's default), so that they can agree
@@ -755,7 +736,7 @@ def test_errors_of_hoisted_nodes_are_the_body_errors(case):
                       outputs=["y"])
     body.output(y)
     for rows in (None, 1):
-        with chunks_of(rows) if rows else contextlib.nullcontext():
+        with chunks_of(rows):
             outcome = _same_outcome(*_one_loop(body, x, extra))
         assert isinstance(outcome, str)
 
@@ -1332,7 +1313,7 @@ def test_nodes_of_static_values_alone_run_once_a_run(rng, chunk_rows):
              "h0": rng.standard_normal((3, 4)).astype(np.float32),
              "B": rng.standard_normal(4).astype(np.float32)}
     given = {name: value.copy() for name, value in feeds.items()}
-    with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+    with chunks_of(chunk_rows):
         fast = cyloop.Model(graph, driver="cython")
         calls = _counted_once_steps(fast)
         runs = [fast.run(feeds), fast.run(dict(feeds, B=feeds["B"] * 2))]
@@ -1566,7 +1547,7 @@ def _broadcast_body(x_rank, target, op, attrs):
                                        ("Broadcast", {})], ids=["expand", "bidirectional", "numpy"])
 def test_rows_broadcast_to_a_static_shape_are_hoisted(chunk_rows, x_rank, target, op, attrs):
     body, x = _broadcast_body(x_rank, target, op, attrs)
-    with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+    with chunks_of(chunk_rows):
         outcome = _same_outcome(*_one_loop(body, x))
         model = cyloop.Model(_one_loop(body, x)[0], driver="cython")
     numpy_mode = op == "Broadcast" and not attrs
@@ -1640,7 +1621,7 @@ def test_rows_gathered_by_static_indices_are_hoisted(chunk_rows, indices, domain
     axis = axis or 0
     body.output(body.node("Mul", picked, body.const(np.float32(2)), outputs=["y"]))
     x = np.arange(5 * 3 * 4, dtype=np.float32).reshape(5, 3, 4)
-    with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+    with chunks_of(chunk_rows):
         outcome = _same_outcome(*_one_loop(body, x))
     if x.shape[1:][axis] <= np.max(indices) and not domain:
         assert isinstance(outcome, str) and "Gather node producing 'picked' failed" in outcome
@@ -1697,7 +1678,7 @@ def test_rows_concatenated_with_static_values_are_hoisted(chunk_rows, axis, part
                        domain=domain)
     body.output(body.node("Mul", joined, body.const(np.float32(2)), outputs=["y"]))
     x = np.arange(5 * 3 * 4, dtype=np.float32).reshape(5, 3, 4)
-    with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+    with chunks_of(chunk_rows):
         outcome = _same_outcome(*_one_loop(body, x))
     if "bad" in parts:
         assert isinstance(outcome, str) and "Concat node producing 'joined' failed" in outcome
@@ -1813,7 +1794,7 @@ def test_the_shape_of_rows_is_computed_once_a_run(rng, chunk_rows, op, attrs):
     x = rng.standard_normal((7, 3, 4)).astype(np.float32)
     graph, feeds = _one_loop(body, x)
     graph.inputs = [Value("x", np.float32)]  # (any shape: the second run's rows are narrower)
-    with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+    with chunks_of(chunk_rows):
         fast = cyloop.Model(graph, driver="cython")
         calls = _counted_once_steps(fast)
         runs = [fast.run(feeds), fast.run({"x": x[:, :2]})]
@@ -1886,7 +1867,7 @@ def test_the_shape_of_a_carried_buffer_a_scatter_updates_is_read_once_a_run(rng,
              "grown0": rng.standard_normal((2, 4)).astype(np.float32)}
     given = {name: value.copy() for name, value in feeds.items()}
     graph = _kept_shape_loop(case)
-    with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+    with chunks_of(chunk_rows):
         fast = cyloop.Model(graph, driver="cython")
         calls = _counted_once_steps(fast)
         got = fast.run(feeds)
@@ -1987,7 +1968,7 @@ def test_the_shape_of_a_value_made_from_carried_values_is_read_once_a_run(rng, c
     feeds = {"x": rng.standard_normal((5, 2, 1)).astype(np.float32),
              "h0": rng.standard_normal(6).astype(np.float32)}
     graph = _derived_shape_loop(case)
-    with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+    with chunks_of(chunk_rows):
         fast = cyloop.Model(graph, driver="cython")
         calls = _counted_once_steps(fast) if _hoist_of(fast) is not None else {}
         got = fast.run(feeds)

@@ -4,7 +4,6 @@ number by the Cython driver, so that the Gather and the product made of its row 
 Every case runs the reference driver, which runs the body as written, and onnxruntime as
 oracles; cases the rewrite must leave alone check that it did and still agree."""
 
-import contextlib
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ from onnx import TensorProto, helper
 import cyloop
 
 from ..conftest import loop_plan, run_three_ways
-from .test_hoist import CHUNKS, chunks_of
+from ..support.chunks import CHUNKS, chunks_of, failures_of_both_drivers
 
 # (Gather's indices: the two types its schema allows.)
 _TYPES = {"int32": (TensorProto.INT32, np.int32), "int64": (TensorProto.INT64, np.int64)}
@@ -85,7 +84,7 @@ def _agree(fast, reference, got, want, peer):
 @pytest.mark.parametrize("chunk_rows", CHUNKS)
 @pytest.mark.parametrize("counter", sorted(_TYPES))
 def test_a_step_counter_indexes_rows_hoisted(rng, counter, chunk_rows):
-    with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
+    with chunks_of(chunk_rows):
         fast, reference, got, want, peer = run_three_ways(_counted_loop(counter),
                                                           _feeds(rng, counter=counter))
     _agree(fast, reference, got, want, peer)
@@ -113,12 +112,7 @@ def test_a_counter_past_the_rows_fails_at_the_same_iteration_with_the_same_error
                                                                                  chunk_rows):
     onnx_model = _counted_loop("int32")
     feeds = _feeds(rng, rows=5, trip_count=9)
-    messages = []
-    for driver in ("cython", "python"):
-        with chunks_of(chunk_rows) if chunk_rows else contextlib.nullcontext():
-            model = cyloop.load(onnx_model, driver=driver)
-        with pytest.raises(cyloop.ExecutionError, match="Gather") as info:
-            model.run(feeds)
-        messages.append(str(info.value))
+    messages = failures_of_both_drivers(lambda driver: cyloop.load(onnx_model, driver=driver),
+                                        feeds, chunk_rows, "Gather")
     assert messages[0] == messages[1]
     assert "index 5 is out of bounds" in messages[0]
