@@ -144,13 +144,18 @@ def _to_graph(model) -> Graph:
 
 
 def _complete(type_proto) -> bool:
-    """Whether a value's declared type says all a zero-iteration output needs: its element type
-    and its rank."""
+    """Whether a value's declared type says all a zero-iteration output needs: a tensor's element
+    type and rank (a loop's scan output is made from them); a sequence's or an optional's
+    element type (such a value is a carried one, which a loop of no iteration hands on as it
+    came: the shape of its elements is never read)."""
     which = type_proto.WhichOneof("value")
     if which == "tensor_type":
         return type_proto.tensor_type.elem_type != 0 and type_proto.tensor_type.HasField("shape")
     if which in ("sequence_type", "optional_type"):
-        return _complete(getattr(type_proto, which).elem_type)
+        inner = getattr(type_proto, which).elem_type
+        if inner.WhichOneof("value") == "tensor_type":
+            return inner.tensor_type.elem_type != 0
+        return _complete(inner)
     return which is not None
 
 

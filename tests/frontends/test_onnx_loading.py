@@ -474,6 +474,20 @@ def test_external_data_outside_the_model_or_missing_is_a_model_error(location, t
         cyloop.load(path)  # from a file: onnx.load reads the external data
 
 
+def test_a_carried_sequence_needs_no_element_shape_nor_shape_inference(monkeypatch):
+    """A loop of no iteration hands a carried sequence on as it came: its declared type need not
+    give its elements' shape, and the model loads without shape inference."""
+    import onnx
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes",
+                        lambda *args, **kwargs: pytest.fail("shape inference ran"))
+    loaded = cyloop.load(_insert_loop(n_outputs_concat=False))
+    row = np.arange(64, dtype=np.float32)
+    for trips in (0, 3):
+        got = loaded.run({"N": np.array(trips, np.int64), "row": row})["seq"]
+        assert len(got) == trips
+
+
 def test_weights_are_read_onto_a_64_byte_boundary(rng):
     """So that a product uses a weight as it is, with no aligned copy beside it (accel/aligned.py):
     initializers, Constant nodes, in the outer graph and in a loop body (from SMALL_WEIGHT_BYTES
