@@ -75,6 +75,8 @@ class Message:
         return cls(_Source(data, where, base_dir), 0, len(data))
 
     def __getattr__(self, name):
+        if name.startswith("_"):  # (no field's name: what copy and pickle look for, say)
+            raise AttributeError(name)
         fields = self._fields if self._fields is not None else self._decode()
         try:
             return fields[name]
@@ -105,6 +107,11 @@ class Message:
         source = self._source
         data = bytes(data)
         return type(self)(_Source(data, source.where, source.base_dir), 0, len(data))
+
+    def __reduce__(self):
+        # (a message kept in a graph, a sparse tensor attribute say, pickles as its own bytes)
+        source = self._source
+        return type(self).FromString, (self.SerializeToString(), source.where, source.base_dir)
 
     def ListFields(self):
         fields = self._fields if self._fields is not None else self._decode()

@@ -143,6 +143,22 @@ def test_repeated_numbers_packed_or_not(number, field, packed, count):
     np.testing.assert_array_equal(got, expected)
 
 
+def test_a_message_pickles_and_copies_as_its_bytes():
+    """A graph may keep a message (a sparse tensor or type attribute, which no kernel reads):
+    it pickles, and copies, as its own bytes."""
+    import copy
+    import pickle
+
+    node = helper.make_node("Foo", ["x"], ["y"], ints=[1, 2], name="n",
+                            tp=helper.make_tensor_type_proto(1, [2, 3]))
+    mine = onnx_proto.NodeProto.FromString(node.SerializeToString(), "m.onnx", "/models")
+    for other in (pickle.loads(pickle.dumps(mine)), copy.deepcopy(mine), copy.copy(mine)):
+        assert type(other) is onnx_proto.NodeProto
+        _same(other, node)
+    tp = pickle.loads(pickle.dumps(mine.attribute[1].tp))
+    assert tp.tensor_type.shape.dim[1].dim_value == 3
+
+
 def test_attribute_lists_as_onnx_reads_them():
     node = helper.make_node("Foo", ["x"], ["y"], ints=[-1, 2, 2**40], floats=[0.1, -2.5],
                             strings=["a", "b"], f=0.1, i=-7, s="text")
