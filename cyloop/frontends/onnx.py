@@ -3,7 +3,11 @@ keep their subgraphs; every other node maps to a registered kernel; an op cyloop
 is replaced by its schema's function body (HardSwish, Mish, GroupNormalization, ...) where it has
 one, and runs onnx.reference's kernel otherwise (listed once in a warning at load time).
 
-Needs the `onnx` package (the ``[onnx]`` extra).
+The model is read by onnx_proto.py, its tensors by onnx_tensor.py, and its nodes are checked
+against the schemas in onnx_schemas.py, none of which imports onnx: a model whose ops all have
+native kernels loads without it. What onnx does that cyloop does not (function bodies, the
+reference kernels, shape inference where a graph output's type is missing) needs the `onnx`
+package (the ``[onnx]`` extra), imported when first needed.
 """
 
 from __future__ import annotations
@@ -29,37 +33,11 @@ from ..ir import (
     Value,
 )
 from ..kernels.onnx.fallback import FALLBACK_DOMAIN, reference_op_class
+from . import onnx_schemas
+from .onnx_proto import AttributeProto, ModelProto, NodeProto, read_model
+from .onnx_tensor import DATA_TYPE_NAMES, ELEMENT_TYPES, to_array
 
 __all__ = ["ELEMENT_TYPES", "read_graph"]
-
-# TensorProto element types -> numpy.
-ELEMENT_TYPES = {
-    1: np.dtype(np.float32),
-    2: np.dtype(np.uint8),
-    3: np.dtype(np.int8),
-    4: np.dtype(np.uint16),
-    5: np.dtype(np.int16),
-    6: np.dtype(np.int32),
-    7: np.dtype(np.int64),
-    8: np.dtype(object),
-    9: np.dtype(np.bool_),
-    10: np.dtype(np.float16),
-    11: np.dtype(np.float64),
-    12: np.dtype(np.uint32),
-    13: np.dtype(np.uint64),
-    14: np.dtype(np.complex64),
-    15: np.dtype(np.complex128),
-}
-try:  # the narrow float and integer types, from ml_dtypes (the onnx extra's)
-    import ml_dtypes
-except ImportError:  # pragma: no cover
-    ml_dtypes = None
-if ml_dtypes is not None:
-    ELEMENT_TYPES.update({number: np.dtype(getattr(ml_dtypes, name)) for number, name in (
-        (16, "bfloat16"), (17, "float8_e4m3fn"), (18, "float8_e4m3fnuz"), (19, "float8_e5m2"),
-        (20, "float8_e5m2fnuz"), (21, "uint4"), (22, "int4"), (23, "float4_e2m1fn"),
-        (24, "float8_e8m0fnu"), (25, "uint2"), (26, "int2"), (27, "float6_e2m3fn"),
-        (28, "float6_e3m2fn")) if hasattr(ml_dtypes, name)})
 
 # Ops the converter maps to loops and control nodes itself (never expanded as functions).
 _STRUCTURAL = {"Loop", "Scan", "If", "SequenceMap"}
@@ -81,35 +59,34 @@ def read_graph(source) -> Graph:
     return _to_graph(_model_proto(source))
 
 
-def _onnx():
+def _onnx(needed_for: str = "reading this ONNX model"):
+    """The onnx package, imported on first need (`needed_for` says what for, if it is missing)."""
     try:
         import onnx
-    except ImportError:  # pragma: no cover - exercised only without the extra
-        raise ImportError("reading ONNX models needs the onnx package: pip install "
+    except ImportError:  # exercised only without the extra
+        raise ImportError(f"{needed_for} needs the onnx package: pip install "
                           "'cyloop[onnx]'") from None
     return onnx
 
 
-def _model_proto(source):
-    """A `ModelProto` from a path, bytes, or a `ModelProto` (returned as is)."""
-    onnx = _onnx()
-    if isinstance(source, onnx.ModelProto):
-        return source
-    from google.protobuf.message import DecodeError
-
-    where = "the ONNX bytes" if isinstance(source, (bytes, bytearray, memoryview)) \
-        else os.fspath(source)
-    try:
-        if isinstance(source, (bytes, bytearray, memoryview)):
-            model = onnx.load_from_string(bytes(source))
-        else:
-            model = onnx.load(where)
-    except (DecodeError, RuntimeError, ValueError) as e:
-        raise ModelError(f"{where}: not an ONNX model (corrupt or truncated protobuf: {e})") \
-            from e
-    except (OSError, onnx.checker.ValidationError) as e:  # its external data, say
-        raise ModelError(f"{where}: cannot read the ONNX model ({type(e).__name__}: {e})") \
-            from e
+def _model_proto(source) -> ModelProto:
+    """The `ModelProto` (onnx_proto.py's) in a file, in bytes, or in an ``onnx.ModelProto``
+    (read from its serialized bytes: one path for every source)."""
+    base_dir = ""  # (bytes and protos: external data relative to the working directory, as in onnx)
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        where, data = "the ONNX bytes", bytes(source)
+    elif hasattr(source, "SerializeToString") and not isinstance(source, (str, os.PathLike)):
+        where, data = "the ONNX model", source.SerializeToString()
+    else:
+        where = os.fspath(source)
+        try:
+            with open(where, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise ModelError(f"{where}: cannot read the ONNX model ({type(e).__name__}: {e})") \
+                from e
+        base_dir = os.path.dirname(os.path.abspath(where))
+    model = read_model(data, where, base_dir)
     if not model.HasField("graph"):  # what an empty file or stray bytes parse as
         raise ModelError(f"{where}: not an ONNX model (it holds no graph)")
     return model
@@ -117,7 +94,6 @@ def _model_proto(source):
 
 def _to_graph(model) -> Graph:
     """Lower a `ModelProto` to a cyloop `Graph`."""
-    onnx = _onnx()
     # The graph's own inputs and outputs as the model declares them: shape inference names each
     # dimension it cannot tell "unk__N", a name no user of the model knows.
     declared = {info.name: info.type for info in [*model.graph.input, *model.graph.output]
@@ -128,8 +104,8 @@ def _to_graph(model) -> Graph:
     opsets.setdefault("", 1)
     opsets[LOOP_DOMAIN] = 1
     opsets[FALLBACK_DOMAIN] = 1
-    converter = _Converter(onnx, opsets, model)
-    if not _outputs_typed(model.graph, onnx.AttributeProto):
+    converter = _Converter(opsets, model)
+    if not _outputs_typed(model.graph):
         converter.infer()
         model = converter.model
     graph = converter.graph(model.graph, top=True)
@@ -144,22 +120,27 @@ def _to_graph(model) -> Graph:
 
 
 def _complete(type_proto) -> bool:
-    """Whether a value's declared type says all a zero-iteration output needs: its element type
-    and its rank."""
+    """Whether a value's declared type says all a zero-iteration output needs: a tensor's element
+    type and rank (a loop's scan output is made from them); a sequence's or an optional's
+    element type (such a value is a carried one, which a loop of no iteration hands on as it
+    came: the shape of its elements is never read)."""
     which = type_proto.WhichOneof("value")
     if which == "tensor_type":
         return type_proto.tensor_type.elem_type != 0 and type_proto.tensor_type.HasField("shape")
     if which in ("sequence_type", "optional_type"):
-        return _complete(getattr(type_proto, which).elem_type)
+        inner = getattr(type_proto, which).elem_type
+        if inner.WhichOneof("value") == "tensor_type":
+            return inner.tensor_type.elem_type != 0
+        return _complete(inner)
     return which is not None
 
 
-def _outputs_typed(graph, kinds) -> bool:
+def _outputs_typed(graph) -> bool:
     """Whether `graph`'s outputs, and those of every graph nested in it, declare complete types
-    (what exporters write): then no shape inference is needed to read it. (`kinds`: onnx's
-    AttributeProto.)"""
+    (what exporters write): then no shape inference is needed to read it."""
+    kinds = AttributeProto
     return all(_complete(info.type) for info in graph.output) and all(
-        _outputs_typed(g, kinds) for node in graph.node for attr in node.attribute
+        _outputs_typed(g) for node in graph.node for attr in node.attribute
         if attr.type in (kinds.GRAPH, kinds.GRAPHS)
         for g in ([attr.g] if attr.type == kinds.GRAPH else attr.graphs))
 
@@ -170,13 +151,16 @@ class _Converter:
     declares no complete type (a loop that runs no iteration makes its outputs from their
     declared types), or a function body that depends on input types nobody declared."""
 
-    def __init__(self, onnx, opsets, model=None):
-        self.onnx = onnx
+    def __init__(self, opsets, model=None):
         self.opsets = opsets
         self.model = model
         self.inferred = False
         self.fallback: set[str] = set()
         self.types: dict[str, object] = {}
+
+    @property
+    def onnx(self):
+        return _onnx("this ONNX model (an op without a native kernel)")
 
     def infer(self) -> None:
         """Run ONNX shape inference on the model (once), and read the types it adds to every
@@ -185,7 +169,14 @@ class _Converter:
             return
         self.inferred = True
         try:
-            self.model = self.onnx.shape_inference.infer_shapes(self.model)
+            onnx = _onnx("ONNX shape inference (a graph output's type is missing)")
+        except ImportError as e:
+            warnings.warn(f"loading without ONNX shape inference: {e}", stacklevel=5)
+            return
+        try:
+            inferred = onnx.shape_inference.infer_shapes(
+                onnx.ModelProto.FromString(self.model.SerializeToString()))
+            self.model = self.model.reread(inferred.SerializeToString())
         except Exception as e:  # noqa: BLE001 - inference only adds types; the model may still run
             warnings.warn(f"ONNX shape inference failed, loading without it: {e}", stacklevel=5)
             return
@@ -194,7 +185,7 @@ class _Converter:
     def _read_types(self, g) -> None:
         for info in [*g.value_info, *g.input, *g.output]:
             self.types.setdefault(info.name, info.type)
-        kinds = self.onnx.AttributeProto
+        kinds = AttributeProto
         for node in g.node:
             for attr in node.attribute:
                 if attr.type == kinds.GRAPH:
@@ -242,19 +233,22 @@ class _Converter:
         """A TensorProto's value; data that does not match its declared type and shape is a
         ModelError saying what was declared and what the data holds."""
         try:
-            value = self.onnx.numpy_helper.to_array(tensor)
-        except Exception as error:  # noqa: BLE001 - onnx raises many types (ValidationError for
-            # external data outside the model's directory, OSError for missing files, ...)
-            names = self.onnx.TensorProto.DataType
-            declared = (names.Name(tensor.data_type) if tensor.data_type in names.values()
+            value = to_array(tensor)
+        except ModelError:  # (its bytes are not a protobuf)
+            raise
+        except Exception as error:  # noqa: BLE001 - ValueError, TypeError, OSError, ...
+            declared = (DATA_TYPE_NAMES[tensor.data_type]
+                        if 0 <= tensor.data_type < len(DATA_TYPE_NAMES)
                         else f"unknown element type {tensor.data_type}")
             held = [f"{len(getattr(tensor, field))} {field} entries"
                     for field in ("float_data", "double_data", "int32_data", "int64_data",
                                   "uint64_data", "string_data") if len(getattr(tensor, field))]
             if tensor.raw_data:
                 held.append(f"{len(tensor.raw_data)} bytes of raw_data")
-            raise ModelError(f"{where}: declared {declared} of shape {list(tensor.dims)}, but its "
+            raise ModelError(f"{where}: declared {declared} of shape {tensor.dims.tolist()}, but its "
                              f"data holds {', '.join(held) or 'nothing'} ({error})") from None
+        if value.size == 0:  # (a view of no bytes still holds all the model's)
+            value = np.empty(value.shape, value.dtype)
         # The model's own array (to_array may give a view of the tensor's bytes), read-only, so
         # that compiling keeps it without a copy; aligned, so that a product reads a weight as it
         # is (accel/aligned.py).
@@ -263,7 +257,7 @@ class _Converter:
         return value
 
     def attribute(self, attr):
-        kind = self.onnx.AttributeProto
+        kind = AttributeProto
         if attr.type == kind.GRAPH:
             return self.graph(attr.g, top=False)
         if attr.type == kind.GRAPHS:
@@ -272,12 +266,14 @@ class _Converter:
             return self.array(attr.t, f"tensor attribute {attr.name!r}")
         if attr.type == kind.TENSORS:
             return [self.array(t, f"tensor attribute {attr.name!r}") for t in attr.tensors]
-        value = self.onnx.helper.get_attribute_value(attr)
-        if isinstance(value, bytes):
-            return value.decode()
-        if isinstance(value, list) and value and isinstance(value[0], bytes):
-            return [v.decode() for v in value]
-        return value
+        if attr.ref_attr_name:
+            raise ValueError(f"attribute {attr.name!r} refers to attribute "
+                             f"{attr.ref_attr_name!r} of a function, outside a function")
+        # (as onnx.helper.get_attribute_value reads an attribute: by its type)
+        read = _ATTRIBUTE_VALUES.get(attr.type)
+        if read is None:
+            raise ValueError(f"attribute {attr.name!r} of unknown type {attr.type}")
+        return read(attr)
 
     # -- graphs and nodes -----------------------------------------------------------------------
 
@@ -316,7 +312,7 @@ class _Converter:
             return None
         except UnsupportedOpError:
             pass
-        defs = self.onnx.defs
+        defs = _onnx(f"op {proto.op_type!r}, which cyloop has no native kernel for,").defs
         try:
             schema = defs.get_schema(proto.op_type, version, domain)
             if schema.has_function:
@@ -339,7 +335,11 @@ class _Converter:
         for entry in function.opset_import:
             if entry.domain in ("", "ai.onnx") and entry.version > version:
                 return None  # written for a newer opset than the model's
-        return _instantiate(self.onnx, function, proto, schema)
+        nodes = _instantiate(self.onnx, function, proto, schema)
+        # (read back as the model's own nodes are: one path for every node)
+        return None if nodes is None else [
+            NodeProto.FromString(node.SerializeToString(), f"{proto.op_type}'s function body")
+            for node in nodes]
 
     def _type_of(self, name):
         if not name:
@@ -381,8 +381,10 @@ class _Converter:
                     f"{node.label}: op {proto.op_type!r} in domain {domain or 'ai.onnx'!r} at "
                     f"version {version} has no kernel in cyloop or onnx.reference") from None
         self.fallback.add(proto.op_type if not domain else f"{domain}::{proto.op_type}")
+        # (onnx.reference builds its kernel from onnx's own NodeProto)
+        onnx_node = self.onnx.NodeProto.FromString(proto.SerializeToString())
         return Node("OnnxReference", node.inputs, node.outputs,
-                    {"node": proto, "opsets": dict(self.opsets), "version": version},
+                    {"node": onnx_node, "opsets": dict(self.opsets), "version": version},
                     FALLBACK_DOMAIN, proto.name)
 
     def _check_schema(self, node, proto, version):
@@ -390,22 +392,21 @@ class _Converter:
         `version`; its required attributes present. (An extra input would reach a ufunc kernel
         as its `out` argument and be written to; an attribute of another type would reach a
         kernel, or the hoisting pass, that cannot read it.)"""
-        try:
-            schema = self.onnx.defs.get_schema(node.op_type, version, "")
-        except Exception:  # noqa: BLE001 - no schema: the kernel look-up says what is missing
+        schema = _schema("", node.op_type, version)
+        if schema is None:  # no schema: the kernel look-up says what is missing
             return
-        names = self.onnx.AttributeProto.AttributeType
+        names = AttributeProto.TYPE_NAMES
         given = {attr.name: attr for attr in proto.attribute}
-        for name, declared in schema.attributes.items():
+        for name, (declared, required) in schema.attributes.items():
             attr = given.get(name)
             if attr is None:
-                if declared.required:
+                if required:
                     raise ModelError(f"{node.label}: {node.op_type}-{schema.since_version} "
                                      f"needs attribute {name!r}")
-            elif attr.type != int(declared.type):
-                shown = names.Name(attr.type) if attr.type in names.values() else attr.type
+            elif attr.type != declared:
+                shown = names[attr.type] if 0 <= attr.type < len(names) else attr.type
                 raise ModelError(f"{node.label}: attribute {name!r} of {node.op_type}-"
-                                 f"{schema.since_version} must be {declared.type.name}, not "
+                                 f"{schema.since_version} must be {names[declared]}, not "
                                  f"{shown}")
         for what, count, low, high in (
                 ("inputs", len(node.inputs), schema.min_input, schema.max_input),
@@ -429,6 +430,7 @@ class _Converter:
         return ELEMENT_TYPES[number]
 
     def _reference_has(self, domain, op_type, version) -> bool:
+        _onnx(f"op {op_type!r}, which cyloop has no native kernel for,")  # (installed?)
         try:
             reference_op_class(domain, op_type, version)
         except Exception:  # noqa: BLE001 - onnx raises several types for "not found"
@@ -565,6 +567,42 @@ class _Converter:
                     node.name or node.outputs[0])
 
 
+def _schema(domain, op_type, version):
+    """An op's schema at `version` (onnx_schemas.Schema's fields), or None: from cyloop's table
+    for the ops it runs natively, else from onnx.defs (imported then, if installed)."""
+    if onnx_schemas.in_table(domain, op_type):
+        return onnx_schemas.get_schema(domain, op_type, version)
+    try:
+        defs = _onnx().defs
+        found = defs.get_schema(op_type, version, domain)
+    except Exception:  # noqa: BLE001 - no onnx, or no such schema
+        return None
+    return onnx_schemas.Schema(
+        found.name, found.domain, found.since_version, found.min_input, found.max_input,
+        found.min_output, found.max_output,
+        {name: (int(a.type), a.required) for name, a in found.attributes.items()})
+
+
+def _text(value) -> str:
+    return bytes(value).decode()
+
+
+# How each attribute type reads (the structured ones are read by `_Converter.attribute`).
+_ATTRIBUTE_VALUES = {
+    AttributeProto.UNDEFINED: lambda a: None,
+    AttributeProto.FLOAT: lambda a: a.f,
+    AttributeProto.INT: lambda a: a.i,
+    AttributeProto.STRING: lambda a: _text(a.s),
+    AttributeProto.FLOATS: lambda a: a.floats.tolist(),
+    AttributeProto.INTS: lambda a: a.ints.tolist(),
+    AttributeProto.STRINGS: lambda a: [_text(s) for s in a.strings],
+    AttributeProto.SPARSE_TENSOR: lambda a: a.sparse_tensor,
+    AttributeProto.SPARSE_TENSORS: lambda a: list(a.sparse_tensors),
+    AttributeProto.TYPE_PROTO: lambda a: a.tp,
+    AttributeProto.TYPE_PROTOS: lambda a: list(a.type_protos),
+}
+
+
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -595,6 +633,7 @@ def _instantiate(onnx, function, proto, schema) -> list | None:
         names[formal] = proto.input[k] if k < len(proto.input) else ""
     for k, formal in enumerate(function.output):
         names[formal] = proto.output[k] if k < len(proto.output) else ""
+    # (`proto` and its attributes are onnx_proto.py's: onnx's are parsed from their bytes)
     given = {a.name: a for a in proto.attribute}
     nodes = []
     for inner in function.node:
@@ -618,8 +657,7 @@ def _instantiate(onnx, function, proto, schema) -> list | None:
                 value = default.default_value if default is not None else None
                 if value is None or value.type == onnx.AttributeProto.UNDEFINED:
                     continue  # not given, no default: the inner op's own default applies
-            bound = onnx.AttributeProto()
-            bound.CopyFrom(value)
+            bound = onnx.AttributeProto.FromString(value.SerializeToString())
             bound.name = attr.name
             node.attribute.append(bound)
         nodes.append(node)

@@ -281,30 +281,38 @@ def test_sequence_insert_in_a_loop_never_copies_the_sequence(rng):
 NO_ONNX = """
 import sys
 sys.modules["onnx"] = None  # as if the [onnx] extra were not installed
+sys.modules["google.protobuf"] = None
 import numpy as np
 import cyloop
 from cyloop import _examples
 graph, feeds = _examples.counter(3)
 print(cyloop.Model(graph).run(feeds)["acc"])
+loaded = cyloop.load(sys.argv[1])
+print(loaded.run({"M": np.array(3, np.int64), "v0": np.ones((2, 3), np.float32)})["ys"].shape)
 try:
-    cyloop.load(sys.argv[1])
+    cyloop.load(sys.argv[2])
 except ImportError as e:
     print(e)
 """
 
 
-def test_cyloop_works_without_onnx_and_says_which_extra_to_install(tmp_path):
+def test_cyloop_loads_native_ops_without_onnx_and_says_which_extra_to_install(tmp_path):
+    """A model whose ops all have native kernels loads and runs without the onnx package; one
+    with an op only onnx.reference runs says which extra to install."""
     import subprocess
     import sys
 
-    path = tmp_path / "loop.onnx"
-    path.write_bytes(loop_model(True, False, None).SerializeToString())
-    proc = subprocess.run([sys.executable, "-c", NO_ONNX, str(path)], capture_output=True,
-                          text=True, timeout=120, check=False)
+    native, fallback = tmp_path / "loop.onnx", tmp_path / "det.onnx"
+    native.write_bytes(loop_model(True, False, None).SerializeToString())
+    graph = helper.make_graph([helper.make_node("Det", ["x"], ["y"])], "g",
+                              [tensor("x", np.float32, [3, 2, 2])], [tensor("y", np.float32, [3])])
+    fallback.write_bytes(model(graph, 13).SerializeToString())
+    proc = subprocess.run([sys.executable, "-c", NO_ONNX, str(native), str(fallback)],
+                          capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert lines[0] == "3.0"
-    assert "pip install 'cyloop[onnx]'" in lines[1]
+    assert lines[:2] == ["3.0", "(3, 2, 3)"]
+    assert "'Det'" in lines[2] and "pip install 'cyloop[onnx]'" in lines[2]
 
 
 @pytest.mark.parametrize("feeds,error", [
@@ -472,6 +480,20 @@ def test_external_data_outside_the_model_or_missing_is_a_model_error(location, t
     path.write_bytes(onnx_model.SerializeToString())
     with pytest.raises(cyloop.ModelError, match="cannot read the ONNX model|initializer 'W'"):
         cyloop.load(path)  # from a file: onnx.load reads the external data
+
+
+def test_a_carried_sequence_needs_no_element_shape_nor_shape_inference(monkeypatch):
+    """A loop of no iteration hands a carried sequence on as it came: its declared type need not
+    give its elements' shape, and the model loads without shape inference."""
+    import onnx
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes",
+                        lambda *args, **kwargs: pytest.fail("shape inference ran"))
+    loaded = cyloop.load(_insert_loop(n_outputs_concat=False))
+    row = np.arange(64, dtype=np.float32)
+    for trips in (0, 3):
+        got = loaded.run({"N": np.array(trips, np.int64), "row": row})["seq"]
+        assert len(got) == trips
 
 
 def test_weights_are_read_onto_a_64_byte_boundary(rng):
