@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from ..ir import (
 )
 from ..kernels.onnx.fallback import FALLBACK_DOMAIN, reference_op_class
 
-__all__ = ["ELEMENT_TYPES", "read_graph"]
+__all__ = ["ELEMENT_TYPES", "Lowered", "lower", "read_graph"]
 
 # TensorProto element types -> numpy.
 ELEMENT_TYPES = {
@@ -78,7 +79,25 @@ _UNSET_BY_ZERO = {("QuantizeLinear", "output_dtype"), ("QuantizeLinear", "precis
 
 def read_graph(source) -> Graph:
     """An ONNX model (a path, its bytes or an ``onnx.ModelProto``) as a cyloop `Graph`."""
-    return _to_graph(_model_proto(source))
+    return lower(source).graph
+
+
+class Lowered(NamedTuple):
+    """An ONNX model read (`lower`): its `graph`, the messages of the warnings reading it gave
+    (`warned`, each warned already), and whether it read tensors from external data files
+    (`external_data`): what the on-disk cache (cyloop/cache.py) keeps and checks besides the
+    graph."""
+
+    graph: Graph
+    warned: list[str]
+    external_data: bool
+
+
+def lower(source) -> Lowered:
+    """`read_graph`, with what reading found besides the graph."""
+    warned: list[str] = []
+    model, external_data = _model_proto(source)
+    return Lowered(_to_graph(model, warned), warned, external_data)
 
 
 def _onnx():
@@ -91,19 +110,25 @@ def _onnx():
 
 
 def _model_proto(source):
-    """A `ModelProto` from a path, bytes, or a `ModelProto` (returned as is)."""
+    """A `ModelProto` from a path, bytes, or a `ModelProto` (returned as is), and whether it read
+    tensors from external data files (only a model read from a path does, from its
+    directory)."""
     onnx = _onnx()
     if isinstance(source, onnx.ModelProto):
-        return source
+        return source, False
     from google.protobuf.message import DecodeError
 
     where = "the ONNX bytes" if isinstance(source, (bytes, bytearray, memoryview)) \
         else os.fspath(source)
+    external_data = False
     try:
         if isinstance(source, (bytes, bytearray, memoryview)):
             model = onnx.load_from_string(bytes(source))
-        else:
-            model = onnx.load(where)
+        else:  # (what onnx.load(where) does, noting whether it reads external data)
+            model = onnx.load(where, load_external_data=False)
+            external_data = _reads_external_data(onnx, model)
+            if external_data:
+                onnx.load_external_data_for_model(model, os.path.dirname(os.path.abspath(where)))
     except (DecodeError, RuntimeError, ValueError) as e:
         raise ModelError(f"{where}: not an ONNX model (corrupt or truncated protobuf: {e})") \
             from e
@@ -112,11 +137,29 @@ def _model_proto(source):
             from e
     if not model.HasField("graph"):  # what an empty file or stray bytes parse as
         raise ModelError(f"{where}: not an ONNX model (it holds no graph)")
-    return model
+    return model, external_data
 
 
-def _to_graph(model) -> Graph:
-    """Lower a `ModelProto` to a cyloop `Graph`."""
+def _reads_external_data(onnx, model) -> bool:
+    """Whether a tensor of `model` (an initializer or a node's attribute, in any graph or
+    function, as onnx's `load_external_data_for_model` finds them) keeps its data in a file."""
+    external = onnx.TensorProto.EXTERNAL
+    graphs = [model.graph, *model.functions]
+    while graphs:
+        graph = graphs.pop()
+        tensors = list(getattr(graph, "initializer", ()))
+        for node in graph.node:
+            for attr in node.attribute:
+                tensors.extend([attr.t, *attr.tensors] if attr.HasField("t") else attr.tensors)
+                graphs.extend([attr.g, *attr.graphs] if attr.HasField("g") else attr.graphs)
+        if any(t.data_location == external for t in tensors):
+            return True
+    return False
+
+
+def _to_graph(model, warned: list[str]) -> Graph:
+    """Lower a `ModelProto` to a cyloop `Graph`; the message of each warning it gives is added
+    to `warned`."""
     onnx = _onnx()
     # The graph's own inputs and outputs as the model declares them: shape inference names each
     # dimension it cannot tell "unk__N", a name no user of the model knows.
@@ -125,7 +168,8 @@ def _to_graph(model) -> Graph:
     try:
         model = onnx.shape_inference.infer_shapes(model)
     except Exception as e:  # noqa: BLE001 - inference only adds types; the model may still run
-        warnings.warn(f"ONNX shape inference failed, loading without it: {e}", stacklevel=3)
+        warned.append(f"ONNX shape inference failed, loading without it: {e}")
+        warnings.warn(warned[-1], stacklevel=4)
     opsets = {}
     for entry in model.opset_import:
         opsets["" if entry.domain == "ai.onnx" else entry.domain] = entry.version
@@ -139,8 +183,9 @@ def _to_graph(model) -> Graph:
                      for v in values]
     if converter.fallback:
         listed = ", ".join(sorted(converter.fallback))
-        warnings.warn(f"cyloop runs these ops with onnx.reference's kernels (no native kernel "
-                      f"yet): {listed}", stacklevel=3)
+        warned.append(f"cyloop runs these ops with onnx.reference's kernels (no native kernel "
+                      f"yet): {listed}")
+        warnings.warn(warned[-1], stacklevel=4)
     return graph
 
 
