@@ -540,3 +540,56 @@ def test_a_file_the_key_cannot_read_is_the_frontends_error(tmp_path):
     with pytest.raises(cyloop.ModelError, match="missing.bin: the weights file does not exist"):
         cyloop.load(DATA / "lstm_ti.xml", weights=missing, cache=tmp_path / "cache")
     assert list(tmp_path.glob("cache/*")) == []
+
+
+def test_an_entry_keeps_every_kind_of_array(tmp_path):
+    """The arrays of a graph come back as they were: values, dtype, shape, order, flags, on a
+    64-byte boundary where a frontend puts them, and one array where the graph held one twice
+    (kept by reference or, for objects and views that are not contiguous, in the pickle, which
+    lays a view out contiguous)."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(0)
+    weight = cyloop_aligned(rng.standard_normal((300, 70)).astype(np.float32))  # (84 KB)
+    small = cyloop_aligned(rng.standard_normal((20, 20)).astype(np.float32))  # (1600 B)
+    arrays = {
+        "weight": weight, "small": small, "tiny": np.arange(3, dtype=np.int64),
+        "scalar": np.array(2.5), "empty": np.zeros((0, 4), np.float16),
+        "flags": np.array([True, False]), "bf16": np.ones(5, ml_dtypes.bfloat16),
+        "fortran": np.asfortranarray(rng.standard_normal((4, 3))),
+        "strided": np.arange(20, dtype=np.int32)[::3],
+        "strings": np.array(["a", "bc"], dtype=object), "big-endian": np.arange(4, dtype=">i4"),
+        "writeable": np.arange(6.0),
+    }
+    for name, value in arrays.items():
+        if name != "writeable":
+            value.flags.writeable = False
+    body = cyloop.Graph([cyloop.Node("Identity", ["w"], ["y"], {"value": weight})],
+                        [cyloop.Value("w", np.float32, (300, 70))],
+                        [cyloop.Value("y", np.float32, (300, 70))], {"w2": small})
+    graph = cyloop.Graph([cyloop.Node("If", ["c"], ["out"], {"then_branch": body,
+                                                             "else_branch": body})],
+                         [cyloop.Value("c", np.bool_, ())], [cyloop.Value("out")], arrays,
+                         {"": 17})
+    path = str(tmp_path / "entry.cyloop")
+    cache._write(str(tmp_path), path, "key", graph, ["a warning"])
+    read, warned = cache._read(path, "key")
+    assert warned == ["a warning"]
+    for name, value in arrays.items():
+        got = read.initializers[name]
+        assert type(got) is np.ndarray and got.dtype == value.dtype, name
+        strides = np.empty_like(value, order="A").strides if name == "strided" else value.strides
+        assert got.shape == value.shape and got.strides == strides, name
+        assert got.flags.writeable == value.flags.writeable, name
+        assert got.tolist() == value.tolist(), name
+    assert read.initializers["weight"].ctypes.data % 64 == 0
+    assert read.initializers["small"].ctypes.data % 64 == 0
+    then, other = read.nodes[0].attrs["then_branch"], read.nodes[0].attrs["else_branch"]
+    assert then is other and then.nodes[0].attrs["value"] is read.initializers["weight"]
+    assert then.initializers["w2"] is read.initializers["small"]
+
+
+def cyloop_aligned(value):
+    from cyloop.accel.aligned import aligned
+
+    return aligned(value, SMALL_WEIGHT_BYTES, own=True)
