@@ -465,12 +465,12 @@ class _Pickler(pickle.Pickler):
         self.arrays: list[np.ndarray] = []
         self._seen: dict[int, int] = {}  # id(array) -> its index among the arrays met
         self._held: list[np.ndarray] = []  # (so that no id is reused while pickling)
-        self._in_band = None  # the array being pickled in the pickle (itself no reference)
+        self._in_band = None  # an array whose persistent id holds it: pickled there, as itself
 
     def persistent_id(self, obj):
         if type(obj) is not np.ndarray:
             return None
-        if obj is self._in_band:  # (in its own reference, just made)
+        if obj is self._in_band:  # (met again inside its own persistent id)
             self._in_band = None
             return None
         index = self._seen.get(id(obj))
