@@ -13,7 +13,9 @@ peak memory is measured in a fresh subprocess per cell, with that runner's engin
 the resident set size sampled during the first run, above its level after loading, so that
 native allocations count too (one-time costs such as thread pools count as well). Then cyloop on
 the IR spelling of W1-W5 (and J2O-*) against the ONNX ones, interleaved in the same rounds; the
-time of `import cyloop` in a fresh interpreter and of `cyloop.load` on each workload's file.
+time of `import cyloop` in a fresh interpreter and of `cyloop.load` on each workload's file, and
+a fresh process's first model (import, load, first run) with and without cyloop's on-disk cache
+against onnxruntime's.
 Then the functional API: each workload's step as one Python function, run by cyloop.scan /
 while_loop / fori_loop and by the plain Python loop that calls the same function (its floor);
 W2 and W4 over batch x hidden against the best peer; last, the models real exporters wrote
@@ -314,6 +316,88 @@ def startup(chosen, repeat):
             cyloop.load(path)
             times.append(time.perf_counter() - start)
         print(f"| {workload_id} | {statistics.median(times) * 1e3:.1f} |")
+    cold_start(repeat)
+
+
+# A fresh interpreter that has imported numpy and read a corpus model's feeds: the seconds its
+# engine's import, load (or session) and first run take. argv: the runner, the model, the cache
+# directory (cyloop; "" for none).
+_COLD_START = """
+import sys, time
+import numpy as np
+runner, path, cache = sys.argv[1:]
+with np.load(path[:-len(".onnx")] + ".npz") as stored:
+    feeds = {key[3:]: stored[key] for key in stored.files if key.startswith("in:")}
+start = time.perf_counter()
+if runner == "onnxruntime":
+    import onnxruntime as ort
+    ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+else:
+    import cyloop
+    cyloop.load(path, cache=cache or False).run(feeds)
+print(time.perf_counter() - start)
+"""
+
+
+def cold_start(repeat):
+    """A process's first model, from a fresh interpreter that has imported numpy: the engine's
+    import, its load (onnxruntime's session) and the first run, on the corpus's small models;
+    cyloop without its on-disk cache, with it empty (a miss, which writes the entry) and with
+    the entry written (a hit). Medians in milliseconds, the runners interleaved. Python writes
+    and reads its bytecode caches, as a user's installation does."""
+    import shutil
+    import tempfile
+
+    from corpus import entries
+
+    try:
+        import onnxruntime  # noqa: F401  (only to know it is installed)
+        runners = ["onnxruntime"]
+    except ImportError:
+        runners = []
+    runners += ["cyloop", "cyloop, cache empty", "cyloop, cache hit"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    # (the cyloop this script imported, wherever the child starts)
+    where = os.path.dirname(os.path.dirname(os.path.abspath(cyloop.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (where, env.get("PYTHONPATH")) if p)
+    warm = tempfile.mkdtemp(prefix="cyloop-cache-")
+
+    def once(runner, path):
+        cache = "" if runner == "cyloop" else warm
+        if runner == "cyloop, cache empty":
+            cache = tempfile.mkdtemp(prefix="cyloop-cache-")
+        try:
+            out = subprocess.run([sys.executable, "-c", _COLD_START,
+                                  runner.split(",")[0], path, cache], env=env,
+                                 capture_output=True, text=True, check=True).stdout
+        finally:
+            if runner == "cyloop, cache empty":
+                shutil.rmtree(cache)
+        return float(out.split()[-1]) * 1e3
+
+    print()
+    print("A process's first model (fresh interpreter, numpy imported): import + load + first "
+          "run, ms")
+    print()
+    print(f"| model | {' | '.join(runners)} | hit / onnxruntime |")
+    print(f"|---|{'---:|' * len(runners)}---:|")
+    try:
+        for entry in entries():
+            if entry.size != "small":
+                continue
+            path = str(entry.path)
+            once("cyloop, cache hit", path)  # (writes the entry the hits read)
+            times = {runner: [] for runner in runners}
+            for k in range(repeat):
+                for runner in runners[k % len(runners):] + runners[:k % len(runners)]:
+                    times[runner].append(once(runner, path))
+            ms = {runner: statistics.median(t) for runner, t in times.items()}
+            ratio = (f"{ms['cyloop, cache hit'] / ms['onnxruntime']:.2f}"
+                     if "onnxruntime" in ms else "-")
+            print(f"| {entry.name} | {' | '.join(f'{ms[r]:.0f}' for r in runners)} | {ratio} |",
+                  flush=True)
+    finally:
+        shutil.rmtree(warm)
 
 
 # A workload's IR spelling against its ONNX ones, for the spellings table.
@@ -658,7 +742,7 @@ def main():
     parser.add_argument("--only", default="", help="comma-separated workload ids")
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--startup-only", action="store_true",
-                        help="only the import and load times")
+                        help="only the import, load and first-model times")
     parser.add_argument("--functional-only", action="store_true",
                         help="only the functional API against the plain Python loop")
     parser.add_argument("--spellings-only", action="store_true",

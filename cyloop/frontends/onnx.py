@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,7 +38,7 @@ from . import onnx_schemas
 from .onnx_proto import AttributeProto, ModelProto, NodeProto, read_model
 from .onnx_tensor import DATA_TYPE_NAMES, ELEMENT_TYPES, to_array
 
-__all__ = ["ELEMENT_TYPES", "read_graph"]
+__all__ = ["ELEMENT_TYPES", "Lowered", "lower", "read_graph"]
 
 # Ops the converter maps to loops and control nodes itself (never expanded as functions).
 _STRUCTURAL = {"Loop", "Scan", "If", "SequenceMap"}
@@ -56,7 +57,26 @@ _UNSET_BY_ZERO = {("QuantizeLinear", "output_dtype"), ("QuantizeLinear", "precis
 
 def read_graph(source) -> Graph:
     """An ONNX model (a path, its bytes or an ``onnx.ModelProto``) as a cyloop `Graph`."""
-    return _to_graph(_model_proto(source))
+    return lower(source).graph
+
+
+class Lowered(NamedTuple):
+    """An ONNX model read (`lower`): its `graph`, the messages of the warnings reading it gave
+    (`warned`, each warned already), and whether it read tensors from external data files
+    (`external_data`): what the on-disk cache (cyloop/cache.py) keeps and checks besides the
+    graph."""
+
+    graph: Graph
+    warned: list[str]
+    external_data: bool
+
+
+def lower(source) -> Lowered:
+    """`read_graph`, with what reading found besides the graph."""
+    warned: list[str] = []
+    converter = _Converter({}, _model_proto(source), warned)
+    graph = _to_graph(converter)
+    return Lowered(graph, warned, converter.external_data)
 
 
 def _onnx(needed_for: str = "reading this ONNX model"):
@@ -92,8 +112,10 @@ def _model_proto(source) -> ModelProto:
     return model
 
 
-def _to_graph(model) -> Graph:
-    """Lower a `ModelProto` to a cyloop `Graph`."""
+def _to_graph(converter) -> Graph:
+    """Lower `converter`'s `ModelProto` to a cyloop `Graph`; the message of each warning it gives
+    is added to the converter's `warned`."""
+    model = converter.model
     # The graph's own inputs and outputs as the model declares them: shape inference names each
     # dimension it cannot tell "unk__N", a name no user of the model knows.
     declared = {info.name: info.type for info in [*model.graph.input, *model.graph.output]
@@ -104,7 +126,7 @@ def _to_graph(model) -> Graph:
     opsets.setdefault("", 1)
     opsets[LOOP_DOMAIN] = 1
     opsets[FALLBACK_DOMAIN] = 1
-    converter = _Converter(opsets, model)
+    converter.opsets.update(opsets)
     if not _outputs_typed(model.graph):
         converter.infer()
         model = converter.model
@@ -114,8 +136,8 @@ def _to_graph(model) -> Graph:
                      for v in values]
     if converter.fallback:
         listed = ", ".join(sorted(converter.fallback))
-        warnings.warn(f"cyloop runs these ops with onnx.reference's kernels (no native kernel "
-                      f"yet): {listed}", stacklevel=3)
+        converter.warn(f"cyloop runs these ops with onnx.reference's kernels (no native kernel "
+                       f"yet): {listed}")
     return graph
 
 
@@ -151,9 +173,11 @@ class _Converter:
     declares no complete type (a loop that runs no iteration makes its outputs from their
     declared types), or a function body that depends on input types nobody declared."""
 
-    def __init__(self, opsets, model=None):
+    def __init__(self, opsets, model=None, warned: list[str] | None = None):
         self.opsets = opsets
         self.model = model
+        self.warned = [] if warned is None else warned  # (what its warnings said)
+        self.external_data = False  # whether a tensor it read keeps its data in a file
         self.inferred = False
         self.fallback: set[str] = set()
         self.types: dict[str, object] = {}
@@ -161,6 +185,11 @@ class _Converter:
     @property
     def onnx(self):
         return _onnx("this ONNX model (an op without a native kernel)")
+
+    def warn(self, message: str) -> None:
+        """Warn of `message` (at the caller of `cyloop.load`), and note it in `warned`."""
+        self.warned.append(message)
+        warnings.warn(message, stacklevel=6)
 
     def infer(self) -> None:
         """Run ONNX shape inference on the model (once), and read the types it adds to every
@@ -171,14 +200,14 @@ class _Converter:
         try:
             onnx = _onnx("ONNX shape inference (a graph output's type is missing)")
         except ImportError as e:
-            warnings.warn(f"loading without ONNX shape inference: {e}", stacklevel=5)
+            self.warn(f"loading without ONNX shape inference: {e}")
             return
         try:
             inferred = onnx.shape_inference.infer_shapes(
                 onnx.ModelProto.FromString(self.model.SerializeToString()))
             self.model = self.model.reread(inferred.SerializeToString())
         except Exception as e:  # noqa: BLE001 - inference only adds types; the model may still run
-            warnings.warn(f"ONNX shape inference failed, loading without it: {e}", stacklevel=5)
+            self.warn(f"ONNX shape inference failed, loading without it: {e}")
             return
         self._read_types(self.model.graph)
 
@@ -232,6 +261,8 @@ class _Converter:
     def array(self, tensor, where: str) -> np.ndarray:
         """A TensorProto's value; data that does not match its declared type and shape is a
         ModelError saying what was declared and what the data holds."""
+        if tensor.HasField("data_location") and tensor.data_location == 1:  # EXTERNAL
+            self.external_data = True
         try:
             value = to_array(tensor)
         except ModelError:  # (its bytes are not a protobuf)
