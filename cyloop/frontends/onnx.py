@@ -127,7 +127,7 @@ def _to_graph(converter) -> Graph:
     opsets[LOOP_DOMAIN] = 1
     opsets[FALLBACK_DOMAIN] = 1
     converter.opsets.update(opsets)
-    if not _outputs_typed(model.graph):
+    if not _outputs_typed(model.graph, top=True):
         converter.infer()
         model = converter.model
     graph = converter.graph(model.graph, top=True)
@@ -157,11 +157,13 @@ def _complete(type_proto) -> bool:
     return which is not None
 
 
-def _outputs_typed(graph) -> bool:
+def _outputs_typed(graph, top: bool = False) -> bool:
     """Whether `graph`'s outputs, and those of every graph nested in it, declare complete types
-    (what exporters write): then no shape inference is needed to read it."""
+    (what exporters write): then no shape inference is needed to read it. (The model's own
+    outputs need only declare a type: what they declare replaces what inference would say.)"""
     kinds = AttributeProto
-    return all(_complete(info.type) for info in graph.output) and all(
+    return all(info.type.WhichOneof("value") is not None if top else _complete(info.type)
+               for info in graph.output) and all(
         _outputs_typed(g) for node in graph.node for attr in node.attribute
         if attr.type in (kinds.GRAPH, kinds.GRAPHS)
         for g in ([attr.g] if attr.type == kinds.GRAPH else attr.graphs))

@@ -525,15 +525,19 @@ def test_weights_are_read_onto_a_64_byte_boundary(rng):
     np.testing.assert_allclose(ys, np.stack([x @ w + c] * 2), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("typed", [True, False], ids=["typed", "body-output-without-shape"])
+@pytest.mark.parametrize("typed", [True, "top", False],
+                         ids=["typed", "model-output-without-shape", "body-output-without-shape"])
 def test_shape_inference_runs_only_where_a_declared_type_is_missing(monkeypatch, typed):
     """A model whose graphs declare their outputs' types (what exporters write) loads without
-    ONNX shape inference; one whose loop body leaves an output's shape out is inferred, and its
-    loop's outputs after zero iterations have onnxruntime's shapes."""
+    ONNX shape inference, as does one whose own output leaves its shape out (what it declares is
+    what the model says of it); one whose loop body leaves an output's shape out is inferred,
+    and its loop's outputs after zero iterations have onnxruntime's shapes."""
     ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the oracle (test extra)")
     import onnx
 
     proto = loop_model(True, False, None)
+    if typed == "top":
+        proto.graph.output[1].type.tensor_type.ClearField("shape")
     if not typed:
         proto.graph.node[0].attribute[0].g.output[2].type.tensor_type.ClearField("shape")
     inferred = []
