@@ -316,88 +316,6 @@ def startup(chosen, repeat):
             cyloop.load(path)
             times.append(time.perf_counter() - start)
         print(f"| {workload_id} | {statistics.median(times) * 1e3:.1f} |")
-    cold_start(repeat)
-
-
-# A fresh interpreter that has imported numpy and read a corpus model's feeds: the seconds its
-# engine's import, load (or session) and first run take. argv: the runner, the model, the cache
-# directory (cyloop; "" for none).
-_COLD_START = """
-import sys, time
-import numpy as np
-runner, path, cache = sys.argv[1:]
-with np.load(path[:-len(".onnx")] + ".npz") as stored:
-    feeds = {key[3:]: stored[key] for key in stored.files if key.startswith("in:")}
-start = time.perf_counter()
-if runner == "onnxruntime":
-    import onnxruntime as ort
-    ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
-else:
-    import cyloop
-    cyloop.load(path, cache=cache or False).run(feeds)
-print(time.perf_counter() - start)
-"""
-
-
-def cold_start(repeat):
-    """A process's first model, from a fresh interpreter that has imported numpy: the engine's
-    import, its load (onnxruntime's session) and the first run, on the corpus's small models;
-    cyloop without its on-disk cache, with it empty (a miss, which writes the entry) and with
-    the entry written (a hit). Medians in milliseconds, the runners interleaved. Python writes
-    and reads its bytecode caches, as a user's installation does."""
-    import shutil
-    import tempfile
-
-    from corpus import entries
-
-    try:
-        import onnxruntime  # noqa: F401  (only to know it is installed)
-        runners = ["onnxruntime"]
-    except ImportError:
-        runners = []
-    runners += ["cyloop", "cyloop, cache empty", "cyloop, cache hit"]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    # (the cyloop this script imported, wherever the child starts)
-    where = os.path.dirname(os.path.dirname(os.path.abspath(cyloop.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (where, env.get("PYTHONPATH")) if p)
-    warm = tempfile.mkdtemp(prefix="cyloop-cache-")
-
-    def once(runner, path):
-        cache = "" if runner == "cyloop" else warm
-        if runner == "cyloop, cache empty":
-            cache = tempfile.mkdtemp(prefix="cyloop-cache-")
-        try:
-            out = subprocess.run([sys.executable, "-c", _COLD_START,
-                                  runner.split(",")[0], path, cache], env=env,
-                                 capture_output=True, text=True, check=True).stdout
-        finally:
-            if runner == "cyloop, cache empty":
-                shutil.rmtree(cache)
-        return float(out.split()[-1]) * 1e3
-
-    print()
-    print("A process's first model (fresh interpreter, numpy imported): import + load + first "
-          "run, ms")
-    print()
-    print(f"| model | {' | '.join(runners)} | hit / onnxruntime |")
-    print(f"|---|{'---:|' * len(runners)}---:|")
-    try:
-        for entry in entries():
-            if entry.size != "small":
-                continue
-            path = str(entry.path)
-            once("cyloop, cache hit", path)  # (writes the entry the hits read)
-            times = {runner: [] for runner in runners}
-            for k in range(repeat):
-                for runner in runners[k % len(runners):] + runners[:k % len(runners)]:
-                    times[runner].append(once(runner, path))
-            ms = {runner: statistics.median(t) for runner, t in times.items()}
-            ratio = (f"{ms['cyloop, cache hit'] / ms['onnxruntime']:.2f}"
-                     if "onnxruntime" in ms else "-")
-            print(f"| {entry.name} | {' | '.join(f'{ms[r]:.0f}' for r in runners)} | {ratio} |",
-                  flush=True)
-    finally:
-        shutil.rmtree(warm)
 
 
 # A workload's IR spelling against its ONNX ones, for the spellings table.
@@ -624,9 +542,12 @@ def corpus_table(chosen, repeat):
 
 def cold_start_table(chosen, repeat):
     """A fresh process per sample (benchmarks/cold_start.py): `import` of each runtime, then per
-    corpus model its load and first run, cyloop against onnxruntime; medians of `repeat` rounds,
-    the two runtimes alternating which goes first, after one round unmeasured (which writes
-    the bytecode an installed package has)."""
+    corpus model its load and first run, cyloop (without its on-disk cache, and with the model's
+    entry in it: a hit) against onnxruntime; medians of `repeat` rounds, the runners in turn
+    going first, after one round unmeasured (which writes the bytecode an installed package has,
+    and the cache's entries)."""
+    import shutil
+
     from benchmarks import cold_start
     from corpus import entries
 
@@ -634,45 +555,56 @@ def cold_start_table(chosen, repeat):
     if not chosen_entries:
         return
     env = cold_start.environment()
-    samples = {(e.name, engine): [] for e in chosen_entries for engine in cold_start.ENGINES}
-    for round_ in range(repeat + 1):
-        for entry in chosen_entries:
-            feeds_path = str(entry.path).replace(".onnx", ".npz")
-            engines = cold_start.ENGINES if round_ % 2 else cold_start.ENGINES[::-1]
-            for engine in engines:
-                times = cold_start.probe(engine, entry.path, feeds_path, env)
-                if round_:
-                    samples[entry.name, engine].append(times)
+    cache = tempfile.mkdtemp(prefix="cyloop-cache-")
+    runners = {"cyloop": ("cyloop", env), "cyloop, cache hit": (
+        "cyloop", {**env, "CYLOOP_CACHE_DIR": cache}), "onnxruntime": ("onnxruntime", env)}
+    names = list(runners)
+    samples = {(e.name, runner): [] for e in chosen_entries for runner in runners}
+    try:
+        for round_ in range(repeat + 1):
+            for entry in chosen_entries:
+                feeds_path = str(entry.path).replace(".onnx", ".npz")
+                for runner in names[round_ % 3:] + names[:round_ % 3]:
+                    engine, its_env = runners[runner]
+                    times = cold_start.probe(engine, entry.path, feeds_path, its_env)
+                    if round_:
+                        samples[entry.name, runner].append(times)
+    finally:
+        shutil.rmtree(cache)
 
-    def median(name, engine, *parts):
-        return statistics.median(sum(t[p] for p in parts) for t in samples[name, engine]) * 1e3
+    def median(name, runner, *parts):
+        return statistics.median(sum(t[p] for p in parts) for t in samples[name, runner]) * 1e3
 
     print()
     print("Fresh process, numpy already imported (ms, medians):")
     print()
     print("| step | cyloop | onnxruntime | cyloop / ort |")
     print("|---|---:|---:|---:|")
-    imports = {engine: statistics.median(t["import"] for e in chosen_entries
-                                         for t in samples[e.name, engine]) * 1e3
-               for engine in cold_start.ENGINES}
+    imports = {runner: statistics.median(t["import"] for e in chosen_entries
+                                         for t in samples[e.name, runner]) * 1e3
+               for runner in ("cyloop", "onnxruntime")}
     print(f"| import | {imports['cyloop']:.1f} | {imports['onnxruntime']:.1f} | "
           f"{imports['cyloop'] / imports['onnxruntime']:.2f} |")
     print()
-    print("| model | cyloop load, ms | first run | onnxruntime load | first run | "
-          "cyloop / ort (load + first run) |")
-    print("|---|---:|---:|---:|---:|---:|")
-    ratios = {}
+    print("Load + first run (ms, medians), and cyloop's against onnxruntime's:")
+    print()
+    print("| model | cyloop load | first run | with a cache hit | onnxruntime load | first run | "
+          "cyloop / ort | with a cache hit / ort |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    cold, hit = {}, {}
     for entry in chosen_entries:
-        ours = median(entry.name, "cyloop", "load", "first_run")
         theirs = median(entry.name, "onnxruntime", "load", "first_run")
-        ratios[entry.name] = ours / theirs
+        cold[entry.name] = median(entry.name, "cyloop", "load", "first_run") / theirs
+        hit[entry.name] = median(entry.name, "cyloop, cache hit", "load", "first_run") / theirs
         print(f"| {entry.name} | {median(entry.name, 'cyloop', 'load'):.1f} | "
               f"{median(entry.name, 'cyloop', 'first_run'):.1f} | "
+              f"{median(entry.name, 'cyloop, cache hit', 'load', 'first_run'):.1f} | "
               f"{median(entry.name, 'onnxruntime', 'load'):.1f} | "
               f"{median(entry.name, 'onnxruntime', 'first_run'):.1f} | "
-              f"{ratios[entry.name]:.2f} |", flush=True)
+              f"{cold[entry.name]:.2f} | {hit[entry.name]:.2f} |", flush=True)
     print()
-    print(f"load + first run, cyloop / onnxruntime: {_geometric_summary(ratios)}")
+    print(f"load + first run, cyloop / onnxruntime: {_geometric_summary(cold)}")
+    print(f"with a cache hit: {_geometric_summary(hit)}")
 
 
 # The batch x hidden sweep: per workload, (batch, hidden, steps); the steps shrink as a step
