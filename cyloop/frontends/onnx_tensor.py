@@ -17,36 +17,21 @@ import sys
 
 import numpy as np
 
+from ..narrow import ElementTypes
+
 __all__ = ["DATA_TYPE_NAMES", "ELEMENT_TYPES", "to_array"]
 
-# TensorProto element types -> numpy.
-ELEMENT_TYPES = {
-    1: np.dtype(np.float32),
-    2: np.dtype(np.uint8),
-    3: np.dtype(np.int8),
-    4: np.dtype(np.uint16),
-    5: np.dtype(np.int16),
-    6: np.dtype(np.int32),
-    7: np.dtype(np.int64),
-    8: np.dtype(object),
-    9: np.dtype(np.bool_),
-    10: np.dtype(np.float16),
-    11: np.dtype(np.float64),
-    12: np.dtype(np.uint32),
-    13: np.dtype(np.uint64),
-    14: np.dtype(np.complex64),
-    15: np.dtype(np.complex128),
-}
-try:  # the narrow float and integer types, from ml_dtypes (the onnx extra's)
-    import ml_dtypes
-except ImportError:  # pragma: no cover
-    ml_dtypes = None
-if ml_dtypes is not None:
-    ELEMENT_TYPES.update({number: np.dtype(getattr(ml_dtypes, name)) for number, name in (
-        (16, "bfloat16"), (17, "float8_e4m3fn"), (18, "float8_e4m3fnuz"), (19, "float8_e5m2"),
-        (20, "float8_e5m2fnuz"), (21, "uint4"), (22, "int4"), (23, "float4_e2m1fn"),
-        (24, "float8_e8m0fnu"), (25, "uint2"), (26, "int2"), (27, "float6_e2m3fn"),
-        (28, "float6_e3m2fn")) if hasattr(ml_dtypes, name)})
+# TensorProto element types -> numpy; the narrow ones by their ml_dtypes names (imported when a
+# model first names one).
+ELEMENT_TYPES = ElementTypes({
+    1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
+    8: object, 9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32, 13: np.uint64,
+    14: np.complex64, 15: np.complex128,
+}, {
+    16: "bfloat16", 17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2",
+    20: "float8_e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4_e2m1fn", 24: "float8_e8m0fnu",
+    25: "uint2", 26: "int2", 27: "float6_e2m3fn", 28: "float6_e3m2fn",
+})
 
 # TensorProto.DataType's names, by number.
 DATA_TYPE_NAMES = (

@@ -49,32 +49,25 @@ from ..ir import (
     SlicedInput,
     Value,
 )
+from ..narrow import ElementTypes
 from ..tuning import IR_CHUNK, SMALL_WEIGHT_BYTES
 
 __all__ = ["ELEMENT_TYPES", "read_graph"]
 
 DOMAIN = OPENVINO_DOMAIN
 
-# IR element type names -> numpy.
-ELEMENT_TYPES = {
-    "f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8, "i16": np.int16,
-    "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32,
-    "u64": np.uint64, "boolean": np.bool_,
-}
-# The types numpy lacks, by their ml_dtypes names: bfloat16, the 8-bit floats and the 4-bit types
-# OpenVINO packs two a byte in the .bin (`_unpack_nibbles`), read when ml_dtypes is installed (the
-# onnx extra brings it).
+# IR element type names -> numpy; those numpy lacks by their ml_dtypes names (imported when a
+# model first names one): bfloat16, the 8-bit floats and the 4-bit types OpenVINO packs two a
+# byte in the .bin (`_unpack_nibbles`).
 _ML_DTYPES = {"bf16": "bfloat16", "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
               "f8e8m0": "float8_e8m0fnu", "i4": "int4", "u4": "uint4",
               "f4e2m1": "float4_e2m1fn"}
+ELEMENT_TYPES = ElementTypes({
+    "f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8, "i16": np.int16,
+    "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32,
+    "u64": np.uint64, "boolean": np.bool_,
+}, _ML_DTYPES)
 _PACKED_4BIT = frozenset(["i4", "u4", "f4e2m1"])
-try:
-    import ml_dtypes
-except ImportError:  # pragma: no cover
-    ml_dtypes = None
-if ml_dtypes is not None:
-    ELEMENT_TYPES.update({name: getattr(ml_dtypes, type_name)
-                          for name, type_name in _ML_DTYPES.items()})
 
 # Layer attributes that name an element type: the kernels get them as numpy dtypes.
 _TYPE_ATTRIBUTES = ("destination_type", "output_type", "index_element_type", "count_element_type")

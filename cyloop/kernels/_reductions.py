@@ -4,12 +4,8 @@ import functools
 
 import numpy as np
 
+from ..narrow import is_narrow
 from ._shapes import is_constant
-
-try:  # the bfloat16 ONNX models may name (ml_dtypes comes with the onnx extra)
-    import ml_dtypes
-except ImportError:  # pragma: no cover
-    ml_dtypes = None
 
 __all__ = ["axes_reader", "cumulative", "in_own_type", "l2_norm", "log_sum", "log_sum_exp",
            "over_every_axis", "reducing", "sum_abs", "sum_square", "with_identity"]
@@ -117,8 +113,7 @@ def cumulative(x, axis, accumulate, identity, exclusive=False, reverse=False):
 # type. An axis of () reduces nothing: each element by itself (ONNX's noop_with_empty_axes).
 # Integers take onnxruntime's readings: a result computed in floats is truncated toward zero,
 # one that is not finite (the log of 0 or of a negative sum) is the type's minimum.
-_HALF = frozenset(np.dtype(name) for name in ("float16",)) | (
-    frozenset() if ml_dtypes is None else frozenset([np.dtype(ml_dtypes.bfloat16)]))
+_FLOAT16 = np.dtype(np.float16)
 
 
 def _wide(x):
@@ -127,7 +122,8 @@ def _wide(x):
     integers, else x's own."""
     if x.dtype.kind in "iub":
         return np.dtype(np.float64)
-    return np.dtype(np.float32) if x.dtype in _HALF else x.dtype
+    half = x.dtype == _FLOAT16 or (is_narrow(x.dtype) and x.dtype.name == "bfloat16")
+    return np.dtype(np.float32) if half else x.dtype
 
 
 def _to_own_type(result, dtype):

@@ -7,21 +7,20 @@ along it takes entry ``i // block_size``)."""
 
 import numpy as np
 
+from ...narrow import is_narrow, ml_dtypes
 from ..registry import kernel
 from .tensor import cast_to
-
-try:  # the narrow types ONNX models may name (ml_dtypes comes with the onnx extra)
-    import ml_dtypes
-except ImportError:  # pragma: no cover
-    ml_dtypes = None
 
 _UINT8 = np.dtype(np.uint8)
 _FLOAT32 = np.dtype(np.float32)
 # The 8-bit floats QuantizeLinear casts to (saturating unless saturate=0) and
-# DequantizeLinear reads, and the other ml_dtypes floats (4 and 6 bits, no infinities).
-_FLOAT8 = frozenset() if ml_dtypes is None else frozenset(
-    np.dtype(getattr(ml_dtypes, name)) for name in (
-        "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"))
+# DequantizeLinear reads, by their ml_dtypes names; the other ml_dtypes floats have 4 and 6 bits
+# and no infinities.
+_FLOAT8 = frozenset(["float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"])
+
+
+def _is_float8(dtype) -> bool:
+    return is_narrow(dtype) and dtype.name in _FLOAT8
 
 
 def _integer_range(dtype):
@@ -30,17 +29,21 @@ def _integer_range(dtype):
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         return int(info.min), int(info.max)
-    if ml_dtypes is not None:
+    if is_narrow(dtype):
         try:
-            info = ml_dtypes.iinfo(dtype)
+            info = ml_dtypes().iinfo(dtype)
         except ValueError:
             return None
         return int(info.min), int(info.max)
-    return None  # pragma: no cover
+    return None
 
 
-_FLOATS = frozenset([np.dtype(np.float16), _FLOAT32, np.dtype(np.float64)]) | (
-    frozenset() if ml_dtypes is None else frozenset([np.dtype(ml_dtypes.bfloat16)]))
+_FLOATS = frozenset([np.dtype(np.float16), _FLOAT32, np.dtype(np.float64)])
+
+
+def _is_float(dtype) -> bool:
+    """Whether `dtype` is float16, float32, float64 or bfloat16."""
+    return dtype in _FLOATS or (is_narrow(dtype) and dtype.name == "bfloat16")
 
 
 def _saturated(rounded, bounds, dtype):
@@ -100,7 +103,7 @@ def _quantize_factory(attrs, with_axis=True, scale_precision=False):
         scale = _along(y_scale, x.shape, axis, block_size)
         if precision is not None:
             wide = precision
-        elif scale_precision and scale.dtype in _FLOATS:  # (not an int32 or e8m0 scale)
+        elif scale_precision and _is_float(scale.dtype):  # (not an int32 or e8m0 scale)
             wide = np.dtype(scale.dtype)
         else:
             wide = _compute_type(x.dtype, scale.dtype)
@@ -110,7 +113,7 @@ def _quantize_factory(attrs, with_axis=True, scale_precision=False):
             scaled = scaled.astype(np.float32)
         bounds = _integer_range(dtype)
         if bounds is None:  # a float type: a cast, rounding to nearest even (and saturating)
-            if dtype not in _FLOAT8 and y_zero_point is not None:
+            if not _is_float8(dtype) and y_zero_point is not None:
                 scaled += _along(y_zero_point, x.shape, axis, block_size).astype(wide)
             return cast_to(scaled, dtype, saturate, "up")
         rounded = np.rint(scaled, out=scaled)  # (half to even)

@@ -3,6 +3,7 @@ Gather, Trilu, ... Kernels that only re-view their input return numpy views (no 
 
 import numpy as np
 
+from ...narrow import is_narrow, ml_dtypes
 from .. import _shapes
 from ..registry import kernel
 
@@ -54,7 +55,7 @@ def cast(attrs):
     dtype = np.dtype(attrs["to"])  # the frontend resolved ONNX's type number
     saturate = bool(attrs.get("saturate", 1))
     round_mode = attrs.get("round_mode", "up")
-    if dtype in _SATURATING or dtype == _E8M0:
+    if _special_cast(dtype):
         return lambda x: cast_to(x, dtype, saturate, round_mode)
 
     def convert(x, out=None):
@@ -71,27 +72,27 @@ def cast(attrs):
 
 # The float8 types a Cast saturates to (the spec's saturate=1, the default: values past the
 # type's largest finite value, infinities included, become that value; NaN stays NaN), and
-# float8 e8m0 (powers of two, rounded per round_mode).
-# ml_dtypes (the onnx extra's) defines them; without it no model can name them.
-try:
-    import ml_dtypes
-except ImportError:  # pragma: no cover - the onnx extra brings it
-    ml_dtypes = None
-_SATURATING = set() if ml_dtypes is None else {
-    np.dtype(getattr(ml_dtypes, name))
-    for name in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")}
-_E8M0 = None if ml_dtypes is None else np.dtype(ml_dtypes.float8_e8m0fnu)
+# float8 e8m0 (powers of two, rounded per round_mode), by their ml_dtypes names.
+_SATURATING = frozenset(["float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"])
+_E8M0 = "float8_e8m0fnu"
+
+
+def _special_cast(dtype) -> bool:
+    """Whether a Cast to `dtype` saturates or rounds as `cast_to` does, not as astype."""
+    return is_narrow(dtype) and (dtype.name in _SATURATING or dtype.name == _E8M0)
 
 
 def cast_to(x, dtype, saturate: bool, round_mode: str):
     """ONNX Cast of `x` to `dtype`, float8 saturation and e8m0 rounding included."""
     x = np.asarray(x)
-    if dtype == _E8M0:
+    if not _special_cast(dtype):
+        return x.astype(dtype)
+    if dtype.name == _E8M0:
         from onnx.numpy_helper import to_float8e8m0  # e8m0 only comes from ONNX models
 
         return to_float8e8m0(x, saturate, round_mode).astype(dtype)
-    if dtype in _SATURATING and saturate and x.dtype.kind in "fV":
-        info = ml_dtypes.finfo(dtype)
+    if saturate and x.dtype.kind in "fV":
+        info = ml_dtypes().finfo(dtype)
         x = np.clip(x.astype(np.float32), np.float32(info.min), np.float32(info.max))
     return x.astype(dtype)
 
