@@ -1,7 +1,8 @@
 """Pure-Python numpy kernels, one registry (`registry.py`), grouped by format, family and opset.
 
-The modules of each format register their kernels as they import, which the registry does the
-first time a kernel is looked up; `build(node, opsets)` resolves a node's kernel.
+A family's module registers its kernels as it imports, which the registry makes it do the first
+time one of its ops is looked up (../data/kernel_index.txt lists which module registers which
+op); `build(node, opsets)` resolves a node's kernel.
 """
 
 from ._ir_attrs import as_bool

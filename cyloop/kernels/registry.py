@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import bisect
 import importlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError, UnsupportedOpError
-from ..ir import LOOP_DOMAIN, OPENVINO_DOMAIN, Node
+from ..ir import Node
 
 __all__ = [
     "ARITHMETIC_SCALARS",
@@ -169,30 +170,56 @@ class Recurrence:
 
 
 _TABLE: dict[tuple[str, str], list[KernelDef]] = {}
-# The modules that register each domain's kernels as they import (the first time a kernel of the
-# domain is looked up: `import cyloop` pays for none, loading an ONNX model for no OpenVINO
-# kernel). A domain not listed, or an op its modules do not have, registers every format's.
-_FORMATS = {
-    "": ("cyloop.kernels.onnx",),
-    "ai.onnx.ml": ("cyloop.kernels.onnx",),
-    "cyloop.onnx_reference": ("cyloop.kernels.onnx",),  # (kernels/onnx/fallback.py's domain)
-    OPENVINO_DOMAIN: ("cyloop.kernels.openvino", "cyloop.kernels.recurrent"),
-    LOOP_DOMAIN: ("cyloop.accel.fused", "cyloop.kernels.recurrent"),
-}
-_EVERY_FORMAT = tuple(dict.fromkeys(m for modules in _FORMATS.values() for m in modules))
-_registered_domains: set[str] = set()
-_formats_registered = False
+# Kernel modules register their kernels as they import. The registry imports those of an op the
+# first time the op is looked up, as ../data/kernel_index.txt lists them (made by
+# ../data/make_kernel_index.py), so `import cyloop` imports none and loading a model imports
+# what its ops need; an op the index does not list imports them all.
+_INDEX_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
+                           "kernel_index.txt")
+_index: dict[tuple[str, str], tuple[str, ...]] | None = None
+_imported: set[tuple[str, str]] = set()  # the ops whose modules are imported
+_everything_imported = False
 
 
-def _register_formats(domain: str | None = None) -> None:
-    """Import the modules that register `domain`'s kernels (every format's: None, or a domain
-    not listed)."""
-    global _formats_registered
-    if domain not in _FORMATS:
-        _formats_registered = True
-    _registered_domains.add(domain)
-    for module in _FORMATS.get(domain, _EVERY_FORMAT):
+def _read_index() -> dict[tuple[str, str], tuple[str, ...]]:
+    """(domain, op type) -> the modules that register its kernels."""
+    owners: dict[tuple[str, str], list[str]] = {}
+    with open(_INDEX_PATH, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            module, domain, *ops = line.split()
+            for op_type in ops:
+                owners.setdefault(("" if domain == "-" else domain, op_type), []).append(module)
+    return {key: tuple(modules) for key, modules in owners.items()}
+
+
+def _the_index() -> dict[tuple[str, str], tuple[str, ...]]:
+    global _index
+    if _index is None:
+        _index = _read_index()
+    return _index
+
+
+def _import_kernels(domain: str, op_type: str) -> None:
+    """Import the modules that register the op's kernels; every kernel module for an op the index
+    does not list (one registered by a module outside it, or none at all)."""
+    _imported.add((domain, op_type))
+    modules = _the_index().get((domain, op_type))
+    if modules is None:
+        _import_every_kernel()
+        return
+    for module in modules:
         importlib.import_module(module)
+
+
+def _import_every_kernel() -> None:
+    global _everything_imported
+    if not _everything_imported:
+        _everything_imported = True
+        for module in sorted({m for owners in _the_index().values() for m in owners}):
+            importlib.import_module(module)
+
 
 # Ufuncs whose result has the type of their operands when those share one float type: given a
 # buffer of that type and of the result's shape as `out=`, they compute what they would into a
@@ -241,13 +268,9 @@ def kernel(op_type: str, domain: str = "", since: int = 1, out: bool = False, mu
 
 def lookup(domain: str, op_type: str, version: int, where: str = "") -> KernelDef:
     """The kernel with the highest `since` <= `version`; `UnsupportedOpError` naming what exists."""
-    if not _formats_registered and domain not in _registered_domains:
-        _register_formats(domain)
-    entries = _TABLE.get((domain, op_type))
-    if entries is None and not _formats_registered:
-        _register_formats()  # (an op one format's modules register in another's domain)
-        entries = _TABLE.get((domain, op_type))
-    entries = entries or []
+    if (domain, op_type) not in _imported:
+        _import_kernels(domain, op_type)
+    entries = _TABLE.get((domain, op_type), [])
     index = bisect.bisect_right([entry.since for entry in entries], version)
     if index:
         return entries[index - 1]
@@ -295,7 +318,6 @@ def build(node: Node, opsets: dict[str, int], attrs: dict | None = None) -> Kern
 
 def registered() -> list[KernelDef]:
     """Every registered kernel, sorted by domain, op type and version."""
-    if not _formats_registered:
-        _register_formats()
+    _import_every_kernel()
     return sorted((entry for entries in _TABLE.values() for entry in entries),
                   key=lambda entry: (entry.domain, entry.op_type, entry.since))

@@ -1,20 +1,2 @@
-"""Kernels for the ONNX default domain (ai.onnx), by family."""
-
-from . import (  # noqa: F401  (registration happens on import)
-    elementwise,
-    fallback,
-    indexing,
-    ml,
-    ml_encoders,
-    ml_linear,
-    ml_trees,
-    nn,
-    normalization,
-    quantization,
-    reduction,
-    resize,
-    rnn,
-    sequence,
-    spatial,
-    tensor,
-)
+"""Kernels for the ONNX default domain (ai.onnx) and ai.onnx.ml, a module a family. The registry
+imports a module the first time one of its ops is looked up (../registry.py)."""
