@@ -127,7 +127,7 @@ def _to_graph(converter) -> Graph:
     opsets[LOOP_DOMAIN] = 1
     opsets[FALLBACK_DOMAIN] = 1
     converter.opsets.update(opsets)
-    if not _outputs_typed(model.graph, top=True):
+    if not _outputs_typed(model.graph, opsets[""]):
         converter.infer()
         model = converter.model
     graph = converter.graph(model.graph, top=True)
@@ -157,23 +157,49 @@ def _complete(type_proto) -> bool:
     return which is not None
 
 
-def _outputs_typed(graph, top: bool = False) -> bool:
-    """Whether `graph`'s outputs, and those of every graph nested in it, declare complete types
-    (what exporters write): then no shape inference is needed to read it. (The model's own
-    outputs need only declare a type: what they declare replaces what inference would say.)"""
+def _declared(type_proto) -> bool:
+    """Whether a value declares its kind (a tensor, or a sequence or optional of what: the element
+    type of their tensors), what is read of a loop's carried value (a loop of no iteration hands
+    it on as it came) and of a model's output (what it declares replaces what inference would
+    say)."""
+    which = type_proto.WhichOneof("value")
+    return _complete(type_proto) if which in ("sequence_type", "optional_type") else \
+        which is not None
+
+
+def _first_scan_output(node, opset: int) -> int:
+    """Where the scan outputs begin among the outputs of a Loop's or a Scan's body (at the model's
+    ai.onnx `opset`): those need `_complete` types, the carried values before them `_declared`
+    ones. 0 for any other node's graphs."""
+    if node.domain not in ("", "ai.onnx"):
+        return 0
+    if node.op_type == "Loop":  # (M, cond, carried...) -> body (cond, carried..., scans...)
+        return max(len(node.input) - 1, 0)
+    if node.op_type == "Scan":  # (states..., scanned...); Scan-8 (sequence_lens, states, ...)
+        scanned = next((attr.i for attr in node.attribute if attr.name == "num_scan_inputs"), 0)
+        return max(len(node.input) - scanned - (1 if opset < 9 else 0), 0)
+    return 0
+
+
+def _outputs_typed(graph, opset: int, scans_from: int | None = None) -> bool:
+    """Whether `graph`'s outputs, and those of every graph nested in it, declare what is read of
+    them (what exporters write): then no shape inference is needed to read it. The outputs from
+    `scans_from` on (None: none, the model's own graph) need `_complete` types, those before it
+    `_declared` ones. (`opset`: the model's ai.onnx opset.)"""
     kinds = AttributeProto
-    return all(info.type.WhichOneof("value") is not None if top else _complete(info.type)
-               for info in graph.output) and all(
-        _outputs_typed(g) for node in graph.node for attr in node.attribute
-        if attr.type in (kinds.GRAPH, kinds.GRAPHS)
+    return all(_complete(info.type) if scans_from is not None and k >= scans_from
+               else _declared(info.type) for k, info in enumerate(graph.output)) and all(
+        _outputs_typed(g, opset, _first_scan_output(node, opset)) for node in graph.node
+        for attr in node.attribute if attr.type in (kinds.GRAPH, kinds.GRAPHS)
         for g in ([attr.g] if attr.type == kinds.GRAPH else attr.graphs))
 
 
 class _Converter:
     """Reads one model's graphs as cyloop's. ONNX shape inference (its cost is a fresh process's
-    largest after importing onnx) runs only where what it adds is read: a graph output that
-    declares no complete type (a loop that runs no iteration makes its outputs from their
-    declared types), or a function body that depends on input types nobody declared."""
+    largest after importing onnx) runs only where what it adds is read: a loop's scan output
+    that declares no element type or rank (a loop that runs no iteration makes it from them),
+    a carried value or a model output that declares no kind, or a function body that depends on
+    input types nobody declared."""
 
     def __init__(self, opsets, model=None, warned: list[str] | None = None):
         self.opsets = opsets

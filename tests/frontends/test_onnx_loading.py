@@ -525,21 +525,26 @@ def test_weights_are_read_onto_a_64_byte_boundary(rng):
     np.testing.assert_allclose(ys, np.stack([x @ w + c] * 2), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("typed", [True, "top", False],
-                         ids=["typed", "model-output-without-shape", "body-output-without-shape"])
+@pytest.mark.parametrize("typed", [True, "top", "carried", False],
+                         ids=["typed", "model-output-without-shape",
+                              "carried-value-without-shape", "scan-output-without-shape"])
 def test_shape_inference_runs_only_where_a_declared_type_is_missing(monkeypatch, typed):
     """A model whose graphs declare their outputs' types (what exporters write) loads without
     ONNX shape inference, as does one whose own output leaves its shape out (what it declares is
-    what the model says of it); one whose loop body leaves an output's shape out is inferred,
-    and its loop's outputs after zero iterations have onnxruntime's shapes."""
+    what the model says of it), and one whose loop body leaves a carried value's shape out (a
+    loop of no iteration hands it on as it came); one whose loop body leaves a scan output's
+    shape out is inferred. Its loop's outputs, after zero iterations too, are onnxruntime's."""
     ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the oracle (test extra)")
     import onnx
 
     proto = loop_model(True, False, None)
     if typed == "top":
         proto.graph.output[1].type.tensor_type.ClearField("shape")
+    body = proto.graph.node[0].attribute[0].g  # (outputs: cond, the carried v, a scan output)
+    if typed == "carried":
+        body.output[1].type.tensor_type.ClearField("shape")
     if not typed:
-        proto.graph.node[0].attribute[0].g.output[2].type.tensor_type.ClearField("shape")
+        body.output[2].type.tensor_type.ClearField("shape")
     inferred = []
     infer = onnx.shape_inference.infer_shapes
     monkeypatch.setattr(onnx.shape_inference, "infer_shapes",
@@ -552,4 +557,31 @@ def test_shape_inference_runs_only_where_a_declared_type_is_missing(monkeypatch,
         got = loaded.run(feeds)
         for name, expected in zip(("v_final", "ys"), session.run(None, feeds)):
             assert got[name].dtype == expected.dtype
+            np.testing.assert_array_equal(got[name], expected)
+
+
+@pytest.mark.parametrize("cleared", [0, 1], ids=["state", "scan-output"])
+def test_a_scan_body_needs_inference_for_a_scan_output_only(monkeypatch, rng, cleared):
+    """The same for Scan: a state whose shape the body leaves out loads without shape inference,
+    a scan output's is inferred; both run as onnxruntime does (which refuses a scan of no
+    step)."""
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the oracle (test extra)")
+    import onnx
+
+    proto = scan_model((4, 3), 0, False, 0, False)
+    proto.graph.node[0].attribute[0].g.output[cleared].type.tensor_type.ClearField("shape")
+    proto.graph.input[1].type.tensor_type.shape.dim[0].dim_param = "steps"
+    inferred = []
+    infer = onnx.shape_inference.infer_shapes
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes",
+                        lambda m, *args, **kwargs: inferred.append(m) or infer(m, *args, **kwargs))
+    loaded = cyloop.load(proto.SerializeToString())
+    assert len(inferred) == cleared
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    for steps in (1, 4):
+        feeds = {"s0": rng.standard_normal(3).astype(np.float32),
+                 "x": rng.standard_normal((steps, 3)).astype(np.float32)}
+        got = loaded.run(feeds)
+        for name, expected in zip(("s_final", "ys"), session.run(None, feeds)):
+            assert got[name].shape == expected.shape
             np.testing.assert_array_equal(got[name], expected)
