@@ -50,13 +50,14 @@ def oracle(model, feeds, reference=False):
         return error
 
 
-def assert_native_matches(model, feeds, reference=False, rtol=1e-6, atol=0.0):
+def assert_native_matches(model, feeds, reference=False, rtol=1e-6, atol=0.0, driver=None):
     """cyloop runs `model` with its own kernels (no fallback warning at load) and its results
     have the oracle's types, shapes and values; where the oracle refuses the model, cyloop's run
-    fails too. Returns the oracle's results (or its exception)."""
+    fails too. `driver`: the one to run (default: the default one). Returns the oracle's results
+    (or its exception)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*onnx.reference's kernels")
-        loaded = cyloop.load(model.SerializeToString())
+        loaded = cyloop.load(model.SerializeToString(), driver=driver)
     expected = oracle(model, feeds, reference)
     if isinstance(expected, Exception):
         try:

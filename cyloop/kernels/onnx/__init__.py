@@ -1,6 +1,7 @@
 """Kernels for the ONNX default domain (ai.onnx), by family."""
 
 from . import (  # noqa: F401  (registration happens on import)
+    detection,
     elementwise,
     fallback,
     indexing,
