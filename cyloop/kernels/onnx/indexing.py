@@ -1,5 +1,6 @@
 """Indexing and data movement with index tensors: Split, Slice, GatherElements, GatherND,
-ScatterElements (and Scatter), ScatterND, NonZero, OneHot, Pad, Einsum, Dropout."""
+ScatterElements (and Scatter), ScatterND, TensorScatter, NonZero, Unique, OneHot, Pad, Einsum,
+Dropout."""
 
 from itertools import repeat
 
@@ -162,6 +163,49 @@ def non_zero(attrs):
         return np.array(found, dtype=np.int64).reshape(np.ndim(x), -1)
 
     return nonzero
+
+
+@kernel("Unique", since=11, multi=True)
+def unique(attrs, n_outputs):
+    """Unique-11 and 28: X -> (Y, indices, inverse_indices, counts): the distinct elements of X
+    flattened (or, with ``axis``, its distinct slices along it), each one's first index, each
+    element's (slice's) index in Y, and how often each occurs. ``sorted`` (the default): Y
+    ascends (slices lexicographically), else it keeps the order of first occurrence.
+
+    Slices compare by the ranks of their elements among all of X's values (one np.unique of
+    X's elements, then one of the rows of ranks), which works for every element type alike,
+    strings included, and makes -0.0 and 0.0 one value as onnxruntime does."""
+    axis = attrs.get("axis")
+    ordered = bool(int(attrs.get("sorted", 1)))
+
+    def found(x):
+        if axis is None:
+            keys = x.reshape(-1)
+            first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True,
+                                               return_counts=True)[1:]
+        else:
+            if not -x.ndim <= int(axis) < x.ndim:
+                raise ValueError(f"Unique: axis {axis} is out of range for rank {x.ndim}")
+            moved = np.moveaxis(x, int(axis), 0)
+            rows = moved.reshape(moved.shape[0], int(np.prod(moved.shape[1:])))
+            if rows.size:
+                ranks = np.unique(rows.reshape(-1), return_inverse=True)[1].reshape(rows.shape)
+            else:  # (slices of no element are all equal)
+                ranks = np.zeros((rows.shape[0], 1), np.intp)
+            first, inverse, counts = np.unique(ranks, axis=0, return_index=True,
+                                               return_inverse=True, return_counts=True)[1:]
+        inverse = inverse.reshape(-1)
+        if not ordered:  # renumbered in order of first occurrence
+            order = np.argsort(first, kind="stable")
+            first, counts = first[order], counts[order]
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.size)
+            inverse = rank[inverse]
+        values = x.reshape(-1)[first] if axis is None else np.take(x, first, axis=int(axis))
+        return (values, first.astype(np.int64), inverse.astype(np.int64),
+                counts.astype(np.int64))[:n_outputs]
+
+    return found
 
 
 @kernel("OneHot", since=9)
