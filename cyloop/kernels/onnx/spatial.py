@@ -1,7 +1,9 @@
 """Convolution and pooling over the spatial axes of [N, C, D1, D2, ...] tensors: Conv,
-ConvTranspose, ConvInteger, QLinearConv, MaxPool, AveragePool, GlobalAveragePool,
-GlobalMaxPool. The window maths is shared with OpenVINO's layers (kernels/_spatial.py); here
+ConvTranspose, ConvInteger, QLinearConv, MaxPool, AveragePool, LpPool, GlobalAveragePool,
+GlobalMaxPool, GlobalLpPool; and their inverses MaxUnpool and Col2Im. The window maths is shared with OpenVINO's layers (kernels/_spatial.py); here
 ONNX's attributes become a `Geometry`."""
+
+import itertools
 
 import numpy as np
 
@@ -50,6 +52,103 @@ def average_pool(attrs):
         return _spatial.average_pool(x, geometry, include_pad)
 
     return pool
+
+
+@kernel("LpPool", since=1)
+def lp_pool(attrs):
+    """LpPool-1 (``p`` a float), 2, 11, 18 (``ceil_mode``, ``dilations``) and 22: each window's
+    ``(sum |x| ** p) ** (1 / p)``, the padding counting as zeros; float16 in float32."""
+    p = float(attrs.get("p", 2))
+
+    def pool(x):
+        geometry = _geometry(attrs, x.shape[2:], attrs["kernel_shape"])
+        work = np.promote_types(x.dtype, np.float32)
+        powered = np.power(np.abs(x.astype(work, copy=False)), work.type(p))
+        windows = geometry.windows(geometry.pad(powered, 0))
+        total = windows.sum(axis=tuple(range(x.ndim, windows.ndim)))
+        return np.power(total, work.type(1 / p)).astype(x.dtype, copy=False)
+
+    return pool
+
+
+@kernel("MaxUnpool", since=9)
+def max_unpool(attrs):
+    """MaxUnpool-9, 11 and 22: (X, I[, output_shape]) -> zeros with X's values at MaxPool's
+    flat indices I into the pooled-from shape, each spatial size ``(in - 1) * stride + kernel
+    - pads``; a larger ``output_shape`` pads that at the end of each axis with zeros (the
+    specification's own expected output, and onnx.reference's; onnxruntime reads I as flat
+    indices into output_shape instead)."""
+    kernel_shape = [int(k) for k in attrs["kernel_shape"]]
+    rank = len(kernel_shape)
+    strides = [int(v) for v in attrs.get("strides", [1] * rank)]
+    pads = [int(v) for v in attrs.get("pads", [0] * 2 * rank)]
+
+    def unpool(x, indices, output_shape=None):
+        if x.shape != indices.shape or x.ndim != rank + 2:
+            raise ValueError(f"MaxUnpool needs X and I of one shape [N, C, {rank} spatial "
+                             f"sizes], got {list(x.shape)} and {list(indices.shape)}")
+        inferred = list(x.shape[:2]) + [
+            (n - 1) * s + k - b - e
+            for n, s, k, b, e in zip(x.shape[2:], strides, kernel_shape, pads[:rank],
+                                     pads[rank:])]
+        y = np.zeros(inferred, x.dtype)
+        flat = indices.reshape(-1)
+        if flat.size and (flat.min() < 0 or flat.max() >= y.size):
+            raise ValueError(f"MaxUnpool: indices must be in [0, {y.size}) for the pooled-from "
+                             f"shape {inferred}, got [{flat.min()}, {flat.max()}]")
+        y.reshape(-1)[flat] = x.reshape(-1)
+        if output_shape is None:
+            return y
+        shape = [int(v) for v in np.asarray(output_shape).reshape(-1)]
+        if len(shape) != x.ndim or any(o < i for o, i in zip(shape, inferred)):
+            raise ValueError(f"MaxUnpool: output_shape {shape} must hold the pooled-from shape "
+                             f"{inferred}")
+        if shape == inferred:
+            return y
+        padded = np.zeros(shape, x.dtype)
+        padded[tuple(slice(0, i) for i in inferred)] = y
+        return padded
+
+    return unpool
+
+
+@kernel("Col2Im", since=18)
+def col2im(attrs):
+    """Col2Im-18: (input [N, C * prod(block), L], image_shape, block_shape) -> [N, C, *image]:
+    the inverse of im2col, each column's block added back into the (padded) image at its
+    window's place; L is the number of windows of the block (``strides``, ``dilations``) over
+    the image and its ``pads``. The Python loop runs over the block's taps."""
+    def rebuilt(columns, image_shape, block_shape):
+        image = [int(v) for v in np.asarray(image_shape).reshape(-1)]
+        block = [int(v) for v in np.asarray(block_shape).reshape(-1)]
+        rank = len(image)
+        strides = [int(v) for v in attrs.get("strides", [1] * rank)]
+        dilations = [int(v) for v in attrs.get("dilations", [1] * rank)]
+        pads = [int(v) for v in attrs.get("pads", [0] * 2 * rank)]
+        if not len(block) == len(strides) == len(dilations) == rank or len(pads) != 2 * rank:
+            raise ValueError(f"Col2Im: image_shape {image}, block_shape {block}, strides "
+                             f"{strides}, dilations {dilations} and pads {pads} do not agree "
+                             f"on the number of spatial axes")
+        padded = [n + b + e for n, b, e in zip(image, pads[:rank], pads[rank:])]
+        counts = [(size - (k - 1) * d - 1) // s + 1
+                  for size, k, d, s in zip(padded, block, dilations, strides)]
+        taps = int(np.prod(block))
+        if columns.ndim != 3 or not taps or columns.shape[1] % taps \
+                or columns.shape[2] != int(np.prod(counts)) or min(counts) < 1:
+            raise ValueError(f"Col2Im: input of shape {list(columns.shape)} is not [N, C * "
+                             f"{taps}, {int(np.prod(counts))}] for blocks {block} over the "
+                             f"image {image}")
+        n, channels = columns.shape[0], columns.shape[1] // taps
+        blocks = columns.reshape([n, channels] + block + counts)
+        y = np.zeros([n, channels] + padded, columns.dtype)
+        for tap in itertools.product(*(range(k) for k in block)):
+            region = tuple(slice(t * d, t * d + (c - 1) * s + 1, s)
+                           for t, d, c, s in zip(tap, dilations, counts, strides))
+            y[(slice(None), slice(None)) + region] += blocks[(slice(None), slice(None)) + tap]
+        inner = tuple(slice(b, b + size) for b, size in zip(pads[:rank], image))
+        return np.ascontiguousarray(y[(slice(None), slice(None)) + inner])
+
+    return rebuilt
 
 
 @kernel("GlobalAveragePool", since=1)
