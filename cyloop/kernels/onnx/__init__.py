@@ -16,6 +16,7 @@ from . import (  # noqa: F401  (registration happens on import)
     resize,
     rnn,
     sequence,
+    signal,
     spatial,
     tensor,
 )
