@@ -78,6 +78,8 @@ def assert_native_matches(model, feeds, reference=False, rtol=1e-6, atol=0.0, dr
         assert g.dtype == e.dtype and g.shape == e.shape, (k, g.dtype, e.dtype, g.shape, e.shape)
         if e.dtype.kind in "iubO":  # (O: strings)
             np.testing.assert_array_equal(g, e, err_msg=f"output {k}")
+        elif e.dtype.kind == "c":
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"output {k}")
         else:  # (floats, and ml_dtypes' narrow floats, numpy kind "V")
             np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(e, np.float64),
                                        rtol=rtol, atol=atol, err_msg=f"output {k}")

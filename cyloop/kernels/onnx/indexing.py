@@ -152,6 +152,51 @@ def scatter_nd(attrs):
     return scattered
 
 
+@kernel("TensorScatter", since=24, out=True)
+def tensor_scatter(attrs):
+    """TensorScatter-24: a copy of ``past_cache`` with ``update`` written along ``axis`` (not
+    the batch axis 0) from each batch element's ``write_indices`` entry on (default 0); mode
+    circular wraps the positions around the axis, linear must fit them in it. One scatter of
+    every position at once; in the cache's own buffer where the engine hands it that
+    (``updates_first``: a loop appending to a carried key/value cache copies none a step)."""
+    axis = int(attrs.get("axis", -2))
+    mode = attrs.get("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise ValueError(f"TensorScatter mode must be linear or circular, got {mode!r}")
+
+    def scattered(past_cache, update, write_indices=None, out=None):
+        rank = past_cache.ndim
+        if not -rank <= axis < rank or axis % rank == 0:
+            raise ValueError(f"TensorScatter: axis {axis} must name an axis after the batch "
+                             f"axis of a rank-{rank} cache")
+        at = axis % rank
+        if update.ndim != rank or update.dtype != past_cache.dtype or any(
+                u != c for k, (u, c) in enumerate(zip(update.shape, past_cache.shape))
+                if k != at) or update.shape[at] > past_cache.shape[at]:
+            raise ValueError(f"TensorScatter: update {list(update.shape)} ({update.dtype}) does "
+                             f"not fit cache {list(past_cache.shape)} ({past_cache.dtype}) "
+                             f"along axis {at}")
+        batch, length, capacity = past_cache.shape[0], update.shape[at], past_cache.shape[at]
+        starts = np.zeros(batch, np.int64) if write_indices is None \
+            else np.asarray(write_indices).astype(np.int64).reshape(-1)
+        if starts.shape != (batch,):
+            raise ValueError(f"TensorScatter: write_indices needs one index per batch element "
+                             f"({batch}), got shape {list(np.shape(write_indices))}")
+        positions = starts[:, None] + np.arange(length)  # [batch, length]
+        if mode == "circular":
+            positions %= capacity
+        elif positions.size and (positions.min() < 0 or positions.max() >= capacity):
+            raise ValueError(f"TensorScatter: writing {length} positions from write_indices "
+                             f"{starts.tolist()} overruns the cache's {capacity}")
+        index = positions.reshape((batch,) + (1,) * (at - 1) + (length,)
+                                  + (1,) * (rank - at - 1))
+        return _indexing.scatter_elements(past_cache, np.broadcast_to(index, update.shape),
+                                          update, at, out=out)
+
+    scattered.updates_first = True
+    return scattered
+
+
 @kernel("NonZero", since=9)
 def non_zero(attrs):
     def nonzero(x):
