@@ -1,5 +1,5 @@
 """Convolution and pooling over the spatial axes of [N, C, D1, D2, ...] tensors: Conv,
-ConvTranspose, ConvInteger, QLinearConv, MaxPool, AveragePool, LpPool, GlobalAveragePool,
+ConvTranspose, ConvInteger, QLinearConv, DeformConv, MaxPool, AveragePool, LpPool, GlobalAveragePool,
 GlobalMaxPool, GlobalLpPool; and their inverses MaxUnpool and Col2Im. The window maths is shared with OpenVINO's layers (kernels/_spatial.py); here
 ONNX's attributes become a `Geometry`."""
 
@@ -187,6 +187,95 @@ def global_lp_pool(attrs):
         return np.power(total, x.dtype.type(1 / p)).astype(x.dtype, copy=False)
 
     return pooled
+
+
+def _deformed_columns(x, offset, mask, kernel, strides, dilations, pads_begin, groups):
+    """[N, C, *kernel, *out] of `x` [N, C, *in] read bilinearly at each window tap moved by its
+    `offset` (one per offset group, tap and spatial axis), times its `mask`; a tap outside the
+    input reads 0. The Python loop runs over the 2 ** rank corners of the bilinear taps."""
+    rank = x.ndim - 2
+    n, channels = x.shape[:2]
+    out = offset.shape[2:]
+    offset = offset.reshape((n, groups) + tuple(kernel) + (rank,) + tuple(out))
+    work = offset.dtype.type
+    corners_by_axis = []
+    for axis in range(rank):
+        # p = o * stride - pad + k * dilation + offset, [N, G, *kernel, *out]
+        start = (np.arange(out[axis]) * strides[axis] - pads_begin[axis]).reshape(
+            (-1,) + (1,) * (rank - 1 - axis))
+        tap = (np.arange(kernel[axis]) * dilations[axis]).reshape(
+            (-1,) + (1,) * (rank - 1 - axis) + (1,) * rank)
+        position = offset[(slice(None), slice(None)) + (slice(None),) * rank + (axis,)] \
+            + (start + tap).astype(offset.dtype)
+        low = np.floor(position)
+        fraction = position - low
+        size = x.shape[2 + axis]
+        corners = []
+        for index, weight in ((low, work(1) - fraction), (low + 1, fraction)):
+            inside = (index >= 0) & (index <= size - 1)
+            corners.append((np.where(inside, index, 0).astype(np.intp),
+                            np.where(inside, weight, work(0))))
+        corners_by_axis.append(corners)
+    grouped = x.reshape((n, groups, channels // groups) + x.shape[2:])
+    batch = np.arange(n).reshape((n,) + (1,) * (rank + 1 + rank))
+    group = np.arange(groups).reshape((1, groups) + (1,) * (2 * rank))
+    columns = 0
+    for combination in itertools.product(*corners_by_axis):
+        weight = mask.reshape((n, groups) + tuple(kernel) + tuple(out)).astype(offset.dtype) \
+            if mask is not None else None
+        for _, w in combination:
+            weight = w if weight is None else weight * w
+        read = grouped[(batch, group, slice(None)) + tuple(i for i, _ in combination)]
+        columns = columns + read * weight[..., None]  # [N, G, *kernel, *out, C/G]
+    columns = np.moveaxis(columns, -1, 2)  # [N, G, C/G, *kernel, *out]
+    return columns.reshape((n, channels) + tuple(kernel) + tuple(out))
+
+
+@kernel("DeformConv", since=19)
+def deform_conv(attrs):
+    """DeformConv-19 and 22: (X [N, C, *in], W [M, C/group, *kernel], offset [N, offset_group *
+    rank * prod(kernel), *out][, B [M], mask [N, offset_group * prod(kernel), *out]]) -> [N, M,
+    *out]: a convolution whose every window tap reads X bilinearly at its place moved by its
+    offset (per offset group of the input channels; zeros outside X) and weighed by its mask.
+    The deformed windows are gathered once (im2col), then one GEMM per group."""
+    groups = int(attrs.get("group", 1))
+    offset_groups = int(attrs.get("offset_group", 1))
+
+    def convolve(x, w, offset, b=None, mask=None):
+        rank = x.ndim - 2
+        kernel = [int(k) for k in attrs.get("kernel_shape", w.shape[2:])]
+        strides = [int(v) for v in attrs.get("strides", [1] * rank)]
+        dilations = [int(v) for v in attrs.get("dilations", [1] * rank)]
+        pads = [int(v) for v in attrs.get("pads", [0] * 2 * rank)]
+        n, channels = x.shape[:2]
+        out = [(size + pads[a] + pads[rank + a] - (k - 1) * d - 1) // s + 1
+               for a, (size, k, d, s) in enumerate(zip(x.shape[2:], kernel, dilations, strides))]
+        taps = int(np.prod(kernel))
+        m = w.shape[0]
+        if rank < 1 or w.ndim != x.ndim or list(w.shape[2:]) != kernel \
+                or channels != w.shape[1] * groups or m % groups or channels % offset_groups:
+            raise ValueError(f"DeformConv: X {list(x.shape)}, W {list(w.shape)} with group "
+                             f"{groups} and offset_group {offset_groups} do not match")
+        if list(offset.shape) != [n, offset_groups * rank * taps] + out:
+            raise ValueError(f"DeformConv: offset must be [{n}, {offset_groups * rank * taps}, "
+                             f"*{out}], got {list(offset.shape)}")
+        if mask is not None and list(mask.shape) != [n, offset_groups * taps] + out:
+            raise ValueError(f"DeformConv: mask must be [{n}, {offset_groups * taps}, *{out}], "
+                             f"got {list(mask.shape)}")
+        work = np.float64 if x.dtype == np.float64 else np.float32
+        columns = _deformed_columns(x.astype(work, copy=False), offset.astype(work), mask,
+                                    kernel, strides, dilations, pads[:rank], offset_groups)
+        positions = int(np.prod(out))
+        per_group, rows = channels // groups, m // groups
+        columns = columns.reshape(n, groups, per_group * taps, positions)
+        weights = w.astype(work, copy=False).reshape(groups, rows, per_group * taps)
+        y = np.matmul(weights[None], columns)  # [N, groups, M/groups, positions]
+        y = y.reshape([n, m] + out)
+        if b is not None:
+            y += b.astype(work).reshape((m,) + (1,) * rank)
+        return y.astype(x.dtype, copy=False)
+
+    return convolve
 
 
 def _transposed_geometry(attrs, spatial, kernel):
