@@ -18,6 +18,14 @@ def const(name, value):
         np.asarray(value), name))
 
 
+def fallback_node(x, y):
+    """A node of an op cyloop runs on onnx.reference's kernels (TfIdfVectorizer: no native
+    kernel, no function body): int64 [N, 4] -> float32 [N, 3], the counts of 2, 3 and 5."""
+    return helper.make_node("TfIdfVectorizer", [x], [y], mode="TF", min_gram_length=1,
+                            max_gram_length=1, max_skip_count=0, ngram_counts=[0],
+                            ngram_indexes=[0, 1, 2], pool_int64s=[2, 3, 5])
+
+
 def model(graph, opset, ir_version=8):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                              ir_version=ir_version)

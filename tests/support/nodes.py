@@ -1,6 +1,7 @@
 """One-node ONNX models, run by cyloop and an oracle (onnxruntime, or onnx.reference where
 onnxruntime lacks the op or the type), for the kernel tests."""
 
+import copy
 import warnings
 
 import numpy as np
@@ -50,13 +51,20 @@ def oracle(model, feeds, reference=False):
         return error
 
 
-def assert_native_matches(model, feeds, reference=False, rtol=1e-6, atol=0.0):
+def assert_native_matches(model, feeds, reference=False, rtol=1e-6, atol=0.0, driver=None,
+                          oracle_opset=None):
     """cyloop runs `model` with its own kernels (no fallback warning at load) and its results
     have the oracle's types, shapes and values; where the oracle refuses the model, cyloop's run
-    fails too. Returns the oracle's results (or its exception)."""
+    fails too. `driver`: the one to run (default: the default one). `oracle_opset`: the oracle
+    runs the model at this default-domain opset instead (for an op version whose change is a
+    type neither oracle has). Returns the oracle's results (or its exception)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*onnx.reference's kernels")
-        loaded = cyloop.load(model.SerializeToString())
+        loaded = cyloop.load(model.SerializeToString(), driver=driver)
+    if oracle_opset is not None:
+        model = copy.deepcopy(model)
+        (default,) = [o for o in model.opset_import if o.domain in ("", "ai.onnx")]
+        default.version = oracle_opset
     expected = oracle(model, feeds, reference)
     if isinstance(expected, Exception):
         try:
@@ -70,6 +78,8 @@ def assert_native_matches(model, feeds, reference=False, rtol=1e-6, atol=0.0):
         assert g.dtype == e.dtype and g.shape == e.shape, (k, g.dtype, e.dtype, g.shape, e.shape)
         if e.dtype.kind in "iubO":  # (O: strings)
             np.testing.assert_array_equal(g, e, err_msg=f"output {k}")
+        elif e.dtype.kind == "c":
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"output {k}")
         else:  # (floats, and ml_dtypes' narrow floats, numpy kind "V")
             np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(e, np.float64),
                                        rtol=rtol, atol=atol, err_msg=f"output {k}")

@@ -1,5 +1,6 @@
 """Indexing and data movement with index tensors: Split, Slice, GatherElements, GatherND,
-ScatterElements (and Scatter), ScatterND, NonZero, OneHot, Pad, Einsum, Dropout."""
+ScatterElements (and Scatter), ScatterND, TensorScatter, NonZero, Unique, OneHot, Pad, Einsum,
+Dropout."""
 
 from itertools import repeat
 
@@ -151,6 +152,51 @@ def scatter_nd(attrs):
     return scattered
 
 
+@kernel("TensorScatter", since=24, out=True)
+def tensor_scatter(attrs):
+    """TensorScatter-24: a copy of ``past_cache`` with ``update`` written along ``axis`` (not
+    the batch axis 0) from each batch element's ``write_indices`` entry on (default 0); mode
+    circular wraps the positions around the axis, linear must fit them in it. One scatter of
+    every position at once; in the cache's own buffer where the engine hands it that
+    (``updates_first``: a loop appending to a carried key/value cache copies none a step)."""
+    axis = int(attrs.get("axis", -2))
+    mode = attrs.get("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise ValueError(f"TensorScatter mode must be linear or circular, got {mode!r}")
+
+    def scattered(past_cache, update, write_indices=None, out=None):
+        rank = past_cache.ndim
+        if not -rank <= axis < rank or axis % rank == 0:
+            raise ValueError(f"TensorScatter: axis {axis} must name an axis after the batch "
+                             f"axis of a rank-{rank} cache")
+        at = axis % rank
+        if update.ndim != rank or update.dtype != past_cache.dtype or any(
+                u != c for k, (u, c) in enumerate(zip(update.shape, past_cache.shape))
+                if k != at) or update.shape[at] > past_cache.shape[at]:
+            raise ValueError(f"TensorScatter: update {list(update.shape)} ({update.dtype}) does "
+                             f"not fit cache {list(past_cache.shape)} ({past_cache.dtype}) "
+                             f"along axis {at}")
+        batch, length, capacity = past_cache.shape[0], update.shape[at], past_cache.shape[at]
+        starts = np.zeros(batch, np.int64) if write_indices is None \
+            else np.asarray(write_indices).astype(np.int64).reshape(-1)
+        if starts.shape != (batch,):
+            raise ValueError(f"TensorScatter: write_indices needs one index per batch element "
+                             f"({batch}), got shape {list(np.shape(write_indices))}")
+        positions = starts[:, None] + np.arange(length)  # [batch, length]
+        if mode == "circular":
+            positions %= capacity
+        elif positions.size and (positions.min() < 0 or positions.max() >= capacity):
+            raise ValueError(f"TensorScatter: writing {length} positions from write_indices "
+                             f"{starts.tolist()} overruns the cache's {capacity}")
+        index = positions.reshape((batch,) + (1,) * (at - 1) + (length,)
+                                  + (1,) * (rank - at - 1))
+        return _indexing.scatter_elements(past_cache, np.broadcast_to(index, update.shape),
+                                          update, at, out=out)
+
+    scattered.updates_first = True
+    return scattered
+
+
 @kernel("NonZero", since=9)
 def non_zero(attrs):
     def nonzero(x):
@@ -162,6 +208,49 @@ def non_zero(attrs):
         return np.array(found, dtype=np.int64).reshape(np.ndim(x), -1)
 
     return nonzero
+
+
+@kernel("Unique", since=11, multi=True)
+def unique(attrs, n_outputs):
+    """Unique-11 and 28: X -> (Y, indices, inverse_indices, counts): the distinct elements of X
+    flattened (or, with ``axis``, its distinct slices along it), each one's first index, each
+    element's (slice's) index in Y, and how often each occurs. ``sorted`` (the default): Y
+    ascends (slices lexicographically), else it keeps the order of first occurrence.
+
+    Slices compare by the ranks of their elements among all of X's values (one np.unique of
+    X's elements, then one of the rows of ranks), which works for every element type alike,
+    strings included, and makes -0.0 and 0.0 one value as onnxruntime does."""
+    axis = attrs.get("axis")
+    ordered = bool(int(attrs.get("sorted", 1)))
+
+    def found(x):
+        if axis is None:
+            keys = x.reshape(-1)
+            first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True,
+                                               return_counts=True)[1:]
+        else:
+            if not -x.ndim <= int(axis) < x.ndim:
+                raise ValueError(f"Unique: axis {axis} is out of range for rank {x.ndim}")
+            moved = np.moveaxis(x, int(axis), 0)
+            rows = moved.reshape(moved.shape[0], int(np.prod(moved.shape[1:])))
+            if rows.size:
+                ranks = np.unique(rows.reshape(-1), return_inverse=True)[1].reshape(rows.shape)
+            else:  # (slices of no element are all equal)
+                ranks = np.zeros((rows.shape[0], 1), np.intp)
+            first, inverse, counts = np.unique(ranks, axis=0, return_index=True,
+                                               return_inverse=True, return_counts=True)[1:]
+        inverse = inverse.reshape(-1)
+        if not ordered:  # renumbered in order of first occurrence
+            order = np.argsort(first, kind="stable")
+            first, counts = first[order], counts[order]
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.size)
+            inverse = rank[inverse]
+        values = x.reshape(-1)[first] if axis is None else np.take(x, first, axis=int(axis))
+        return (values, first.astype(np.int64), inverse.astype(np.int64),
+                counts.astype(np.int64))[:n_outputs]
+
+    return found
 
 
 @kernel("OneHot", since=9)

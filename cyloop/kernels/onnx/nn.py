@@ -1,4 +1,4 @@
-"""Linear algebra and activations beyond plain ufuncs: MatMul."""
+"""Linear algebra and activations beyond plain ufuncs: MatMul, Gemm, Det."""
 
 import numpy as np
 
@@ -44,3 +44,16 @@ def gemm(attrs):
     general.measured = product.measured
     general.products = True
     return general
+
+
+@kernel("Det", since=11)
+def det(attrs):
+    """Det-11 and 22: X [..., M, M] -> the determinants [...], by LU factorization in X's
+    precision (float16 and bfloat16 in float32)."""
+    def determinant(x):
+        if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+            raise ValueError(f"Det needs square matrices [..., M, M], got {list(x.shape)}")
+        work = np.float64 if x.dtype == np.float64 else np.float32
+        return np.asarray(np.linalg.det(x.astype(work, copy=False))).astype(x.dtype)
+
+    return determinant

@@ -97,6 +97,32 @@ def cast_to(x, dtype, saturate: bool, round_mode: str):
     return x.astype(dtype)
 
 
+# Element types narrower than their numpy storage (ml_dtypes keeps one in each byte's low bits).
+_SUB_BYTE_BITS = {"int4": 4, "uint4": 4, "float4_e2m1fn": 4, "int2": 2, "uint2": 2}
+
+
+def _bit_width(dtype):
+    return _SUB_BYTE_BITS.get(dtype.name, dtype.itemsize * 8)
+
+
+@kernel("BitCast", since=26)
+def bit_cast(attrs):
+    """BitCast-26: the input's bits read as ``to`` (of the same bit width, strings neither way):
+    a view of the same buffer, no copy."""
+    dtype = np.dtype(attrs["to"])  # (resolved by the frontend)
+    if dtype.kind in "OUS":
+        raise ValueError("BitCast cannot cast to strings")
+
+    def reinterpret(x):
+        if x.dtype.kind in "OUS" or _bit_width(x.dtype) != _bit_width(dtype):
+            raise ValueError(f"BitCast needs types of one bit width: {x.dtype} "
+                             f"({_bit_width(x.dtype)} bits) to {dtype} ({_bit_width(dtype)} "
+                             f"bits)")
+        return (x if x.flags.c_contiguous else x.copy()).view(dtype)
+
+    return reinterpret
+
+
 @kernel("Shape")
 def shape(attrs):
     start, end = attrs.get("start", 0), attrs.get("end")

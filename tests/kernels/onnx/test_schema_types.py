@@ -20,8 +20,10 @@ from cyloop.kernels import registry
 _OPTIONAL = defs.OpSchema.FormalParameterOption.Optional
 _VARIADIC = defs.OpSchema.FormalParameterOption.Variadic
 # Inputs that are not an arbitrary [2, 3] tensor of the type: Range takes scalars,
-# InstanceNormalization a [C] scale and bias; the global pools want spatial axes after [N, C].
-_SHAPES = {"GlobalAveragePool": (2, 3, 4), "GlobalMaxPool": (2, 3, 4), "GlobalLpPool": (2, 3, 4)}
+# InstanceNormalization a [C] scale and bias; the global pools want spatial axes after [N, C];
+# DFT a last axis of 1 (a real signal) or 2 (a complex one).
+_SHAPES = {"GlobalAveragePool": (2, 3, 4), "GlobalMaxPool": (2, 3, 4), "GlobalLpPool": (2, 3, 4),
+           "DFT": (2, 3, 1)}
 _SKIP = {"Range", "InstanceNormalization"}
 # Where onnx.reference is wrong, a numpy oracle: its GlobalMaxPool reduces the channel axis too;
 # it has no GlobalLpPool (p=2 by default).
