@@ -762,7 +762,8 @@ cdef class Program:
         return {s: self.overwrites[s] for s in range(self.n_steps) if self.overwrites[s]}
 
     def plan_step(self, Py_ssize_t step):
-        """Mark `step` as writing into a destination the driver supplies (see the Design note)."""
+        """Mark `step` as writing into a destination the driver supplies (docs/design.md, "The
+        memory plan")."""
         self.planned[step] = 1
 
     def run(self, args, limits=None):
@@ -1340,7 +1341,7 @@ cdef class _Run:
 
 
 cdef class LoopDriver:
-    """Runs one loop node: its `LoopSpec`, a compiled body, and the memory plan (Design note)."""
+    """Runs one loop node: its `LoopSpec`, a compiled body, and the memory plan (docs/design.md)."""
 
     def __init__(self, spec, compiled_body, label, settings, destinations, hoist=None,
                  steps=None, node=None, not_hoisted=()):
