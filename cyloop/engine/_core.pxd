@@ -140,6 +140,10 @@ cdef class LoopDriver:
     cdef readonly object steps  # destinations.RecurrentSteps, or None
     cdef Py_ssize_t steps_row_slot  # ... the slot of its step's per-step argument
     cdef tuple steps_inputs  # ... the slots of its step's arguments
+    # ... and its step's abilities (cyloop/abilities.py `Abilities`) that `_run_steps` reads
+    cdef object steps_for
+    cdef bint steps_hold
+    cdef object steps_measured
     # Where the state its calls carry lives within a call, when it is measured (a
     # MeasuredPlacement's result slot, and a Measured choice timed a call at a time), or -1, None.
     cdef Py_ssize_t steps_slot

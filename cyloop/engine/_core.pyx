@@ -50,15 +50,15 @@ Design: the planner's invariants, each with the code that keeps it.
    kernel cache can see it), owns its writeable memory and has the result's shape and the type
    every operand shares, of a kind the ufunc keeps, is given that buffer as its destination
    (`Program._spare_input`). Feeds, constants, slices and rows are views or held elsewhere, so
-   they never qualify. A kernel that updates its first input in place (a scatter:
-   kernels/registry.py `updates_first`) is given that input's buffer so, where it dies at the step.
+   they never qualify. A kernel that updates its first input in place (a scatter declaring
+   `updates_first`: cyloop/abilities.py) is given that input's buffer so, where it dies at the step.
 9. Limits are per run, not per loop: every loop of a run counts each iteration on the run's
    `RunLimits` before running it (a decrement; the clock is read every few milliseconds of work),
    and no output buffer is allocated past its memory limit (`_Concat.allocate`, `ensure`). A
    thread's run finds its limits in a thread-local (`current_limits`), so runs of one Model in
    several threads each have their own.
 10. Many iterations in one call: a body that is one recurrent step reading a hoisted row
-   (`destinations.RecurrentSteps`; its kernel's `Recurrence`, kernels/registry.py) runs the rest of
+   (`destinations.RecurrentSteps`; its kernel's `Recurrence`, cyloop/abilities.py) runs the rest of
    each hoisted chunk in one call of the kernel's steps once iteration 0 has sized the outputs.
    Each step's first result is written into its slot and read there by the next step or, where
    the placement keeps the result in a pool, made in a contiguous buffer and copied there (4's
@@ -105,7 +105,7 @@ from ..accel.float_state import QUIET as _QUIET_FLOATS, direct as direct_float_s
 from ..accel.gemm import (ONE_CORE, TWO_CORES, products_split, set_products_on_two_cores,
                           two_cores_here)
 from ..accel.measured import PAYBACK, Measured, untimed
-from ..kernels.registry import FIRST_INPUT, FLOATS, INTEGERS
+from ..kernels.registry import FIRST_INPUT, FLOATS, INTEGERS, abilities_of
 from .settings import AT_ONCE, COUNTERS, FIRST_GROWING_BYTES, PROGRESS_EVERY
 
 cnp.import_array()
@@ -1395,7 +1395,7 @@ cdef class LoopDriver:
         kernels = [step.fn for step in compiled_body.steps]
         kernels += [step.probe for step in hoist.steps] if hoist is not None else []
         self.products = None
-        if any(getattr(fn, "products", False) for fn in kernels) and two_cores_here():
+        if any(abilities_of(fn).products for fn in kernels) and two_cores_here():
             self.products = Measured({TWO_CORES: True, ONE_CORE: False}, rounds=2,
                                      unit="us/iteration", consecutive=True, extend=False,
                                      payback=payback)
@@ -1458,8 +1458,11 @@ cdef class LoopDriver:
         self.carried_result = np.array([c[2] for c in self.carried], dtype=np.intp)
         if steps is not None:
             step = compiled_body.steps[0]
+            abilities = abilities_of(step.fn)  # (read here once: `_run_steps` asks a chunk)
             self.steps_inputs = tuple(step.inputs)
-            self.steps_row_slot = step.inputs[step.fn.recurrence.per_step]
+            self.steps_row_slot = step.inputs[abilities.recurrence.per_step]
+            self.steps_for, self.steps_hold = abilities.steps_for, abilities.steps_hold
+            self.steps_measured = abilities.measured
         # A carried value's final value (its own output, or, as OpenVINO pairs them, any
         # last-value output of the body result it is carried from) is read from the run's
         # carried values, not kept as a last value too: while an iteration runs, its slot then
@@ -1819,14 +1822,13 @@ cdef class LoopDriver:
         if count < 2:
             return 0
         args = tuple([slots[k] for k in self.steps_inputs])
-        fn = self.body.fns[0]
-        steps = fn.steps_for(*args)
+        steps = self.steps_for(*args)
         if steps is None:
             # Not now: its measured formulation is on trial (asked again next iteration), or
             # settled on one without steps, or its answer holds for a run (`steps_hold`: it
             # depends on the run's cores and operand kinds): not asked again in the run.
-            measured = getattr(fn, "measured", None)
-            if getattr(fn, "steps_hold", False) or measured is None or measured.settled(*args):
+            measured = self.steps_measured
+            if self.steps_hold or measured is None or measured.settled(*args):
                 r.steps_out = None
             return 0
         rows = None

@@ -55,7 +55,7 @@ from ...accel.measured import Measured
 from ...ir import LOOP_DOMAIN
 from .. import _math
 from .._ir_attrs import DOMAIN, as_bool, as_float
-from ..registry import Recurrence, kernel
+from ..registry import Recurrence, abilities_of, declare, kernel
 
 
 def _relu(x, out=None):
@@ -197,9 +197,7 @@ def cell_projection(attrs):
         gates = product(rows.reshape(-1, rows.shape[-1]), joined)  # a fresh [leading * B, G]
         return gates.reshape(x.shape[:-1] + (w.shape[0],))
 
-    project.measured = product.measured
-    project.products = True
-    return project
+    return declare(project, measured=abilities_of(product).measured, products=True)
 
 
 def lstm_step(attrs) -> Measured:
@@ -340,7 +338,7 @@ def lstm_step(attrs) -> Measured:
             return h_new, c_new
 
         def steps(args, rows, outs, staged):
-            """`plain_step` over ``len(rows)`` steps in one call (kernels/registry.py
+            """`plain_step` over ``len(rows)`` steps in one call (cyloop/abilities.py
             `Recurrence`): `lstm_product_steps`, the same job step after step."""
             _, h, c, r = args
             dtype = h.dtype
@@ -351,8 +349,7 @@ def lstm_step(attrs) -> Measured:
                                       staged)  # (arranged: f, i, o, c)
 
         plain_step.weights = weights
-        plain_step.steps_for = lambda *args: steps
-        return plain_step
+        return declare(plain_step, steps_for=lambda *args: steps)
 
     steps = {layout.name: step_in(layout) for layout in _LAYOUTS}
     steps[BLOCKED] = blocked()
@@ -434,7 +431,7 @@ def gru_step(attrs) -> Measured:
             return out if dest is not None else layout.oriented(h_new).astype(h.dtype, copy=False)
 
         def steps(args, rows, outs, staged):
-            """`step` over ``len(rows)`` steps in one call (kernels/registry.py `Recurrence`):
+            """`step` over ``len(rows)`` steps in one call (cyloop/abilities.py `Recurrence`):
             `gru_product_steps`, `gru_product_tail`'s job step after step."""
             _, h, r, b = args
             cap = _math.sigmoid_cap(h.dtype)
@@ -448,8 +445,7 @@ def gru_step(attrs) -> Measured:
             return None if done is None else (done,)
 
         step.weights = weights
-        step.steps_for = (lambda *args: steps) if passes else (lambda *args: None)
-        return step
+        return declare(step, steps_for=(lambda *args: steps) if passes else (lambda *args: None))
 
     return _measured({layout.name: step_in(layout) for layout in _LAYOUTS})
 
@@ -486,7 +482,7 @@ def rnn_step(attrs) -> Measured:
             return layout.oriented(f(_clip(pre, clip), out=pre)).astype(h.dtype, copy=False)
 
         def steps(args, rows, outs, staged):
-            """`step` over ``len(rows)`` steps in one call (kernels/registry.py `Recurrence`):
+            """`step` over ``len(rows)`` steps in one call (cyloop/abilities.py `Recurrence`):
             `product_tanh_steps`, `product_tanh`'s job step after step."""
             _, h, r = args
             if h.ndim != 2:
@@ -496,18 +492,17 @@ def rnn_step(attrs) -> Measured:
             return None if done is None else (done,)
 
         step.weights = weights
-        step.steps_for = (lambda *args: steps) if one_call else (lambda *args: None)
-        return step
+        return declare(step,
+                       steps_for=(lambda *args: steps) if one_call else (lambda *args: None))
 
     return _measured({layout.name: step_in(layout) for layout in _LAYOUTS})
 
 
-def showing(fn, step: Measured):
-    """`fn` with `step`'s measured choice as ``fn.measured`` (the engine fixes it when tuning is
-    off; the plan shows it)."""
-    fn.measured = step
-    fn.products = True  # (its products follow the loop's choice of cores: `accel.gemm.matmul`)
-    return fn
+def showing(fn, step: Measured, **abilities):
+    """`fn` declaring `step`'s measured choice as its `measured` ability (the engine fixes it
+    when tuning is off; the plan shows it), and `abilities` besides."""
+    # (its products follow the loop's choice of cores: `accel.gemm.matmul`)
+    return declare(fn, measured=step, products=True, **abilities)
 
 
 # The recurrences and cells write their new h (their first result) into ``out=`` (see above).
@@ -516,8 +511,9 @@ def showing(fn, step: Measured):
 def lstm_recurrence(attrs, n_outputs):
     step = lstm_step(attrs)
     if n_outputs == 2:  # (h', c') as the step returns them: no wrapper call per step
-        step.recurrence = Recurrence(per_step=0, feedback=(1, 2))  # (xw, h, c, r) -> (h', c')
-        return showing(step, step)
+        # (xw, h, c, r) -> (h', c'); its steps, the chosen candidate's
+        return showing(step, step, recurrence=Recurrence(per_step=0, feedback=(1, 2)),
+                       steps_for=step.steps_for)
     return showing(lambda xw, h, c, r, out=None: step(xw, h, c, r, out=out)[:n_outputs], step)
 
 
@@ -528,10 +524,11 @@ def gru_recurrence(attrs, n_outputs):
     def run(xw, h, r, b, out=None):
         return (step(xw, h, r, b, out=out),)[:n_outputs]
 
-    if _gru_in_one_call(attrs):  # (else no candidate has steps)
-        run.recurrence = Recurrence(per_step=0, feedback=(1,))  # (xw, h, r, b) -> (h',)
-        run.steps_for = step.steps_for  # (the chosen candidate's: `Measured.steps_for`)
-    return showing(run, step)
+    if not _gru_in_one_call(attrs):  # (no candidate has steps)
+        return showing(run, step)
+    # (xw, h, r, b) -> (h',); its steps, the chosen candidate's: `Measured.steps_for`
+    return showing(run, step, recurrence=Recurrence(per_step=0, feedback=(1,)),
+                   steps_for=step.steps_for)
 
 
 @kernel("RNNCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True, out=True)
@@ -541,10 +538,11 @@ def rnn_recurrence(attrs, n_outputs):
     def run(xw, h, r, out=None):
         return (step(xw, h, r, out=out),)[:n_outputs]
 
-    if _rnn_in_one_call(attrs):  # (else no candidate has steps)
-        run.recurrence = Recurrence(per_step=0, feedback=(1,))  # (xw, h, r) -> (h',)
-        run.steps_for = step.steps_for  # (the chosen candidate's: `Measured.steps_for`)
-    return showing(run, step)
+    if not _rnn_in_one_call(attrs):  # (no candidate has steps)
+        return showing(run, step)
+    # (xw, h, r) -> (h',); its steps, the chosen candidate's: `Measured.steps_for`
+    return showing(run, step, recurrence=Recurrence(per_step=0, feedback=(1,)),
+                   steps_for=step.steps_for)
 
 
 def projection_for(recurrence, attrs):
