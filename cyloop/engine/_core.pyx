@@ -1335,6 +1335,13 @@ cdef inline bint _condition(object value, str what, str label) except -1:
     return truth(value, what, label)
 
 
+cdef class _CoresSample:
+    """A run timed for the trial of where the loop's products run (fields: _core.pxd)."""
+
+    def __cinit__(self, choice, name, trial, split_before):
+        self.choice, self.name, self.trial, self.split_before = choice, name, trial, split_before
+
+
 cdef class _Run:
     """The per-call state of one loop run (its fields are listed in _core.pxd)."""
 
@@ -1528,6 +1535,7 @@ cdef class LoopDriver:
 
     cdef tuple _loop(self, list args, RunLimits limits):
         cdef _Run r = self._start(args, limits)
+        cdef _CoresSample cores = r.cores
         # A run of the products trial times no other measured choice (each runs its choice so
         # far, or its default), so that one core and two are timed doing the same work:
         # - on one core, the one-core formulations of its products would otherwise be on trial,
@@ -1540,8 +1548,8 @@ cdef class LoopDriver:
         # compared) and, where it opened at once, its first run (a warm-up whose time counts
         # for nothing) let the others take their samples: the kernels' own per-call trials
         # settle within them. The rest take theirs once the cores are chosen, under that choice.
-        quiet = r.cores is not None and r.cores[2].open and (
-            not r.cores[0].candidates[r.cores[1]] or r.cores[1] in r.cores[2].warm)
+        quiet = cores is not None and cores.trial.open and (
+            not cores.choice.candidates[cores.name] or cores.name in cores.trial.warm)
         if not quiet:
             return self._iterate(r, limits)
         with untimed():
@@ -1641,9 +1649,9 @@ cdef class LoopDriver:
                 if not (r.stepped and placement is self.placements.get(self.steps_slot)):
                     placement.report(trial, name, elapsed)
             if r.cores is not None:
-                r.cores[0].report(r.cores[2], r.cores[1], elapsed)
-        if r.cores is not None and i > 1 and r.cores[0].candidates[r.cores[1]] \
-                and products_split() == r.cores[3]:
+                r.cores.choice.report(r.cores.trial, r.cores.name, elapsed)
+        if r.cores is not None and i > 1 and r.cores.choice.candidates[r.cores.name] \
+                and products_split() == r.cores.split_before:
             # Its products were all too small to split: on two cores they ran as on one, and
             # the choice is no choice (the next runs take the default).
             self.products = None
@@ -1682,7 +1690,7 @@ cdef class LoopDriver:
             name, trial = products.pick(None)
             set_products_on_two_cores(products.candidates[name])
             if trial is not None:
-                r.cores = (products, name, trial, products_split())
+                r.cores = _CoresSample(products, name, trial, products_split())
         # This run's destinations: a measured placement is one or the other for the whole run.
         # One run-level trial at a time: while the choice of cores is on trial, a placement
         # keeps its choice, or its default, untimed (a run on one core, with that core's own
@@ -1694,7 +1702,7 @@ cdef class LoopDriver:
             for result_slot, placement in self.placements.items():
                 if result_slot == self.steps_slot and self.steps_ran:
                     placement = self.steps_placement  # (see __init__)
-                with untimed() if r.cores is not None and r.cores[2].open \
+                with untimed() if r.cores is not None and r.cores.trial.open \
                         or placement is self.steps_placement else nullcontext():
                     name, trial = placement.pick(None)
                 destinations[result_slot] = placement.candidates[name]
