@@ -6,6 +6,7 @@ import numpy as np
 
 from ..ir import LOOP_DOMAIN
 from ..kernels import _math
+from ..kernels._gate_orders import LstmGateOrder
 from ..kernels.registry import Recurrence, abilities_of, declare, kernel
 from ._gate_passes import (
     gru_product_steps,
@@ -73,6 +74,12 @@ def at_least(attrs):
     return _AtLeast(attrs["shape"])
 
 
+def _gate_order(attrs) -> LstmGateOrder:
+    """A fused LSTM node's ``blocks``: the parts of its gate axis holding f, i, g, o, in the
+    order the matched graph had them (engine/fuse.py)."""
+    return LstmGateOrder(*(int(k) for k in attrs["blocks"]))
+
+
 @kernel("LSTMGates", domain=LOOP_DOMAIN, since=1, multi=True)
 def lstm_gates(attrs, n_outputs):
     """``(pre, c) -> (h', c')``: pre split in 4 equal parts along ``axis``; ``blocks`` gives the
@@ -85,7 +92,7 @@ def lstm_gates(attrs, n_outputs):
     refuses it otherwise). ``at_least``, if given, is the shape pre is broadcast to at least
     first (`_AtLeast`)."""
     axis = int(attrs["axis"])
-    f_at, i_at, g_at, o_at = (int(k) for k in attrs["blocks"])
+    f_at, i_at, g_at, o_at = _gate_order(attrs)
     part, even = attrs.get("part"), bool(attrs.get("even"))
     widen = _at_least(attrs)
 
@@ -173,7 +180,8 @@ def lstm_step(attrs, n_outputs):
     ``at_least``: as `lstm_gates`' (the blocked form wants pre-activations it leaves as they
     are)."""
     axis = int(attrs["axis"])
-    f_at, i_at, g_at, o_at = (int(k) for k in attrs["blocks"])
+    order = _gate_order(attrs)
+    f_at, i_at, g_at, o_at = order
     r_rows = bool(attrs.get("r_rows"))
     part = attrs.get("part")  # (checked by the gate arithmetic: blocked wants it to be H)
     widen = _at_least(attrs)  # (applied by the gate arithmetic: blocked wants it to do nothing)
@@ -221,12 +229,11 @@ def lstm_step(attrs, n_outputs):
         scale, offset, blocked_x = plan
         prepared = weights(r)
         # The product and the passes below, as one call:
-        done = lstm_product_tail(h, prepared, x, c, out, f_at, i_at, g_at, o_at, True,
-                                 products_on_two_cores())
+        done = lstm_product_tail(h, prepared, x, c, out, order, True, products_on_two_cores())
         if done is not None:
             return done
         gates = matmul_plus(h, prepared, x.reshape(blocked_x).swapaxes(0, 1))  # [4, B, H]
-        done = lstm_tail(gates, c, out, f_at, i_at, g_at, o_at, True)  # the passes below
+        done = lstm_tail(gates, c, out, order, True)  # the passes below
         if done is not None:
             return done
         gates *= scale
@@ -247,7 +254,7 @@ def lstm_step(attrs, n_outputs):
         h, r, c, x = args
         if plan_for(h, r, c, x) is None:
             return None
-        return lstm_product_steps(h, weights(r), rows, c, outs, f_at, i_at, g_at, o_at, True,
+        return lstm_product_steps(h, weights(r), rows, c, outs, order, True,
                                   products_on_two_cores(), staged)
 
     blocked.weights = weights

@@ -18,6 +18,7 @@ import numpy as np
 
 from ...accel.gemm import Prepared
 from .. import _math
+from .._gate_orders import ONNX_LSTM, OPENVINO_LSTM
 from ..recurrent.cells import showing
 from ..recurrent.sequences import sequence_layer
 from ..registry import abilities_of, declare, kernel
@@ -61,7 +62,7 @@ def _activations(op_type, attrs, n_dirs):
 
 
 # An LSTM's gate blocks in OpenVINO's order (f, i, c, o), by their place in ONNX's (i, o, f, c).
-_OPENVINO_ORDER = [2, 0, 3, 1]
+_OPENVINO_ORDER = ONNX_LSTM.taken_by(OPENVINO_LSTM)
 
 
 def _gates_reordered(rows):

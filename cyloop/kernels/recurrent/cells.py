@@ -14,11 +14,11 @@ A step takes ``out=``, where it writes its new h (the first result: the slot of 
 the planner gives it), unless its types differ from h's; it returns that h either way, and the
 engine copies one it did not write there.
 
-An LSTM's gates are *arranged*: the rows of W, R and B are reordered to f, i, o, c, so that the
-three sigmoid gates are one block, and, with the default activations, those rows are halved, so
-that one tanh serves all four gates: sigmoid(x) = tanh(x/2)/2 + 1/2. Halving is exact in binary
-floating point (bar underflow), so the arranged pre-activations are exactly the plain ones halved.
-The arranged weights are made once per weight array (`Prepared`), not per step.
+An LSTM's gates are *arranged* (`ARRANGED_LSTM`): the rows of W, R and B are reordered to f, i, o,
+c, so that the three sigmoid gates are one block, and, with the default activations, those rows are
+halved, so that one tanh serves all four gates: sigmoid(x) = tanh(x/2)/2 + 1/2. Halving is exact in
+binary floating point (bar underflow), so the arranged pre-activations are exactly the plain ones
+halved. The arranged weights are made once per weight array (`Prepared`), not per step.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from ...accel.gemm import (
 from ...accel.measured import Measured
 from ...ir import LOOP_DOMAIN
 from .. import _math
+from .._gate_orders import ARRANGED_LSTM, OPENVINO_LSTM
 from .._ir_attrs import DOMAIN, as_bool, as_float
 from ..registry import Recurrence, abilities_of, declare, kernel
 
@@ -140,14 +141,21 @@ def _halves_sigmoids(attrs) -> bool:
     return _activations(attrs, ["sigmoid", "tanh", "tanh"]) == [_math.sigmoid, np.tanh, np.tanh]
 
 
+# The arranged gates' blocks: the sigmoid gates' (f, i, o) are the first three, the cell's last.
+_F_AT, _I_AT, _G_AT, _O_AT = ARRANGED_LSTM
+_SIGMOIDS = _G_AT  # (how many blocks the sigmoid gates make, from the first)
+
+
 def _lstm_arranged(halved: bool) -> Callable:
-    """Rows (W, R or B) in f, i, c, o order -> a read-only copy in f, i, o, c order, the f, i, o
-    rows halved if `halved`."""
+    """Rows (W, R or B) in OpenVINO's gate order -> a read-only copy in the arranged order, the
+    sigmoid gates' rows halved if `halved`."""
+    taken = OPENVINO_LSTM.taken_by(ARRANGED_LSTM)
+
     def arrange(rows):
-        f, i, c, o = np.split(np.asarray(rows), 4, axis=0)
-        arranged = np.concatenate([f, i, o, c])
+        blocks = np.split(np.asarray(rows), 4, axis=0)
+        arranged = np.concatenate([blocks[k] for k in taken])
         if halved:
-            sigmoids = arranged[:3 * f.shape[0]]
+            sigmoids = arranged[:_SIGMOIDS * blocks[0].shape[0]]
             sigmoids *= sigmoids.dtype.type(0.5)
         arranged.flags.writeable = False
         return arranged
@@ -243,18 +251,18 @@ def lstm_step(attrs) -> Measured:
         # twice what it does on a contiguous block: there the sigmoid's affine part is two
         # calls over the whole contiguous buffer (per-column scale and offset) instead.
         whole_buffer = not gate_major and halved
-        # Arranged gates are f, i, o, c: the tanh block is the last.
+        # (the arranged gates' tanh block: the cell's)
         weights = Prepared(lambda r: (layout.prepared(arrange(r)),
-                                      _math.lstm_gate_affine(4 * r.shape[-1], 0, r.dtype, 3)))
+                                      _math.lstm_gate_affine(4 * r.shape[-1], 0, r.dtype, _G_AT)))
 
         def step(xw, h, c, r, out=None):
             hidden = h.shape[-1]
             prepared, (scale, offset) = weights(r)
-            forget, inp, out_at, cand = _blocks(gate_major, hidden, 4)
+            forget, inp, out_at, cand = _blocks(gate_major, hidden, 4)  # (arranged: f, i, o, c)
             if gate_major:
                 h, c, xw = h.swapaxes(-1, -2), c.swapaxes(-1, -2), xw.swapaxes(-1, -2)
             gates = layout.product(h, prepared, xw)  # a fresh buffer the gates are made in
-            sigmoids = gates[_span(gate_major, 0, 3 * hidden)]
+            sigmoids = gates[_span(gate_major, 0, _SIGMOIDS * hidden)]
             candidate = gates[cand]
             activate(gates, sigmoids, candidate)
             if halved and whole_buffer:
@@ -287,13 +295,14 @@ def lstm_step(attrs) -> Measured:
                 out = None  # (a strided destination would not reshape to a view)
             gates = matmul_plus(h, weights(r),  # a fresh buffer
                                 xw.reshape(h.shape[0], 4, hidden).transpose(1, 0, 2))
-            sigmoids, candidate = gates[:3], gates[3]
+            sigmoids, candidate = gates[:_SIGMOIDS], gates[_G_AT]
             activate(gates, sigmoids, candidate)
             if halved:
                 half = gates.dtype.type(0.5)
                 sigmoids *= half
                 sigmoids += half
-            h_new, c_new = update(gates[0], gates[1], gates[2], candidate, c, h.dtype, out)
+            h_new, c_new = update(gates[_F_AT], gates[_I_AT], gates[_O_AT], candidate, c, h.dtype,
+                                  out)
             if len(shape) != 2:
                 return h_new.reshape(shape), c_new.reshape(shape)
             return h_new, c_new
@@ -313,28 +322,28 @@ def lstm_step(attrs) -> Measured:
             if h.ndim != 2 or dtype.kind != "f" or not xw.dtype == c.dtype == r.dtype == dtype:
                 return step(xw, h, c, r, out)
             prepared = weights(r)
-            done = lstm_product_tail(h, prepared, xw, c, out, 0, 1, 3, 2, False,
-                                     products_on_two_cores())  # (arranged: f, i, o, c)
+            done = lstm_product_tail(h, prepared, xw, c, out, ARRANGED_LSTM, False,
+                                     products_on_two_cores())
             if done is not None:
                 return done
             batch, hidden = h.shape
             gates = matmul_plus(h, prepared, xw.reshape(batch, 4, hidden).transpose(1, 0, 2))
-            done = lstm_tail(gates, c, out, 0, 1, 3, 2, False)  # (arranged: f, i, o, c)
+            done = lstm_tail(gates, c, out, ARRANGED_LSTM, False)
             if done is not None:
                 return done
             np.tanh(gates, out=gates)
             half = halves.get(dtype)
             if half is None:
                 half = halves[dtype] = dtype.type(0.5)
-            sigmoids = gates[:3]
+            sigmoids = gates[:_SIGMOIDS]
             sigmoids *= half
             sigmoids += half
-            c_new = np.multiply(gates[0], c)
-            inp = gates[1]
-            inp *= gates[3]
+            c_new = np.multiply(gates[_F_AT], c)
+            inp = gates[_I_AT]
+            inp *= gates[_G_AT]
             c_new += inp
             h_new = np.tanh(c_new, out=out)
-            h_new *= gates[2]
+            h_new *= gates[_O_AT]
             return h_new, c_new
 
         def steps(args, rows, outs, staged):
@@ -344,9 +353,8 @@ def lstm_step(attrs) -> Measured:
             dtype = h.dtype
             if h.ndim != 2 or dtype.kind != "f" or not rows.dtype == c.dtype == r.dtype == dtype:
                 return None
-            return lstm_product_steps(rows_apart(h), weights(r), rows, rows_apart(c), outs, 0,
-                                      1, 3, 2, False, products_on_two_cores(),
-                                      staged)  # (arranged: f, i, o, c)
+            return lstm_product_steps(rows_apart(h), weights(r), rows, rows_apart(c), outs,
+                                      ARRANGED_LSTM, False, products_on_two_cores(), staged)
 
         plain_step.weights = weights
         return declare(plain_step, steps_for=lambda *args: steps)
