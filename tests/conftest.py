@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import cyloop
+from cyloop.abilities import abilities_of
 
 
 def run_both(graph, feeds, **kwargs):
@@ -37,8 +38,8 @@ def run_three_ways(onnx_model, feeds):
 def measured_steps(model):
     """The measured choices (`Measured`) of the kernels in `model`'s loop bodies, in body order:
     tests force each candidate in turn with ``fix``."""
-    return [step.fn.measured for loop in model._compiled.loops for step in loop.facts().body.steps
-            if getattr(step.fn, "measured", None) is not None]
+    return [abilities_of(step.fn).measured for loop in model._compiled.loops
+            for step in loop.facts().body.steps if abilities_of(step.fn).measured is not None]
 
 
 def steps_spy(kernel_name, xs_at):

@@ -305,11 +305,26 @@ cdef int _lstm_passes(const Loops *loops, char *gates, npy_intp gate_stride, Row
     return flagged
 
 
-def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, int f_at, int i_at, int g_at,
-              int o_at, bint halve):
+cdef int _gate_blocks(object order, int *at) except -1:
+    """Reads an LSTM's gate order ``order`` into ``at``: the blocks of f, i, g, o, its fields
+    (kernels/_gate_orders.py `LstmGateOrder`: forget, input, cell, output), read as the tuple
+    it is. 1 if they are a permutation of 0-3, else 0."""
+    cdef int k, seen = 0
+    if not isinstance(order, tuple) or len(<tuple>order) != 4:
+        return 0
+    for k in range(4):
+        at[k] = (<tuple>order)[k]
+        if at[k] < 0 or at[k] > 3:
+            return 0
+        seen |= 1 << at[k]
+    return seen == 15
+
+
+def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, object order, bint halve):
     """(h', c') of an LSTM step from its gates' pre-activations ``gates`` [4, B, H], C-contiguous,
-    whose blocks f, i, g, o are ``gates[f_at]`` ... (a permutation of 0-3), and its cell state
-    c [B, H]; or None for operands it does not take (nothing is written then).
+    whose blocks f, i, g, o are ``gates[order.forget]``, ``gates[order.input]``,
+    ``gates[order.cell]``, ``gates[order.output]`` (``order``, an `LstmGateOrder`), and its cell
+    state c [B, H]; or None for operands it does not take (nothing is written then).
 
     The passes, as numpy's ufunc calls would make them: with ``halve``, the sigmoid blocks are
     halved first (else they come halved: weights scaled by 1/2); then tanh over all of ``gates``,
@@ -328,8 +343,7 @@ def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, int f_at, int i_at, 
     cdef int flagged
     if loops == NULL or cnp.PyArray_NDIM(gates) != 3 or cnp.PyArray_DIM(gates, 0) != 4 \
             or not cnp.PyArray_IS_C_CONTIGUOUS(gates) or not _native(gates, type_num) \
-            or not cnp.PyArray_ISWRITEABLE(gates) \
-            or sorted((f_at, i_at, g_at, o_at)) != [0, 1, 2, 3]:
+            or not cnp.PyArray_ISWRITEABLE(gates) or not _gate_blocks(order, at):
         return None
     batch, hidden = cnp.PyArray_DIM(gates, 1), cnp.PyArray_DIM(gates, 2)
     if not _rows_of(c, type_num, batch, hidden, &cell):
@@ -346,7 +360,6 @@ def lstm_tail(cnp.ndarray gates, cnp.ndarray c, object out, int f_at, int i_at, 
     h_out = out if out is not None else np.empty((batch, hidden), c.dtype)
     _rows_of(h_out, type_num, batch, hidden, &h_new)
     item = cnp.PyArray_ITEMSIZE(gates)
-    at[0], at[1], at[2], at[3] = f_at, i_at, g_at, o_at
     with nogil:
         flagged = _lstm_passes(loops, <char *>cnp.PyArray_DATA(gates), batch * hidden * item,
                                cell, c_new, h_new, batch, hidden, item, at, halve, raised)
@@ -401,7 +414,7 @@ cdef struct LstmJob:  # `lstm_product_tail` as a job of pieces, each a block of 
     npy_intp x_stride
     char *gates  # [4, batch, hidden], C-contiguous
     Rows cell, c_new, h_new
-    int at[4]
+    int at[4]  # the blocks of f, i, g, o (`_gate_blocks`)
     bint halve
     int *raised  # each pass's flags, over every piece
 
@@ -450,7 +463,7 @@ cdef bint _operand(cnp.ndarray a, int type_num, int nd) noexcept:
 
 
 def lstm_product_tail(cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c, object out,
-                      int f_at, int i_at, int g_at, int o_at, bint halve, bint two_cores):
+                      object order, bint halve, bint two_cores):
     """(h', c') of an LSTM step whose gates' pre-activations are, block k of four,
     ``x[:, k H : (k + 1) H] + h @ w[k]``, followed by `lstm_tail`'s passes; or None for operands
     it does not take (nothing is written then).
@@ -469,7 +482,7 @@ def lstm_product_tail(cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c
     cdef int raised[PASSES]
     cdef int type_num = cnp.PyArray_TYPE(c)
     cdef npy_intp batch, hidden
-    gates = _lstm_job(&job, h, w, x, c, out, f_at, i_at, g_at, o_at, halve, two_cores, raised)
+    gates = _lstm_job(&job, h, w, x, c, out, order, halve, two_cores, raised)
     if gates is None:
         return None
     batch, hidden = job.batch, job.hidden
@@ -483,8 +496,8 @@ def lstm_product_tail(cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c
 
 
 def lstm_product_steps(cnp.ndarray h not None, cnp.ndarray w not None, cnp.ndarray xs not None,
-                       cnp.ndarray c not None, cnp.ndarray outs not None, int f_at, int i_at,
-                       int g_at, int o_at, bint halve, bint two_cores, bint staged=False):
+                       cnp.ndarray c not None, cnp.ndarray outs not None, object order,
+                       bint halve, bint two_cores, bint staged=False):
     """The last (h', c') of ``len(xs)`` consecutive LSTM steps, each `lstm_product_tail`'s, in
     one call: step s takes ``xs[s]`` and writes its h' into ``outs[s]``, and its h and c are
     the step before's h' and c' (step 0's: `h` and `c`); or None for operands it does not take
@@ -513,8 +526,7 @@ def lstm_product_steps(cnp.ndarray h not None, cnp.ndarray w not None, cnp.ndarr
     if not _steps_of(xs, outs):
         return None
     steps = cnp.PyArray_DIM(xs, 0)
-    gates = _lstm_job(&job, h, w, xs[0], c, outs[0], f_at, i_at, g_at, o_at, halve, two_cores,
-                      raised)
+    gates = _lstm_job(&job, h, w, xs[0], c, outs[0], order, halve, two_cores, raised)
     type_num, batch, hidden, item = cnp.PyArray_TYPE(c), job.batch, job.hidden, job.item
     row = cnp.PyArray_STRIDE(outs, 1)
     # Every step's operands as step 0's, one stride on (aligned: whole elements apart), and
@@ -608,8 +620,7 @@ cdef bint _slots_apart(cnp.ndarray outs, cnp.ndarray h, npy_intp batch,
 
 
 cdef object _lstm_job(LstmJob *job, cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c,
-                      object out, int f_at, int i_at, int g_at, int o_at, bint halve,
-                      bint two_cores, int *raised):
+                      object out, object order, bint halve, bint two_cores, int *raised):
     """`job` set up for `lstm_product_tail`'s step on these operands, all but where c' and h'
     go (``job.c_new``; ``job.h_new`` is `out`'s rows if given), with `raised` (PASSES flags,
     cleared) for its flags; returns the gate buffer it writes, or None if the step is declined
@@ -619,7 +630,7 @@ cdef object _lstm_job(LstmJob *job, cnp.ndarray h, cnp.ndarray w, cnp.ndarray x,
     cdef npy_intp batch, hidden, inputs, item
     cdef int k
     if loops == NULL or not has_gemm(type_num == cnp.NPY_DOUBLE) \
-            or sorted((f_at, i_at, g_at, o_at)) != [0, 1, 2, 3] \
+            or not _gate_blocks(order, job.at) \
             or not (_operand(h, type_num, 2) and _operand(w, type_num, 3)
                     and _operand(x, type_num, cnp.PyArray_NDIM(x))):
         return None
@@ -655,7 +666,6 @@ cdef object _lstm_job(LstmJob *job, cnp.ndarray h, cnp.ndarray w, cnp.ndarray x,
     job.x_stride = 0 if cnp.PyArray_NDIM(x) == 1 or cnp.PyArray_DIM(x, 0) == 1 \
         else cnp.PyArray_STRIDE(x, 0)
     job.gates = <char *>cnp.PyArray_DATA(gates)
-    job.at[0], job.at[1], job.at[2], job.at[3] = f_at, i_at, g_at, o_at
     job.halve = halve
     for k in range(PASSES):
         raised[k] = 0

@@ -6,7 +6,8 @@ import numpy as np
 
 from ..ir import LOOP_DOMAIN
 from ..kernels import _math
-from ..kernels.registry import Recurrence, kernel
+from ..kernels._gate_orders import LstmGateOrder
+from ..kernels.registry import Recurrence, abilities_of, declare, kernel
 from ._gate_passes import (
     gru_product_steps,
     gru_product_tail,
@@ -73,6 +74,12 @@ def at_least(attrs):
     return _AtLeast(attrs["shape"])
 
 
+def _gate_order(attrs) -> LstmGateOrder:
+    """A fused LSTM node's ``blocks``: the parts of its gate axis holding f, i, g, o, in the
+    order the matched graph had them (engine/fuse.py)."""
+    return LstmGateOrder(*(int(k) for k in attrs["blocks"]))
+
+
 @kernel("LSTMGates", domain=LOOP_DOMAIN, since=1, multi=True)
 def lstm_gates(attrs, n_outputs):
     """``(pre, c) -> (h', c')``: pre split in 4 equal parts along ``axis``; ``blocks`` gives the
@@ -85,7 +92,7 @@ def lstm_gates(attrs, n_outputs):
     refuses it otherwise). ``at_least``, if given, is the shape pre is broadcast to at least
     first (`_AtLeast`)."""
     axis = int(attrs["axis"])
-    f_at, i_at, g_at, o_at = (int(k) for k in attrs["blocks"])
+    f_at, i_at, g_at, o_at = _gate_order(attrs)
     part, even = attrs.get("part"), bool(attrs.get("even"))
     widen = _at_least(attrs)
 
@@ -173,7 +180,8 @@ def lstm_step(attrs, n_outputs):
     ``at_least``: as `lstm_gates`' (the blocked form wants pre-activations it leaves as they
     are)."""
     axis = int(attrs["axis"])
-    f_at, i_at, g_at, o_at = (int(k) for k in attrs["blocks"])
+    order = _gate_order(attrs)
+    f_at, i_at, g_at, o_at = order
     r_rows = bool(attrs.get("r_rows"))
     part = attrs.get("part")  # (checked by the gate arithmetic: blocked wants it to be H)
     widen = _at_least(attrs)  # (applied by the gate arithmetic: blocked wants it to do nothing)
@@ -221,12 +229,11 @@ def lstm_step(attrs, n_outputs):
         scale, offset, blocked_x = plan
         prepared = weights(r)
         # The product and the passes below, as one call:
-        done = lstm_product_tail(h, prepared, x, c, out, f_at, i_at, g_at, o_at, True,
-                                 products_on_two_cores())
+        done = lstm_product_tail(h, prepared, x, c, out, order, True, products_on_two_cores())
         if done is not None:
             return done
         gates = matmul_plus(h, prepared, x.reshape(blocked_x).swapaxes(0, 1))  # [4, B, H]
-        done = lstm_tail(gates, c, out, f_at, i_at, g_at, o_at, True)  # the passes below
+        done = lstm_tail(gates, c, out, order, True)  # the passes below
         if done is not None:
             return done
         gates *= scale
@@ -242,16 +249,16 @@ def lstm_step(attrs, n_outputs):
         return h_new, c_new
 
     def steps(args, rows, outs, staged):
-        """`blocked` over ``len(rows)`` steps in one call (kernels/registry.py `Recurrence`):
+        """`blocked` over ``len(rows)`` steps in one call (cyloop/abilities.py `Recurrence`):
         `lstm_product_steps`, the same job step after step."""
         h, r, c, x = args
         if plan_for(h, r, c, x) is None:
             return None
-        return lstm_product_steps(h, weights(r), rows, c, outs, f_at, i_at, g_at, o_at, True,
+        return lstm_product_steps(h, weights(r), rows, c, outs, order, True,
                                   products_on_two_cores(), staged)
 
     blocked.weights = weights
-    blocked.steps_for = lambda *args: steps
+    declare(blocked, steps_for=lambda *args: steps)
 
     def settled(in_use):
         if "blocked gates" not in in_use:  # (the form as written keeps no copy of r)
@@ -263,17 +270,15 @@ def lstm_step(attrs, n_outputs):
 
     if n_outputs == 2:  # (h', c') as the step returns them: no wrapper call per step (but
         # a joined Cast's, `_cast_joined`; a loop's steps in one call make none)
-        step.measured = step
-        step.products = True  # (its product follows the loop's choice of cores)
-        step.recurrence = Recurrence(per_step=3, feedback=(0, 2))  # (h, r, c, x) -> (h', c')
+        # (its product follows the loop's choice of cores; its steps, the chosen candidate's)
+        declare(step, measured=step, products=True, steps_for=step.steps_for,
+                recurrence=Recurrence(per_step=3, feedback=(0, 2)))  # (h, r, c, x) -> (h', c')
         return _cast_joined(step, attrs.get("to"))
 
     def run(h, r, c, x, out=None):
         return step(h, r, c, x, out=out)[:n_outputs]
 
-    run.measured = step
-    run.products = True
-    return _cast_joined(run, attrs.get("to"))
+    return _cast_joined(declare(run, measured=step, products=True), attrs.get("to"))
 
 
 @kernel("ProductPlus", domain=LOOP_DOMAIN, since=1)
@@ -296,9 +301,8 @@ def product_plus(attrs):
         return plus(product(h, r), x)
 
     run.on_two_cores, run.as_rows = on_two_cores, as_rows
-    run.measured = product.measured
-    run.products = True  # (its product follows the loop's choice of cores)
-    return run
+    # (its product follows the loop's choice of cores)
+    return declare(run, measured=abilities_of(product).measured, products=True)
 
 
 def _sum_shape(h_shape: tuple, r_shape: tuple, x_shape: tuple, r_rows: bool) -> tuple | None:
@@ -351,7 +355,7 @@ def product_plus_tanh(attrs):
 
     def steps_on(two_cores: bool):
         def steps(args, rows, outs, staged):
-            """`run` over ``len(rows)`` steps in one call (kernels/registry.py `Recurrence`):
+            """`run` over ``len(rows)`` steps in one call (cyloop/abilities.py `Recurrence`):
             `product_tanh_steps`, the same job step after step."""
             h, r, _ = args
             done = product_tanh_steps(h, as_rows(r), rows, outs, two_cores, staged)
@@ -370,21 +374,16 @@ def product_plus_tanh(attrs):
             return steps_on_two_cores
         if h.ndim != 2 or r.ndim != 2 or r.flags.writeable or h.dtype != r.dtype:
             return None  # (no measured formulation: `weight_product` runs np.matmul)
-        chosen = summed.measured.chosen(h, r, None)
+        chosen = formulation.chosen(h, r, None)
         if chosen is None:  # ("rows", the default's, while the trial waits: counted)
-            return summed.measured.waiting_steps(steps_on_one, h, r, None)
+            return formulation.waiting_steps(steps_on_one, h, r, None)
         return steps_on_one if chosen == "rows" else None
 
-    run.measured = summed.measured
-    run.products = True
-    run.recurrence = Recurrence(per_step=2, feedback=(0,))  # (h, r, x) -> h'
-    run.steps_for = steps_for
-    run.steps_hold = True  # (its answer: the run's cores and operands' shapes, not a trial's)
+    formulation = abilities_of(summed).measured
+    # (steps_hold: its answer is the run's cores' and the operands' shapes', not a trial's)
+    declare(run, measured=formulation, products=True, steps_for=steps_for, steps_hold=True,
+            recurrence=Recurrence(per_step=2, feedback=(0,)))  # (h, r, x) -> h'
     return _cast_joined(run, attrs.get("to"))
-
-
-# What a step kernel says of itself that a wrapper around it must say too (kernels/registry.py).
-_TRAITS = ("measured", "products", "recurrence", "steps_hold")
 
 
 def _cast_joined(step, to):
@@ -411,12 +410,14 @@ def _cast_joined(step, to):
             converted[0] = out
         return tuple(converted) if several else converted[0]
 
-    for name in _TRAITS:
-        if hasattr(step, name):
-            setattr(run, name, getattr(step, name))
-    if hasattr(step, "steps_for"):
-        run.steps_for = lambda *args: None if converting(args) else step.steps_for(*args)
-    return run
+    # What `step` can do, `run` can (a wrapper's abilities are its step's), but its steps run
+    # where nothing converts.
+    abilities = abilities_of(step)
+    steps_for = abilities.steps_for
+    if steps_for is None:
+        return declare(run, abilities)
+    return declare(run, abilities,
+                   steps_for=lambda *args: None if converting(args) else steps_for(*args))
 
 
 @kernel("GRUGates", domain=LOOP_DOMAIN, since=1)
@@ -666,7 +667,7 @@ def gru_step(attrs):
         return as_written(h, r, x, b)
 
     def steps(args, rows, outs, staged):
-        """`one_call` over ``len(rows)`` steps in one call (kernels/registry.py `Recurrence`):
+        """`one_call` over ``len(rows)`` steps in one call (cyloop/abilities.py `Recurrence`):
         `gru_product_steps`, `gru_product_tail`'s job step after step."""
         h, r, x, b = args
         plan = plan_for(h, r, x, b)
@@ -678,9 +679,9 @@ def gru_step(attrs):
                                  plan[1], outs, products_on_two_cores(), staged)
         return None if done is None else (done,)
 
-    one_call.measured = summed.measured  # (the product's formulation, as written)
-    one_call.products = True  # (its products follow the loop's choice of cores)
-    one_call.recurrence = Recurrence(per_step=2, feedback=(0,))  # (h, r, x, b) -> h'
-    one_call.steps_for = lambda h, r, x, b: None if plan_for(h, r, x, b) is None else steps
-    one_call.steps_hold = True  # (its answer: the operands' shapes and types, for a run)
+    # (measured: the product's formulation, as written; its products follow the loop's choice
+    # of cores; steps_hold: its answer is the operands' shapes' and types', for a run)
+    declare(one_call, measured=abilities_of(summed).measured, products=True,
+            steps_for=lambda h, r, x, b: None if plan_for(h, r, x, b) is None else steps,
+            steps_hold=True, recurrence=Recurrence(per_step=2, feedback=(0,)))  # (h, r, x, b) -> h'
     return _cast_joined(one_call, attrs.get("to"))

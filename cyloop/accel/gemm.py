@@ -45,6 +45,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..abilities import declare
 from ..tuning import COLUMNS_SCRATCH
 from . import _two_core, blas
 from .aligned import aligned, owns_memory
@@ -459,8 +460,8 @@ def _splits(a: np.ndarray, b: np.ndarray) -> bool:
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``np.matmul(a, b, out=out)``, on two cores while this thread's products run there and
     the product is large enough to split (a kernel's products go through this, or
-    `weight_product`, so that the loop's choice reaches them; such a kernel says so with
-    ``kernel.products = True``)."""
+    `weight_product`, so that the loop's choice reaches them; such a kernel declares it:
+    `Abilities.products`)."""
     if getattr(_mode, "on", False) and _stackable(a, b) and _splits(a, b):
         return _on_two_cores(a, b, out)
     return np.matmul(a, b, out=out)
@@ -503,7 +504,7 @@ def rows_plus(x: np.ndarray, w: np.ndarray, addend: np.ndarray) -> np.ndarray:
 def weight_product(transposed: bool = False) -> Callable:
     """``product(a, w, out=None)`` = ``a @ w`` (``a @ w^T`` if `transposed`), in the measured
     formulation when both are 2-D of one dtype and `w` is read-only; plain ``np.matmul``
-    otherwise. ``product.measured`` is the choice (the plan shows it, tune=False fixes it)."""
+    otherwise. Its `measured` ability is the choice (the plan shows it, tune=False fixes it)."""
     # Each makes views; `Prepared` lays a read-only weight's out in one aligned copy.
     if transposed:
         as_rows = Prepared(lambda w: w.T)
@@ -567,7 +568,5 @@ def weight_product(transposed: bool = False) -> Callable:
             return measured(a, w, out)
         return matmul(a, np.swapaxes(w, -1, -2) if transposed else w, out=out)
 
-    product.measured = measured
     product.prepared = prepared  # each formulation's `Prepared` weight (tests look at them)
-    product.products = True
-    return product
+    return declare(product, measured=measured, products=True)

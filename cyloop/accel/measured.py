@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Hashable
 from time import perf_counter
 
+from ..abilities import abilities_of
 from ..tuning import CLEAR, CLOSE, EARLY_ROUNDS, MAX_ROUNDS_FACTOR, PAYBACK
 
 __all__ = ["Measured", "Trial", "untimed"]
@@ -254,27 +255,27 @@ class Measured:
 
     def steps_for(self, *args):
         """The `steps` of the candidate chosen for these arguments' key (a recurrent step's,
-        kernels/registry.py `Recurrence`), or None while that choice is on trial, or if the chosen
-        candidate has none. While the key's trial waits, the default's steps, each call of them
-        counted as the steps it makes (until the trial is due: then None, and the steps one at a
-        time take their turns)."""
+        cyloop/abilities.py `Recurrence`: each candidate's `steps_for` ability), or None while
+        that choice is on trial, or if the chosen candidate has none. While the key's trial
+        waits, the default's steps, each call of them counted as the steps it makes (until the
+        trial is due: then None, and the steps one at a time take their turns)."""
         chosen = self._all
         if chosen is None:
             key = self._key(*args) if self._key is not None else None
             chosen = self._chosen_fn.get(key)
             if chosen is None:
                 return self._waiting_steps(key, args)
-        steps_for = getattr(chosen, "steps_for", None)
+        steps_for = abilities_of(chosen).steps_for
         return None if steps_for is None else steps_for(*args)
 
     def _waiting_steps(self, key, args):
         """`steps_for` on a key not settled: the default's steps while its trial waits."""
-        steps_for = getattr(next(iter(self.candidates.values())), "steps_for", None)
+        steps_for = abilities_of(next(iter(self.candidates.values()))).steps_for
         steps = None if steps_for is None else steps_for(*args)
         return None if steps is None else self._counted(steps, key)
 
     def waiting_steps(self, steps, *args):
-        """`steps` (the default's, a recurrent step's: kernels/registry.py `Recurrence`), each
+        """`steps` (the default's, a recurrent step's: cyloop/abilities.py `Recurrence`), each
         call of them counted as the steps it makes, while the trial on these arguments' key
         waits (or they are one-offs: `untimed`; then uncounted); None once it is due or open.
         For a kernel that offers its default's steps itself (accel/fused.py)."""

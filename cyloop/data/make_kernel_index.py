@@ -46,7 +46,9 @@ def kernel_modules() -> list[str]:
 def _registers(module: str) -> tuple[set[tuple], set[str]]:
     """The kernels importing `module` alone registers, and the modules it imports."""
     proc = subprocess.run([sys.executable, "-c", _PROBE, module], capture_output=True,
-                          text=True, check=True)
+                          text=True, check=False)
+    if proc.returncode:
+        raise RuntimeError(f"importing {module} alone failed:\n{proc.stderr}")
     found = json.loads(proc.stdout)
     return {tuple(k) for k in found["kernels"]}, set(found["modules"])
 

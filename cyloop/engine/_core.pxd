@@ -78,6 +78,15 @@ cdef class _Counters:
     cdef public long long stepped_iterations
 
 
+cdef class _CoresSample:
+    # A run that is a sample of the trial of where the loop's matrix products run
+    # (`LoopDriver.products`): what it reports when it ends.
+    cdef object choice  # the Measured choice (LoopDriver.products)
+    cdef object name  # the candidate this run takes (TWO_CORES, ONE_CORE)
+    cdef object trial  # the trial it is a sample of
+    cdef object split_before  # products_split() as the run began (none split: no choice)
+
+
 cdef class _Run:
     # The per-call state of one loop run: where its values are, what it writes into.
     cdef object run  # the ir.LoopRun: trip count, first condition, slicings, where to stop
@@ -98,7 +107,7 @@ cdef class _Run:
     cdef dict computed  # the hoisted part's values computed once a run (chunks.Hoist.once)
     cdef Py_ssize_t chunk_start, chunk_end, hoist_limit, row_bytes
     cdef list placing  # (Measured, candidate, trial) of each placement this run times
-    cdef object cores  # (Measured, candidate, trial, products split before) this run times
+    cdef _CoresSample cores  # where this run's products run, on trial; None: not timed
     cdef double started  # perf_counter() when the run's iterations began
     cdef object steps_out  # the _Concat a `RecurrentSteps` call fills, None: no such calls
     cdef bint stepped  # whether a call of the steps ran in this run
@@ -140,6 +149,10 @@ cdef class LoopDriver:
     cdef readonly object steps  # destinations.RecurrentSteps, or None
     cdef Py_ssize_t steps_row_slot  # ... the slot of its step's per-step argument
     cdef tuple steps_inputs  # ... the slots of its step's arguments
+    # ... and its step's abilities (cyloop/abilities.py `Abilities`) that `_run_steps` reads
+    cdef object steps_for
+    cdef bint steps_hold
+    cdef object steps_measured
     # Where the state its calls carry lives within a call, when it is measured (a
     # MeasuredPlacement's result slot, and a Measured choice timed a call at a time), or -1, None.
     cdef Py_ssize_t steps_slot

@@ -50,15 +50,15 @@ Design: the planner's invariants, each with the code that keeps it.
    kernel cache can see it), owns its writeable memory and has the result's shape and the type
    every operand shares, of a kind the ufunc keeps, is given that buffer as its destination
    (`Program._spare_input`). Feeds, constants, slices and rows are views or held elsewhere, so
-   they never qualify. A kernel that updates its first input in place (a scatter:
-   kernels/registry.py `updates_first`) is given that input's buffer so, where it dies at the step.
+   they never qualify. A kernel that updates its first input in place (a scatter declaring
+   `updates_first`: cyloop/abilities.py) is given that input's buffer so, where it dies at the step.
 9. Limits are per run, not per loop: every loop of a run counts each iteration on the run's
    `RunLimits` before running it (a decrement; the clock is read every few milliseconds of work),
    and no output buffer is allocated past its memory limit (`_Concat.allocate`, `ensure`). A
    thread's run finds its limits in a thread-local (`current_limits`), so runs of one Model in
    several threads each have their own.
 10. Many iterations in one call: a body that is one recurrent step reading a hoisted row
-   (`destinations.RecurrentSteps`; its kernel's `Recurrence`, kernels/registry.py) runs the rest of
+   (`destinations.RecurrentSteps`; its kernel's `Recurrence`, cyloop/abilities.py) runs the rest of
    each hoisted chunk in one call of the kernel's steps once iteration 0 has sized the outputs.
    Each step's first result is written into its slot and read there by the next step or, where
    the placement keeps the result in a pool, made in a contiguous buffer and copied there (4's
@@ -105,7 +105,7 @@ from ..accel.float_state import QUIET as _QUIET_FLOATS, direct as direct_float_s
 from ..accel.gemm import (ONE_CORE, TWO_CORES, products_split, set_products_on_two_cores,
                           two_cores_here)
 from ..accel.measured import PAYBACK, Measured, untimed
-from ..kernels.registry import FIRST_INPUT, FLOATS, INTEGERS
+from ..kernels.registry import FIRST_INPUT, FLOATS, INTEGERS, abilities_of
 from .settings import AT_ONCE, COUNTERS, FIRST_GROWING_BYTES, PROGRESS_EVERY
 
 cnp.import_array()
@@ -1336,6 +1336,13 @@ cdef inline bint _condition(object value, str what, str label) except -1:
     return truth(value, what, label)
 
 
+cdef class _CoresSample:
+    """A run timed for the trial of where the loop's products run (fields: _core.pxd)."""
+
+    def __cinit__(self, choice, name, trial, split_before):
+        self.choice, self.name, self.trial, self.split_before = choice, name, trial, split_before
+
+
 cdef class _Run:
     """The per-call state of one loop run (its fields are listed in _core.pxd)."""
 
@@ -1396,7 +1403,7 @@ cdef class LoopDriver:
         kernels = [step.fn for step in compiled_body.steps]
         kernels += [step.probe for step in hoist.steps] if hoist is not None else []
         self.products = None
-        if any(getattr(fn, "products", False) for fn in kernels) and two_cores_here():
+        if any(abilities_of(fn).products for fn in kernels) and two_cores_here():
             self.products = Measured({TWO_CORES: True, ONE_CORE: False}, rounds=2,
                                      unit="us/iteration", consecutive=True, extend=False,
                                      payback=payback)
@@ -1459,8 +1466,11 @@ cdef class LoopDriver:
         self.carried_result = np.array([c[2] for c in self.carried], dtype=np.intp)
         if steps is not None:
             step = compiled_body.steps[0]
+            abilities = abilities_of(step.fn)  # (read here once: `_run_steps` asks a chunk)
             self.steps_inputs = tuple(step.inputs)
-            self.steps_row_slot = step.inputs[step.fn.recurrence.per_step]
+            self.steps_row_slot = step.inputs[abilities.recurrence.per_step]
+            self.steps_for, self.steps_hold = abilities.steps_for, abilities.steps_hold
+            self.steps_measured = abilities.measured
         # A carried value's final value (its own output, or, as OpenVINO pairs them, any
         # last-value output of the body result it is carried from) is read from the run's
         # carried values, not kept as a last value too: while an iteration runs, its slot then
@@ -1526,6 +1536,7 @@ cdef class LoopDriver:
 
     cdef tuple _loop(self, list args, RunLimits limits):
         cdef _Run r = self._start(args, limits)
+        cdef _CoresSample cores = r.cores
         # A run of the products trial times no other measured choice (each runs its choice so
         # far, or its default), so that one core and two are timed doing the same work:
         # - on one core, the one-core formulations of its products would otherwise be on trial,
@@ -1538,8 +1549,8 @@ cdef class LoopDriver:
         # compared) and, where it opened at once, its first run (a warm-up whose time counts
         # for nothing) let the others take their samples: the kernels' own per-call trials
         # settle within them. The rest take theirs once the cores are chosen, under that choice.
-        quiet = r.cores is not None and r.cores[2].open and (
-            not r.cores[0].candidates[r.cores[1]] or r.cores[1] in r.cores[2].warm)
+        quiet = cores is not None and cores.trial.open and (
+            not cores.choice.candidates[cores.name] or cores.name in cores.trial.warm)
         if not quiet:
             return self._iterate(r, limits)
         with untimed():
@@ -1639,9 +1650,9 @@ cdef class LoopDriver:
                 if not (r.stepped and placement is self.placements.get(self.steps_slot)):
                     placement.report(trial, name, elapsed)
             if r.cores is not None:
-                r.cores[0].report(r.cores[2], r.cores[1], elapsed)
-        if r.cores is not None and i > 1 and r.cores[0].candidates[r.cores[1]] \
-                and products_split() == r.cores[3]:
+                r.cores.choice.report(r.cores.trial, r.cores.name, elapsed)
+        if r.cores is not None and i > 1 and r.cores.choice.candidates[r.cores.name] \
+                and products_split() == r.cores.split_before:
             # Its products were all too small to split: on two cores they ran as on one, and
             # the choice is no choice (the next runs take the default).
             self.products = None
@@ -1680,7 +1691,7 @@ cdef class LoopDriver:
             name, trial = products.pick(None)
             set_products_on_two_cores(products.candidates[name])
             if trial is not None:
-                r.cores = (products, name, trial, products_split())
+                r.cores = _CoresSample(products, name, trial, products_split())
         # This run's destinations: a measured placement is one or the other for the whole run.
         # One run-level trial at a time: while the choice of cores is on trial, a placement
         # keeps its choice, or its default, untimed (a run on one core, with that core's own
@@ -1692,7 +1703,7 @@ cdef class LoopDriver:
             for result_slot, placement in self.placements.items():
                 if result_slot == self.steps_slot and self.steps_ran:
                     placement = self.steps_placement  # (see __init__)
-                with untimed() if r.cores is not None and r.cores[2].open \
+                with untimed() if r.cores is not None and r.cores.trial.open \
                         or placement is self.steps_placement else nullcontext():
                     name, trial = placement.pick(None)
                 destinations[result_slot] = placement.candidates[name]
@@ -1820,14 +1831,13 @@ cdef class LoopDriver:
         if count < 2:
             return 0
         args = tuple([slots[k] for k in self.steps_inputs])
-        fn = self.body.fns[0]
-        steps = fn.steps_for(*args)
+        steps = self.steps_for(*args)
         if steps is None:
             # Not now: its measured formulation is on trial (asked again next iteration), or
             # settled on one without steps, or its answer holds for a run (`steps_hold`: it
             # depends on the run's cores and operand kinds): not asked again in the run.
-            measured = getattr(fn, "measured", None)
-            if getattr(fn, "steps_hold", False) or measured is None or measured.settled(*args):
+            measured = self.steps_measured
+            if self.steps_hold or measured is None or measured.settled(*args):
                 r.steps_out = None
             return 0
         rows = None

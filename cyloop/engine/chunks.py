@@ -19,7 +19,7 @@ from ..accel.gemm import Prepared, PreparedPair, bit_view_type, rows_plus, split
 from ..accel.measured import Measured, untimed
 from ..errors import CyloopError, ExecutionError, ResourceLimitError
 from ..ir import SlicedInput, Slicing, read_only
-from ..kernels.registry import FLOATS, INTEGERS, type_keeping
+from ..kernels.registry import FLOATS, INTEGERS, abilities_of, declare, type_keeping
 from ..tuning import PROBED_KEYS, PROBED_VALUES
 from .settings import CHUNK_BUDGETS, FIRST_CHUNK_ROWS, MAX_CHUNK_ROWS, MIN_CHUNK_ROWS
 
@@ -598,7 +598,7 @@ def bias_joined(product, add, transposed: bool, bias_first: bool, labels: tuple[
         y = _labelled(labels[0], product, x, w)
         return _labelled(labels[1], add, *((b, y) if bias_first else (y, b)))
 
-    probe.measured = getattr(product, "measured", None)
+    declare(probe, measured=abilities_of(product).measured)  # (the plan shows the product's)
     probe.prepared = getattr(getattr(product, "product", product), "prepared", None)  # (its
     # formulations' weights: a Gemm's are its product's)
     return call, probe

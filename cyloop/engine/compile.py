@@ -25,7 +25,7 @@ from ..accel.aligned import owns_memory
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import LOOP_DOMAIN, MAX_NESTING, Graph, LoopSpec, Node
 from ..kernels import registry
-from ..kernels.registry import FIRST_INPUT
+from ..kernels.registry import FIRST_INPUT, abilities_of
 from . import _core, reference
 from .control import BatchedScanRunner, IfRunner, SequenceMapRunner
 from .counters import counters_as_iterations
@@ -296,7 +296,7 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings,
                 spec, hoist = hoisted
                 for step in hoist.steps:
                     _untuned(step.probe, settings)
-                _untuned(hoist, settings)  # its chunk size
+                _untuned_choices(settings, hoist.sizing)  # its chunk size
         body = compile_graph(spec.body, settings, captures=captures, opsets=opsets)
         steps = None
         if hoist is not None:
@@ -309,10 +309,6 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings,
     if node.domain in ("", "ai.onnx") and node.op_type in ("If", "SequenceMap"):
         return _runner(_build_control(node, captures, settings, opsets))
     return _op_kernel(node, opsets, settings, kernels)
-
-
-# A kernel holding state of its own node: measured choices, loop drivers, control-flow runners.
-_NODE_STATE = ("measured", "sizing", "facts", "loops")
 
 
 def _op_kernel(node: Node, opsets: dict[str, int], settings: Settings,
@@ -332,7 +328,7 @@ def _op_kernel(node: Node, opsets: dict[str, int], settings: Settings,
         kernel = registry.build(node, opsets)
         _untuned(kernel.fn, settings)
         if (kernels is not None and not kernel.definition.stateful
-                and not any(hasattr(kernel.fn, name) for name in _NODE_STATE)):
+                and not abilities_of(kernel.fn).own_node_state):
             kernels[key] = kernel
     return kernel
 
@@ -341,10 +337,14 @@ def _untuned(fn, settings: Settings) -> None:
     """A kernel with a measured choice keeps its default formulation, untimed, if tuning is off
     (and a layer's products, outside loops, one core); with ``tune="at once"`` its trials open
     on their first calls."""
-    measured = getattr(fn, "measured", None) or getattr(fn, "sizing", None)
+    abilities = abilities_of(fn)
+    _untuned_choices(settings, abilities.measured, abilities.cores)
+
+
+def _untuned_choices(settings: Settings, measured, cores=None) -> None:
+    """`_untuned` of a measured choice (and a layer's choice of cores)."""
     if measured is not None and not settings.tune:
         measured.fix()
-    cores = getattr(fn, "cores", None)
     if cores is not None and not settings.tune:
         cores.fix()
     if settings.tune == AT_ONCE:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..ir import CarriedInput, ConcatOutput, InvariantInput, LoopSpec, SlicedInput
-from ..kernels.registry import FIRST_INPUT
+from ..kernels.registry import FIRST_INPUT, abilities_of
 
 __all__ = ["Destination", "LoopFacts", "MeasuredPlacement", "PoolDestination", "RecurrentSteps",
            "RowDestination", "plan_destinations", "plan_steps", "updated_in_place"]
@@ -101,7 +101,7 @@ def plan_destinations(spec: LoopSpec, body) -> dict[int, Destination]:
 
 @dataclass(frozen=True, slots=True)
 class RecurrentSteps:
-    """The body is one recurrent step (a kernel with a `Recurrence`, kernels/registry.py) reading a
+    """The body is one recurrent step (a kernel with a `Recurrence`, cyloop/abilities.py) reading a
     hoisted row, its back edges and values that stay put, so the driver may run a chunk's
     iterations in one call of the kernel's ``steps`` (once iteration 0 has sized the outputs):
     each iteration's first result goes into its slot of concatenated output #`output`, carried
@@ -128,7 +128,7 @@ def plan_steps(spec: LoopSpec, body, hoisted: set[int],
     if len(body.steps) != 1:
         return None
     step = body.steps[0]
-    recurrence = getattr(step.fn, "recurrence", None)
+    recurrence = abilities_of(step.fn).recurrence
     if recurrence is None or not step.out or len(step.outputs) != len(recurrence.feedback) \
             or min(step.outputs) < 0:
         return None

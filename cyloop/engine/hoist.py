@@ -67,7 +67,7 @@ from ..ir import (
     fresh_name,
 )
 from ..kernels import as_bool, flat_int_list, registry
-from ..kernels.registry import FIRST_INPUT
+from ..kernels.registry import FIRST_INPUT, abilities_of
 from ..tuning import FOLDED_SIZE
 from . import chunks
 from .chunks import (
@@ -350,7 +350,8 @@ def _invariant(node: Node, statics, opsets, results: set[str]) -> HoistStep | No
             and node.op_type not in _INVARIANT_OPS.get(domain, ()):
         return None
     kernel = registry.build(node, opsets)
-    for choice in (getattr(kernel.fn, "measured", None), getattr(kernel.fn, "cores", None)):
+    abilities = abilities_of(kernel.fn)
+    for choice in (abilities.measured, abilities.cores):
         if choice is not None:
             choice.fix()  # (a call once a run is no trial's sample: the default formulation)
     return HoistStep(chunks.once(kernel.fn, kernel.multi), list(node.inputs), list(node.outputs),

@@ -26,6 +26,7 @@ from ..ir import (
     SlicedInput,
     and_list,
 )
+from ..kernels.registry import abilities_of
 from .destinations import (
     LoopFacts,
     MeasuredPlacement,
@@ -561,10 +562,11 @@ def outside_loops(program) -> list[Choice]:
     choices = []
     for step in program.steps:
         nodes = step.node.model_nodes
-        if getattr(step.fn, "measured", None) is not None:
-            choices.append(choice_of("formulation", step.node.shown, step.fn.measured,
+        abilities = abilities_of(step.fn)
+        if abilities.measured is not None:
+            choices.append(choice_of("formulation", step.node.shown, abilities.measured,
                                      nodes=nodes))
-        cores = getattr(step.fn, "cores", None)
+        cores = abilities.cores
         if cores is not None and two_cores_here():
             subject = f"where the products of {step.node.shown} run"
             if cores.measured is None:
@@ -653,12 +655,14 @@ def describe(facts: LoopFacts) -> LoopPlan:
 
     choices = []
     for step in body.steps:
-        if getattr(step.fn, "measured", None) is not None:
-            choices.append(choice_of("formulation", step.node.shown, step.fn.measured,
+        measured = abilities_of(step.fn).measured
+        if measured is not None:
+            choices.append(choice_of("formulation", step.node.shown, measured,
                                      nodes=step.node.model_nodes))
     for work, fn in facts.hoisted_kernels:
-        if getattr(fn, "measured", None) is not None:
-            choices.append(choice_of("formulation", f"{work.shown} (hoisted)", fn.measured,
+        measured = abilities_of(fn).measured
+        if measured is not None:
+            choices.append(choice_of("formulation", f"{work.shown} (hoisted)", measured,
                                      nodes=work.nodes, hoisted=True))
     if facts.chunk_sizing is not None:
         choices.append(choice_of("chunk size", "the hoisted chunks' size", facts.chunk_sizing))

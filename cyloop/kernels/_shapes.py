@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from ..abilities import declare
 from ..accel.aligned import owns_memory
 from ..accel.measured import Measured
 
@@ -111,7 +112,7 @@ def _contiguous_copies(x, axis, sizes):
 
 def split_kernel():
     """``parts(x, axis, sizes)``: `split`, its parts either views or contiguous copies, a measured
-    choice (``parts.measured``). Views of a split along an inner axis are strided, and every
+    choice (its `measured` ability). Views of a split along an inner axis are strided, and every
     consumer pays for that at each read; copies pay once. Which costs less shows downstream of
     the split, so the candidates are timed by period (one call to the next: in a loop body, an
     iteration). Parts that are contiguous views anyway (a C-contiguous `x` split along its first
@@ -128,5 +129,4 @@ def split_kernel():
             return split(x, axis, sizes)
         return measured(x, axis, sizes)
 
-    parts.measured = measured
-    return parts
+    return declare(parts, measured=measured)

@@ -25,20 +25,14 @@ A kernel declares its traits where it is registered, and the engine reads them f
 - ``identity=True``: it returns its one input unchanged, so the compiler runs no step for it and
   its output is another name for its input's value (hoisted with ``batch="elementwise"``, its
   rows are its input's: an Identity stops no chain of hoisted nodes).
-- A built kernel may also say, as its ``recurrence`` attribute (a `Recurrence`), that it is a
-  recurrent step whose results are its own next arguments; the loop driver may then run many
-  iterations of a body that is that step alone in one call (engine/destinations.py,
-  `plan_steps`), as its ``steps_for(*args)`` offers them. An answer None is asked again while
-  its ``measured`` choice is on trial, unless ``steps_hold`` says it holds for a run.
-- A built kernel that takes ``out=`` may also say, as its ``updates_first`` attribute (True),
-  that given its first input's own buffer as ``out=`` it updates that buffer in place (a
-  scatter writing a few places of a large array): the engine hands it that buffer where the
-  input dies at the step and nothing else holds it (`type_keeping`: `FIRST_INPUT`), so that a
-  loop updating a carried buffer a row at a time copies no buffer a step. Its result has its
-  first input's shape (the hoister reads a carried buffer's shape once a run on it).
 - ``stateful=True``: its calls depend on the calls before (a random stream moving on), so each
   node has a kernel of its own. Any other kernel is a pure function of its attributes and
   inputs, which lets nodes with one attributes dict share one (engine/compile.py).
+
+What one built kernel can do beyond that (a measured choice, products that follow a loop's
+choice of cores, a recurrent step's many steps in one call, a scatter updating its first input
+in place) it declares where it is built, as one record: `Abilities` (cyloop/abilities.py, which
+this module re-exports), stated with `declare` and read with `abilities_of`.
 """
 
 from __future__ import annotations
@@ -52,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from ..abilities import NO_ABILITIES, Abilities, Recurrence, abilities_of, declare
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import Node
 
@@ -61,11 +56,15 @@ __all__ = [
     "BOOL_SCALARS",
     "FLOAT_SCALARS",
     "INTEGER_SCALARS",
+    "NO_ABILITIES",
     "NUMBER_SCALARS",
+    "Abilities",
     "Kernel",
     "KernelDef",
     "Recurrence",
+    "abilities_of",
     "build",
+    "declare",
     "definition_of",
     "kernel",
     "lookup",
@@ -149,26 +148,6 @@ class Kernel:
     positional_out: bool
 
 
-@dataclass(frozen=True)
-class Recurrence:
-    """A recurrent step, as a built kernel declares itself (its ``recurrence`` attribute):
-    argument `per_step` is new each step (x_t, a row of a hoisted projection), and result j is
-    the next step's argument ``feedback[j]`` (h', c'); its other arguments stay the same.
-
-    Such a kernel has ``steps_for(*args)``: for a step's arguments, None (a choice still being
-    measured, or operands its `steps` do not take), or ``steps(args, rows, outs, staged)``,
-    which runs ``len(rows)`` consecutive steps in one call, computing value for value what that
-    many calls would: the first on `args` with ``rows[0]`` as argument `per_step`, each later
-    one on the results of the one before and its own row; each step's first result is written
-    into its row of `outs` (the slots of an emitted output), where the next step reads it, or,
-    with `staged`, made in a contiguous buffer the next step reads and copied there. It returns
-    the last step's results (a tuple, one per result, whether or not the kernel is ``multi``),
-    or None, having written nothing, for operands it does not take."""
-
-    per_step: int
-    feedback: tuple[int, ...]
-
-
 _TABLE: dict[tuple[str, str], list[KernelDef]] = {}
 # Kernel modules register their kernels as they import. The registry imports those of an op the
 # first time the op is looked up, as ../data/kernel_index.txt lists them (made by
@@ -237,8 +216,8 @@ FIRST_INPUT = 4  # ... and a kernel updating its first input's buffer in place (
 def type_keeping(fn) -> int:
     """For which operand kinds (`FLOATS`, `INTEGERS`, or'ed) ufunc `fn`'s result has the type
     its operands share, so that one of them may be written over with the result; `FIRST_INPUT`
-    for a kernel that ``updates_first``; 0 for anything else."""
-    if getattr(fn, "updates_first", False):
+    for a kernel that declares `updates_first` (`Abilities`); 0 for anything else."""
+    if abilities_of(fn).updates_first:
         return FIRST_INPUT
     if not isinstance(fn, np.ufunc):
         return 0

@@ -33,6 +33,7 @@ from cyloop.accel._gate_passes import (
     product_tanh_steps,
 )
 from cyloop.kernels import _math
+from cyloop.kernels._gate_orders import ARRANGED_LSTM, OPENVINO_LSTM, LstmGateOrder
 from cyloop.kernels.recurrent import cells
 
 from ..support import native
@@ -122,7 +123,7 @@ def test_the_passes_make_what_numpy_s_ufunc_calls_make(dtype, batch, hidden, ord
     want_gates = pre.copy()
     want_h, want_c = _numpy_passes(want_gates, c, None, *order, halve)
     gates = pre.copy()
-    h, c_new = lstm_tail(gates, c, out, *order, halve)
+    h, c_new = lstm_tail(gates, c, out, LstmGateOrder(*order), halve)
     np.testing.assert_array_equal(h, want_h)
     np.testing.assert_array_equal(c_new, want_c)
     np.testing.assert_array_equal(gates, want_gates)  # overwritten as the ufunc calls do
@@ -149,7 +150,7 @@ def _unfit_cases(rng):
     def state(dtype=f32, shape=(3, 5)):
         return rng.standard_normal(shape).astype(dtype)
 
-    blocks = (0, 1, 2, 3)
+    blocks = OPENVINO_LSTM
     shared = gates()
     return {
         "float16": (gates(np.float16), state(np.float16), None, blocks),
@@ -171,8 +172,9 @@ def _unfit_cases(rng):
         "c unaligned": (gates(), _unaligned(state()), None, blocks),
         "gates read-only": (_read_only(gates()), state(), None, blocks),
         "gates byte-swapped": (gates().astype(">f4"), state(), None, blocks),
-        "blocks not a permutation": (gates(), state(), None, (0, 1, 1, 3)),
-        "blocks out of range": (gates(), state(), None, (0, 1, 2, 4)),
+        "blocks not a permutation": (gates(), state(), None, LstmGateOrder(0, 1, 1, 3)),
+        "blocks out of range": (gates(), state(), None, LstmGateOrder(0, 1, 2, 4)),
+        "blocks not an order": (gates(), state(), None, list(OPENVINO_LSTM)),
         "empty": (gates(shape=(4, 0, 5)), state(shape=(0, 5)), None, blocks),
     }
 
@@ -180,14 +182,14 @@ def _unfit_cases(rng):
 @pytest.mark.parametrize("case", list(_unfit_cases(np.random.default_rng(0))))
 def test_operands_it_does_not_take_are_declined_untouched(case, rng):
     gates, c, out, blocks = _unfit_cases(rng)[case]
-    _declined_untouched(lambda *operands: lstm_tail(*operands, *blocks, True), (gates, c, out))
+    _declined_untouched(lambda *operands: lstm_tail(*operands, blocks, True), (gates, c, out))
 
 
 def test_an_out_that_is_c_itself_is_declined(rng):
     """h' into c's own memory: declined (the ufunc passes, which read c first, then run)."""
     gates = rng.standard_normal((4, 2, 3)).astype(np.float32)
     c = rng.standard_normal((2, 3)).astype(np.float32)
-    assert lstm_tail(gates, c, c, 0, 1, 2, 3, False) is None
+    assert lstm_tail(gates, c, c, OPENVINO_LSTM, False) is None
 
 
 # A cell state of inf with the forget gate shut (sigmoid 0): f * c is 0 * inf, an invalid
@@ -230,7 +232,7 @@ def test_floating_point_errors_are_reported_as_numpy_reports_them(mode, capfd):
         return _fp_outcome(run, _invalid_operands, "invalid", mode, capfd)
 
     want = outcome(lambda gates, c: _numpy_passes(gates, c, None, 0, 1, 2, 3, False))
-    got = outcome(lambda gates, c: lstm_tail(gates, c, None, 0, 1, 2, 3, False))
+    got = outcome(lambda gates, c: lstm_tail(gates, c, None, OPENVINO_LSTM, False))
     assert got == want
     assert any(want) == (mode != "ignore")
 
@@ -238,7 +240,7 @@ def test_floating_point_errors_are_reported_as_numpy_reports_them(mode, capfd):
 def test_a_warning_points_at_the_line_that_made_the_call():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        lstm_tail(*_invalid_operands(), None, 0, 1, 2, 3, False)
+        lstm_tail(*_invalid_operands(), None, OPENVINO_LSTM, False)
     (warning,) = caught
     assert warning.filename == __file__
 
@@ -250,7 +252,7 @@ def test_flags_raised_before_the_call_are_not_reported(rng):
     gates = rng.standard_normal((4, 2, 3)).astype(np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        lstm_tail(gates, rng.standard_normal((2, 3)).astype(np.float32), None, 0, 1, 2, 3, True)
+        lstm_tail(gates, rng.standard_normal((2, 3)).astype(np.float32), None, OPENVINO_LSTM, True)
 
 
 def test_every_float_type_has_its_loops():
@@ -258,7 +260,7 @@ def test_every_float_type_has_its_loops():
     would decline, and a W4 step would quietly lose its fast path)."""
     gates = np.zeros((4, 1, 1), np.float64)
     for dtype in (np.float32, np.float64):
-        assert lstm_tail(gates.astype(dtype), np.zeros((1, 1), dtype), None, 0, 1, 2, 3,
+        assert lstm_tail(gates.astype(dtype), np.zeros((1, 1), dtype), None, OPENVINO_LSTM,
                          False) is not None
 
 
@@ -269,7 +271,7 @@ def _product_then_passes(h, w, x, c, order, halve):
     hidden = w.shape[2]
     blocked_x = np.broadcast_to(x, (h.shape[0], 4 * hidden)).reshape(-1, 4, hidden)
     gates = _two_core.multiply(h, w, blocked_x.swapaxes(0, 1), False)
-    return lstm_tail(gates, c, None, *order, halve)
+    return lstm_tail(gates, c, None, LstmGateOrder(*order), halve)
 
 
 @pytest.fixture(scope="module")
@@ -311,7 +313,7 @@ def test_the_product_and_passes_make_what_the_product_then_the_passes_make(
     out = {"none": None, "contiguous": np.full((batch, hidden), np.nan, dtype),
            "strided": output[:, 1]}[out_form]
     want_h, want_c = _product_then_passes(h, w, x, c, order, halve)
-    h_new, c_new = lstm_product_tail(h, w, x, c, out, *order, halve, two_cores)
+    h_new, c_new = lstm_product_tail(h, w, x, c, out, LstmGateOrder(*order), halve, two_cores)
     if two_cores:
         tol = 1e-6 if dtype == "float32" else 1e-14
         np.testing.assert_allclose(h_new, want_h, rtol=tol, atol=tol)
@@ -356,9 +358,9 @@ def test_on_two_cores_the_batch_s_rows_are_cut_in_pieces(_blas, rng):
     w = rng.standard_normal((4, 64, 64)).astype(np.float32)
     x = rng.standard_normal((8, 256)).astype(np.float32)
     split = _two_core.products_split()
-    calls = _until_helped(lambda: lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, True))
+    calls = _until_helped(lambda: lstm_product_tail(h, w, x, c, None, OPENVINO_LSTM, False, True))
     assert _two_core.products_split() == split + calls
-    lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, False)
+    lstm_product_tail(h, w, x, c, None, OPENVINO_LSTM, False, False)
     assert _two_core.products_split() == split + calls  # (one core: one piece)
 
 
@@ -418,7 +420,7 @@ def _product_unfit_cases(rng):
 @pytest.mark.parametrize("two_cores", [False, True])
 @pytest.mark.parametrize("case", list(_product_unfit_cases(np.random.default_rng(0))))
 def test_product_operands_it_does_not_take_are_declined_untouched(_blas, case, two_cores, rng):
-    _declined_untouched(lambda *operands: lstm_product_tail(*operands, 0, 1, 2, 3, True,
+    _declined_untouched(lambda *operands: lstm_product_tail(*operands, OPENVINO_LSTM, True,
                                                              two_cores),
                         _product_unfit_cases(rng)[case])
 
@@ -434,8 +436,8 @@ def test_h_and_out_in_neighbouring_slots_of_one_output_are_taken(_blas, two_core
     x = rng.standard_normal((batch, 4 * hidden)).astype(np.float32)
     c = rng.standard_normal((batch, hidden)).astype(np.float32)
     h = output[:, 1]
-    want_h, want_c = _product_then_passes(h, w, x, c, (0, 1, 2, 3), False)
-    done = lstm_product_tail(h, w, x, c, output[:, 2], 0, 1, 2, 3, False, two_cores)
+    want_h, want_c = _product_then_passes(h, w, x, c, OPENVINO_LSTM, False)
+    done = lstm_product_tail(h, w, x, c, output[:, 2], OPENVINO_LSTM, False, two_cores)
     assert done is not None and done[0].base is output
     np.testing.assert_allclose(output[:, 2], want_h, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(done[1], want_c, rtol=1e-6, atol=1e-6)
@@ -473,6 +475,7 @@ def test_steps_in_one_call_make_what_a_call_a_step_makes(
     array of its own), h' made in its slot or staged; the other slots, the operands and step
     0's c are left as they were."""
     rng = np.random.default_rng(seed)
+    blocks = LstmGateOrder(*order)
     w = (rng.standard_normal((4, hidden, hidden)) / np.sqrt(hidden)).astype(dtype)
     xs = {"rows": lambda: rng.standard_normal((steps, batch, 4 * hidden)),
           "strided steps": lambda: rng.standard_normal((2 * steps, batch, 4 * hidden))[::2],
@@ -486,10 +489,10 @@ def test_steps_in_one_call_make_what_a_call_a_step_makes(
     before = [a.copy() for a in (h, w, xs, c)]
     want_h, want_c = want_slots[0], c
     for s in range(steps):
-        want_h, want_c = lstm_product_tail(want_h, w, xs[s], want_c, want_slots[s + 1], *order,
+        want_h, want_c = lstm_product_tail(want_h, w, xs[s], want_c, want_slots[s + 1], blocks,
                                            halve, two_cores)
     split = _two_core.products_split()
-    done = lstm_product_steps(h, w, xs, c, slots[1:], *order, halve, two_cores, staged)
+    done = lstm_product_steps(h, w, xs, c, slots[1:], blocks, halve, two_cores, staged)
     cut = two_cores and batch > 1 and 4 * batch * hidden * hidden >= _two_core.SMALLEST
     assert _two_core.products_split() - split == (steps if cut else 0)  # (a job a step)
     assert done is not None
@@ -559,7 +562,7 @@ def _steps_unfit_cases(rng):
 @pytest.mark.parametrize("two_cores", [False, True])
 @pytest.mark.parametrize("case", list(_steps_unfit_cases(np.random.default_rng(0))))
 def test_steps_it_does_not_take_are_declined_untouched(_blas, case, two_cores, rng):
-    _declined_untouched(lambda *operands: lstm_product_steps(*operands, 0, 1, 2, 3, False,
+    _declined_untouched(lambda *operands: lstm_product_steps(*operands, OPENVINO_LSTM, False,
                                                               two_cores),
                         _steps_unfit_cases(rng)[case])
 
@@ -578,14 +581,14 @@ def test_steps_report_floating_point_errors_once_after_the_last_step(_blas, mode
         return np.zeros((batch, hidden), np.float32), xs, c
 
     def step_two(h, xs, c):
-        return lstm_product_tail(h, w, xs[2], c, None, 0, 1, 2, 3, False, False)
+        return lstm_product_tail(h, w, xs[2], c, None, OPENVINO_LSTM, False, False)
 
     want = _fp_outcome(step_two, operands, "invalid", mode, capfd)
     assert any(want) == (mode != "ignore")
     for two_cores in (False, True):
         outs = np.empty((steps, batch, hidden), np.float32)
         got = _fp_outcome(lambda h, xs, c, two=two_cores, outs=outs: lstm_product_steps(
-            h, w, xs, c, outs, 0, 1, 2, 3, False, two), operands, "invalid", mode, capfd)
+            h, w, xs, c, outs, OPENVINO_LSTM, False, two), operands, "invalid", mode, capfd)
         assert got == want, two_cores
 
 
@@ -596,8 +599,8 @@ def test_a_piece_s_product_too_long_for_one_core_s_blas_call_is_declined_on_two(
     h, c = rng.standard_normal((2, 1024)).astype(np.float32), np.zeros((2, 512), np.float32)
     w = rng.standard_normal((4, 1024, 512)).astype(np.float32)
     x = np.zeros((2, 2048), np.float32)
-    assert lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, True) is None
-    assert lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, False) is not None
+    assert lstm_product_tail(h, w, x, c, None, OPENVINO_LSTM, False, True) is None
+    assert lstm_product_tail(h, w, x, c, None, OPENVINO_LSTM, False, False) is not None
 
 
 @pytest.mark.parametrize("mode", ["ignore", "warn", "raise", "call", "log", "print"])
@@ -619,12 +622,12 @@ def test_floating_point_errors_of_every_piece_are_reported_as_numpy_reports_them
     def outcome(run):
         return _fp_outcome(run, operands, "invalid", mode, capfd)
 
-    want = outcome(lambda h, w, x, c: _product_then_passes(h, w, x, c, (0, 1, 2, 3), False))
+    want = outcome(lambda h, w, x, c: _product_then_passes(h, w, x, c, OPENVINO_LSTM, False))
     assert any(want) == (mode != "ignore")
     for two_cores in [False] + [True] * 20:
         with _pieces_split(two_cores):
             got = outcome(lambda h, w, x, c, two=two_cores: lstm_product_tail(
-                h, w, x, c, None, 0, 1, 2, 3, False, two))
+                h, w, x, c, None, OPENVINO_LSTM, False, two))
         assert got == want, two_cores
 
 
@@ -653,12 +656,12 @@ def test_the_helper_computes_its_rows_under_the_caller_s_rounding(_blas):
     w = rng.integers(-2, 3, (4, inputs, hidden)).astype(np.float32) / 8
     x = rng.integers(-8, 9, (batch, 4 * hidden)).astype(np.float32) / 8
     c = rng.standard_normal((batch, hidden)).astype(np.float32)
-    nearest = lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, False)
+    nearest = lstm_product_tail(h, w, x, c, None, OPENVINO_LSTM, False, False)
     with _rounding_upward():
-        one_core = lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, False)
+        one_core = lstm_product_tail(h, w, x, c, None, OPENVINO_LSTM, False, False)
 
         def two_cores():
-            for got, want in zip(lstm_product_tail(h, w, x, c, None, 0, 1, 2, 3, False, True),
+            for got, want in zip(lstm_product_tail(h, w, x, c, None, OPENVINO_LSTM, False, True),
                                  one_core):
                 np.testing.assert_array_equal(got, want)
 
@@ -1145,9 +1148,9 @@ def test_a_step_cut_in_pieces_makes_what_the_whole_step_makes(_blas, cell, batch
         w = (rng.standard_normal((4, hidden, hidden)) / np.sqrt(hidden)).astype(np.float32)
         x = rng.standard_normal((batch, 4 * hidden)).astype(np.float32)
         c = rng.standard_normal((batch, hidden)).astype(np.float32)
-        want = _product_then_passes(h, w, x, c, (0, 1, 3, 2), True)
+        want = _product_then_passes(h, w, x, c, ARRANGED_LSTM, True)
         with _pieces_split():
-            got = lstm_product_tail(h, w, x, c, output[:, 1], 0, 1, 3, 2, True, True)
+            got = lstm_product_tail(h, w, x, c, output[:, 1], ARRANGED_LSTM, True, True)
     else:
         w_zr = (rng.standard_normal((hidden, 2 * hidden)) / np.sqrt(hidden)).astype(np.float32)
         w_n = (rng.standard_normal((hidden, hidden)) / np.sqrt(hidden)).astype(np.float32)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import cyloop
+from cyloop.abilities import abilities_of
 from cyloop.accel import gemm
 from cyloop.accel.aligned import ALIGNMENT
 from cyloop.accel.gemm import (
@@ -41,7 +42,7 @@ def test_every_candidate_is_the_plain_product(transposed, candidate, out_layout,
     w = _read_only(rng.standard_normal((n, 6) if transposed else (6, n)).astype(np.float32))
     expected = np.matmul(a, w.T if transposed else w)
     product = weight_product(transposed)
-    product.measured.fix(candidate)
+    abilities_of(product).measured.fix(candidate)
     # `out` as the engine hands it: none, a fresh buffer, or a slot of a wider array.
     out = {None: None, "C": np.empty((5, n), np.float32),
            "strided": np.full((5, 2 * n), np.nan, np.float32)[:, ::2]}[out_layout]
@@ -75,7 +76,7 @@ def test_the_transposed_formulation_of_a_tall_product_works_in_row_blocks(transp
     a = rng.standard_normal((rows, k)).astype(np.float32)
     w = _read_only(rng.standard_normal((n, k) if transposed else (k, n)).astype(np.float32))
     product = weight_product(transposed)
-    product.measured.fix("columns")
+    abilities_of(product).measured.fix("columns")
     out = {None: None, "C": np.empty((rows, n), np.float32),
            "strided": np.full((rows, 2 * n), np.nan, np.float32)[:, ::2]}[out_layout]
     product(a, w, out=out)  # prepares the weight
@@ -97,17 +98,18 @@ def test_the_transposed_formulation_of_a_tall_product_works_in_row_blocks(transp
 
 def test_the_orientation_is_measured_per_shape_and_other_operands_take_np_matmul(rng):
     product = weight_product()
-    product.measured.payback = 0  # (trials from the first calls: accel/measured.py)
+    measured = abilities_of(product).measured
+    measured.payback = 0  # (trials from the first calls: accel/measured.py)
     w = _read_only(rng.standard_normal((6, 4)).astype(np.float32))
     for rows in (3, 9, 40, 50, 64, 65):  # past 16 rows, one trial per power-of-two class
         a = rng.standard_normal((rows, 6)).astype(np.float32)
         # Enough calls for a choice even when the two medians are too close to call early.
-        for _ in range(2 * (MAX_ROUNDS_FACTOR * product.measured.rounds + 1)):
+        for _ in range(2 * (MAX_ROUNDS_FACTOR * measured.rounds + 1)):
             np.testing.assert_allclose(product(a, w), a @ w, rtol=1e-5, atol=1e-6)
-    assert set(product.measured.trials) == {((3, 6), (6, 4), "f"), ((9, 6), (6, 4), "f"),
-                                            ((64, 6), (6, 4), "f"), ((128, 6), (6, 4), "f")}
-    assert all(t.choice in CANDIDATES for t in product.measured.trials.values())
-    described = product.measured.describe()
+    assert set(measured.trials) == {((3, 6), (6, 4), "f"), ((9, 6), (6, 4), "f"),
+                                    ((64, 6), (6, 4), "f"), ((128, 6), (6, 4), "f")}
+    assert all(t.choice in CANDIDATES for t in measured.trials.values())
+    described = measured.describe()
     assert "on [3,6] @ [6,4] float32: " in described and "on [33..64,6] @ [6,4]" in described
     # A writeable weight (it may change between calls), a batch of matrices, a vector, mixed
     # dtypes: plain np.matmul, nothing timed.
@@ -116,7 +118,7 @@ def test_the_orientation_is_measured_per_shape_and_other_operands_take_np_matmul
     for a, b in ((batched[0], writeable), (batched, w), (batched[0], w[:, 0]),
                  (batched[0].astype(np.float64), w)):
         np.testing.assert_allclose(product(a, b), np.matmul(a, b), rtol=1e-5, atol=1e-6)
-    assert len(product.measured.trials) == 4  # none added
+    assert len(measured.trials) == 4  # none added
 
 
 def test_prepared_is_made_once_per_read_only_weight_and_holds_it_weakly(rng):
@@ -249,7 +251,7 @@ def _measured_kernels(fast) -> list:
     (loop,) = fast._compiled.loops
     facts = loop.facts()
     kernels = [step.fn for step in facts.body.steps] + [fn for _, fn in facts.hoisted_kernels]
-    return [fn.measured for fn in kernels if getattr(fn, "measured", None) is not None]
+    return [abilities_of(fn).measured for fn in kernels if abilities_of(fn).measured is not None]
 
 
 @pytest.mark.parametrize("candidate", CANDIDATES)
@@ -278,13 +280,13 @@ def test_a_formulation_no_shape_uses_lets_go_of_its_copy_of_the_weight(rng):
     w = _read_only(rng.standard_normal((8, 6)).astype(np.float32))
     a = rng.standard_normal((4, 8)).astype(np.float32)
     trial_key = ((4, 8), (8, 6), "f")
-    while trial_key not in product.measured.trials or \
-            product.measured.trials[trial_key].choice is None:
+    measured = abilities_of(product).measured
+    while trial_key not in measured.trials or measured.trials[trial_key].choice is None:
         np.testing.assert_allclose(product(a, w), a @ w, rtol=1e-5, atol=1e-6)
-    chosen = product.measured.trials[trial_key].choice
+    chosen = measured.trials[trial_key].choice
     for name, weight in product.prepared.items():
         assert weight.remembers() == (name == chosen), name
-    product.measured.fix("columns")
+    measured.fix("columns")
     assert not any(weight.remembers() for name, weight in product.prepared.items()
                    if name != "columns")
     np.testing.assert_allclose(product(a, w), a @ w, rtol=1e-5, atol=1e-6)

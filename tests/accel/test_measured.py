@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from cyloop.abilities import declare
 from cyloop.accel import measured as _measured
 from cyloop.accel.measured import Measured
 
@@ -379,7 +380,7 @@ def test_without_warm_up_each_candidate_s_first_call_is_a_sample(monkeypatch):
 
 
 def test_steps_for_are_the_chosen_candidate_s_once_chosen():
-    """A recurrent step's `steps_for` (kernels/registry.py `Recurrence`) answers for the candidate
+    """A recurrent step's `steps_for` (cyloop/abilities.py `Recurrence`) answers for the candidate
     chosen on its arguments' key: None while that key is on trial (each call must be timed),
     the chosen one's answer after, None from a chosen candidate that has none; a fixed
     candidate's at once."""
@@ -389,7 +390,7 @@ def test_steps_for_are_the_chosen_candidate_s_once_chosen():
     def stepping(x):
         return x
 
-    stepping.steps_for = lambda x: ("steps for", x)
+    declare(stepping, steps_for=lambda x: ("steps for", x))
     for kept, answer in (("stepping", ("steps for", 3)), ("plain", None)):
         step = Measured({"plain": plain, "stepping": stepping}, rounds=1, key=lambda x: x > 0,
                         payback=0)
@@ -533,7 +534,7 @@ def test_steps_while_a_trial_waits_are_the_default_s_and_count_each_step():
         made.append(len(rows))
         return (args[0],)
 
-    plain.steps_for = lambda x: steps
+    declare(plain, steps_for=lambda x: steps)
     step = Measured({"plain": plain, "other": lambda x: x}, rounds=1, key=lambda x: x > 0)
     due = _measured.PAYBACK * (2 - 1) * (1 + 1)
     many = step.steps_for(3)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import cyloop
+from cyloop.abilities import abilities_of
 from cyloop.accel import fused
 from cyloop.ir import LOOP_DOMAIN, OPENVINO_DOMAIN, ConcatOutput, GraphBuilder, SlicedInput
 from cyloop.kernels.registry import lookup
@@ -224,8 +225,8 @@ def test_the_step_kernel_against_the_cell_equations(blocks, r_rows, x_form, rank
     want_c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
     want_h = _sigmoid(o) * np.tanh(want_c)
     kernel = fused.lstm_step({"axis": -1, "blocks": list(blocks), "r_rows": r_rows}, 2)
-    for name in kernel.measured.candidates:
-        kernel.measured.fix(name)
+    for name in abilities_of(kernel).measured.candidates:
+        abilities_of(kernel).measured.fix(name)
         h_new, c_new = kernel(h, r, c, x)
         np.testing.assert_allclose(c_new, want_c, rtol=1e-5, atol=1e-5, err_msg=name)
         np.testing.assert_allclose(h_new, want_h, rtol=1e-5, atol=1e-5, err_msg=name)
@@ -250,11 +251,11 @@ def test_the_blocked_step_lets_go_of_its_weights_when_not_chosen(rng):
     r.flags.writeable = False
     x = rng.standard_normal((3, 4 * hidden)).astype(np.float32)
     kernel = fused.lstm_step({"axis": -1, "blocks": [0, 1, 2, 3], "r_rows": True}, 2)
-    weights = kernel.measured.candidates["blocked gates"].weights
-    kernel.measured.fix("blocked gates")
+    weights = abilities_of(kernel).measured.candidates["blocked gates"].weights
+    abilities_of(kernel).measured.fix("blocked gates")
     blocked = kernel(h, r, c, x)
     assert weights.remembers(r) and weights(r).flags.c_contiguous
-    kernel.measured.fix("batch-major gates")
+    abilities_of(kernel).measured.fix("batch-major gates")
     assert not weights.remembers()
     for got, want in zip(kernel(h, r, c, x), blocked):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
@@ -575,7 +576,7 @@ def test_the_gru_step_kernel_in_one_call_and_in_steps(x_blocks, r_blocks, z_scal
         assert got.dtype == dtype
         one_call = not z_scales_n and bias != "[B, 3H]"
         assert (got is out) == one_call  # (one call writes its destination; as written not)
-        steps = kernel.steps_for(h, r, xs[0], b)
+        steps = abilities_of(kernel).steps_for(h, r, xs[0], b)
         assert (steps is not None) == (not z_scales_n)
         if steps is not None:
             outs = np.empty((count, batch, hidden), dtype)
@@ -669,10 +670,11 @@ def test_step_kernels_broadcast_their_pre_activations_at_least_as_openvino_spell
     for two_cores in (False, True):
         previous = gemm.set_products_on_two_cores(two_cores)
         try:
-            candidates = list(kernel.measured.candidates) if cell == "lstm" else [None]
+            measured = abilities_of(kernel).measured
+            candidates = list(measured.candidates) if cell == "lstm" else [None]
             for candidate in candidates:
                 if candidate is not None:
-                    kernel.measured.fix(candidate)
+                    measured.fix(candidate)
                 if refused:
                     with pytest.raises(ValueError):
                         kernel(*args(state, xs[0]))
@@ -683,7 +685,7 @@ def test_step_kernels_broadcast_their_pre_activations_at_least_as_openvino_spell
                                                err_msg=f"{candidate}, two cores {two_cores}")
                     assert g.shape == w.shape and g.dtype == np.float32
             if candidates[-1] is not None:  # (the steps are the blocked form's)
-                plain.measured.fix(candidates[-1])
+                abilities_of(plain).measured.fix(candidates[-1])
             outs, plain_outs = (np.empty((count, batch, hidden), np.float32) for _ in range(2))
             ran, plain_ran = (_steps_ran(k, args(state, xs[0]), xs, into)
                               for k, into in ((kernel, outs), (plain, plain_outs)))
@@ -881,7 +883,7 @@ def test_an_openvino_broadcast_after_the_sum_is_read_through(case, tmp_path, rng
 
 def _steps_ran(kernel, args, xs, outs) -> bool:
     """Whether `kernel` ran the steps of `xs` in one call (into `outs`) from `args`."""
-    steps = kernel.steps_for(*args)
+    steps = abilities_of(kernel).steps_for(*args)
     return steps is not None and steps(args, xs, outs, False) is not None
 
 
@@ -1156,9 +1158,9 @@ def test_a_step_joined_by_a_cast_converts_where_its_operands_are_of_another_type
             out = np.empty(want.shape, np.float32)
             assert step(h, r, x, out=out) is out
             np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
-            assert step.steps_for(h, r, x) is None
+            assert abilities_of(step).steps_for(h, r, x) is None
             np.testing.assert_allclose(step(*same), want, rtol=1e-4, atol=1e-5)
-            assert (step.steps_for(*same) is not None) == two_cores
+            assert (abilities_of(step).steps_for(*same) is not None) == two_cores
         finally:
             set_products_on_two_cores(previous)
 
@@ -1490,16 +1492,16 @@ def test_an_lstm_step_joined_by_casts_converts_where_its_operands_are_of_another
     joined = lookup(LOOP_DOMAIN, "LSTMStep", 1).build(dict(attrs, to=np.float32), 2)
     h, c = rng.standard_normal((2, 3, 5))
     r, x = rng.standard_normal((5, 20)), rng.standard_normal((3, 20))
-    for candidate in joined.measured.candidates:
-        joined.measured.fix(candidate)
-        plain.measured.fix(candidate)
+    for candidate in abilities_of(joined).measured.candidates:
+        abilities_of(joined).measured.fix(candidate)
+        abilities_of(plain).measured.fix(candidate)
         want = [v.astype(np.float32) for v in plain(h, r, c, x)]
         out = np.empty((3, 5), np.float32)
         got = joined(h, r, c, x, out=out)
         assert got[0] is out and [v.dtype for v in got] == [np.float32] * 2
         for a, b in zip(got, want):
             np.testing.assert_array_equal(a, b)
-        assert joined.steps_for(h, r, c, x) is None
+        assert abilities_of(joined).steps_for(h, r, c, x) is None
 
 
 @pytest.mark.parametrize("trips", [3, 0])

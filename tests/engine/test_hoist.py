@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import cyloop
+from cyloop.abilities import abilities_of
 from cyloop.accel.measured import EARLY_ROUNDS
 from cyloop.engine import chunks as _chunks
 from cyloop.engine._core import ONE_CORE
@@ -898,8 +899,8 @@ def test_the_first_row_probe_opens_no_trial_on_the_hoisted_product(rng):
     np.testing.assert_allclose(model.run(feeds)["hs"], expected["hs"], rtol=1e-5, atol=1e-6)
     ((_, product),) = model._compiled.loops[0].facts().hoisted_kernels
     one_row = ((4, 8), (8, 16), "f")  # x_t [batch, features] @ W
-    assert one_row not in product.measured.trials
-    assert all(m > 4 for (m, _), _, _ in product.measured.trials)
+    assert one_row not in abilities_of(product).measured.trials
+    assert all(m > 4 for (m, _), _, _ in abilities_of(product).measured.trials)
     assert not any((t.on or "").startswith("[4,8] @ [8,16]")
                    for c in loop_plan(model).choices for t in c.trials)
 
@@ -917,11 +918,11 @@ def test_a_runs_first_chunk_opens_no_trial_on_the_hoisted_product(rng):
     for _ in range(3):
         np.testing.assert_allclose(model.run(short)["hs"], expected["hs"], rtol=1e-5,
                                    atol=1e-6)
-    assert product.measured.trials == {}
+    assert abilities_of(product).measured.trials == {}
     assert not any(weights.remembers() for name, weights in product.prepared.items()
                    if name != "rows")
     model.run(_rnn_feeds(rng, steps=4 * _chunks.FIRST_CHUNK_ROWS))
-    assert product.measured.trials
+    assert abilities_of(product).measured.trials
 
 
 def test_chunks_of_a_size_on_trial_are_no_samples_of_the_kernels_trials(rng):
@@ -936,7 +937,7 @@ def test_chunks_of_a_size_on_trial_are_no_samples_of_the_kernels_trials(rng):
     hoist = _hoist_of(model)
     ((_, product),) = loop.facts().hoisted_kernels
     events = []
-    next_rows, report = hoist.next_rows, product.measured.report
+    next_rows, report = hoist.next_rows, abilities_of(product).measured.report
 
     def chunk_rows(done, row_bytes):
         rows = next_rows(done, row_bytes)
@@ -948,7 +949,7 @@ def test_chunks_of_a_size_on_trial_are_no_samples_of_the_kernels_trials(rng):
         events.append(("sample",))
         return report(trial, name, seconds)
 
-    hoist.next_rows, product.measured.report = chunk_rows, sample
+    hoist.next_rows, abilities_of(product).measured.report = chunk_rows, sample
     # rows of 64 x 64 floats (16 KiB): the three sizes make chunks of 32, 16 and 8 rows
     feeds = _rnn_feeds(rng, steps=600, batch=64, hidden=64)
     np.testing.assert_allclose(model.run(feeds)["hs"],
@@ -1060,7 +1061,7 @@ def _biased_loop(x, w, b, domain, transposed, bias_first, emit_product=False, ge
 def _joined_keys(model):
     """The weight shapes the hoisted product was called with (its trial keys)."""
     ((_, probe),) = model._compiled.loops[0].facts().hoisted_kernels
-    return {key[1] for key in probe.measured.trials}
+    return {key[1] for key in abilities_of(probe).measured.trials}
 
 
 @pytest.mark.parametrize("chunk_rows", [None, 3])
@@ -1247,14 +1248,14 @@ def test_gemm_rows_are_one_product(rng, chunk_rows, dtype, c_shape, alpha, beta,
     if not hoisted:
         return
     ((_, kernel),) = fast._compiled.loops[0].facts().hoisted_kernels
-    shapes = {key[1] for key in kernel.measured.trials}
+    shapes = {key[1] for key in abilities_of(kernel).measured.trials}
     joined = (alpha, beta) == (1.0, 1.0) and dtype == np.float32 and c_shape in ((4,), (1, 4))
     per_row = c_shape in ((3, 4), (3, 1))
     extra_row = 1 if joined else 0
     plain = (n, k + extra_row) if trans_b else (k + extra_row, n)
     # One product over the chunk's rows (m rows a part), or one per part.
     assert shapes == {plain}
-    rows_seen = {key[0][0] for key in kernel.measured.trials}
+    rows_seen = {key[0][0] for key in abilities_of(kernel).measured.trials}
     assert rows_seen == {m} if per_row else rows_seen - {m}
 
 

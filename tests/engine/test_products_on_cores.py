@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import cyloop
+from cyloop.abilities import abilities_of
 from cyloop.accel import _two_core
 from cyloop.accel import measured as _measured
 from cyloop.accel.gemm import products_on_two_cores, set_products_on_two_cores, two_cores_here
@@ -145,8 +146,8 @@ def test_a_timed_run_of_the_cores_trial_times_nothing_else(name, tmp_path, rng):
     model = cyloop.load(source, driver="cython", tune="at once")
     loop = _loop_of(model)
     others = measured_steps(model) + [loop.hoist.sizing] + [
-        step.probe.measured for step in loop.hoist.steps
-        if getattr(step.probe, "measured", None) is not None]
+        abilities_of(step.probe).measured for step in loop.hoist.steps
+        if abilities_of(step.probe).measured is not None]
     runs = []  # (the cores a run had, whether they were warm, whether it timed nothing else)
     while loop.products.trials.get(None) is None or loop.products.trials[None].choice is None:
         trial = loop.products.trials.get(None)

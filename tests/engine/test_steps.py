@@ -1,7 +1,7 @@
 """A loop whose body is one recurrent step (OpenVINO's LSTMCell, GRUCell or RNNCell; an ONNX Loop
 spelling an LSTM cell or a plain RNN, fused, and the IR convert_model writes for one) runs a
 hoisted chunk's iterations in one call of its kernel's steps (engine/destinations.py
-`plan_steps`, kernels/registry.py `Recurrence`). The oracles: the same driver with the steps turned
+`plan_steps`, cyloop/abilities.py `Recurrence`). The oracles: the same driver with the steps turned
 off, calling the step once an iteration (value for value the same), and the reference driver.
 Limits, progress and the plan hold as for any loop; loops the steps do not fit run an iteration
 at a time."""
@@ -15,6 +15,7 @@ from onnx import numpy_helper
 import cyloop
 from cyloop.accel import fused
 from cyloop.accel.gemm import two_cores_here
+from cyloop.accel.measured import Measured
 from cyloop.engine import compile as compiling
 from cyloop.engine._core import ONE_CORE, TWO_CORES
 from cyloop.errors import LoopLimitError
@@ -418,11 +419,14 @@ def test_a_step_settled_on_a_formulation_without_steps_is_asked_once_a_run(tmp_p
     """Its answer holds for the run (its operands' kinds and cores do): no question an
     iteration."""
     source, feeds = _openvino_lstm(tmp_path, rng, 40)
+    # (counted from the load on: the step declares its `steps_for` as it is built)
+    asked, real = [], Measured.steps_for
+    monkeypatch.setattr(Measured, "steps_for",
+                        lambda self, *args: asked.append(1) or real(self, *args))
     model = cyloop.load(source, driver="cython")
     (measured,) = measured_steps(model)
     measured.fix("batch-major gates")
-    asked, real = [], measured.steps_for
-    monkeypatch.setattr(measured, "steps_for", lambda *args: asked.append(1) or real(*args))
+    assert not asked
     for _ in range(2):
         model.run(feeds)
     assert len(asked) == 2 and _counters(model)["step_calls"] == 0

@@ -7,6 +7,7 @@ import pytest
 
 import cyloop
 from cyloop import kernels
+from cyloop.abilities import abilities_of
 from cyloop.ir import OPENVINO_DOMAIN, CarriedInput, ConcatOutput, GraphBuilder, Node, NodeRef
 
 CANDIDATES = ["views", "copies"]
@@ -35,7 +36,7 @@ def test_each_candidate_splits_as_numpy_does(rng, candidate, shape, axis):
                                                           np.array(sizes[:2] + [-1])),
               expected_sized)]
     for kernel, args, expected in cases:
-        kernel.measured.fix(candidate)
+        abilities_of(kernel).measured.fix(candidate)
         got = kernel(*args)
         assert len(got) == 3
         for part, want in zip(got, expected):
@@ -53,7 +54,7 @@ def test_parts_that_are_contiguous_views_anyway_are_not_timed(rng):
     for _ in range(30):
         parts = kernel(x)
         assert all(np.shares_memory(p, x) for p in parts)
-    assert not kernel.measured.trials
+    assert not abilities_of(kernel).measured.trials
 
 
 def _split_loop():
@@ -82,7 +83,7 @@ def test_in_a_loop_body_every_candidate_matches_the_reference_driver(rng, candid
     (loop,) = model._compiled.loops
     (split,) = [step.fn for step in loop.body.compiled.steps if step.op_type == "Split"]
     if candidate is not None:
-        split.measured.fix(candidate)
+        abilities_of(split).measured.fix(candidate)
     for _ in range(3 if candidate else 10):
         np.testing.assert_allclose(model.run(feeds)["states"], expected, rtol=1e-6, atol=1e-6)
     (plan,) = model.plan().loops
@@ -90,7 +91,7 @@ def test_in_a_loop_body_every_candidate_matches_the_reference_driver(rng, candid
     if candidate is not None:
         assert choice.fixed == candidate
     else:  # 600 iterations: 2 x 9 rounds (x3 at most) of one iteration each are enough
-        (trial,) = split.measured.trials.values()
+        (trial,) = abilities_of(split).measured.trials.values()
         assert trial.choice in CANDIDATES
         assert choice.trial("float32[8, 48] along axis 1").chosen == trial.choice
 

@@ -7,7 +7,7 @@ from itertools import repeat
 import numpy as np
 
 from .. import _indexing, _math, _shapes
-from ..registry import kernel
+from ..registry import abilities_of, declare, kernel
 
 
 def _ints(values):
@@ -30,8 +30,7 @@ def _split(axis, n_outputs):
                              f"{length} into {n_outputs} parts")
         return parts(x, axis, sizes)
 
-    split.measured = parts.measured
-    return split
+    return declare(split, abilities_of(parts))
 
 
 @kernel("Split", since=2, multi=True, batch="split")
@@ -41,8 +40,7 @@ def split_2(attrs, n_outputs):
     def split_by_attribute(x):
         return split(x, sizes)
 
-    split_by_attribute.measured = split.measured
-    return split_by_attribute
+    return declare(split_by_attribute, abilities_of(split))
 
 
 @kernel("Split", since=13, multi=True, batch="split")
@@ -52,8 +50,7 @@ def split_13(attrs, n_outputs):
     def split_by_input(x, sizes=None):
         return split(x, None if sizes is None else _ints(sizes))
 
-    split_by_input.measured = split.measured
-    return split_by_input
+    return declare(split_by_input, abilities_of(split))
 
 
 def _slice_index(x, starts, ends, axes, steps) -> tuple:
@@ -129,15 +126,14 @@ _REDUCTIONS = {"none": None, "add": "sum", "mul": "prod", "max": "max", "min": "
 @kernel("ScatterElements", since=11, out=True)
 def scatter_elements(attrs):
     """Made in ``out=`` where given; in data's own buffer where the engine hands it that
-    (``updates_first``: a loop updating a carried buffer copies none a step)."""
+    (its `updates_first` ability: a loop updating a carried buffer copies none a step)."""
     axis = int(attrs.get("axis", 0))
     reduction = _REDUCTIONS[attrs.get("reduction", "none")]
 
     def scattered(data, indices, updates, out=None):
         return _indexing.scatter_elements(data, indices, updates, axis, reduction, out=out)
 
-    scattered.updates_first = True
-    return scattered
+    return declare(scattered, updates_first=True)
 
 
 @kernel("ScatterND", since=11, out=True)
@@ -148,8 +144,7 @@ def scatter_nd(attrs):
     def scattered(data, indices, updates, out=None):
         return _indexing.scatter_nd(data, indices, updates, reduction, out=out)
 
-    scattered.updates_first = True
-    return scattered
+    return declare(scattered, updates_first=True)
 
 
 @kernel("TensorScatter", since=24, out=True)

@@ -3,7 +3,7 @@
 import numpy as np
 
 from ...accel.gemm import weight_product
-from ..registry import kernel
+from ..registry import abilities_of, declare, kernel
 
 
 @kernel("MatMul", since=1, out=True, batch="matmul")
@@ -41,9 +41,7 @@ def gemm(attrs):
 
     general.alpha, general.beta, general.trans_b = alpha, beta, trans_b
     general.product = product
-    general.measured = product.measured
-    general.products = True
-    return general
+    return declare(general, measured=abilities_of(product).measured, products=True)
 
 
 @kernel("Det", since=11)

@@ -18,9 +18,10 @@ import numpy as np
 
 from ...accel.gemm import Prepared
 from .. import _math
+from .._gate_orders import ONNX_LSTM, OPENVINO_LSTM
 from ..recurrent.cells import showing
 from ..recurrent.sequences import sequence_layer
-from ..registry import kernel
+from ..registry import abilities_of, declare, kernel
 
 _ACTIVATIONS = {  # name -> (function of (x, alpha, beta), default alpha, default beta)
     "relu": (lambda x, a, b: np.maximum(x, 0), None, None),
@@ -61,7 +62,7 @@ def _activations(op_type, attrs, n_dirs):
 
 
 # An LSTM's gate blocks in OpenVINO's order (f, i, c, o), by their place in ONNX's (i, o, f, c).
-_OPENVINO_ORDER = [2, 0, 3, 1]
+_OPENVINO_ORDER = ONNX_LSTM.taken_by(OPENVINO_LSTM)
 
 
 def _gates_reordered(rows):
@@ -150,8 +151,7 @@ def _on_layer_runner(op_type, attrs, n_outputs, acts_given, clip, input_forget):
             finals = [np.ascontiguousarray(f.swapaxes(0, 1)) for f in finals]
         return (out, *finals)[:n_outputs]
 
-    run.cores = cores
-    return showing(run, step)
+    return showing(run, step, cores=cores)
 
 
 def _factory(op_type):
@@ -175,7 +175,7 @@ def _factory(op_type):
             return general(x, w, r, b, seq_lens, h0, c0, p)
 
         if fast is not None:
-            run.measured, run.products, run.cores = fast.measured, fast.products, fast.cores
+            declare(run, abilities_of(fast))
 
         def general(x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None):
             if layout:

@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import _indexing, _math, _reductions
 from .._ir_attrs import DOMAIN, as_bool, as_dtype, as_int, as_integer_type
-from ..registry import kernel
+from ..registry import declare, kernel
 
 
 def _ints(values):
@@ -55,7 +55,7 @@ def _scatter_reduction(attrs, allowed):
 def scatter_elements_update(attrs):
     """(data, indices, updates, axis); -12 adds ``reduction`` (none, sum, prod, min, max, mean)
     and ``use_init_val`` (whether data's values take part in a reduction). Made in ``out=``
-    where given; in data's own buffer where the engine hands it that (``updates_first``)."""
+    where given; in data's own buffer where the engine hands it that (`updates_first`)."""
     reduction = _scatter_reduction(attrs, ("none", "sum", "prod", "min", "max", "mean"))
     use_init = as_bool(attrs, "use_init_val", True)
 
@@ -64,8 +64,7 @@ def scatter_elements_update(attrs):
         return _indexing.scatter_elements(data, indices, updates, axis, reduction, use_init,
                                           out=out)
 
-    scattered.updates_first = True
-    return scattered
+    return declare(scattered, updates_first=True)
 
 
 kernel("ScatterElementsUpdate", domain=DOMAIN, since=12, out=True)(scatter_elements_update)
@@ -80,8 +79,7 @@ def scatter_nd_update(attrs):
     def scattered(data, indices, updates, out=None):
         return _indexing.scatter_nd(data, indices, updates, reduction, out=out)
 
-    scattered.updates_first = True
-    return scattered
+    return declare(scattered, updates_first=True)
 
 
 kernel("ScatterNDUpdate", domain=DOMAIN, since=15, out=True)(scatter_nd_update)

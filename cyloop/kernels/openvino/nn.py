@@ -6,7 +6,7 @@ from ...accel.gemm import weight_product
 from .. import _math
 from .._ir_attrs import DOMAIN, as_bool, as_dtype, as_int
 from .._reductions import axes_reader, in_own_type, reducing, sum_abs, with_identity
-from ..registry import kernel
+from ..registry import abilities_of, declare, kernel
 
 
 @kernel("MatMul", domain=DOMAIN, since=1, batch="matmul",
@@ -24,9 +24,8 @@ def matmul(attrs):
             return transposed_weight(a, b)
         return by_weight(a, b)
 
-    product.measured = transposed_weight.measured if transpose_b else by_weight.measured
-    product.products = True
-    return product
+    return declare(product, measured=abilities_of(transposed_weight if transpose_b else
+                                                  by_weight).measured, products=True)
 
 
 def softmax(attrs):

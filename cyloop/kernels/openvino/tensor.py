@@ -4,7 +4,7 @@ import numpy as np
 
 from .. import _shapes
 from .._ir_attrs import DOMAIN, as_bool, as_dtype, as_int, as_ints
-from ..registry import kernel
+from ..registry import abilities_of, declare, kernel
 
 
 def _ints(values):
@@ -34,8 +34,7 @@ def split(attrs, n_outputs):
             raise ValueError(f"Split: an axis of {length} does not split into {n} equal parts")
         return parts(x, axis, [length // n] * n)
 
-    equal_parts.measured = parts.measured
-    return equal_parts
+    return declare(equal_parts, abilities_of(parts))
 
 
 @kernel("VariadicSplit", domain=DOMAIN, since=1, multi=True)
@@ -56,8 +55,7 @@ def variadic_split(attrs, n_outputs):
                              f"{length}")
         return parts(x, axis, lengths)
 
-    by_lengths.measured = parts.measured
-    return by_lengths
+    return declare(by_lengths, abilities_of(parts))
 
 
 @kernel("Reshape", domain=DOMAIN, since=1, batch="reshape")

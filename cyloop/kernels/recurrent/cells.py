@@ -14,11 +14,11 @@ A step takes ``out=``, where it writes its new h (the first result: the slot of 
 the planner gives it), unless its types differ from h's; it returns that h either way, and the
 engine copies one it did not write there.
 
-An LSTM's gates are *arranged*: the rows of W, R and B are reordered to f, i, o, c, so that the
-three sigmoid gates are one block, and, with the default activations, those rows are halved, so
-that one tanh serves all four gates: sigmoid(x) = tanh(x/2)/2 + 1/2. Halving is exact in binary
-floating point (bar underflow), so the arranged pre-activations are exactly the plain ones halved.
-The arranged weights are made once per weight array (`Prepared`), not per step.
+An LSTM's gates are *arranged* (`ARRANGED_LSTM`): the rows of W, R and B are reordered to f, i, o,
+c, so that the three sigmoid gates are one block, and, with the default activations, those rows are
+halved, so that one tanh serves all four gates: sigmoid(x) = tanh(x/2)/2 + 1/2. Halving is exact in
+binary floating point (bar underflow), so the arranged pre-activations are exactly the plain ones
+halved. The arranged weights are made once per weight array (`Prepared`), not per step.
 """
 
 from __future__ import annotations
@@ -54,8 +54,9 @@ from ...accel.gemm import (
 from ...accel.measured import Measured
 from ...ir import LOOP_DOMAIN
 from .. import _math
+from .._gate_orders import ARRANGED_LSTM, OPENVINO_LSTM
 from .._ir_attrs import DOMAIN, as_bool, as_float
-from ..registry import Recurrence, kernel
+from ..registry import Recurrence, abilities_of, declare, kernel
 
 
 def _relu(x, out=None):
@@ -140,14 +141,21 @@ def _halves_sigmoids(attrs) -> bool:
     return _activations(attrs, ["sigmoid", "tanh", "tanh"]) == [_math.sigmoid, np.tanh, np.tanh]
 
 
+# The arranged gates' blocks: the sigmoid gates' (f, i, o) are the first three, the cell's last.
+_F_AT, _I_AT, _G_AT, _O_AT = ARRANGED_LSTM
+_SIGMOIDS = _G_AT  # (how many blocks the sigmoid gates make, from the first)
+
+
 def _lstm_arranged(halved: bool) -> Callable:
-    """Rows (W, R or B) in f, i, c, o order -> a read-only copy in f, i, o, c order, the f, i, o
-    rows halved if `halved`."""
+    """Rows (W, R or B) in OpenVINO's gate order -> a read-only copy in the arranged order, the
+    sigmoid gates' rows halved if `halved`."""
+    taken = OPENVINO_LSTM.taken_by(ARRANGED_LSTM)
+
     def arrange(rows):
-        f, i, c, o = np.split(np.asarray(rows), 4, axis=0)
-        arranged = np.concatenate([f, i, o, c])
+        blocks = np.split(np.asarray(rows), 4, axis=0)
+        arranged = np.concatenate([blocks[k] for k in taken])
         if halved:
-            sigmoids = arranged[:3 * f.shape[0]]
+            sigmoids = arranged[:_SIGMOIDS * blocks[0].shape[0]]
             sigmoids *= sigmoids.dtype.type(0.5)
         arranged.flags.writeable = False
         return arranged
@@ -197,9 +205,7 @@ def cell_projection(attrs):
         gates = product(rows.reshape(-1, rows.shape[-1]), joined)  # a fresh [leading * B, G]
         return gates.reshape(x.shape[:-1] + (w.shape[0],))
 
-    project.measured = product.measured
-    project.products = True
-    return project
+    return declare(project, measured=abilities_of(product).measured, products=True)
 
 
 def lstm_step(attrs) -> Measured:
@@ -245,18 +251,18 @@ def lstm_step(attrs) -> Measured:
         # twice what it does on a contiguous block: there the sigmoid's affine part is two
         # calls over the whole contiguous buffer (per-column scale and offset) instead.
         whole_buffer = not gate_major and halved
-        # Arranged gates are f, i, o, c: the tanh block is the last.
+        # (the arranged gates' tanh block: the cell's)
         weights = Prepared(lambda r: (layout.prepared(arrange(r)),
-                                      _math.lstm_gate_affine(4 * r.shape[-1], 0, r.dtype, 3)))
+                                      _math.lstm_gate_affine(4 * r.shape[-1], 0, r.dtype, _G_AT)))
 
         def step(xw, h, c, r, out=None):
             hidden = h.shape[-1]
             prepared, (scale, offset) = weights(r)
-            forget, inp, out_at, cand = _blocks(gate_major, hidden, 4)
+            forget, inp, out_at, cand = _blocks(gate_major, hidden, 4)  # (arranged: f, i, o, c)
             if gate_major:
                 h, c, xw = h.swapaxes(-1, -2), c.swapaxes(-1, -2), xw.swapaxes(-1, -2)
             gates = layout.product(h, prepared, xw)  # a fresh buffer the gates are made in
-            sigmoids = gates[_span(gate_major, 0, 3 * hidden)]
+            sigmoids = gates[_span(gate_major, 0, _SIGMOIDS * hidden)]
             candidate = gates[cand]
             activate(gates, sigmoids, candidate)
             if halved and whole_buffer:
@@ -289,13 +295,14 @@ def lstm_step(attrs) -> Measured:
                 out = None  # (a strided destination would not reshape to a view)
             gates = matmul_plus(h, weights(r),  # a fresh buffer
                                 xw.reshape(h.shape[0], 4, hidden).transpose(1, 0, 2))
-            sigmoids, candidate = gates[:3], gates[3]
+            sigmoids, candidate = gates[:_SIGMOIDS], gates[_G_AT]
             activate(gates, sigmoids, candidate)
             if halved:
                 half = gates.dtype.type(0.5)
                 sigmoids *= half
                 sigmoids += half
-            h_new, c_new = update(gates[0], gates[1], gates[2], candidate, c, h.dtype, out)
+            h_new, c_new = update(gates[_F_AT], gates[_I_AT], gates[_O_AT], candidate, c, h.dtype,
+                                  out)
             if len(shape) != 2:
                 return h_new.reshape(shape), c_new.reshape(shape)
             return h_new, c_new
@@ -315,44 +322,42 @@ def lstm_step(attrs) -> Measured:
             if h.ndim != 2 or dtype.kind != "f" or not xw.dtype == c.dtype == r.dtype == dtype:
                 return step(xw, h, c, r, out)
             prepared = weights(r)
-            done = lstm_product_tail(h, prepared, xw, c, out, 0, 1, 3, 2, False,
-                                     products_on_two_cores())  # (arranged: f, i, o, c)
+            done = lstm_product_tail(h, prepared, xw, c, out, ARRANGED_LSTM, False,
+                                     products_on_two_cores())
             if done is not None:
                 return done
             batch, hidden = h.shape
             gates = matmul_plus(h, prepared, xw.reshape(batch, 4, hidden).transpose(1, 0, 2))
-            done = lstm_tail(gates, c, out, 0, 1, 3, 2, False)  # (arranged: f, i, o, c)
+            done = lstm_tail(gates, c, out, ARRANGED_LSTM, False)
             if done is not None:
                 return done
             np.tanh(gates, out=gates)
             half = halves.get(dtype)
             if half is None:
                 half = halves[dtype] = dtype.type(0.5)
-            sigmoids = gates[:3]
+            sigmoids = gates[:_SIGMOIDS]
             sigmoids *= half
             sigmoids += half
-            c_new = np.multiply(gates[0], c)
-            inp = gates[1]
-            inp *= gates[3]
+            c_new = np.multiply(gates[_F_AT], c)
+            inp = gates[_I_AT]
+            inp *= gates[_G_AT]
             c_new += inp
             h_new = np.tanh(c_new, out=out)
-            h_new *= gates[2]
+            h_new *= gates[_O_AT]
             return h_new, c_new
 
         def steps(args, rows, outs, staged):
-            """`plain_step` over ``len(rows)`` steps in one call (kernels/registry.py
+            """`plain_step` over ``len(rows)`` steps in one call (cyloop/abilities.py
             `Recurrence`): `lstm_product_steps`, the same job step after step."""
             _, h, c, r = args
             dtype = h.dtype
             if h.ndim != 2 or dtype.kind != "f" or not rows.dtype == c.dtype == r.dtype == dtype:
                 return None
-            return lstm_product_steps(rows_apart(h), weights(r), rows, rows_apart(c), outs, 0,
-                                      1, 3, 2, False, products_on_two_cores(),
-                                      staged)  # (arranged: f, i, o, c)
+            return lstm_product_steps(rows_apart(h), weights(r), rows, rows_apart(c), outs,
+                                      ARRANGED_LSTM, False, products_on_two_cores(), staged)
 
         plain_step.weights = weights
-        plain_step.steps_for = lambda *args: steps
-        return plain_step
+        return declare(plain_step, steps_for=lambda *args: steps)
 
     steps = {layout.name: step_in(layout) for layout in _LAYOUTS}
     steps[BLOCKED] = blocked()
@@ -434,7 +439,7 @@ def gru_step(attrs) -> Measured:
             return out if dest is not None else layout.oriented(h_new).astype(h.dtype, copy=False)
 
         def steps(args, rows, outs, staged):
-            """`step` over ``len(rows)`` steps in one call (kernels/registry.py `Recurrence`):
+            """`step` over ``len(rows)`` steps in one call (cyloop/abilities.py `Recurrence`):
             `gru_product_steps`, `gru_product_tail`'s job step after step."""
             _, h, r, b = args
             cap = _math.sigmoid_cap(h.dtype)
@@ -448,8 +453,7 @@ def gru_step(attrs) -> Measured:
             return None if done is None else (done,)
 
         step.weights = weights
-        step.steps_for = (lambda *args: steps) if passes else (lambda *args: None)
-        return step
+        return declare(step, steps_for=(lambda *args: steps) if passes else (lambda *args: None))
 
     return _measured({layout.name: step_in(layout) for layout in _LAYOUTS})
 
@@ -486,7 +490,7 @@ def rnn_step(attrs) -> Measured:
             return layout.oriented(f(_clip(pre, clip), out=pre)).astype(h.dtype, copy=False)
 
         def steps(args, rows, outs, staged):
-            """`step` over ``len(rows)`` steps in one call (kernels/registry.py `Recurrence`):
+            """`step` over ``len(rows)`` steps in one call (cyloop/abilities.py `Recurrence`):
             `product_tanh_steps`, `product_tanh`'s job step after step."""
             _, h, r = args
             if h.ndim != 2:
@@ -496,18 +500,17 @@ def rnn_step(attrs) -> Measured:
             return None if done is None else (done,)
 
         step.weights = weights
-        step.steps_for = (lambda *args: steps) if one_call else (lambda *args: None)
-        return step
+        return declare(step,
+                       steps_for=(lambda *args: steps) if one_call else (lambda *args: None))
 
     return _measured({layout.name: step_in(layout) for layout in _LAYOUTS})
 
 
-def showing(fn, step: Measured):
-    """`fn` with `step`'s measured choice as ``fn.measured`` (the engine fixes it when tuning is
-    off; the plan shows it)."""
-    fn.measured = step
-    fn.products = True  # (its products follow the loop's choice of cores: `accel.gemm.matmul`)
-    return fn
+def showing(fn, step: Measured, **abilities):
+    """`fn` declaring `step`'s measured choice as its `measured` ability (the engine fixes it
+    when tuning is off; the plan shows it), and `abilities` besides."""
+    # (its products follow the loop's choice of cores: `accel.gemm.matmul`)
+    return declare(fn, measured=step, products=True, **abilities)
 
 
 # The recurrences and cells write their new h (their first result) into ``out=`` (see above).
@@ -516,8 +519,9 @@ def showing(fn, step: Measured):
 def lstm_recurrence(attrs, n_outputs):
     step = lstm_step(attrs)
     if n_outputs == 2:  # (h', c') as the step returns them: no wrapper call per step
-        step.recurrence = Recurrence(per_step=0, feedback=(1, 2))  # (xw, h, c, r) -> (h', c')
-        return showing(step, step)
+        # (xw, h, c, r) -> (h', c'); its steps, the chosen candidate's
+        return showing(step, step, recurrence=Recurrence(per_step=0, feedback=(1, 2)),
+                       steps_for=step.steps_for)
     return showing(lambda xw, h, c, r, out=None: step(xw, h, c, r, out=out)[:n_outputs], step)
 
 
@@ -528,10 +532,11 @@ def gru_recurrence(attrs, n_outputs):
     def run(xw, h, r, b, out=None):
         return (step(xw, h, r, b, out=out),)[:n_outputs]
 
-    if _gru_in_one_call(attrs):  # (else no candidate has steps)
-        run.recurrence = Recurrence(per_step=0, feedback=(1,))  # (xw, h, r, b) -> (h',)
-        run.steps_for = step.steps_for  # (the chosen candidate's: `Measured.steps_for`)
-    return showing(run, step)
+    if not _gru_in_one_call(attrs):  # (no candidate has steps)
+        return showing(run, step)
+    # (xw, h, r, b) -> (h',); its steps, the chosen candidate's: `Measured.steps_for`
+    return showing(run, step, recurrence=Recurrence(per_step=0, feedback=(1,)),
+                   steps_for=step.steps_for)
 
 
 @kernel("RNNCellRecurrence", domain=LOOP_DOMAIN, since=1, multi=True, out=True)
@@ -541,10 +546,11 @@ def rnn_recurrence(attrs, n_outputs):
     def run(xw, h, r, out=None):
         return (step(xw, h, r, out=out),)[:n_outputs]
 
-    if _rnn_in_one_call(attrs):  # (else no candidate has steps)
-        run.recurrence = Recurrence(per_step=0, feedback=(1,))  # (xw, h, r) -> (h',)
-        run.steps_for = step.steps_for  # (the chosen candidate's: `Measured.steps_for`)
-    return showing(run, step)
+    if not _rnn_in_one_call(attrs):  # (no candidate has steps)
+        return showing(run, step)
+    # (xw, h, r) -> (h',); its steps, the chosen candidate's: `Measured.steps_for`
+    return showing(run, step, recurrence=Recurrence(per_step=0, feedback=(1,)),
+                   steps_for=step.steps_for)
 
 
 def projection_for(recurrence, attrs):

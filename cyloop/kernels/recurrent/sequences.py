@@ -5,7 +5,7 @@ nn.RNN and ONNX's LSTM / GRU / RNN.
 Each direction runs the cell of cells.py over the sequence: the input projection of every step
 at once (one GEMM: the hoisting a TensorIterator's cell gets), then the recurrence step by step,
 with the same measured choices. Where every element runs every step, the steps from the first
-its step's chosen formulation takes on (one with `steps`: kernels/registry.py `Recurrence`) run in
+its step's chosen formulation takes on (one with `steps`: cyloop/abilities.py `Recurrence`) run in
 one call (`lstm_product_steps`, `gru_product_steps`, `product_tanh_steps`; docs/performance.md
 has what that gains). Shapes, with D
 directions (2 if bidirectional):
@@ -249,8 +249,7 @@ def lstm_sequence(attrs, n_outputs):
         y, (h, c) = layer(x, [h0, c0], lengths, w, r, b)
         return (y, h, c)[:n_outputs]
 
-    run.cores = cores
-    return showing(run, step)
+    return showing(run, step, cores=cores)
 
 
 @kernel("GRUSequence", domain=DOMAIN, since=5, multi=True)
@@ -263,8 +262,7 @@ def gru_sequence(attrs, n_outputs):
         y, (h,) = layer(x, [h0], lengths, w, r, b)
         return (y, h)[:n_outputs]
 
-    run.cores = cores
-    return showing(run, step)
+    return showing(run, step, cores=cores)
 
 
 @kernel("RNNSequence", domain=DOMAIN, since=5, multi=True)
@@ -276,5 +274,4 @@ def rnn_sequence(attrs, n_outputs):
         y, (h,) = layer(x, [h0], lengths, w, r, b)
         return (y, h)[:n_outputs]
 
-    run.cores = cores
-    return showing(run, step)
+    return showing(run, step, cores=cores)

@@ -7,6 +7,7 @@ import pytest
 from onnx import helper
 
 from cyloop import kernels
+from cyloop.abilities import abilities_of
 from cyloop.kernels.onnx import rnn
 from cyloop.kernels.recurrent import cells
 
@@ -121,7 +122,7 @@ def test_layers_with_the_defaults_run_on_the_layer_runner(op, attrs, direction, 
     feeds = _inputs(op, rng, dirs, layout=layout, f=f, **options)
     n_outputs = 3 if op == "LSTM" else 2
     layer = kernels.lookup("", op, 14).build(full, n_outputs)
-    assert layer.measured is not None  # (the cells' measured step: the plan shows it)
+    assert abilities_of(layer).measured is not None  # (the cells' measured step: the plan shows it)
     with monkeypatch.context() as patch:
         patch.setattr(rnn, "_cell", None)  # (not called)
         got = layer(*feeds.values())
@@ -164,7 +165,7 @@ def test_a_layer_runs_its_steps_in_one_call(op, attrs, direction, layout, rng, m
     spy, calls = steps_spy(kernel_name, xs_at)
     monkeypatch.setattr(cells, kernel_name, spy)
     layer = kernels.lookup("", op, 14).build(full, n_outputs)
-    layer.measured.fix(candidate)
+    abilities_of(layer).measured.fix(candidate)
     runs = [layer(*feeds.values()) for _ in range(2)]
     # (each run: a call a direction, all of it, staged as a layer's steps one at a time are)
     assert calls == [(300, True, True)] * (2 * dirs)

@@ -12,6 +12,7 @@ import pytest
 from onnx import helper
 
 import cyloop
+from cyloop.abilities import abilities_of
 from cyloop.accel import _two_core
 from cyloop.accel import measured as _measured
 from cyloop.accel.gemm import ONE_CORE, TWO_CORES, set_products_on_two_cores, two_cores_here
@@ -105,8 +106,8 @@ def test_sequence_layers_match_the_cell_equations_and_the_plugin(case, direction
     expected = _numpy_sequence(cell, feeds, weights, direction, attrs)
     model = cyloop.load(path)
     (kernel,) = [step.fn for step in model._compiled.steps]
-    for name in kernel.measured.candidates:
-        kernel.measured.fix(name)
+    for name in abilities_of(kernel).measured.candidates:
+        abilities_of(kernel).measured.fix(name)
         got = list(model.run(feeds).values())
         for value, want in zip(got, expected):
             np.testing.assert_allclose(value, want, rtol=1e-4, atol=1e-5, err_msg=name)
@@ -202,7 +203,7 @@ def test_a_layer_runs_its_steps_in_one_call_as_one_at_a_time(case, direction, tm
         monkeypatch.setattr(cells, kernel_name, steps)
         model = cyloop.load(path)
         (kernel,) = [step.fn for step in model._compiled.steps]
-        kernel.measured.fix(candidate)
+        abilities_of(kernel).measured.fix(candidate)
         return model.run(feeds)
 
     got = run(spy)
@@ -235,12 +236,12 @@ def test_a_layer_runs_the_steps_left_once_its_step_is_chosen(case, tmp_path, rng
     monkeypatch.setattr(cells, kernel_name, spy)
     model = cyloop.load(save(ov_model, tmp_path / "sequence.xml"), tune="at once")
     (kernel,) = [step.fn for step in model._compiled.steps]
-    candidates = kernel.measured.candidates
+    candidates = abilities_of(kernel).measured.candidates
     for name, slow in list(candidates.items()):
         if name != candidate:
             candidates[name] = lambda *args, slow=slow: (time.sleep(0.002), slow(*args))[1]
     got = list(model.run(feeds).values())
-    (trial,) = kernel.measured.trials.values()
+    (trial,) = abilities_of(kernel).measured.trials.values()
     assert trial.choice == candidate
     assert len(calls) == 2 and all(taken for *_, taken in calls)
     assert 0 < calls[0][0] < 300 and calls[1][0] == 300  # (the second direction: all of it)
@@ -256,9 +257,9 @@ def test_a_layer_whose_step_has_no_steps_is_not_asked_again(tmp_path, rng, monke
                                   hidden=16)
     model = cyloop.load(save(ov_model, tmp_path / "sequence.xml"))
     (kernel,) = [step.fn for step in model._compiled.steps]
-    kernel.measured.fix("batch-major gates")
-    asked, real = [], kernel.measured.steps_for
-    monkeypatch.setattr(kernel.measured, "steps_for",
+    abilities_of(kernel).measured.fix("batch-major gates")
+    asked, real = [], abilities_of(kernel).measured.steps_for
+    monkeypatch.setattr(abilities_of(kernel).measured, "steps_for",
                         lambda *args: asked.append(1) or real(*args))
     model.run({"X": rng.standard_normal((4, 50, 8)).astype(np.float32),
                "H0": np.zeros((4, 1, 16), np.float32), "C0": np.zeros((4, 1, 16), np.float32),
@@ -287,7 +288,7 @@ def test_a_layer_outside_loops_measures_where_its_products_run(tmp_path, rng):
     the values are one core's to rounding."""
     source, feeds = _lstm_layer(tmp_path, rng)
     model = cyloop.load(source, tune="at once")
-    cores = model._compiled.steps[0].fn.cores
+    cores = abilities_of(model._compiled.steps[0].fn).cores
     split, runs = _two_core.products_split(), []
     for _ in range(6):
         runs.append(model.run(feeds))
@@ -313,7 +314,7 @@ def test_a_layer_in_a_loop_leaves_its_products_to_the_loop(tmp_path, rng):
     choice is not asked (the loop measures its runs)."""
     source, feeds = _lstm_layer(tmp_path, rng)
     model = cyloop.load(source)
-    cores = model._compiled.steps[0].fn.cores
+    cores = abilities_of(model._compiled.steps[0].fn).cores
     for on in (True, False):
         previous = set_products_on_two_cores(on)
         try:
@@ -345,7 +346,7 @@ def test_a_layer_too_small_to_split_has_no_choice_of_cores(tmp_path, rng):
     assert cores.measured is not None
     source, feeds = _lstm_layer(tmp_path, rng, batch=2, hidden=4)
     model = cyloop.load(source)
-    cores = model._compiled.steps[0].fn.cores
+    cores = abilities_of(model._compiled.steps[0].fn).cores
     model.run(feeds)
     assert cores.measured is None
     (choice,) = [c for c in model.plan().choices if c.kind == "cores"]

@@ -1,0 +1,51 @@
+"""Where an LSTM's four gates lie along its gate axis, by name: each format's order, and the one
+the cells arrange theirs in, instead of block numbers at each call.
+
+An LSTM's W, R and B stack four blocks of rows, one per gate: forget (f), input (i), cell (c,
+the candidate tanh makes; the kernels' arithmetic calls it g, c being the cell state) and output
+(o). The formats stack them in different orders, spelled as their specifications spell them:
+ONNX's LSTM "iofc", OpenVINO's LSTMCell and LSTMSequence "fico". (A GRU's z, r, h are in that
+order in both.)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["ARRANGED_LSTM", "ONNX_LSTM", "OPENVINO_LSTM", "LstmGateOrder"]
+
+_GATES = "fico"  # the fields' order, by their letters
+
+
+class LstmGateOrder(NamedTuple):
+    """The block each gate of an LSTM is, a permutation of 0-3. `accel._gate_passes` reads the
+    fields in this order (forget, input, cell, output), as a tuple."""
+
+    forget: int
+    input: int
+    cell: int  # (the candidate: its block goes through tanh, the others through a sigmoid)
+    output: int
+
+    @classmethod
+    def spelled(cls, letters: str) -> LstmGateOrder:
+        """The order a format spells block by block with the gates' letters ("iofc": block 0
+        is i, ...)."""
+        if sorted(letters) != sorted(_GATES):
+            raise ValueError(f"an LSTM's gate order names each of {_GATES!r} once, not "
+                             f"{letters!r}")
+        return cls(*(letters.index(gate) for gate in _GATES))
+
+    def taken_by(self, order: LstmGateOrder) -> list[int]:
+        """For each block of `order`, the block of this order holding its gate: the index
+        along the gate axis that lays out blocks in this order as `order` has them."""
+        taken = [0] * len(self)
+        for at, block in zip(order, self):
+            taken[at] = block
+        return taken
+
+
+ONNX_LSTM = LstmGateOrder.spelled("iofc")  # ONNX's LSTM: W, R and B
+OPENVINO_LSTM = LstmGateOrder.spelled("fico")  # OpenVINO's LSTMCell and LSTMSequence
+# The cells' arranged gates (kernels/recurrent/cells.py): the three sigmoid blocks first, as one
+# block, and the tanh block last.
+ARRANGED_LSTM = LstmGateOrder.spelled("fioc")
