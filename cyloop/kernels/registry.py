@@ -152,7 +152,7 @@ _TABLE: dict[tuple[str, str], list[KernelDef]] = {}
 # Kernel modules register their kernels as they import. The registry imports those of an op the
 # first time the op is looked up, as ../data/kernel_index.txt lists them (made by
 # ../data/make_kernel_index.py), so `import cyloop` imports none and loading a model imports
-# what its ops need; an op the index does not list imports them all.
+# what its ops need. (`registered()` imports them all.)
 _INDEX_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                            "kernel_index.txt")
 _index: dict[tuple[str, str], tuple[str, ...]] | None = None
@@ -181,14 +181,11 @@ def _the_index() -> dict[tuple[str, str], tuple[str, ...]]:
 
 
 def _import_kernels(domain: str, op_type: str) -> None:
-    """Import the modules that register the op's kernels; every kernel module for an op the index
-    does not list (one registered by a module outside it, or none at all)."""
+    """Import the modules that register the op's kernels. (An op the index does not list is one
+    no cyloop module registers: a control-flow op the engine runs itself, a user's kernel, which
+    registered as its module imported, or none at all.)"""
     _imported.add((domain, op_type))
-    modules = _the_index().get((domain, op_type))
-    if modules is None:
-        _import_every_kernel()
-        return
-    for module in modules:
+    for module in _the_index().get((domain, op_type), ()):
         importlib.import_module(module)
 
 

@@ -188,8 +188,7 @@ def tensor_scatter(attrs):
         return _indexing.scatter_elements(past_cache, np.broadcast_to(index, update.shape),
                                           update, at, out=out)
 
-    scattered.updates_first = True
-    return scattered
+    return declare(scattered, updates_first=True)
 
 
 @kernel("NonZero", since=9)
