@@ -50,7 +50,10 @@ _OMITTED = object()  # an omitted optional input (its type is not passed to onnx
 _TYPE_ATTRIBUTES = {("Cast", "to"), ("SequenceEmpty", "dtype"), ("EyeLike", "dtype"),
                     ("LayerNormalization", "stash_type"), ("QuantizeLinear", "output_dtype"),
                     ("QuantizeLinear", "precision"), ("DequantizeLinear", "output_dtype"),
-                    ("MelWeightMatrix", "output_datatype"), ("BitCast", "to")}
+                    ("MelWeightMatrix", "output_datatype"), ("BitCast", "to"),
+                    ("RandomNormal", "dtype"), ("RandomUniform", "dtype"),
+                    ("RandomNormalLike", "dtype"), ("RandomUniformLike", "dtype"),
+                    ("Multinomial", "dtype")}
 # ... of which these read 0 (UNDEFINED) as not given: the kernel then has no such attribute.
 _UNSET_BY_ZERO = {("QuantizeLinear", "output_dtype"), ("QuantizeLinear", "precision"),
                   ("DequantizeLinear", "output_dtype")}

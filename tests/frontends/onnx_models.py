@@ -18,16 +18,30 @@ def const(name, value):
         np.asarray(value), name))
 
 
+# The domain of the op `fallback_node` makes, which cyloop has no kernels in.
+FALLBACK_OPSET = helper.make_opsetid("ai.onnx.preview.training", 1)
+_MOMENTUM = {"alpha": 0.5, "beta": 0.25, "norm_coefficient": 0.125, "mode": "standard"}
+
+
 def fallback_node(x, y):
-    """A node of an op cyloop runs on onnx.reference's kernels (TfIdfVectorizer: no native
-    kernel, no function body): int64 [N, 4] -> float32 [N, 3], the counts of 2, 3 and 5."""
-    return helper.make_node("TfIdfVectorizer", [x], [y], mode="TF", min_gram_length=1,
-                            max_gram_length=1, max_skip_count=0, ngram_counts=[0],
-                            ngram_indexes=[0, 1, 2], pool_int64s=[2, 3, 5])
+    """Nodes of an op cyloop runs on onnx.reference's kernels (ai.onnx.preview.training's
+    Momentum, in `FALLBACK_OPSET`: no native kernel, no function body, no onnxruntime kernel
+    outside its training builds): float32 x -> y, one momentum step with x as the weights,
+    gradient and velocity (`fallback_result`)."""
+    rate, step = f"{y}_rate", f"{y}_step"
+    return [const(rate, np.float32(0.5)), const(step, np.int64(1)),
+            helper.make_node("Momentum", [rate, step, x, x, x], [y, f"{y}_velocity"],
+                             domain=FALLBACK_OPSET.domain, **_MOMENTUM)]
 
 
-def model(graph, opset, ir_version=8):
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+def fallback_result(x):
+    """What `fallback_node` computes of x: ONNX's momentum step, in numpy."""
+    velocity = _MOMENTUM["alpha"] * x + _MOMENTUM["beta"] * (_MOMENTUM["norm_coefficient"] * x + x)
+    return x - np.float32(0.5) * velocity
+
+
+def model(graph, opset, ir_version=8, more_opsets=()):
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), *more_opsets],
                              ir_version=ir_version)
 
 

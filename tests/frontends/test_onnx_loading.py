@@ -13,8 +13,16 @@ import cyloop
 from cyloop.sequence import TensorSequence
 
 from ..conftest import held_arrays
-from ..support.nodes import oracle
-from .onnx_models import const, fallback_node, loop_model, model, scan_model, tensor
+from .onnx_models import (
+    FALLBACK_OPSET,
+    const,
+    fallback_node,
+    fallback_result,
+    loop_model,
+    model,
+    scan_model,
+    tensor,
+)
 
 
 def test_load_from_path_bytes_and_proto(tmp_path, rng):
@@ -226,14 +234,14 @@ def test_scan_output_changing_shape_is_named(rng):
 
 def test_fallback_ops_are_listed_once_in_a_warning():
     graph = helper.make_graph(
-        [fallback_node("x", "r1"), fallback_node("x", "r2"),
+        [*fallback_node("x", "r1"), *fallback_node("x", "r2"),
          helper.make_node("Add", ["r1", "r2"], ["y"])], "g",
-        [tensor("x", np.int64, [3, 4])], [tensor("y", np.float32, [3, 3])])
-    with pytest.warns(UserWarning, match="onnx.reference's kernels.*: TfIdfVectorizer$"):
-        m = cyloop.load(model(graph, 13))
-    x = np.random.default_rng(0).integers(0, 6, (3, 4))
-    (expected,) = oracle(model(graph, 13), {"x": x})
-    np.testing.assert_allclose(m.run({"x": x})["y"], expected, rtol=1e-6)
+        [tensor("x", np.float32, [3, 4])], [tensor("y", np.float32, [3, 4])])
+    with pytest.warns(UserWarning, match="onnx.reference's kernels.*: "
+                                         "ai.onnx.preview.training::Momentum$"):
+        m = cyloop.load(model(graph, 13, more_opsets=[FALLBACK_OPSET]))
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    np.testing.assert_allclose(m.run({"x": x})["y"], 2 * fallback_result(x), rtol=1e-6)
 
 
 def test_unknown_op_names_node_op_domain_and_version():
@@ -303,17 +311,17 @@ def test_cyloop_loads_native_ops_without_onnx_and_says_which_extra_to_install(tm
     import subprocess
     import sys
 
-    native, fallback = tmp_path / "loop.onnx", tmp_path / "tfidf.onnx"
+    native, fallback = tmp_path / "loop.onnx", tmp_path / "momentum.onnx"
     native.write_bytes(loop_model(True, False, None).SerializeToString())
-    graph = helper.make_graph([fallback_node("x", "y")], "g",
-                              [tensor("x", np.int64, [3, 4])], [tensor("y", np.float32, [3, 3])])
-    fallback.write_bytes(model(graph, 13).SerializeToString())
+    graph = helper.make_graph(fallback_node("x", "y"), "g", [tensor("x", np.float32, [3, 4])],
+                              [tensor("y", np.float32, [3, 4])])
+    fallback.write_bytes(model(graph, 13, more_opsets=[FALLBACK_OPSET]).SerializeToString())
     proc = subprocess.run([sys.executable, "-c", NO_ONNX, str(native), str(fallback)],
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert lines[:2] == ["3.0", "(3, 2, 3)"]
-    assert "'TfIdfVectorizer'" in lines[2] and "pip install 'cyloop[onnx]'" in lines[2]
+    assert "'Momentum'" in lines[2] and "pip install 'cyloop[onnx]'" in lines[2]
 
 
 @pytest.mark.parametrize("feeds,error", [
@@ -416,7 +424,7 @@ def test_a_required_attribute_missing_names_the_node():
 
 
 def test_a_fallback_kernel_onnx_reference_cannot_build_is_a_model_error(monkeypatch):
-    """An op on onnx.reference's kernels (TfIdfVectorizer) whose kernel onnx.reference fails to build:
+    """An op on onnx.reference's kernels (Momentum) whose kernel onnx.reference fails to build:
     a ModelError naming the node and saying why (the reference's failure stood in for, as every
     op onnx.reference cannot build now has a native kernel)."""
     from cyloop.kernels.onnx import fallback
@@ -426,13 +434,13 @@ def test_a_fallback_kernel_onnx_reference_cannot_build_is_a_model_error(monkeypa
             raise RuntimeError("no coefficients")
 
     monkeypatch.setattr(fallback, "reference_op_class", lambda *args: Refusing)
-    node = fallback_node("x", "y")
-    node.name = "tfidf"
-    graph = helper.make_graph([node], "g", [tensor("x", np.int64, [2, 4])],
+    nodes = fallback_node("x", "y")
+    nodes[-1].name = "momentum"
+    graph = helper.make_graph(nodes, "g", [tensor("x", np.float32, [2, 4])],
                               [helper.make_empty_tensor_value_info("y")])
-    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx_model = model(graph, 13, more_opsets=[FALLBACK_OPSET])
     with warnings.catch_warnings(), pytest.raises(
-            cyloop.ModelError, match="TfIdfVectorizer node 'tfidf': onnx.reference cannot build "
+            cyloop.ModelError, match="Momentum node 'momentum': onnx.reference cannot build "
                                      "its kernel: RuntimeError: no coefficients"):
         warnings.simplefilter("ignore")
         cyloop.load(onnx_model)

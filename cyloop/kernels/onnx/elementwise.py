@@ -261,10 +261,22 @@ def prelu_1(attrs):
     return lambda x, slope: _math.prelu(x, slope, per_channel=True)
 
 
+@kernel("Clip", since=1, batch="first")
 @kernel("Clip", since=6, batch="first")
 def clip_6(attrs):
-    low, high = attrs.get("min", -np.inf), attrs.get("max", np.inf)
-    return lambda x: np.clip(x, x.dtype.type(low), x.dtype.type(high))
+    """Clip-1 and 6: bounds as attributes, by default the type's lowest and highest finite
+    values (so an infinity is clipped to one; Clip-1's consumed_inputs is a legacy hint). A min
+    above the max is refused, as onnxruntime does."""
+    low, high = attrs.get("min"), attrs.get("max")
+    if low is not None and high is not None and low > high:
+        raise ValueError(f"Clip's min {low} is above its max {high}")
+
+    def clip(x):
+        info = np.finfo(x.dtype)
+        return np.clip(x, info.min if low is None else x.dtype.type(low),
+                       info.max if high is None else x.dtype.type(high))
+
+    return clip
 
 
 @kernel("Clip", since=11, batch="first")

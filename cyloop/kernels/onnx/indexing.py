@@ -14,14 +14,18 @@ def _ints(values):
     return _shapes.flat_int_list(values)
 
 
-def _split(axis, n_outputs):
+def _split(axis, n_outputs, equal=False):
     """ONNX Split: explicit sizes, one per output, none negative, that add up to the axis's
     length (the specification's rule, which onnxruntime enforces too), or `n_outputs` equal
-    parts (opset 18 allows a smaller last)."""
+    parts (opset 18 allows a smaller last; `equal`: the parts must be equal, as opsets 1 and 2
+    say and onnxruntime enforces)."""
     parts = _shapes.split_kernel()
 
     def split(x, sizes=None):
         length = x.shape[axis]
+        if sizes is None and equal and length % n_outputs:
+            raise ValueError(f"Split: axis {axis} of length {length} does not split into "
+                             f"{n_outputs} equal parts")
         if sizes is None:
             step = -(-length // n_outputs)
             sizes = [min(step, length - k * step) for k in range(n_outputs)]
@@ -33,9 +37,24 @@ def _split(axis, n_outputs):
     return declare(split, abilities_of(parts))
 
 
+@kernel("Split", since=1, multi=True)
+def split_1(attrs, n_outputs):
+    """Split-1: the sizes an optional second input (of the data's float type) or the `split`
+    attribute, else equal parts."""
+    split, sizes = _split(int(attrs.get("axis", 0)), n_outputs, equal=True), attrs.get("split")
+
+    def split_by_input_or_attribute(x, split_input=None):
+        if split_input is None:
+            return split(x, None if sizes is None else list(sizes))
+        return split(x, [int(v) for v in np.asarray(split_input).reshape(-1)])
+
+    split_by_input_or_attribute.measured = split.measured
+    return split_by_input_or_attribute
+
+
 @kernel("Split", since=2, multi=True, batch="split")
 def split_2(attrs, n_outputs):
-    split, sizes = _split(int(attrs.get("axis", 0)), n_outputs), attrs.get("split")
+    split, sizes = _split(int(attrs.get("axis", 0)), n_outputs, equal=True), attrs.get("split")
 
     def split_by_attribute(x):
         return split(x, sizes)
@@ -267,6 +286,14 @@ def _pad(x, pads, mode, value, axes=None):
     for k, axis in enumerate(axes):
         begins[axis], ends[axis] = pads[k], pads[k + half]
     return _indexing.pad(x, begins, ends, mode, value, crop_first=True)
+
+
+@kernel("Pad", since=1)
+def pad_1(attrs):
+    """Pad-1: Pad-2 with the pads named `paddings` (all begins, then all ends, as the attribute
+    says; the schema's example pairs them per axis, which neither onnx.reference nor
+    onnxruntime's Pad-2 does)."""
+    return pad_2({**attrs, "pads": attrs["paddings"]})
 
 
 @kernel("Pad", since=2)

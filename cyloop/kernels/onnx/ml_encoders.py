@@ -222,3 +222,34 @@ def label_encoder_4(attrs):
     """LabelEncoder-4: as 2, the keys and values also as tensors (keys_tensor, values_tensor,
     default_tensor: int16 and double too), and a NaN key matching NaN."""
     return _label_encoder(attrs, 4)
+
+
+@kernel("CategoryMapper", domain=ML, since=1)
+def category_mapper(attrs):
+    """CategoryMapper-1: strings to the int64 paired with them (cats_strings[k] with
+    cats_int64s[k]; default_int64 for none), int64s to their string (default_string); the last
+    of repeated keys wins, as in onnxruntime's map."""
+    strings = np.empty(len(attrs.get("cats_strings", [])), object)
+    strings[:] = list(attrs.get("cats_strings", []))
+    ints = np.asarray(list(attrs.get("cats_int64s", [])), np.int64)
+    if strings.size != ints.size:
+        raise ValueError(f"CategoryMapper: {strings.size} cats_strings and {ints.size} "
+                         "cats_int64s")
+    by_string, by_int = _lookup(strings), _lookup(ints)
+    default_int = np.int64(attrs.get("default_int64", -1))
+    default_string = attrs.get("default_string", "_Unused")
+
+    def mapped(x):
+        if x.dtype == object:
+            positions, values, y = by_string(x), ints, np.full(x.shape, default_int)
+        elif x.dtype == np.int64:
+            positions, values = by_int(x), strings
+            y = np.empty(x.shape, object)
+            y[...] = default_string
+        else:
+            raise ValueError(f"CategoryMapper maps strings or int64s, not {x.dtype}")
+        found = positions >= 0
+        y[found] = values[positions[found]]
+        return y
+
+    return mapped

@@ -2,6 +2,8 @@
 attribute before opset 13 for ReduceSum and 18 for the others, an input after), ArgMax/ArgMin,
 CumSum/CumProd, TopK, Hardmax."""
 
+import math
+
 import numpy as np
 
 from .. import _reductions
@@ -163,6 +165,25 @@ def top_k(attrs, n_outputs):
         return np.take_along_axis(x, indices, axis=axis), indices.astype(np.int64)
 
     return top
+
+
+@kernel("Hardmax", since=1)
+def hardmax_1(attrs):
+    """Hardmax-1 and 11: the input coerced to 2-D at `axis` (default 1), [a_0 * ... * a_{k-1},
+    a_k * ... * a_{n-1}], one 1 in each row at its first maximum."""
+    axis = int(attrs.get("axis", 1))
+    rows = hardmax({"axis": -1})
+
+    def one_hot_of_max(x):
+        if not -x.ndim <= axis < x.ndim:
+            raise ValueError(f"Hardmax: axis {axis} is out of range for rank {x.ndim}")
+        k = axis + x.ndim if axis < 0 else axis
+        coerced = x.reshape(math.prod(x.shape[:k]), math.prod(x.shape[k:]))
+        if coerced.shape[1] == 0:
+            return np.zeros_like(x)
+        return rows(coerced).reshape(x.shape)
+
+    return one_hot_of_max
 
 
 @kernel("Hardmax", since=13)

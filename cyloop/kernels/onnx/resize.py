@@ -121,6 +121,24 @@ def resize_11(attrs):
                    attrs.get("keep_aspect_ratio_policy", "stretch"))
 
 
+@kernel("Upsample", since=1)
+def upsample_1(attrs):
+    """Upsample-1: a 4-D NCHW input scaled by `height_scale` and `width_scale`, mode nearest or
+    bilinear (Upsample-7's nearest and linear)."""
+    mode = attrs.get("mode", "nearest")
+    if mode not in ("nearest", "bilinear"):
+        raise ValueError(f"Upsample-1's mode must be nearest or bilinear, got {mode!r}")
+    scales = [1.0, 1.0, float(attrs["height_scale"]), float(attrs["width_scale"])]
+    resize = resize_10({"mode": "linear" if mode == "bilinear" else "nearest"})
+
+    def upsampled(x):
+        if x.ndim != 4:
+            raise ValueError(f"Upsample-1 takes a 4-D NCHW input, got shape {list(x.shape)}")
+        return resize(x, np.asarray(scales))
+
+    return upsampled
+
+
 @kernel("Upsample", since=7)
 def upsample_7(attrs):
     resize = resize_10(attrs)

@@ -176,9 +176,11 @@ def conv(attrs):
     return convolve
 
 
+@kernel("GlobalLpPool", since=1)
 @kernel("GlobalLpPool", since=2)
 def global_lp_pool(attrs):
-    """GlobalLpPool-2 and 22: ``(sum |x| ** p) ** (1 / p)`` over the spatial axes."""
+    """GlobalLpPool-1, 2 and 22: ``(sum |x| ** p) ** (1 / p)`` over the spatial axes (p a float
+    at opset 1, an int after)."""
     p = float(attrs.get("p", 2))
 
     def pooled(x):

@@ -133,6 +133,15 @@ def shape(attrs):
     return shape_of
 
 
+@kernel("Reshape", since=1)
+def reshape_1(attrs):
+    """Reshape-1: the target shape an attribute (0 copies the input's dimension, -1 is
+    inferred); consumed_inputs is a legacy hint."""
+    new_shape = np.array(attrs.get("shape", []), np.int64)
+    reshaped = reshape({})
+    return lambda data: reshaped(data, new_shape)
+
+
 @kernel("Reshape", since=5, batch="reshape")
 def reshape(attrs):
     allow_zero = bool(attrs.get("allowzero", 0))
@@ -227,6 +236,21 @@ def expand(attrs):
         return result
 
     return expanded
+
+
+@kernel("Tile", since=1)
+def tile_1(attrs):
+    """Tile-1: `tiles` copies of the input along one `axis`, both scalar inputs (int64 as the
+    schema's constraint says, though its inputs name the data's float type: either is read)."""
+
+    def tiled(x, tiles, axis):
+        axis, reps = int(np.asarray(axis).reshape(-1)[0]), [1] * x.ndim
+        if not -x.ndim <= axis < x.ndim:
+            raise ValueError(f"Tile: axis {axis} is out of range for rank {x.ndim}")
+        reps[axis] = int(np.asarray(tiles).reshape(-1)[0])
+        return np.tile(x, reps)
+
+    return tiled
 
 
 @kernel("Tile", since=6)

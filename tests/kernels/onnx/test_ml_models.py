@@ -144,6 +144,28 @@ def test_label_encoder_matches_onnxruntime(version, attrs, x):
     _run("LabelEncoder", attrs, [x], opset=version)
 
 
+def _category_mapper_cases():
+    words = np.array(["dog", "cow", "cat", "", "Dog", "emu"], object)[RNG.integers(0, 6, (3, 5))]
+    ints = RNG.integers(-2, 6, (4, 3))
+    cats = {"cats_strings": ["dog", "cow", "cat", "", "yak"], "cats_int64s": [3, 1, 4, 0, -2]}
+    repeated = {"cats_strings": ["dog", "cow", "dog"], "cats_int64s": [1, 2, 1]}  # (the last wins)
+    for attrs in (cats, repeated, {**cats, "default_int64": 99, "default_string": "none"},
+                  {"cats_strings": ["cow"], "cats_int64s": [4]}):
+        for x in (words, words[0], ints, ints[:0], np.int64(4)):
+            yield attrs, x
+
+
+CATEGORIES = list(_category_mapper_cases())
+
+
+@pytest.mark.parametrize("driver", ["cython", "python"])
+@pytest.mark.parametrize("attrs, x", CATEGORIES,
+                         ids=[f"{k}-{np.asarray(x).dtype}" for k, (_, x) in enumerate(CATEGORIES)])
+def test_category_mapper_matches_onnxruntime(attrs, x, driver):
+    model, feeds = one_node("CategoryMapper", 1, attrs, [x], domain=ML)
+    assert_native_matches(model, feeds, driver=driver)
+
+
 # -- linear and kernel models ---------------------------------------------------------------------
 
 def _linear_classifier_cases():
