@@ -48,8 +48,7 @@ def split_1(attrs, n_outputs):
             return split(x, None if sizes is None else list(sizes))
         return split(x, [int(v) for v in np.asarray(split_input).reshape(-1)])
 
-    split_by_input_or_attribute.measured = split.measured
-    return split_by_input_or_attribute
+    return declare(split_by_input_or_attribute, abilities_of(split))
 
 
 @kernel("Split", since=2, multi=True, batch="split")
