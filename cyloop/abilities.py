@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NO_ABILITIES", "Abilities", "Recurrence", "abilities_of", "declare"]
+__all__ = ["NO_ABILITIES", "Abilities", "GemmForm", "Recurrence", "abilities_of", "declare"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,18 @@ class Recurrence:
 
     per_step: int
     feedback: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class GemmForm:
+    """An ONNX Gemm kernel's own parts, which its form on many rows at once reads (its ``gemm``
+    ability; engine/chunks.py `gemm`): ``alpha * A @ B' + beta * C``, B' being B transposed with
+    `trans_b`, and `product`, the kernel's product of A by B (taking B as the node has it)."""
+
+    alpha: float
+    beta: float
+    trans_b: bool
+    product: Callable
 
 
 @dataclass(frozen=True)
@@ -69,6 +81,7 @@ class Abilities:
       (kernels/registry.py `type_keeping`: `FIRST_INPUT`), so that a loop updating a carried
       buffer a row at a time copies no buffer a step. Its result has its first input's shape
       (the hoister reads a carried buffer's shape once a run on it).
+    - `gemm`: it is ONNX's Gemm, whose parts (a `GemmForm`) its hoisted form reads.
     """
 
     measured: Any = None  # (an accel.measured.Measured: not imported here, see the module)
@@ -78,6 +91,7 @@ class Abilities:
     steps_for: Callable[..., Callable | None] | None = None
     steps_hold: bool = False
     updates_first: bool = False
+    gemm: GemmForm | None = None
 
     def __post_init__(self):
         if self.recurrence is not None and self.steps_for is None:

@@ -171,3 +171,20 @@ def test_the_attribute_check_finds_a_loose_ability():
              "self.measured = None\n"
     assert _attribute_writes(ast.parse(source)) == [(1, "products"), (2, "measured"),
                                                     (2, "cores"), (3, "steps_for")]
+
+
+@pytest.mark.parametrize("alpha, beta, trans_b", [(1.0, 1.0, 0), (0.5, 0.0, 1)])
+def test_gemm_declares_the_parts_its_hoisted_form_reads(alpha, beta, trans_b):
+    """... and its product, given B as the node has it, is the product the kernel computes."""
+    from cyloop.ir import Node
+
+    node = Node("Gemm", ["a", "b", "c"], ["y"], {"alpha": alpha, "beta": beta, "transB": trans_b})
+    fn = registry.build(node, {"": 13}).fn
+    form = abilities_of(fn).gemm
+    assert (form.alpha, form.beta, form.trans_b) == (alpha, beta, bool(trans_b))
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((5, 4) if trans_b else (4, 5)).astype(np.float32)
+    np.testing.assert_allclose(form.product(a, b), a @ (b.T if trans_b else b), rtol=1e-6)
+    assert abilities_of(registry.build(Node("MatMul", ["a", "b"], ["y"], {}), {"": 13}).fn).gemm \
+        is None

@@ -599,8 +599,8 @@ def bias_joined(product, add, transposed: bool, bias_first: bool, labels: tuple[
         return _labelled(labels[1], add, *((b, y) if bias_first else (y, b)))
 
     declare(probe, measured=abilities_of(product).measured)  # (the plan shows the product's)
-    probe.prepared = getattr(getattr(product, "product", product), "prepared", None)  # (its
-    # formulations' weights: a Gemm's are its product's)
+    form = abilities_of(product).gemm  # (its formulations' weights: a Gemm's are its product's)
+    probe.prepared = getattr(form.product if form is not None else product, "prepared", None)
     return call, probe
 
 
@@ -609,12 +609,13 @@ def gemm(fn, batched):
     every part, C added by broadcasting when it is the same for every row of the product ([N],
     [1, N], a scalar) and joined to the product when alpha and beta are 1 (`_JoinedBias`); any
     other C (say [M, N]), or an A that is not a matrix, one Gemm per row, as the body runs it.
-    `fn` is the node's kernel (`kernels/onnx/nn.py`), which says its attributes."""
-    joined = _JoinedBias(fn.product, fn.trans_b) if fn.alpha == fn.beta == 1.0 else None
+    `fn` is the node's kernel (`kernels/onnx/nn.py`), which declares its parts (`GemmForm`)."""
+    form = abilities_of(fn).gemm
+    joined = _JoinedBias(form.product, form.trans_b) if form.alpha == form.beta == 1.0 else None
 
     def call(args, rows, reusable=()):
         a, b, c = (list(args) + [None])[:3]
-        per_row = c is not None and fn.beta != 0.0 and (  # (beta 0: C left out, `nn.gemm`)
+        per_row = c is not None and form.beta != 0.0 and (  # (beta 0: C left out, `nn.gemm`)
             np.ndim(c) > 2 or np.ndim(c) == 2 and np.shape(c)[0] != 1)
         if a.ndim != 3 or per_row:
             return (np.stack([fn(a[k], b, c) for k in range(rows)]),)

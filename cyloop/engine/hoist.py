@@ -263,7 +263,7 @@ def _bias_joined(node: Node, products: dict, statics, opsets):
         return None
     index, matmul = products.pop(product)
     product_fn, add_fn = registry.build(matmul, opsets).fn, registry.build(node, opsets).fn
-    transposed = product_fn.trans_b if matmul.op_type == "Gemm" else \
+    transposed = abilities_of(product_fn).gemm.trans_b if matmul.op_type == "Gemm" else \
         matmul.domain == OPENVINO_DOMAIN and as_bool(matmul.attrs, "transpose_b")
     call, probe = chunks.bias_joined(product_fn, add_fn, transposed, bias_first,
                                      (matmul.label, node.label))

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from ...abilities import GemmForm
 from ...accel.gemm import weight_product
 from ..registry import abilities_of, declare, kernel
 
@@ -22,9 +23,8 @@ def _batches_gemm(attrs, batched):
 def gemm(attrs):
     """``alpha * A' B' + beta * C``; a product with a read-only B (a weight) in the measured
     orientation. A beta of 0 leaves C out (as ONNX's reference implementation and onnxruntime
-    do: 0 * C would make NaN of an infinite or NaN C). The kernel says its
-    attributes (``alpha``, ``beta``, ``trans_b``) and its product of A' by B (``product``), for
-    the hoisted form."""
+    do: 0 * C would make NaN of an infinite or NaN C). The kernel declares its attributes and its
+    product (its `GemmForm`), which the hoisted form reads."""
     alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
     trans_a, trans_b = bool(int(attrs.get("transA", 0))), bool(int(attrs.get("transB", 0)))
     product = weight_product(transposed=trans_b)
@@ -39,9 +39,8 @@ def gemm(attrs):
             result += c * result.dtype.type(beta) if beta != 1.0 else c
         return result
 
-    general.alpha, general.beta, general.trans_b = alpha, beta, trans_b
-    general.product = product
-    return declare(general, measured=abilities_of(product).measured, products=True)
+    return declare(general, measured=abilities_of(product).measured, products=True,
+                   gemm=GemmForm(alpha, beta, trans_b, product))
 
 
 @kernel("Det", since=11)
