@@ -32,6 +32,7 @@ from .counters import counters_as_iterations
 from .destinations import plan_destinations, plan_steps
 from .fuse import fuse_loop
 from .hoist import hoist_loop
+from .hoist_choice import HoistChoice
 from .settings import AT_ONCE, Settings
 from .stacking import stack_appended_sequences
 
@@ -289,7 +290,7 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings,
             body = compile_graph(spec.body, settings, captures=captures, opsets=opsets)
             return _runner(reference.LoopDriver(spec, body, node.label, settings, node=node.ref))
         spec = fuse_loop(dataclasses.replace(spec, body=constants_folded(spec.body, opsets)))
-        hoist, not_hoisted = None, []
+        hoist, not_hoisted, whole = None, [], spec
         if settings.hoist:
             hoisted = hoist_loop(spec, captures, opsets, not_hoisted)
             if hoisted is not None:
@@ -297,18 +298,31 @@ def _build_kernel(node: Node, captures: list[str], settings: Settings,
                 for step in hoist.steps:
                     _untuned(step.probe, settings)
                 _untuned_choices(settings, hoist.sizing)  # its chunk size
-        body = compile_graph(spec.body, settings, captures=captures, opsets=opsets)
-        steps = None
-        if hoist is not None:
-            steps = plan_steps(spec, body, {body.slot(name) for name in hoist.frontier},
-                               frozenset(body.slot(name) for name in hoist.computed
-                                         if name in hoist.frontier))
-        return _runner(_core.LoopDriver(spec, body, node.label, settings,
-                                        plan_destinations(spec, body), hoist, steps,
-                                        node=node.ref, not_hoisted=not_hoisted))
+        driver = _cython_driver(node, spec, hoist, not_hoisted, captures, settings, opsets)
+        if hoist is None or not settings.tune:
+            return _runner(driver)
+        # Hoisted or not, as measured (engine/hoist_choice.py); tune=False keeps it hoisted.
+        # (With tune="at once" too its trial waits for the work to pay: the runs it takes from
+        # the hoisted driver are runs the driver's own trials, open at once, wait for.)
+        return _runner(HoistChoice(driver, lambda: _cython_driver(node, whole, None, [],
+                                                                  captures, settings, opsets)))
     if node.domain in ("", "ai.onnx") and node.op_type in ("If", "SequenceMap"):
         return _runner(_build_control(node, captures, settings, opsets))
     return _op_kernel(node, opsets, settings, kernels)
+
+
+def _cython_driver(node: Node, spec: LoopSpec, hoist, not_hoisted: list, captures: list[str],
+                   settings: Settings, opsets: dict[str, int]):
+    """The Cython loop driver of `spec` (its body fused), with `hoist`'s work (or none) run a
+    chunk of iterations at a time before them."""
+    body = compile_graph(spec.body, settings, captures=captures, opsets=opsets)
+    steps = None
+    if hoist is not None:
+        steps = plan_steps(spec, body, {body.slot(name) for name in hoist.frontier},
+                           frozenset(body.slot(name) for name in hoist.computed
+                                     if name in hoist.frontier))
+    return _core.LoopDriver(spec, body, node.label, settings, plan_destinations(spec, body),
+                            hoist, steps, node=node.ref, not_hoisted=not_hoisted)
 
 
 def _op_kernel(node: Node, opsets: dict[str, int], settings: Settings,

@@ -239,3 +239,6 @@ class LoopFacts:
     node: object = None
     # The body nodes that read no state of the loop yet stay in it (plan.NotHoisted records).
     not_hoisted: list = field(default_factory=list)
+    # The measured choice of running the hoisted work before the iterations or in them
+    # (engine/hoist_choice.py), or None.
+    hoisting: object = None

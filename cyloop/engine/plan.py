@@ -179,9 +179,10 @@ class Timing:
 
 
 # What a measured choice decides (`Choice.kind`).
-CHOICE_KINDS = ("formulation", "chunk size", "placement", "placement in steps", "cores")
+CHOICE_KINDS = ("formulation", "chunk size", "placement", "placement in steps", "cores",
+                "hoisting")
 # What one call of a choice is, where it is not a kernel's call (`Timing.waiting` counts them).
-_CALLS = {"chunk size": "chunk", "placement": "run", "cores": "run"}
+_CALLS = {"chunk size": "chunk", "placement": "run", "cores": "run", "hoisting": "run"}
 
 
 @dataclass(frozen=True)
@@ -190,8 +191,9 @@ class Choice:
 
     `kind`: one of `CHOICE_KINDS`: a step's formulation ("formulation": the step of `nodes`,
     `hoisted` if it runs before the iterations), the hoisted chunks' size, where a value
-    lives (`value`; "placement in steps": within a call of the steps), or where the matrix
-    products run ("cores"). `subject` says it in the model's words. `candidates`: the first
+    lives (`value`; "placement in steps": within a call of the steps), where the matrix
+    products run ("cores"), or whether the hoisted work runs before the iterations or in them
+    ("hoisting"). `subject` says it in the model's words. `candidates`: the first
     is the default. `fixed`: the candidate fixed untimed (tune=False), if any. `trials`: one
     `Timing` per key met. `declined`: why there is nothing to choose ("" if there is)."""
 
@@ -664,6 +666,9 @@ def describe(facts: LoopFacts) -> LoopPlan:
         if measured is not None:
             choices.append(choice_of("formulation", f"{work.shown} (hoisted)", measured,
                                      nodes=work.nodes, hoisted=True))
+    if facts.hoisting is not None:
+        choices.append(choice_of("hoisting", "whether the hoisted work runs before the "
+                                 "iterations or in them", facts.hoisting))
     if facts.chunk_sizing is not None:
         choices.append(choice_of("chunk size", "the hoisted chunks' size", facts.chunk_sizing))
     for slot, placement in facts.placements.items():

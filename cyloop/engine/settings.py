@@ -54,7 +54,8 @@ COUNTERS = (
 
 
 # ``tune=AT_ONCE``: each measured choice opens its trials on their key's first calls, not once the
-# work there pays for them (accel/measured.py `PAYBACK`): for tests of the trials themselves.
+# work there pays for them (accel/measured.py `PAYBACK`): for tests of the trials themselves. (But
+# whether to hoist, whose runs the hoisting driver's own trials wait for: engine/hoist_choice.py.)
 AT_ONCE = "at once"
 
 

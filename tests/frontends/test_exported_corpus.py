@@ -62,3 +62,29 @@ def test_the_corpus_covers_every_exporter_and_size():
     assert exporters >= {"torch.onnx.export", "tf2onnx", "jax2onnx", "skl2onnx"}
     assert {e.size for e in _ENTRIES} == {"small", "large"}
     assert all(e.loop_ops for e in _ENTRIES)
+
+
+def _hoist_choices(loops):
+    from cyloop.engine.hoist_choice import HoistChoice
+
+    for loop in loops:
+        if isinstance(loop, HoistChoice):
+            yield loop
+        yield from _hoist_choices(loop.loops)
+
+
+@pytest.mark.parametrize("entry", _ENTRIES, ids=[e.name for e in _ENTRIES])
+def test_an_exported_model_gives_them_with_its_loops_hoisting_nothing(entry):
+    """Each loop with hoisted work fixed to run it in the loop (engine/hoist_choice.py), nested
+    ones included as they are made."""
+    model = cyloop.load(str(entry.path))
+    feeds = entry.feeds()
+    for _ in range(3):
+        for choice in _hoist_choices(model._compiled.loops):
+            choice.choice.fix("in the loop")
+        outputs = model.run(feeds)
+        assert entry.agrees(outputs), _difference(entry, outputs)
+        for choice in _hoist_choices(model._compiled.loops):
+            for plain in [choice._plain] if choice._plain is not None else []:
+                for inner in _hoist_choices(plain.loops):
+                    inner.choice.fix("in the loop")

@@ -1,0 +1,96 @@
+"""Whether a loop's hoisted work runs before its iterations or in them, measured per run.
+
+Hoisting (engine/hoist.py) computes the body's work that reads no state of the loop a chunk of
+iterations at a time. On a long loop or large rows that is the cheaper way; on a loop of a few
+iterations of small steps, making the rows costs more than the iterations it spares (the
+exporters' small models: docs/performance.md, "Measured effects of the engine's paths"). Which
+one wins depends on the machine and on the run's operands, so it is a measured choice of whole
+runs of the loop (accel/measured.py), keyed by the operands' shapes and small integer values (a
+trip count): the hoisted driver, the default, until the work pays for a trial, then each in turn.
+Both compute the same values: the hoisted rows are what the body would compute each iteration.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..accel.measured import Measured
+
+__all__ = ["HOISTED", "IN_THE_LOOP", "HoistChoice"]
+
+HOISTED, IN_THE_LOOP = "hoisted", "in the loop"
+
+
+def _key(*args):
+    """A loop run's operands as its choice tells them apart: shapes and types, and the value of
+    an integer scalar (a trip count, a start)."""
+    return tuple(
+        (a.shape, a.dtype.char, a.item() if a.ndim == 0 and a.dtype.kind in "iu" else None)
+        if isinstance(a, np.ndarray) else type(a) for a in args)
+
+
+class HoistChoice:
+    """A loop node's runner: its hoisted driver, or, as `choice` measures, a driver of the same
+    loop that hoists nothing (made at its first run by `plain`). It stands for the hoisted
+    driver, the default (in the plan: its facts, with the choice; its spec, its measured
+    choices), and sums the two drivers' counters."""
+
+    def __init__(self, hoisted, plain):
+        self.hoisted = hoisted
+        self.label = hoisted.label
+        self._make_plain, self._plain = plain, None
+        self._lock = threading.Lock()
+        # (A whole run of the loop a sample; two candidates within 10% cost within 10% whichever
+        # is kept: no more rounds for them. Each candidate's first run warms up.)
+        self.choice = Measured({HOISTED: hoisted, IN_THE_LOOP: self._run_plain}, rounds=4,
+                               key=_key, label=_label, extend=False, unit="us/run")
+
+    def _run_plain(self, *args):
+        plain = self._plain
+        if plain is None:
+            with self._lock:
+                if self._plain is None:
+                    self._plain = self._make_plain()
+                plain = self._plain
+        return plain(*args)
+
+    def __call__(self, *args):
+        return self.choice(*args)
+
+    def __getattr__(self, name):
+        # (What else is asked of a loop driver, its spec, say, is the hoisted one's: the default.)
+        return getattr(self.hoisted, name)
+
+    @property
+    def loops(self):
+        return self.hoisted.loops
+
+    def facts(self):
+        """The hoisted driver's facts, with this choice and both drivers' counters."""
+        facts = self.hoisted.facts()
+        facts.hoisting = self.choice
+        facts.counters = self.counters()
+        return facts
+
+    def counters(self):
+        found = dict(self.hoisted.counters())
+        if self._plain is not None:
+            for name, count in self._plain.counters().items():
+                found[name] = found.get(name, 0) + count
+        return found
+
+    def reset_counters(self):
+        self.hoisted.reset_counters()
+        if self._plain is not None:
+            self._plain.reset_counters()
+
+
+def _label(key) -> str:
+    shown = []
+    for part in key:
+        if isinstance(part, tuple):
+            shape, _, value = part
+            shown.append(str(value) if value is not None else "x".join(map(str, shape)) or "[]")
+    return f"operands {', '.join(shown)}" if shown else "its operands"

@@ -1,0 +1,58 @@
+"""Whether a loop's hoisted work runs before its iterations or in them, a measured choice of
+whole runs (engine/hoist_choice.py): both candidates compute what the reference driver does, the
+plan shows the choice, and tune=False keeps the hoisted driver alone."""
+
+import numpy as np
+import pytest
+
+import cyloop
+from cyloop.engine.hoist_choice import HOISTED, IN_THE_LOOP, HoistChoice
+
+from ..conftest import loop_plan
+from ..frontends.onnx_models import lstm_loop_model
+
+
+def _feeds(rng, steps=6, batch=2, features=3, hidden=8):
+    return {"T": np.array(steps, np.int64),
+            "X": rng.standard_normal((steps, batch, features)).astype(np.float32),
+            "W": rng.standard_normal((features, 4 * hidden)).astype(np.float32),
+            "R": rng.standard_normal((hidden, 4 * hidden)).astype(np.float32) * 0.3,
+            "B": rng.standard_normal(4 * hidden).astype(np.float32),
+            "h0": np.zeros((batch, hidden), np.float32),
+            "c0": np.zeros((batch, hidden), np.float32)}
+
+
+@pytest.mark.parametrize("candidate", [HOISTED, IN_THE_LOOP])
+def test_each_candidate_computes_what_the_reference_driver_does(rng, candidate):
+    source = lstm_loop_model().SerializeToString()
+    model = cyloop.load(source)
+    (choice,) = model._compiled.loops
+    assert isinstance(choice, HoistChoice)
+    choice.choice.fix(candidate)
+    want = cyloop.load(source, driver="python")
+    for steps in (1, 6, 0):
+        feeds = _feeds(rng, steps=steps)
+        expected = want.run(feeds)
+        for name, value in model.run(feeds).items():
+            np.testing.assert_allclose(value, expected[name], rtol=1e-5, atol=1e-6,
+                                       err_msg=name)
+    iterations = model.counters()[choice.label]["iterations"]
+    assert iterations == 7  # (1 + 6 + 0: the counters of whichever driver ran, summed)
+    assert (choice._plain is not None) == (candidate == IN_THE_LOOP)
+
+
+def test_the_plan_shows_the_choice_and_tune_false_keeps_the_hoisted_driver(rng):
+    source = lstm_loop_model().SerializeToString()
+    model = cyloop.load(source, tune="at once")
+    feeds = _feeds(rng)
+    for _ in range(40):
+        model.run(feeds)
+    (choice,) = loop_plan(model).choices_of("hoisting")
+    assert choice.candidates == (HOISTED, IN_THE_LOOP)
+    assert choice.trials and choice.trials[0].waiting == 0  # (its work paid for a trial)
+    fixed = cyloop.load(source, tune=False)
+    (loop,) = fixed._compiled.loops
+    assert not isinstance(loop, HoistChoice)
+    assert not loop_plan(fixed).choices_of("hoisting")
+    unhoisted = cyloop.load(source, hoist=False)
+    assert not isinstance(unhoisted._compiled.loops[0], HoistChoice)
