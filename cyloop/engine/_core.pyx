@@ -89,6 +89,7 @@ from cyloop.accel.extent cimport arrays_overlap, cyl_extent, cyl_ranges_overlap
 import itertools
 import operator
 import threading
+from typing import NamedTuple
 from contextlib import nullcontext
 from sys import byteorder, getswitchinterval
 from time import monotonic, perf_counter
@@ -1347,6 +1348,27 @@ cdef class _Run:
     """The per-call state of one loop run (its fields are listed in _core.pxd)."""
 
 
+class _CarriedSlots(NamedTuple):
+    """A carried input of the loop: its index in the spec's inputs, and the body slots of its
+    parameter and of the result carried into it."""
+    input: int
+    param_slot: int
+    result_slot: int
+
+
+class _SlicedSlots(NamedTuple):
+    """A sliced input: its index in the spec's inputs, and its part's body slot (-1 when nothing
+    in the body reads the part: its readers were hoisted)."""
+    input: int
+    param_slot: int
+
+
+class _InvariantSlots(NamedTuple):
+    """An invariant input: the outer operand it is, and its body slot."""
+    outer: int
+    param_slot: int
+
+
 cdef class LoopDriver:
     """Runs one loop node: its `LoopSpec`, a compiled body, and the memory plan (docs/design.md)."""
 
@@ -1427,17 +1449,18 @@ cdef class LoopDriver:
             self.cond_slot = -1
         self.cond_result_slot = slot(spec.cond_result) if spec.cond_result else -1
         self.iter_type = spec.iteration_dtype.num
-        self.carried = []  # (input index, carried param slot, result slot)
-        self.sliced = []  # (input index, param slot or -1 when nothing reads the part)
-        self.invariants = []  # (outer index, param slot)
+        self.carried = []  # _CarriedSlots
+        self.sliced = []  # _SlicedSlots
+        self.invariants = []  # _InvariantSlots
         for k, inp in enumerate(spec.inputs):
             if isinstance(inp, CarriedInput):
-                self.carried.append((k, slot(inp.param), slot(inp.result)))
+                self.carried.append(_CarriedSlots(k, slot(inp.param), slot(inp.result)))
             elif isinstance(inp, SlicedInput):
                 # A part nothing reads (its readers were hoisted) is not bound.
-                self.sliced.append((k, slot(inp.param) if slot(inp.param) in read else -1))
+                part = slot(inp.param)
+                self.sliced.append(_SlicedSlots(k, part if part in read else -1))
             else:
-                self.invariants.append((inp.outer, slot(inp.param)))
+                self.invariants.append(_InvariantSlots(inp.outer, slot(inp.param)))
         self.capture_slots = list(compiled_body.input_slots[self.n_params:])
         self.fixed_slot = np.array([s for _, s in self.invariants] + self.capture_slots,
                                    dtype=np.intp)
@@ -1462,8 +1485,8 @@ cdef class LoopDriver:
         self.reset_slots = np.array(sorted((set(compiled_body.output_slots)
                                             | set(compiled_body.input_slots))
                                            - set(compiled_body.constants)), dtype=np.intp)
-        self.carried_param = np.array([c[1] for c in self.carried], dtype=np.intp)
-        self.carried_result = np.array([c[2] for c in self.carried], dtype=np.intp)
+        self.carried_param = np.array([c.param_slot for c in self.carried], dtype=np.intp)
+        self.carried_result = np.array([c.result_slot for c in self.carried], dtype=np.intp)
         if steps is not None:
             step = compiled_body.steps[0]
             abilities = abilities_of(step.fn)  # (read here once: `_run_steps` asks a chunk)
@@ -1484,7 +1507,7 @@ cdef class LoopDriver:
             if isinstance(out, LastOutput):
                 c = carried_at.get(out.carried) if out.carried is not None \
                     else carried_from.get(slot(out.result))
-                if c is not None and self.carried[c][2] == slot(out.result):
+                if c is not None and self.carried[c].result_slot == slot(out.result):
                     self.last_carried[j] = c
         last = [(j, slot(out.result)) for j, out in enumerate(spec.outputs)
                 if not isinstance(out, ConcatOutput) and j not in self.last_carried]
