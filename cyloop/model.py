@@ -45,7 +45,9 @@ class Model:
     None when unknown).
     ``hoist``: the Cython driver runs body work that depends only on sliced inputs, the iteration
     number and loop invariants before the loop, many iterations at once (results agree to
-    rounding; see ``cyloop/engine/hoist.py``); False runs every body as written.
+    rounding; see ``cyloop/engine/hoist.py``), where a trial of whole runs finds it faster than
+    running that work in the loop (``cyloop/engine/hoist_choice.py``; tune=False keeps it
+    hoisted); False runs every body as written.
     ``tune``: where a kernel has equivalent formulations (an LSTM step's gates fused through one
     tanh or split), it runs its default first and, once the work on a shape has paid for a
     trial, times them and keeps the fastest on this machine; `plan()` shows the choice and the

@@ -72,7 +72,8 @@ class Settings:
     `ResourceLimitError`, before allocating; None: no limit). ``progress``: called as
     ``progress(label, done, total_or_None, finished)`` every `PROGRESS_EVERY` iterations of a loop
     and once when it ends. ``hoist``: the Cython driver runs body work that does not depend on
-    the loop's state before the loop, a chunk of iterations at a time (engine/hoist.py).
+    the loop's state before the loop, a chunk of iterations at a time (engine/hoist.py), where a
+    trial of whole runs finds that faster (engine/hoist_choice.py).
     ``tune``: kernels with equivalent formulations run their default until the work on a shape
     pays for a trial, then time them and keep the fastest on this machine (accel/measured.py);
     ``"at once"`` times them from their first calls; False keeps each one's default,
