@@ -7,7 +7,9 @@ exporters' small models: docs/performance.md, "Measured effects of the engine's 
 one wins depends on the machine and on the run's operands, so it is a measured choice of whole
 runs of the loop (accel/measured.py), keyed by the operands' shapes and small integer values (a
 trip count): the hoisted driver, the default, until the work pays for a trial, then each in turn.
-Both compute the same values: the hoisted rows are what the body would compute each iteration.
+While one of the hoisting driver's own choices is on trial, its runs are that trial's: this
+choice waits, counting nothing. Both compute the same values: the hoisted rows are what the body
+would compute each iteration.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import threading
 
 import numpy as np
 
+from ..abilities import abilities_of
 from ..accel.measured import Measured
 
 __all__ = ["HOISTED", "IN_THE_LOOP", "HoistChoice"]
@@ -42,6 +45,8 @@ class HoistChoice:
         self.label = hoisted.label
         self._make_plain, self._plain = plain, None
         self._lock = threading.Lock()
+        self._inner = None  # (the hoisting driver's own measured choices, found at the first run)
+        self._decided = False  # (the choice made on every key met: no inner trial is waited for)
         # (A whole run of the loop a sample; two candidates within 10% cost within 10% whichever
         # is kept: no more rounds for them. Each candidate's first run warms up.)
         self.choice = Measured({HOISTED: hoisted, IN_THE_LOOP: self._run_plain}, rounds=4,
@@ -57,7 +62,24 @@ class HoistChoice:
         return plain(*args)
 
     def __call__(self, *args):
+        if not self._decided:
+            if self._inner_trial_open():
+                # (A trial of the hoisting driver's own is timing its runs: this one waits, and
+                # its own calls are not counted meanwhile.)
+                return self.hoisted(*args)
+            trials = self.choice.trials
+            self._decided = bool(trials) and all(t.choice is not None for t in trials.values())
         return self.choice(*args)
+
+    def _inner_trial_open(self) -> bool:
+        """Whether one of the hoisting driver's measured choices is on trial now."""
+        driver = self.hoisted
+        if self._inner is None:  # (its kernels' choices and its chunk size stay; the driver may
+            self._inner = _choices_of(driver.facts())  # let go of its run-level ones: below)
+        run_level = [driver.products, driver.steps_placement, *driver.placements.values()]
+        return any(trial.open and trial.choice is None
+                   for measured in self._inner + [m for m in run_level if m is not None]
+                   for trial in measured.trials.values())
 
     def __getattr__(self, name):
         # (What else is asked of a loop driver, its spec, say, is the hoisted one's: the default.)
@@ -85,6 +107,15 @@ class HoistChoice:
         self.hoisted.reset_counters()
         if self._plain is not None:
             self._plain.reset_counters()
+
+
+def _choices_of(facts) -> list:
+    """The measured choices of a loop driver's kernels (destinations.LoopFacts): its steps' and
+    hoisted kernels' formulations, and its chunk size. (A layer's own choice of cores is not
+    one: in a loop, the loop's decides.)"""
+    kernels = [step.fn for step in facts.body.steps] + [fn for _, fn in facts.hoisted_kernels]
+    found = [abilities_of(fn).measured for fn in kernels] + [facts.chunk_sizing]
+    return [measured for measured in found if isinstance(measured, Measured)]
 
 
 def _label(key) -> str:

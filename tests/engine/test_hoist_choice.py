@@ -45,14 +45,36 @@ def test_the_plan_shows_the_choice_and_tune_false_keeps_the_hoisted_driver(rng):
     source = lstm_loop_model().SerializeToString()
     model = cyloop.load(source, tune="at once")
     feeds = _feeds(rng)
-    for _ in range(40):
+    for _ in range(400):  # (until its work pays for a trial, after the driver's own trials)
         model.run(feeds)
-    (choice,) = loop_plan(model).choices_of("hoisting")
+        (choice,) = loop_plan(model).choices_of("hoisting")
+        if choice.trials and not choice.trials[0].waiting:
+            break
     assert choice.candidates == (HOISTED, IN_THE_LOOP)
-    assert choice.trials and choice.trials[0].waiting == 0  # (its work paid for a trial)
+    assert choice.trials and choice.trials[0].waiting == 0
     fixed = cyloop.load(source, tune=False)
     (loop,) = fixed._compiled.loops
     assert not isinstance(loop, HoistChoice)
     assert not loop_plan(fixed).choices_of("hoisting")
     unhoisted = cyloop.load(source, hoist=False)
     assert not isinstance(unhoisted._compiled.loops[0], HoistChoice)
+
+
+def test_the_choice_waits_while_a_trial_of_the_hoisting_driver_runs(rng):
+    """Runs taken from the hoisting driver while one of its own choices is on trial would starve
+    that trial: meanwhile every run is the hoisting driver's, and the choice counts none."""
+    model = cyloop.load(lstm_loop_model().SerializeToString(), tune="at once")
+    (choice,) = model._compiled.loops
+    feeds = _feeds(rng, steps=2)  # (two calls a run of the step, whose trial takes a few runs)
+    model.run(feeds)
+    assert choice._inner_trial_open()  # (with tune="at once", the driver's trials open at once)
+    (trial,) = choice.choice.trials.values()  # (its first run, before they opened)
+    counted, runs = trial.waited, 0
+    while choice._inner_trial_open():
+        model.run(feeds)
+        assert trial.waited == counted and choice._plain is None
+        runs += 1
+        assert runs < 500, "the hoisting driver's trials never ended"
+    for _ in range(3):
+        model.run(feeds)
+    assert trial.waited > counted  # (then it counts the default's runs towards its own trial)
