@@ -1,6 +1,7 @@
 """Whether a loop's hoisted work runs before its iterations or in them, a measured choice of
 whole runs (engine/hoist_choice.py): both candidates compute what the reference driver does, the
-plan shows the choice, and tune=False keeps the hoisted driver alone."""
+plan shows the choice, and tune=False keeps the hoisted driver alone. (The Cython driver's: the
+reference driver hoists nothing.)"""
 
 import numpy as np
 import pytest
@@ -25,7 +26,7 @@ def _feeds(rng, steps=6, batch=2, features=3, hidden=8):
 @pytest.mark.parametrize("candidate", [HOISTED, IN_THE_LOOP])
 def test_each_candidate_computes_what_the_reference_driver_does(rng, candidate):
     source = lstm_loop_model().SerializeToString()
-    model = cyloop.load(source)
+    model = cyloop.load(source, driver="cython")
     (choice,) = model._compiled.loops
     assert isinstance(choice, HoistChoice)
     choice.choice.fix(candidate)
@@ -43,7 +44,7 @@ def test_each_candidate_computes_what_the_reference_driver_does(rng, candidate):
 
 def test_the_plan_shows_the_choice_and_tune_false_keeps_the_hoisted_driver(rng):
     source = lstm_loop_model().SerializeToString()
-    model = cyloop.load(source, tune="at once")
+    model = cyloop.load(source, driver="cython", tune="at once")
     feeds = _feeds(rng)
     for _ in range(400):  # (until its work pays for a trial, after the driver's own trials)
         model.run(feeds)
@@ -52,18 +53,18 @@ def test_the_plan_shows_the_choice_and_tune_false_keeps_the_hoisted_driver(rng):
             break
     assert choice.candidates == (HOISTED, IN_THE_LOOP)
     assert choice.trials and choice.trials[0].waiting == 0
-    fixed = cyloop.load(source, tune=False)
+    fixed = cyloop.load(source, driver="cython", tune=False)
     (loop,) = fixed._compiled.loops
     assert not isinstance(loop, HoistChoice)
     assert not loop_plan(fixed).choices_of("hoisting")
-    unhoisted = cyloop.load(source, hoist=False)
+    unhoisted = cyloop.load(source, driver="cython", hoist=False)
     assert not isinstance(unhoisted._compiled.loops[0], HoistChoice)
 
 
 def test_the_choice_waits_while_a_trial_of_the_hoisting_driver_runs(rng):
     """Runs taken from the hoisting driver while one of its own choices is on trial would starve
     that trial: meanwhile every run is the hoisting driver's, and the choice counts none."""
-    model = cyloop.load(lstm_loop_model().SerializeToString(), tune="at once")
+    model = cyloop.load(lstm_loop_model().SerializeToString(), driver="cython", tune="at once")
     (choice,) = model._compiled.loops
     feeds = _feeds(rng, steps=2)  # (two calls a run of the step, whose trial takes a few runs)
     model.run(feeds)
