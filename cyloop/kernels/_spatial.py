@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 __all__ = ["AUTO_PADS", "ROUNDINGS", "Geometry", "argmax_indices", "average_pool", "convolve",
-           "max_pool", "transposed_convolve"]
+           "max_pool", "roi_batches", "transposed_convolve"]
 
 AUTO_PADS = ("explicit", "same_upper", "same_lower", "valid")
 # floor, ceil, and ceil_torch: ceil, but no window may start past the input and its begin padding
@@ -213,3 +213,19 @@ def transposed_convolve(x, w, strides, dilations, begin, lengths, groups=1):
                 products[(Ellipsis,) + tap]
     window = tuple(slice(b, b + length) for b, length in zip(begin, lengths))
     return np.ascontiguousarray(y[(slice(None), slice(None)) + window])
+
+
+def roi_batches(op: str, maps, rois, batch_indices) -> np.ndarray:
+    """The batch index of each region of a region-of-interest op (ONNX RoiAlign, OpenVINO
+    ROIAlign), as int64: feature maps [N, C, H, W], rois [R, 4] and batch indices [R] in
+    [0, N); else a ValueError naming `op`."""
+    if maps.ndim != 4 or rois.ndim != 2 or rois.shape[-1] != 4 \
+            or np.shape(batch_indices) != rois.shape[:1]:
+        raise ValueError(f"{op} needs feature maps [N, C, H, W], rois [R, 4] and batch indices "
+                         f"[R], got {list(maps.shape)}, {list(rois.shape)} and "
+                         f"{list(np.shape(batch_indices))}")
+    batches = np.asarray(batch_indices).astype(np.int64)
+    if batches.size and (batches.min() < 0 or batches.max() >= maps.shape[0]):
+        raise ValueError(f"{op} batch indices must be in [0, {maps.shape[0]}), got "
+                         f"{batches.tolist()}")
+    return batches

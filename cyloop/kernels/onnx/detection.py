@@ -10,6 +10,7 @@ every bin, sample point and channel is one numpy expression."""
 
 import numpy as np
 
+from .._spatial import roi_batches
 from ..registry import kernel
 
 _F32 = np.float32
@@ -138,15 +139,7 @@ def _roi_align(attrs, half_pixel):
     spatial_scale = float(attrs.get("spatial_scale", 1.0))
 
     def align(x, rois, batch_indices):
-        if x.ndim != 4 or rois.ndim != 2 or rois.shape[1] != 4 \
-                or np.shape(batch_indices) != rois.shape[:1]:
-            raise ValueError(f"RoiAlign needs X [N, C, H, W], rois [R, 4] and batch_indices "
-                             f"[R], got {list(x.shape)}, {list(rois.shape)} and "
-                             f"{list(np.shape(batch_indices))}")
-        batches = np.asarray(batch_indices).astype(np.int64)
-        if batches.size and (batches.min() < 0 or batches.max() >= x.shape[0]):
-            raise ValueError(f"RoiAlign batch_indices must be in [0, {x.shape[0]}), got "
-                             f"{batches.tolist()}")
+        batches = roi_batches("RoiAlign", x, rois, batch_indices)
         work = _working(x.dtype)
         height, width = x.shape[2:]
         boxes = rois.astype(work) * work.type(spatial_scale)

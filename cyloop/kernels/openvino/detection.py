@@ -10,6 +10,7 @@ import heapq
 import numpy as np
 
 from .._ir_attrs import DOMAIN, as_bool, as_choice, as_dtype, as_float, as_int
+from .._spatial import roi_batches
 from ..registry import kernel
 
 _F32 = np.float32
@@ -197,15 +198,7 @@ def _roi_align(attrs, aligned_mode):
     before, after = _ALIGNED_OFFSETS[aligned_mode]
 
     def align(features, rois, batch_indices):
-        if features.ndim != 4 or rois.ndim != 2 or rois.shape[-1] != 4 \
-                or np.shape(batch_indices) != rois.shape[:1]:
-            raise ValueError(f"ROIAlign needs feature maps [N, C, H, W], rois [R, 4] and batch "
-                             f"indices [R], got {list(features.shape)}, {list(rois.shape)} and "
-                             f"{list(np.shape(batch_indices))}")
-        batches = np.asarray(batch_indices).astype(np.int64)
-        if batches.size and (batches.min() < 0 or batches.max() >= features.shape[0]):
-            raise ValueError(f"ROIAlign batch indices must be in [0, {features.shape[0]}), got "
-                             f"{batches.tolist()}")
+        batches = roi_batches("ROIAlign", features, rois, batch_indices)
         # Coordinates in the maps' precision (float16 and bfloat16 in float32), as OpenVINO.
         work = np.dtype(np.float64) if features.dtype == np.float64 else np.dtype(np.float32)
         boxes = (rois.astype(work) + work.type(before)) * work.type(spatial_scale) \
