@@ -6,11 +6,16 @@ What is kept is what a frontend makes of a model file, the format-neutral `Graph
 every process, as without the cache. An entry is keyed by
 
 - the model: the SHA-256 of its bytes (an IR's ``.xml`` and its weights);
-- what read it: cyloop's version and the size and time of each of its modules, Python's, numpy's,
-  and onnx's and ml_dtypes' (their versions decide how a model lowers);
+- what read it: cyloop's version and the size and time of each of its modules, Python's and
+  numpy's;
 - the machine: its architecture, its CPU's model and flags, the cores the process may use and
   numpy's BLAS; nothing kept depends on them today, but a choice measured on one machine must
   never be used on another.
+
+The optional packages a read may use, onnx (shape inference, the fallback's op classes) and
+ml_dtypes (the narrow types), are not in the key: most models are read without either. An entry
+names those the process had imported when it was written, with their versions, and is used only
+where the same versions are installed; an entry that names none holds a graph read without them.
 
 An entry names its key in its header, and checksums (CRC-32) cover the header, the pickle and the
 arrays: an entry that cannot be read, is corrupt or truncated, or was made for another key is
@@ -57,7 +62,7 @@ __all__ = ["ENVIRONMENT_VARIABLE", "FORMAT", "default_directory", "directory_of"
 # The variable naming the cache's directory, read when `cyloop.load` is given no `cache`.
 ENVIRONMENT_VARIABLE = "CYLOOP_CACHE_DIR"
 # The version of the entries' layout (part of the key: another layout is another entry).
-FORMAT = 1
+FORMAT = 2
 _MAGIC = b"cyloop-cache\r\n\x1a\n"
 _PREFIX = struct.Struct("<QI")  # header length, header CRC
 _SUFFIX = ".cyloop"
@@ -122,7 +127,7 @@ def read_graph(source, xml: bool, weights, directory: str) -> Graph:
         if _digests_now(model) != digests:  # (it changed while it was read)
             _warn(f"{model.name} changed while cyloop read it; it is not cached")
         else:
-            _write(directory, path, key, graph, warned)
+            _write(directory, path, key, graph, warned, _packages_loaded())
     return graph
 
 
@@ -185,8 +190,10 @@ def _digest(value) -> str:
         hasher.update(value)
         return hasher.hexdigest()
     with open(value, "rb", buffering=0) as file:
-        hasher = _sha256(os.fstat(file.fileno()).st_size)
-        buffer = memoryview(bytearray(_CHUNK))
+        size = os.fstat(file.fileno()).st_size
+        hasher = _sha256(size)
+        # (a small file's size: a buffer of _CHUNK zeroed bytes costs a small model's read)
+        buffer = memoryview(bytearray(max(1, min(size, _CHUNK))))
         while count := file.readinto(buffer):
             hasher.update(buffer[:count])
     return hasher.hexdigest()
@@ -219,11 +226,27 @@ def _environment(format: str) -> dict:
     """The key's parts besides the model: what read it, and the machine."""
     from . import __version__
 
-    packages = ("onnx", "ml_dtypes") if format == "onnx" else ("ml_dtypes",)
     return {"frontend": format, "cyloop": __version__, "modules": _modules(),
-            "python": sys.version, "numpy": np.__version__,
-            "packages": {name: _package_version(name) for name in packages},
-            "machine": _machine()}
+            "python": sys.version, "numpy": np.__version__, "machine": _machine()}
+
+
+# The packages a frontend imports only for some models; an entry names those it was read with.
+_OPTIONAL_PACKAGES = ("onnx", "ml_dtypes")
+
+
+def _packages_loaded() -> dict[str, str | None]:
+    """The optional packages this process has imported (a read made now may have used them),
+    with their versions."""
+    return {name: _package_version(name) for name in _OPTIONAL_PACKAGES if name in sys.modules}
+
+
+def _other_packages(recorded) -> str | None:
+    """Which of the packages an entry was read with is installed at another version now (a
+    sentence), or None."""
+    for name, version in recorded.items():
+        if _package_version(name) != version:
+            return f"{name} {version}"
+    return None
 
 
 @functools.cache
@@ -384,7 +407,10 @@ def _read_entry(file, key: str):
         raise _Unreadable("is corrupt or truncated (its header's checksum)")
     header = pickle.loads(header)
     if not isinstance(header, dict) or header.get("key") != key:
-        raise _Unreadable("was made for another model, cyloop, Python, package or machine")
+        raise _Unreadable("was made for another model, cyloop, Python, numpy or machine")
+    other = _other_packages(header["packages"])
+    if other is not None:
+        raise _Unreadable(f"was read with {other}, not the version installed")
     pickled_length, pickled_crc = header["pickle"]
     data_length, data_crc = header["data"]
     if len(_MAGIC) + _PREFIX.size + length + pickled_length + data_length != stat.st_size:
@@ -413,7 +439,8 @@ def _read_entry(file, key: str):
     return graph, [str(message) for message in header["warned"]]
 
 
-def _write(directory: str, path: str, key: str, graph: Graph, warned: list[str]) -> None:
+def _write(directory: str, path: str, key: str, graph: Graph, warned: list[str],
+           packages: dict[str, str | None]) -> None:
     """Keep `graph` in an entry at `path`, or warn why not."""
     import tempfile
     import zlib
@@ -429,7 +456,7 @@ def _write(directory: str, path: str, key: str, graph: Graph, warned: list[str])
     for array in pickler.arrays:
         data = array.reshape(-1).view(np.uint8)
         crc, length = zlib.crc32(data, crc), length + data.nbytes
-    header = pickle.dumps({"key": key, "warned": warned,
+    header = pickle.dumps({"key": key, "warned": warned, "packages": packages,
                            "pickle": (len(pickled), zlib.crc32(pickled)),
                            "data": (length, crc)}, protocol=5)
     temporary = None

@@ -224,14 +224,43 @@ def test_a_changed_module_of_cyloop_is_another_entry(tmp_path, monkeypatch, read
     assert len(reads) == 2 and len(entries(tmp_path)) == 2
 
 
-def test_another_onnx_is_another_entry(tmp_path, monkeypatch, reads):
+def test_an_entry_read_with_onnx_is_a_miss_under_another_onnx(tmp_path, monkeypatch, reads):
+    import onnx  # noqa: F401 - (loaded: the entry names it)
+
     path = DATA / "rnn_scan.onnx"
+    oracle = cyloop.load(path, cache=False, tune=False)
     cyloop.load(path, cache=tmp_path)
     real = cache._package_version
     monkeypatch.setattr(cache, "_package_version",
                         lambda name: "0.1" if name == "onnx" else real(name))
-    cyloop.load(path, cache=tmp_path)
-    assert len(reads) == 2 and len(entries(tmp_path)) == 2
+    with pytest.warns(UserWarning, match=r"was read with onnx .*, not the version installed"):
+        model = cyloop.load(path, cache=tmp_path, tune=False)
+    assert reads == ["rnn_scan.onnx"] * 3 and len(entries(tmp_path)) == 1
+    assert_same_model(model, oracle, path)
+    cyloop.load(path, cache=tmp_path)  # (written again, naming onnx "0.1")
+    assert len(reads) == 3
+
+
+def test_an_entry_read_without_onnx_holds_under_any_onnx(tmp_path):
+    """An entry written by a process that never imported onnx or ml_dtypes names neither, and
+    another onnx does not make it a miss (fresh processes, by the modules they load)."""
+    path = str(CORPUS / "jax-scan-small.onnx")
+    script = ("import sys, cyloop\n"
+              "from cyloop import cache\n"
+              "if sys.argv[3] == 'another':\n"
+              "    cache._package_version = lambda name: '0.1'\n"
+              "cyloop.load(sys.argv[2], cache=sys.argv[1])\n"
+              "print(sorted({'onnx', 'ml_dtypes'} & set(sys.modules)), "
+              "'cyloop.frontends.onnx' in sys.modules)\n")
+    root = Path(__file__).resolve().parents[1]
+    said = []
+    for version in ("installed", "another"):
+        proc = subprocess.run([sys.executable, "-W", "error", "-c", script, str(tmp_path), path,
+                               version], capture_output=True, text=True, timeout=120,
+                              check=True, cwd=root)
+        said.append(proc.stdout.split("\n")[0])
+    assert said == ["[] True", "[] False"]  # (the second read no model: a hit)
+    assert len(entries(tmp_path)) == 1
 
 
 def test_another_model_at_the_same_path_is_a_miss(tmp_path, reads):
@@ -388,7 +417,7 @@ def test_an_entry_of_another_machine_is_never_used(tmp_path, monkeypatch, reads)
     mine = next(p for p in entries(directory) if p != theirs)
     # Another machine's entry under this machine's name (copied, say) is refused by its header.
     mine.write_bytes(theirs.read_bytes())
-    with pytest.warns(UserWarning, match="was made for another model, cyloop, Python, package "
+    with pytest.warns(UserWarning, match="was made for another model, cyloop, Python, numpy "
                                          "or machine"):
         model = cyloop.load(path, cache=directory, tune=False)
     assert_same_model(model, oracle, path)
@@ -573,7 +602,7 @@ def test_an_entry_keeps_every_kind_of_array(tmp_path):
                          [cyloop.Value("c", np.bool_, ())], [cyloop.Value("out")], arrays,
                          {"": 17})
     path = str(tmp_path / "entry.cyloop")
-    cache._write(str(tmp_path), path, "key", graph, ["a warning"])
+    cache._write(str(tmp_path), path, "key", graph, ["a warning"], {})
     read, warned = cache._read(path, "key")
     assert warned == ["a warning"]
     for name, value in arrays.items():
