@@ -123,6 +123,8 @@ cdef Loops _loops(object dtype):
 cdef Loops *_loops_of(int type_num):
     """The loops of float32 or float64, all found; else NULL (its operands are declined)."""
     cdef Loops *loops
+    if not _looked:
+        _look_for_loops()
     if type_num == cnp.NPY_FLOAT:
         loops = &_f32
     elif type_num == cnp.NPY_DOUBLE:
@@ -166,20 +168,36 @@ cdef bint _agrees(Loop loop, object ufunc, object dtype):
 
 # Why a loop was not taken (`_find`), in the order they were looked for.
 _declined = []
-if "ufunc-loops" in native_off():
-    _declined.append("turned off (CYLOOP_NATIVE_OFF)")
-else:
-    _f32, _f64 = _loops(np.float32), _loops(np.float64)
 # Why the gate passes decline every operand here, or None where they run on numpy's loops.
-_status = _declined[0] if _declined else None
-if _status is not None:
-    memset(&_f32, 0, sizeof(Loops))
-    memset(&_f64, 0, sizeof(Loops))
+_status = None
+# Whether the loops are looked for: at the first pass (or `status()`), not at import, which a
+# process that loads an RNN model without running its passes would pay for.
+cdef bint _looked = False
+
+
+cdef void _look_for_loops() noexcept:
+    """Find both float types' loops (`_f32`, `_f64`) and `_status`; every loop NULL where one
+    of them is not found, or where looking raises."""
+    global _looked, _status, _f32, _f64
+    _looked = True
+    try:
+        if "ufunc-loops" in native_off():
+            _declined.append("turned off (CYLOOP_NATIVE_OFF)")
+        else:
+            _f32, _f64 = _loops(np.float32), _loops(np.float64)
+    except Exception as e:  # (not a reason to fail a pass: the passes decline, and say why)
+        _declined.append(f"looking for numpy's loops raised {type(e).__name__}: {e}")
+    _status = _declined[0] if _declined else None
+    if _status is not None:
+        memset(&_f32, 0, sizeof(Loops))
+        memset(&_f64, 0, sizeof(Loops))
 
 
 def status():
     """Why the gate passes decline every operand here (a sentence), or None where they run on
     numpy's own inner loops."""
+    if not _looked:
+        _look_for_loops()
     return _status
 
 
