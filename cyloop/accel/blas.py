@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import glob
 import os
 from typing import NamedTuple
 
@@ -19,13 +18,14 @@ import numpy as np
 
 __all__ = ["Entries", "cores_available", "entries", "spare_core"]
 
-# (file name pattern, the names of sgemm, dgemm, and the thread count), each with 64-bit integers.
+# (what the library's file name contains, the names of sgemm, dgemm, and the thread count), each
+# with 64-bit integers.
 _LIBRARIES = (
     # numpy >= 2.0 wheels: scipy-openblas64
-    ("*scipy_openblas64_*", "scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_",
+    ("scipy_openblas64_", "scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_",
      "scipy_openblas_get_num_threads64_"),
     # numpy 1.2x wheels: openblas64_
-    ("*openblas64_*", "cblas_sgemm64_", "cblas_dgemm64_", "openblas_get_num_threads64_"),
+    ("openblas64_", "cblas_sgemm64_", "cblas_dgemm64_", "openblas_get_num_threads64_"),
 )
 
 
@@ -46,9 +46,15 @@ def _directories() -> list[str]:
 @functools.cache
 def entries() -> Entries | None:
     """numpy's bundled BLAS entry points, or None where numpy has no such library."""
-    for pattern, *names in _LIBRARIES:
+    for part, *names in _LIBRARIES:
         for directory in _directories():
-            for path in sorted(glob.glob(os.path.join(directory, pattern))):
+            # (not glob: its pattern's regular expression, compiled in a fresh process, costs a
+            # first model's load more than the rest of this)
+            try:
+                files = sorted(file for file in os.listdir(directory) if part in file)
+            except OSError:
+                continue
+            for path in (os.path.join(directory, file) for file in files):
                 try:
                     library = ctypes.CDLL(path)  # loaded already by numpy: the same handle
                 except OSError:
