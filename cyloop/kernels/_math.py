@@ -22,25 +22,43 @@ def _exp_cap(dtype):
     return t
 
 
+class _ByType(dict):
+    """dtype -> a value made by `make` at the dtype's first look-up, and kept (at import, the
+    float types' exp caps cost every process that loads these kernels their search)."""
+
+    def __init__(self, make):
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, dtype):
+        value = self[dtype] = self.make(dtype)
+        return value
+
+
+def _read_only(value: np.ndarray) -> np.ndarray:
+    value.flags.writeable = False
+    return value
+
+
 # Per dtype, as 0-d arrays: a ufunc skips converting a 0-d array operand, which it must do for a
-# numpy or Python scalar on every call; the gates of a cell make many such calls per step.
-_EXP_CAPS = {np.dtype(t): np.asarray(_exp_cap(np.dtype(t))) for t in (np.float32, np.float64)}
-for _cap in _EXP_CAPS.values():
-    _cap.flags.writeable = False
-_ONES = {t: np.ones((), t) for t in _EXP_CAPS}
+# numpy or Python scalar on every call; the gates of a cell make many such calls per step. None
+# for a type with no cap.
+_EXP_CAPS = _ByType(lambda dtype: _read_only(np.asarray(_exp_cap(dtype)))
+                    if dtype in (np.float32, np.float64) else None)
+_ONES = _ByType(lambda dtype: _read_only(np.ones((), dtype)))
 
 
 def sigmoid_cap(dtype):
     """The cap `sigmoid` puts on exp's argument for `dtype` (a read-only 0-d array), or None where
     it has none (it then computes another way: float16 in float32)."""
-    return _EXP_CAPS.get(np.dtype(dtype))
+    return _EXP_CAPS[np.dtype(dtype)]
 
 
 def sigmoid(x, out=None):
     """1 / (1 + exp(-x)), writing `out`. exp's argument is capped so that it cannot overflow
     (past the cap the exact result is below the smallest normal number anyway)."""
     dtype = x.dtype
-    cap = _EXP_CAPS.get(dtype)
+    cap = _EXP_CAPS[dtype]
     if cap is None and dtype == np.float16:  # too small an exponent range for the cap: in f32
         result = sigmoid(np.asarray(x, np.float32)).astype(np.float16)
         if out is None:
