@@ -853,13 +853,17 @@ def _fuse(graph: Graph, anchor: str, match, wanted=None) -> Graph:
     node `match` names as its last: every input of the pattern is made before that, and every
     reader of what it hands out comes after."""
     nodes = list(graph.nodes)
-    fused_any = False
+    present = {id(node) for node in nodes}
+    # The graph as fused so far, and who reads its values: remade only after a match fuses
+    # (a body has many anchors, most of which match nothing).
+    current, uses = graph, None
     for start in [node for node in graph.nodes if node.op_type == anchor
                   and (wanted is None or wanted(node))]:
-        if not any(node is start for node in nodes):
+        if id(start) not in present:
             continue  # replaced by an earlier match
-        current = dataclasses.replace(graph, nodes=nodes)
-        found = match(start, current, Uses(current))
+        if uses is None:
+            uses = Uses(current)
+        found = match(start, current, uses)
         if found is None:
             continue
         fused, replaced, last = found
@@ -867,5 +871,6 @@ def _fuse(graph: Graph, anchor: str, match, wanted=None) -> Graph:
         gone = {id(node) for node in replaced}
         nodes = [made for node in nodes if node is last or id(node) not in gone
                  for made in (fused if node is last else [node])]
-        fused_any = True
-    return dataclasses.replace(graph, nodes=nodes) if fused_any else graph
+        present = {id(node) for node in nodes}
+        current, uses = dataclasses.replace(graph, nodes=nodes), None
+    return current
