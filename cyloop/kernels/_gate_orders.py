@@ -10,21 +10,21 @@ order in both.)
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections import namedtuple
 
 __all__ = ["ARRANGED_LSTM", "ONNX_LSTM", "OPENVINO_LSTM", "LstmGateOrder"]
 
 _GATES = "fico"  # the fields' order, by their letters
 
 
-class LstmGateOrder(NamedTuple):
-    """The block each gate of an LSTM is, a permutation of 0-3. `accel._gate_passes` reads the
-    fields in this order (forget, input, cell, output), as a tuple."""
+# (collections' namedtuple, not typing's: that one costs a process's first LSTM load its
+# annotations' evaluation)
+class LstmGateOrder(namedtuple("LstmGateOrder", "forget input cell output")):
+    """The block each gate of an LSTM is, a permutation of 0-3: `forget`, `input`, `cell` (the
+    candidate: its block goes through tanh, the others through a sigmoid) and `output`.
+    `accel._gate_passes` reads the fields in this order, as a tuple."""
 
-    forget: int
-    input: int
-    cell: int  # (the candidate: its block goes through tanh, the others through a sigmoid)
-    output: int
+    __slots__ = ()
 
     @classmethod
     def spelled(cls, letters: str) -> LstmGateOrder:

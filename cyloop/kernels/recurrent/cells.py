@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import NamedTuple
 
 import numpy as np
 
@@ -78,11 +77,14 @@ def _clip(x, limit):
     return np.clip(x, -limit, limit, out=x) if limit else x
 
 
-class _Layout(NamedTuple):
-    """Where a step keeps its gates: batch-major [..., B, G] or gate-major [..., G, B]."""
+class _Layout:
+    """Where a step keeps its gates: batch-major [..., B, G] or gate-major [..., G, B]. (Two of
+    them, made at import: a plain class, as a typing.NamedTuple costs an RNN model's load.)"""
 
-    name: str
-    gate_major: bool
+    __slots__ = ("gate_major", "name")
+
+    def __init__(self, name: str, gate_major: bool):
+        self.name, self.gate_major = name, gate_major
 
     def oriented(self, x):
         """A [..., B, N] array in this layout's orientation, or back (a view)."""
