@@ -94,6 +94,9 @@ class _Remembered:
         if all(ref() is x for ref, x in zip(refs, operands)):
             return derived
         if all(view is not None and view == _constant_view(x) for view, x in zip(views, operands)):
+            # (these views, not the ones kept, are met next: a row of a value computed once a
+            # run is the same view each iteration of the run)
+            self.last = (tuple(weakref.ref(x) for x in operands), derived, values, views)
             return derived
         if values is None:
             return None

@@ -989,7 +989,9 @@ cdef class Program:
 # Slicing
 
 cdef class _Sliced:
-    """One sliced input for one call: part i is a read-only view at data0 + i * step."""
+    """One sliced input for one call: part i is a read-only view at data0 + i * step. Where step
+    is 0 (a hoisted value computed once a run, every row the same), every part is one view, so
+    that a kernel keeping what it derived from an operand finds it again by identity."""
     cdef Py_ssize_t param_slot
     cdef cnp.ndarray base
     cdef char *data0
@@ -998,8 +1000,13 @@ cdef class _Sliced:
     cdef int nd
     cdef cnp.npy_intp dims[MAX_DIMS]
     cdef cnp.npy_intp strides[MAX_DIMS]
+    cdef object same  # step 0: the view every part is, once made
 
     cdef object part(self, Py_ssize_t i):
+        if self.step == 0:
+            if self.same is None:
+                self.same = _view(self.base, self.data0, self.nd, self.dims, self.strides, False)
+            return self.same
         return _view(self.base, self.data0 + i * self.step, self.nd, self.dims, self.strides,
                      False)
 
