@@ -58,10 +58,16 @@ def cast(attrs):
     if _special_cast(dtype):
         return lambda x: cast_to(x, dtype, saturate, round_mode)
 
-    def convert(x, out=None):
-        if dtype == object:  # to STRING: the shortest text that reads back to the number
-            x = np.asarray(x)  # element by element, keeping each element's own precision
+    if dtype == object:
+        def to_text(x, out=None):
+            """To STRING: the shortest text that reads back to the number, element by element,
+            keeping each element's own precision."""
+            x = np.asarray(x)
             return np.array([_to_text(v) for v in x.ravel()], dtype=object).reshape(x.shape)
+
+        return to_text
+
+    def convert(x, out=None):
         if out is None:
             return np.asarray(x).astype(dtype)
         np.copyto(out, x, casting="unsafe")
