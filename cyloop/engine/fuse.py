@@ -119,21 +119,22 @@ def fuse_loop(spec: LoopSpec) -> LoopSpec:
     """`spec` with every recognised pattern in its body fused, its passed-through carried
     values read as invariants first (`passed_through`; the same spec if nothing changes)."""
     spec = passed_through(spec)
-    body = _fuse(spec.body, "Broadcast", _match_at_least)
-    body = _fuse(body, "Split", _match_lstm_gates)
-    body = _fuse(body, "VariadicSplit", _match_lstm_gates)
+    uses = _UsesOf()
+    body = _fuse(spec.body, "Broadcast", _match_at_least, uses)
+    body = _fuse(body, "Split", _match_lstm_gates, uses)
+    body = _fuse(body, "VariadicSplit", _match_lstm_gates, uses)
     carried = {inp.param for inp in spec.inputs if isinstance(inp, CarriedInput)}
     body = _fuse(body, "LSTMGates",
-                 lambda gates, graph, uses: _match_lstm_step(gates, graph, uses, carried))
-    body = _fuse(body, "Tanh", _match_gru_gates)
+                 lambda gates, graph, uses: _match_lstm_step(gates, graph, uses, carried), uses)
+    body = _fuse(body, "Tanh", _match_gru_gates, uses)
     roots = _product_sum_roots(body, carried)  # (met once each: a body may have many Adds)
     body = _fuse(body, "Add",
-                 lambda root, graph, uses: _match_product_plus(root, graph, uses, carried),
+                 lambda root, graph, uses: _match_product_plus(root, graph, uses, carried), uses,
                  wanted=lambda node: id(node) in roots)
-    body = _fuse(body, "Tanh", _match_product_tanh)
+    body = _fuse(body, "Tanh", _match_product_tanh, uses)
     body = _fuse(body, "GRUGates",
-                 lambda gates, graph, uses: _match_gru_step(gates, graph, uses, carried))
-    body = _fuse(body, "Cast", _match_cast)
+                 lambda gates, graph, uses: _match_gru_step(gates, graph, uses, carried), uses)
+    body = _fuse(body, "Cast", _match_cast, uses)
     return spec if body is spec.body else dataclasses.replace(spec, body=body)
 
 
@@ -156,6 +157,20 @@ class Uses:
         """The one node reading `name`, if exactly one does and the graph does not return it."""
         readers = self.readers.get(name, [])
         return readers[0] if len(readers) == 1 and name not in self.results else None
+
+
+class _UsesOf:
+    """The `Uses` of the last graph asked for, made once: the passes of one loop's fusion hand on
+    the graph they were given where they fuse nothing, and most fuse nothing."""
+
+    def __init__(self):
+        self.graph: Graph | None = None
+        self.uses: Uses | None = None
+
+    def __call__(self, graph: Graph) -> Uses:
+        if graph is not self.graph:
+            self.graph, self.uses = graph, Uses(graph)
+        return self.uses
 
 
 def _is(node: Node | None, role: str) -> bool:
@@ -847,23 +862,20 @@ def _producer(graph: Graph, name: str | None) -> Node | None:
     return None
 
 
-def _fuse(graph: Graph, anchor: str, match, wanted=None) -> Graph:
+def _fuse(graph: Graph, anchor: str, match, uses_of: _UsesOf, wanted=None) -> Graph:
     """`graph` with every pattern `match` finds (from each node of type `anchor`, or of those
     `wanted` accepts) fused. The fused node (or nodes, in order) takes the place of the replaced
     node `match` names as its last: every input of the pattern is made before that, and every
-    reader of what it hands out comes after."""
+    reader of what it hands out comes after. `uses_of` gives a graph's readers (made again only
+    for a graph a match has changed)."""
     nodes = list(graph.nodes)
     present = {id(node) for node in nodes}
-    # The graph as fused so far, and who reads its values: remade only after a match fuses
-    # (a body has many anchors, most of which match nothing).
-    current, uses = graph, None
+    current = graph  # (the graph as fused so far)
     for start in [node for node in graph.nodes if node.op_type == anchor
                   and (wanted is None or wanted(node))]:
         if id(start) not in present:
             continue  # replaced by an earlier match
-        if uses is None:
-            uses = Uses(current)
-        found = match(start, current, uses)
+        found = match(start, current, uses_of(current))
         if found is None:
             continue
         fused, replaced, last = found
@@ -872,5 +884,5 @@ def _fuse(graph: Graph, anchor: str, match, wanted=None) -> Graph:
         nodes = [made for node in nodes if node is last or id(node) not in gone
                  for made in (fused if node is last else [node])]
         present = {id(node) for node in nodes}
-        current, uses = dataclasses.replace(graph, nodes=nodes), None
+        current = dataclasses.replace(graph, nodes=nodes)
     return current

@@ -270,7 +270,11 @@ def node_version(node: Node, opsets: dict[str, int]) -> int:
 def definition_of(node: Node, opsets: dict[str, int]) -> KernelDef:
     """The registered kernel a node runs (`UnsupportedOpError` naming the node if none)."""
     domain = "" if node.domain == "ai.onnx" else node.domain
-    return lookup(domain, node.op_type, node_version(node, opsets), where=node.label)
+    version = node_version(node, opsets)
+    try:
+        return lookup(domain, node.op_type, version)
+    except UnsupportedOpError:  # (the node's label only then: compiling looks up every node)
+        return lookup(domain, node.op_type, version, where=node.label)
 
 
 def build(node: Node, opsets: dict[str, int], attrs: dict | None = None) -> Kernel:

@@ -790,7 +790,8 @@ def _broadcast_body(variant):
 def test_only_a_broadcast_to_at_least_a_constant_shape_becomes_at_least(variant, rewritten):
     from cyloop.engine import fuse
 
-    body = fuse._fuse(_broadcast_body(variant), "Broadcast", fuse._match_at_least)
+    body = fuse._fuse(_broadcast_body(variant), "Broadcast", fuse._match_at_least,
+                     fuse._UsesOf())
     at_least = [node for node in body.nodes if node.op_type == "AtLeast"]
     assert bool(at_least) == rewritten
     if rewritten:
