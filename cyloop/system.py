@@ -57,6 +57,19 @@ def _blas_libraries() -> list[str]:
     return found or ["none that threadpoolctl recognises"]
 
 
+def _products() -> str:
+    """Where a loop's matrix products may run here, each candidate by the cores it takes, and
+    how many threads numpy's BLAS takes in a run."""
+    candidates = gemm.product_candidates()
+    threads = _two_core.blas_threads() if gemm.blas_status() is None else -1
+    held = "" if threads <= cores_available() else \
+        f"; numpy's BLAS has {threads} threads, held to {cores_available()} while a model runs"
+    if candidates is None:
+        name, why = gemm.no_choice()
+        return f"{name} ({why}){held}"
+    return f"measured a run at a time among: {', '.join(candidates)}{held}"
+
+
 def describe() -> dict[str, object]:
     """This machine as cyloop sees it: a dict of plain values, in the order to print them."""
     return {
@@ -66,5 +79,6 @@ def describe() -> dict[str, object]:
         "numpy": f"{np.__version__} ({os.path.dirname(np.__file__)})",
         "blas": _blas_libraries(),
         "cores": f"{cores_available()} this process may use, of {os.cpu_count()}",
+        "products": _products(),
         "native paths": native_paths(),
     }

@@ -1,5 +1,6 @@
 """W4: an LSTMCell TensorIterator IR, cyloop against OpenVINO's CPU plugin (1 thread and default,
-f32 inference precision)."""
+f32 inference precision); and load time against size of model files whose size is one long
+token or field (an IR against OpenVINO's read_model, an ONNX file against onnxruntime's)."""
 
 import tempfile
 
@@ -65,3 +66,40 @@ class LongTokenIR:
         import openvino
 
         openvino.Core().read_model(self.path)
+
+
+class LongFieldONNX:
+    """Loading an ONNX file whose size is one long field, the model's doc string or a node's,
+    against onnxruntime's session: load time against size (linear)."""
+
+    params = ((10, 50, 200), ("doc_string", "node"))
+    param_names = ("megabytes", "field")
+    timeout = 300
+
+    def setup(self, megabytes, field):
+        from onnx import TensorProto, helper
+
+        self.directory = tempfile.TemporaryDirectory(prefix="cyloop-asv-")
+        self.path = f"{self.directory.name}/long.onnx"
+        long = b"x" * (megabytes * 10**6)
+        nodes = [helper.make_node("Relu", ["x"], ["y"],
+                                  doc_string=long.decode() if field == "node" else None)]
+        graph = helper.make_graph(
+            nodes, "relu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        if field == "doc_string":
+            model.doc_string = long.decode()
+        with open(self.path, "wb") as file:
+            file.write(model.SerializeToString())
+
+    def teardown(self, megabytes, field):
+        self.directory.cleanup()
+
+    def time_cyloop_load(self, megabytes, field):
+        cyloop.load(self.path)
+
+    def time_onnxruntime_session(self, megabytes, field):
+        import onnxruntime
+
+        onnxruntime.InferenceSession(self.path, providers=["CPUExecutionProvider"])

@@ -1,6 +1,6 @@
 """numpy's own BLAS, for the products on two cores (`_two_core`): the OpenBLAS that numpy's wheels
 bundle, found beside numpy, and the addresses of its ``cblas_sgemm`` / ``cblas_dgemm`` (64-bit
-integers) and of the function giving its thread count.
+integers) and of the functions giving and setting its thread count.
 
 Only libraries whose symbol names say their integer width are taken (the table below): a gemm
 called with integers of the wrong width would crash, not fail. A numpy built on another BLAS
@@ -18,14 +18,15 @@ import numpy as np
 
 __all__ = ["Entries", "cores_available", "entries", "spare_core"]
 
-# (what the library's file name contains, the names of sgemm, dgemm, and the thread count), each
-# with 64-bit integers.
+# (what the library's file name contains, the names of sgemm, dgemm, the thread count and its
+# setter), each with 64-bit integers.
 _LIBRARIES = (
     # numpy >= 2.0 wheels: scipy-openblas64
     ("scipy_openblas64_", "scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_",
-     "scipy_openblas_get_num_threads64_"),
+     "scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
     # numpy 1.2x wheels: openblas64_
-    ("openblas64_", "cblas_sgemm64_", "cblas_dgemm64_", "openblas_get_num_threads64_"),
+    ("openblas64_", "cblas_sgemm64_", "cblas_dgemm64_", "openblas_get_num_threads64_",
+     "openblas_set_num_threads64_"),
 )
 
 
@@ -35,6 +36,7 @@ class Entries(NamedTuple):
     sgemm: int
     dgemm: int
     threads: int
+    set_threads: int
 
 
 def _directories() -> list[str]:
@@ -67,7 +69,9 @@ def entries() -> Entries | None:
 
 
 def cores_available() -> int:
-    """The cores this process may run on (its affinity, where the platform has one)."""
+    """The cores this process may run on: the calling thread's affinity (where the platform has
+    one; a process narrowed from outside, `taskset -a` or a cpuset, narrows every thread), else
+    every core."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # (no affinity on macOS or Windows)

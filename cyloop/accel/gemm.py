@@ -38,7 +38,7 @@ weight comes back from L2, aligning it gained a whole step 1% at most where it w
 
 from __future__ import annotations
 
-import functools
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -52,10 +52,11 @@ from .aligned import aligned, owns_memory
 from .measured import Measured
 from .native import native_off
 
-__all__ = ["ONE_CORE", "TWO_CORES", "Prepared", "PreparedPair", "bit_view_type", "blas_status",
-           "constant_holder", "helper_runs", "is_constant", "matmul", "matmul_plus",
-           "on_two_cores", "plus", "products_decided",
-           "products_on_two_cores", "products_split", "rows_apart", "rows_plus",
+__all__ = ["Prepared", "PreparedPair", "bit_view_type", "blas_candidate", "blas_cores",
+           "blas_status", "bound_blas_threads", "constant_holder", "helper_candidate",
+           "helper_runs", "is_constant", "matmul", "matmul_plus", "no_choice", "on_two_cores",
+           "plus", "product_candidates", "products_decided", "products_on_two_cores",
+           "products_split", "release_blas_threads", "rows_apart", "rows_plus",
            "set_products_on_two_cores", "splits_now", "two_cores_here", "weight_product"]
 
 # Products the helper thread took pieces of, since the process began (`_two_core`).
@@ -348,7 +349,8 @@ def _blas_bound() -> bool:
             _blas_status = ("turned off (CYLOOP_NATIVE_OFF)" if "blas" in native_off() else
                             "numpy bundles no OpenBLAS whose entry points say their width")
         else:
-            _two_core.bind(*found)
+            _two_core.bind(found.sgemm, found.dgemm, found.threads)
+            _bind_thread_setter(found.set_threads)
             _blas_status = _product_disagrees()
             if _blas_status is not None:
                 _two_core.bind(0, 0, 0)
@@ -378,10 +380,9 @@ def blas_status() -> str | None:
     return _blas_status
 
 
-@functools.cache
 def two_cores_here() -> bool:
     """Whether products may run on two cores here (`_two_core`): numpy's own BLAS is found and
-    the process may use a second core. Binds BLAS's entry points the first time."""
+    the process may use a second core now. Binds BLAS's entry points the first time."""
     return bool(_two_core.HELPER) and blas.spare_core() and _blas_bound()
 
 
@@ -392,17 +393,116 @@ def helper_runs() -> bool:
     return two_cores_here() and not 0 <= _two_core.blas_threads() < 2
 
 
-# Where the matrix products of the loop running on this thread go: on two cores (`on_two_cores`)
-# while ``_mode.on``, else to numpy (one core, and BLAS's own threads for a large product). The
-# loop driver sets it a run at a time (`set_products_on_two_cores`): the two cannot be mixed in a
-# run (see include/cyloop/two_core.h), so which runs a loop faster is measured a run at a time.
+# How many cores a product runs on. numpy's OpenBLAS sizes its thread pool when it loads, from
+# the affinity the process has then, and keeps it: a process narrowed afterwards (`taskset -a
+# -p`, a cpuset, a worker pinning itself) keeps all of BLAS's threads, more than its cores, and
+# a large product then runs several times slower than on one thread (OpenBLAS's threads wait by
+# spinning). So while cyloop runs a model, BLAS's thread count is held to the cores the process
+# may use (`bound_blas_threads`), and given back when no run is under way.
+
+def blas_cores() -> int:
+    """The cores a large product through numpy's BLAS runs on in a run here: BLAS's thread
+    count, bounded by the cores the process may use; 0 where it is not known (numpy's BLAS is
+    not the bundled OpenBLAS, or is off)."""
+    threads = _two_core.blas_threads() if _blas_bound() else -1
+    return min(threads, blas.cores_available()) if threads > 0 else 0
+
+
+def blas_candidate(cores: int | None = None) -> str:
+    """The name of the candidate that leaves a loop's products to numpy (each in its own
+    measured formulation), by the cores BLAS's threads take for a large one (`blas_cores`, or
+    `cores`; a product under OpenBLAS's threading threshold runs on one)."""
+    cores = blas_cores() if cores is None else cores
+    if cores == 1:
+        return "on one core"
+    if cores < 1:
+        return "on numpy's BLAS (its own threads)"
+    return f"on up to {cores} cores (BLAS's own threads)"
+
+
+def helper_candidate(helped: bool | None = None) -> str:
+    """The name of the candidate that runs a loop's products in pieces on this thread and the
+    helper (`on_two_cores`): on two cores where the helper runs (`helper_runs`, or `helped`),
+    else on one (BLAS held to one thread: every piece runs on the caller)."""
+    helped = helper_runs() if helped is None else helped
+    return "on two cores (this thread and a helper)" if helped else "in pieces on one core"
+
+
+def product_candidates() -> dict[str, bool] | None:
+    """Where a loop's (or a layer's) products may run here: each candidate, named by the cores
+    it takes, -> whether it runs them in pieces with the helper (`set_products_on_two_cores`);
+    the helper's first, the default. None where there is no choice (`two_cores_here`)."""
+    if not two_cores_here():
+        return None
+    return {helper_candidate(): True, blas_candidate(): False}
+
+
+def no_choice() -> tuple[str, str]:
+    """Where products run where there is no choice (`product_candidates` is None), and why."""
+    if not _two_core.HELPER:
+        why = "no POSIX threads here"
+    elif not blas.spare_core():
+        why = "the process may use one core"
+    else:
+        why = "numpy's bundled BLAS is not found or is off"
+    return blas_candidate(), why
+
+
+_set_threads: Callable[[int], None] | None = None  # OpenBLAS's thread count setter, once bound
+
+
+def _bind_thread_setter(address: int) -> None:
+    global _set_threads
+    import ctypes  # (only where numpy's BLAS is bound)
+
+    _set_threads = ctypes.CFUNCTYPE(None, ctypes.c_int)(address) if address else None
+
+
+_CPUS = os.cpu_count() or 1
+_hold = threading.Lock()
+_holding = 0  # runs under way while BLAS's threads are held to the process's cores
+_held_from = 0  # BLAS's thread count before they were held (0: not held)
+
+
+def bound_blas_threads() -> bool:
+    """Holds numpy's BLAS to the cores the process may use, where it has more threads than
+    that, until `release_blas_threads` (a run's start and end: engine/_core.pyx). Returns
+    whether it holds (the caller then releases it). Runs under way on several threads share
+    one hold: the first sets it, the last gives BLAS its thread count back."""
+    global _holding, _held_from
+    if not _holding and blas.cores_available() >= _CPUS:  # (the whole machine: nothing to do)
+        return False
+    with _hold:
+        if _holding:
+            _holding += 1
+            return True
+        cores = blas.cores_available()
+        if not _blas_bound() or _set_threads is None:
+            return False
+        threads = _two_core.blas_threads()
+        if threads <= cores:
+            return False
+        _set_threads(cores)
+        _holding, _held_from = 1, threads
+        return True
+
+
+def release_blas_threads() -> None:
+    """Ends one `bound_blas_threads` that returned True."""
+    global _holding, _held_from
+    with _hold:
+        _holding -= 1
+        if _holding == 0 and _held_from:
+            _set_threads(_held_from)
+            _held_from = 0
+
+
+# Where the matrix products of the loop running on this thread go: in pieces with the helper
+# (`on_two_cores`) while ``_mode.on``, else to numpy (BLAS's own threads for a large product, as
+# many as the process's cores allow). The loop driver sets it a run at a time
+# (`set_products_on_two_cores`): the two cannot be mixed in a run (see
+# include/cyloop/two_core.h), so which runs a loop faster is measured a run at a time.
 _mode = threading.local()
-
-
-# The candidates of where matrix products run (a loop's `LoopDriver.products`, a layer's
-# `sequences._Cores`).
-ONE_CORE = "on one core (BLAS's own threads for a large product)"
-TWO_CORES = "on two cores"
 
 
 def set_products_on_two_cores(on: bool | None) -> bool | None:

@@ -82,7 +82,7 @@ cdef class _CoresSample:
     # A run that is a sample of the trial of where the loop's matrix products run
     # (`LoopDriver.products`): what it reports when it ends.
     cdef object choice  # the Measured choice (LoopDriver.products)
-    cdef object name  # the candidate this run takes (TWO_CORES, ONE_CORE)
+    cdef object name  # the candidate this run takes (accel/gemm.py, `product_candidates`)
     cdef object trial  # the trial it is a sample of
     cdef object split_before  # products_split() as the run began (none split: no choice)
 
@@ -122,6 +122,7 @@ cdef class LoopDriver:
     cdef readonly dict destinations
     cdef readonly dict placements  # result slot -> the Measured choice of a MeasuredPlacement
     cdef readonly object products  # the Measured choice of where the matrix products run, or None
+    cdef readonly bint runs_products  # whether its kernels' products follow that choice
     cdef readonly _Counters tally
     cdef object settings
     cdef Py_ssize_t n_params

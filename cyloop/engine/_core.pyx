@@ -103,8 +103,8 @@ from ..ir import (CarriedInput, ConcatOutput, InvariantInput, LastOutput, Sliced
 from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
 from ..accel.float_state import QUIET as _QUIET_FLOATS, direct as direct_float_state, \
     quiet as quiet_floats, quiet_for, restore as restore_floats
-from ..accel.gemm import (ONE_CORE, TWO_CORES, products_split, set_products_on_two_cores,
-                          two_cores_here)
+from ..accel.gemm import (bound_blas_threads, product_candidates,
+                          products_split, release_blas_threads, set_products_on_two_cores)
 from ..accel.measured import PAYBACK, Measured, untimed
 from ..kernels.registry import FIRST_INPUT, FLOATS, INTEGERS, abilities_of
 from .settings import AT_ONCE, COUNTERS, FIRST_GROWING_BYTES, PROGRESS_EVERY
@@ -322,18 +322,24 @@ cdef tuple _enter_run(object limits):
         _this_thread.limits = limits
     _runs_under_way += 1
     if _FLOAT_STATE is None:
-        return previous, quiet_floats()
-    current = get_value(_FLOAT_STATE)
-    value = _QUIET_FLOATS.get(current)
-    if value is None:
-        value = quiet_for(current)
-    return previous, PyContextVar_Set(_FLOAT_STATE, value)
+        floats = quiet_floats()
+    else:
+        current = get_value(_FLOAT_STATE)
+        value = _QUIET_FLOATS.get(current)
+        if value is None:
+            value = quiet_for(current)
+        floats = PyContextVar_Set(_FLOAT_STATE, value)
+    # numpy's BLAS held to the cores the process may use while the run is under way (it may
+    # have more threads: accel/gemm.py, `bound_blas_threads`)
+    return previous, floats, bound_blas_threads()
 
 
 cdef int _leave_run(tuple entered) except -1:
     global _runs_under_way
     _this_thread.limits = entered[0]
     _runs_under_way -= 1
+    if entered[2]:
+        release_blas_threads()
     if _FLOAT_STATE is None:
         restore_floats(entered[1])
     else:
@@ -1425,19 +1431,21 @@ cdef class LoopDriver:
                 if not settings.tune:
                     placement.fix()
         # Where the body's and the hoisted part's matrix products run is measured a run at a
-        # time, all of them together (accel/gemm.py, `set_products_on_two_cores`): on one core,
-        # each in its own measured formulation (BLAS's threads for a large one; what tune=False
-        # keeps), or on two cores. Two cores take their runs first: BLAS's threads spin for a
-        # while after a run on one core, on the core the helper would need.
+        # time, all of them together (accel/gemm.py, `product_candidates`, each named by the
+        # cores it takes): left to numpy, each in its own measured formulation (BLAS's own
+        # threads for a large one, as many as the process's cores; what tune=False keeps), or
+        # in pieces on this thread and the helper. The helper's take their runs first: BLAS's
+        # threads spin for a while after a run of theirs, on the core the helper would need.
         kernels = [step.fn for step in compiled_body.steps]
         kernels += [step.probe for step in hoist.steps] if hoist is not None else []
         self.products = None
-        if any(abilities_of(fn).products for fn in kernels) and two_cores_here():
-            self.products = Measured({TWO_CORES: True, ONE_CORE: False}, rounds=2,
-                                     unit="us/iteration", consecutive=True, extend=False,
-                                     payback=payback)
+        self.runs_products = any(abilities_of(fn).products for fn in kernels)
+        candidates = product_candidates() if self.runs_products else None
+        if candidates is not None:
+            self.products = Measured(candidates, rounds=2, unit="us/iteration",
+                                     consecutive=True, extend=False, payback=payback)
             if not settings.tune:
-                self.products.fix(ONE_CORE)
+                self.products.fix(next(n for n, on in candidates.items() if not on))
         self.tally = _Counters()
         params = spec.body.inputs
         self.n_params = len(params)
@@ -1546,6 +1554,7 @@ cdef class LoopDriver:
                          chunk_sizing=hoist.sizing if hoist is not None else None,
                          overwriting=self.body.overwriting_steps(),
                          placements=dict(self.placements), products=self.products,
+                         runs_products=self.runs_products,
                          steps=self.steps, steps_placement=self.steps_placement,
                          computed_once=frozenset(hoist.computed) if hoist is not None
                          else frozenset(), node=self.node,
@@ -1684,8 +1693,9 @@ cdef class LoopDriver:
         if r.cores is not None and i > 1 and r.cores.choice.candidates[r.cores.name] \
                 and products_split() == r.cores.split_before:
             # Its products were all too small to split: on two cores they ran as on one, and
-            # the choice is no choice (the next runs take the default).
+            # the choice is no choice (the next runs take the default), and none to show.
             self.products = None
+            self.runs_products = False
         return self._finish(r, i)
 
     cdef _Run _start(self, list args, RunLimits limits):

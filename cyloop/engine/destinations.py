@@ -226,8 +226,12 @@ class LoopFacts:
     overwriting: dict[int, int] = field(default_factory=dict)
     # Result slot -> the measured choice of where it lives (a `MeasuredPlacement`'s).
     placements: dict[int, object] = field(default_factory=dict)
-    # The measured choice of where the loop's matrix products run (one core or two), or None.
+    # The measured choice of where the loop's matrix products run (accel/gemm.py,
+    # `product_candidates`), or None.
     products: object = None
+    # Whether the loop runs matrix products that follow its choice of cores (with no choice:
+    # where they run, and why: accel/gemm.py, `no_choice`).
+    runs_products: bool = False
     # Whether its iterations may run many at a time (`RecurrentSteps`), or None.
     steps: RecurrentSteps | None = None
     # The measured choice of where the state those calls carry lives within a call (staged or

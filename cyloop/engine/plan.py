@@ -16,7 +16,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass, field
 
-from ..accel.gemm import ONE_CORE, two_cores_here
+from ..accel.gemm import no_choice
 from ..ir import (
     CarriedInput,
     ConcatOutput,
@@ -569,11 +569,11 @@ def outside_loops(program) -> list[Choice]:
             choices.append(choice_of("formulation", step.node.shown, abilities.measured,
                                      nodes=nodes))
         cores = abilities.cores
-        if cores is not None and two_cores_here():
+        if cores is not None:
             subject = f"where the products of {step.node.shown} run"
             if cores.measured is None:
-                choices.append(Choice("cores", subject, (ONE_CORE,), nodes=nodes,
-                                      declined="its products are too small to split here"))
+                name, why = cores.declined()
+                choices.append(Choice("cores", subject, (name,), nodes=nodes, declined=why))
             else:
                 choices.append(choice_of("cores", subject, cores.measured, nodes=nodes))
     return choices
@@ -681,6 +681,9 @@ def describe(facts: LoopFacts) -> LoopPlan:
                                  facts.steps_placement, value=name))
     if facts.products is not None:
         choices.append(choice_of("cores", "where the matrix products run", facts.products))
+    elif facts.runs_products:
+        name, why = no_choice()
+        choices.append(Choice("cores", "where the matrix products run", (name,), declined=why))
 
     fused = [Fused.of(node) for node in spec.body.nodes if "fused_from" in node.attrs]
     steps = None

@@ -35,7 +35,7 @@ from ..ir import (
 )
 from ..kernels.onnx.fallback import FALLBACK_DOMAIN, reference_op_class
 from . import onnx_schemas
-from .onnx_proto import AttributeProto, ModelProto, NodeProto, read_model
+from .onnx_proto import MESSAGE_LIMIT, AttributeProto, ModelProto, NodeProto, read_model, too_large
 from .onnx_tensor import DATA_TYPE_NAMES, ELEMENT_TYPES, to_array
 
 __all__ = ["ELEMENT_TYPES", "Lowered", "lower", "read_graph"]
@@ -105,6 +105,9 @@ def _model_proto(source) -> ModelProto:
         where = os.fspath(source)
         try:
             with open(where, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size > MESSAGE_LIMIT:  # (refused unread)
+                    raise too_large(where, size)
                 data = f.read()
         except OSError as e:
             raise ModelError(f"{where}: cannot read the ONNX model ({type(e).__name__}: {e})") \

@@ -12,7 +12,9 @@ API gives the same field (``model.graph.node``, ``attr.ints``, ``HasField``, ``W
 
 Bytes that are not a protobuf (a length past the end, a wire type that does not exist, nesting
 past protobuf's own limit) are a `ModelError` that says so, raised where the bad message is first
-read.
+read. A model, or one field of it, past protobuf's size limit (`MESSAGE_LIMIT`: protobuf's parsers
+refuse a message over 2 GiB) is refused before it is read. Every field is read once, where it
+lies, so a model's load time is linear in its size, however its bytes are spread over fields.
 """
 
 from __future__ import annotations
@@ -25,11 +27,16 @@ import numpy as np
 
 from ..errors import ModelError
 
-__all__ = ["AttributeProto", "GraphProto", "ModelProto", "NodeProto", "TensorProto", "TypeProto",
-           "ValueInfoProto", "read_model"]
+__all__ = ["MESSAGE_LIMIT", "AttributeProto", "GraphProto", "ModelProto", "NodeProto",
+           "TensorProto", "TypeProto", "ValueInfoProto", "read_model", "too_large"]
 
 # protobuf's own limit on nested messages (its parsers refuse deeper nesting).
 _MAX_DEPTH = 100
+
+# protobuf's limit on a message's size, and so on any field of one: 2 GiB less a byte (its
+# parsers count bytes in a signed 32-bit integer). A model past it has to keep its tensors as
+# external data (`onnx.save_model(..., save_as_external_data=True)`).
+MESSAGE_LIMIT = (1 << 31) - 1
 
 # Kinds of field, by how their bytes read.
 _INT, _FLOAT, _STR, _BYTES, _RAW, _MSG, _INTS, _UINTS, _FLOATS, _DOUBLES, _STRS, _BYTES_LIST, \
@@ -50,6 +57,12 @@ class _Source:
 
     def __init__(self, data: bytes, where: str, base_dir: str):
         self.data, self.where, self.base_dir = data, where, base_dir
+
+    def too_large(self, size: int, what: str) -> ModelError:
+        return ModelError(f"{self.where}: {what} is {size} bytes, past protobuf's limit of "
+                          f"{MESSAGE_LIMIT} (2 GiB) for one message; save the model with its "
+                          f"tensors as external data (onnx.save_model(..., "
+                          f"save_as_external_data=True))")
 
     def corrupt(self, why: str) -> ModelError:
         return ModelError(f"{self.where}: not an ONNX model (corrupt or truncated protobuf: "
@@ -72,7 +85,10 @@ class Message:
     def FromString(cls, data: bytes, where: str = "the ONNX bytes", base_dir: str = ""):
         """A message of this class read from `data` (protobuf's name for it)."""
         data = bytes(data)
-        return cls(_Source(data, where, base_dir), 0, len(data))
+        source = _Source(data, where, base_dir)
+        if len(data) > MESSAGE_LIMIT:
+            raise source.too_large(len(data), "the message")
+        return cls(source, 0, len(data))
 
     def __getattr__(self, name):
         if name.startswith("_"):  # (no field's name: what copy and pickle look for, say)
@@ -147,6 +163,8 @@ class Message:
                     pos += 1
                 else:
                     length, pos = _varint(data, pos, 0, end, source, first=True)
+                    if length > MESSAGE_LIMIT:
+                        raise source.too_large(length, f"field {number} at byte {pos}")
                 value = pos
                 pos += length
             elif wire == 5:
@@ -473,11 +491,19 @@ class ModelProto(Message):
               14: ("metadata_props", _MSGS, StringStringEntryProto)})
 
 
+def too_large(where: str, size: int) -> ModelError:
+    """The error for a model file of `size` bytes, past `MESSAGE_LIMIT`."""
+    return _Source(b"", where, "").too_large(size, "the file")
+
+
 def read_model(data: bytes, where: str, base_dir: str = "") -> ModelProto:
     """`data` as a `ModelProto`: its top level decoded, which finds any truncation (every message
     inside is a span of it); `where` names the model in errors, `base_dir` is where its external
     data lives."""
-    model = ModelProto(_Source(data, where, base_dir), 0, len(data))
+    source = _Source(data, where, base_dir)
+    if len(data) > MESSAGE_LIMIT:
+        raise source.too_large(len(data), "the model")
+    model = ModelProto(source, 0, len(data))
     model._decode()
     return model
 
@@ -485,5 +511,8 @@ def read_model(data: bytes, where: str, base_dir: str = "") -> ModelProto:
 def read_file(path: str) -> ModelProto:
     """The model in the file at `path` (its external data read relative to its directory)."""
     with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > MESSAGE_LIMIT:  # (refused unread)
+            raise too_large(path, size)
         data = f.read()
     return read_model(data, path, os.path.dirname(os.path.abspath(path)))

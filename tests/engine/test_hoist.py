@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 
 import cyloop
 from cyloop.abilities import abilities_of
+from cyloop.accel.gemm import blas_candidate
 from cyloop.accel.measured import EARLY_ROUNDS
 from cyloop.engine import chunks as _chunks
-from cyloop.engine._core import ONE_CORE
 from cyloop.ir import (
     OPENVINO_DOMAIN,
     CarriedInput,
@@ -32,6 +32,11 @@ from ..conftest import loop_plan
 from ..frontends.openvino_models import cell_ti_model, save
 from ..support.chunks import CHUNKS, chunks_of, failures_of_both_drivers
 from ..support.slicing import oracle_parts, sliced_cases, sliced_loop
+
+# Where a loop's products may run, each candidate named by the cores it takes here: numpy's
+# BLAS (its own threads), or in pieces on this thread and the helper.
+BY_BLAS = blas_candidate()
+
 
 
 def _run(graph, feeds, chunk_rows, **kwargs):
@@ -933,7 +938,7 @@ def test_chunks_of_a_size_on_trial_are_no_samples_of_the_kernels_trials(rng):
     model = cyloop.Model(graph, driver="cython", tune="at once")
     (loop,) = model._compiled.loops
     if loop.products is not None:  # (on one core, where each product's formulation is measured)
-        loop.products.fix(ONE_CORE)
+        loop.products.fix(BY_BLAS)
     hoist = _hoist_of(model)
     ((_, product),) = loop.facts().hoisted_kernels
     events = []

@@ -13,12 +13,23 @@ import cyloop
 from cyloop.abilities import abilities_of
 from cyloop.accel import _two_core
 from cyloop.accel import measured as _measured
-from cyloop.accel.gemm import products_on_two_cores, set_products_on_two_cores, two_cores_here
-from cyloop.engine._core import ONE_CORE, TWO_CORES
+from cyloop.accel.gemm import (
+    blas_candidate,
+    helper_candidate,
+    products_on_two_cores,
+    set_products_on_two_cores,
+    two_cores_here,
+)
 
 from ..conftest import loop_plan, measured_steps, placements
 from ..frontends.openvino_models import cell_ti_model, converted, save
 from ..support.loops import cell_loop_feeds, lstm_loop, rnn_loop_feeds, rnn_loop_model
+
+# Where a loop's products may run, each candidate named by the cores it takes here: numpy's
+# BLAS (its own threads), or in pieces on this thread and the helper.
+BY_BLAS = blas_candidate()
+BY_HELPER = helper_candidate()
+
 
 pytestmark = pytest.mark.skipif(not two_cores_here(), reason="numpy's own BLAS is not found "
                                 "here, or the process has one core: no choice to make")
@@ -82,7 +93,7 @@ def _loop_of(model):
     return loop
 
 
-@pytest.mark.parametrize("cores", [TWO_CORES, ONE_CORE])
+@pytest.mark.parametrize("cores", [BY_HELPER, BY_BLAS])
 @pytest.mark.parametrize("name", list(LOOPS))
 def test_either_way_a_loop_computes_what_the_reference_does(name, cores, tmp_path, rng):
     """Forced to each (and with each candidate of the body's own measured steps), the Cython
@@ -99,7 +110,7 @@ def test_either_way_a_loop_computes_what_the_reference_does(name, cores, tmp_pat
                 measured.fix(candidate)
             split = _two_core.products_split()
             got = fast.run(feeds)
-            assert (_two_core.products_split() > split) == (cores == TWO_CORES), candidate
+            assert (_two_core.products_split() > split) == (cores == BY_HELPER), candidate
             for key in want:
                 np.testing.assert_allclose(got[key], want[key], rtol=2e-5, atol=2e-5,
                                            err_msg=f"{key} ({cores}, {candidate})")
@@ -118,15 +129,15 @@ def test_two_cores_take_their_runs_first_and_the_faster_is_kept(tmp_path, rng):
         model.run(feeds)
         (trial,) = loop.products.trials.values()
         seen.append(tuple(len(trial.samples[name]) + (name in trial.warm)
-                          for name in (TWO_CORES, ONE_CORE)))
+                          for name in (BY_HELPER, BY_BLAS)))
     assert seen[:3] == [(1, 0), (2, 0), (3, 0)]
     assert seen[3:5] == [(3, 1), (3, 2)]
-    first, two = trial.samples[ONE_CORE][0], trial.samples[TWO_CORES]
+    first, two = trial.samples[BY_BLAS][0], trial.samples[BY_HELPER]
     clear = first > _measured.CLEAR * max(two) or min(two) > _measured.CLEAR * first
     assert seen[5] == ((3, 2) if clear else (3, 3))
     assert trial.choice is not None  # (close or not: each round is a run the user waits for)
     choice = _cores_choice(model)
-    assert choice.chosen == trial.choice and next(iter(choice.times)) == TWO_CORES
+    assert choice.chosen == trial.choice and next(iter(choice.times)) == BY_HELPER
     assert choice.per == "iteration"
 
 
@@ -151,18 +162,18 @@ def test_a_timed_run_of_the_cores_trial_times_nothing_else(name, tmp_path, rng):
     runs = []  # (the cores a run had, whether they were warm, whether it timed nothing else)
     while loop.products.trials.get(None) is None or loop.products.trials[None].choice is None:
         trial = loop.products.trials.get(None)
-        counts = {n: 0 for n in (TWO_CORES, ONE_CORE)} if trial is None else \
-            {n: len(trial.samples[n]) + (n in trial.warm) for n in (TWO_CORES, ONE_CORE)}
+        counts = {n: 0 for n in (BY_HELPER, BY_BLAS)} if trial is None else \
+            {n: len(trial.samples[n]) + (n in trial.warm) for n in (BY_HELPER, BY_BLAS)}
         warm = set() if trial is None else set(trial.warm)
         before = [_timed_calls(m) for m in others]
         model.run(feeds)
         trial = loop.products.trials[None]
         (cores,) = [n for n in counts if len(trial.samples[n]) + (n in trial.warm) > counts[n]]
         runs.append((cores, cores in warm, [_timed_calls(m) for m in others] == before))
-    assert runs[0] == (TWO_CORES, False, False)
+    assert runs[0] == (BY_HELPER, False, False)
     assert all(quiet for _, _, quiet in runs[1:]), runs
-    assert (ONE_CORE, False, True) in runs and (ONE_CORE, True, True) in runs
-    assert runs[1] == (TWO_CORES, True, True)
+    assert (BY_BLAS, False, True) in runs and (BY_BLAS, True, True) in runs
+    assert runs[1] == (BY_HELPER, True, True)
     settled = [_timed_calls(m) for m in others]
     model.run(feeds)  # the choice made, the others take their samples again
     assert [_timed_calls(m) for m in others] != settled
@@ -199,7 +210,7 @@ def test_tune_false_keeps_one_core(tmp_path, rng):
     split = _two_core.products_split()
     model.run(feeds)
     assert _two_core.products_split() == split
-    assert _cores_choice(model).fixed == ONE_CORE
+    assert _cores_choice(model).fixed == BY_BLAS
 
 
 def test_a_loop_of_products_too_small_to_split_is_offered_no_choice(rng):
@@ -237,7 +248,7 @@ def test_a_run_restores_the_setting_it_found(before, tmp_path, rng):
     """A run sets where its products run, and puts back what it found, after an error too."""
     source, feeds = _rnn(tmp_path, rng)
     model = cyloop.load(source, driver="cython")
-    _loop_of(model).products.fix(TWO_CORES if not before else ONE_CORE)
+    _loop_of(model).products.fix(BY_HELPER if not before else BY_BLAS)
     previous = set_products_on_two_cores(before)
     try:
         model.run(feeds)
@@ -271,7 +282,7 @@ def test_a_body_product_of_a_vector_runs_on_two_cores_like_the_reference(rng):
     feeds = {"T": np.array(5, np.int64), "h0": rng.standard_normal(256).astype(np.float32),
              "R": (rng.standard_normal((256, 256)) / 16).astype(np.float32)}
     fast = cyloop.load(onnx_model, driver="cython")
-    _loop_of(fast).products.fix(TWO_CORES)
+    _loop_of(fast).products.fix(BY_HELPER)
     np.testing.assert_allclose(fast.run(feeds)["h"],
                                cyloop.load(onnx_model, driver="python").run(feeds)["h"],
                                rtol=1e-5, atol=1e-6)

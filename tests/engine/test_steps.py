@@ -14,10 +14,9 @@ from onnx import numpy_helper
 
 import cyloop
 from cyloop.accel import fused
-from cyloop.accel.gemm import two_cores_here
+from cyloop.accel.gemm import blas_candidate, helper_candidate, two_cores_here
 from cyloop.accel.measured import Measured
 from cyloop.engine import compile as compiling
-from cyloop.engine._core import ONE_CORE, TWO_CORES
 from cyloop.errors import LoopLimitError
 from cyloop.kernels.recurrent import cells
 
@@ -26,12 +25,18 @@ from ..frontends.openvino_models import _i64, cell_ti_model, converted, save
 from ..support import native
 from ..support.loops import cell_loop_feeds, lstm_loop, rnn_loop_feeds, rnn_loop_model
 
+# Where a loop's products may run, each candidate named by the cores it takes here: numpy's
+# BLAS (its own threads), or in pieces on this thread and the helper.
+BY_BLAS = blas_candidate()
+BY_HELPER = helper_candidate()
+
+
 pytestmark = native.steps
 
 # The candidates of the cells' steps that have `steps`: an LSTM's blocked gates, an RNN's
 # batch-major ones.
 STEPPED = ("blocked gates", "batch-major gates")
-CORES = [ONE_CORE, TWO_CORES] if two_cores_here() else [None]
+CORES = [BY_BLAS, BY_HELPER] if two_cores_here() else [None]
 
 
 def _openvino_lstm(tmp_path, rng, steps, hidden=32, batch=4):
@@ -124,7 +129,7 @@ LOOPS = {"openvino-lstm": _openvino_lstm, "onnx-lstm-fused": _onnx_lstm, "onnx-r
          "converted-lstm": _converted_lstm}
 # The cores each loop's steps run on (a plain RNN fused from its ops: where its product runs on
 # two).
-STEPPING = {name: [c for c in CORES if name not in ("onnx-rnn", "openvino-rnn") or c == TWO_CORES]
+STEPPING = {name: [c for c in CORES if name not in ("onnx-rnn", "openvino-rnn") or c == BY_HELPER]
             for name in LOOPS}
 CASES = [(name, cores) for name in LOOPS for cores in STEPPING[name]]
 

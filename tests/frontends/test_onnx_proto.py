@@ -285,3 +285,56 @@ def test_bytes_that_are_not_a_protobuf_are_a_model_error(blob, why, tmp_path):
     with pytest.raises(cyloop.ModelError, match=f"bad.onnx: not an ONNX model \\(corrupt or "
                                                 f"truncated protobuf: .*{why}"):
         cyloop.load(path)
+
+
+def _relu_model(note: str | None = None) -> onnx.ModelProto:
+    """y = Relu(x), its node's doc string `note` if given."""
+    nodes = [helper.make_node("Relu", ["x"], ["y"], doc_string=note)]
+    graph = helper.make_graph(nodes, "relu", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [5])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+# A model whose size is one field: a doc string of 50 MB before the model's own bytes (its
+# ModelProto field 6; a field given twice reads as the last, as protobuf reads it), or a node's
+# doc string of as many bytes.
+_LONG = 50 * 10**6
+
+
+@pytest.mark.parametrize("where", ["doc_string", "node"])
+def test_a_model_whose_size_is_one_long_field_loads_and_runs(tmp_path, where):
+    path = tmp_path / "long.onnx"
+    with open(path, "wb") as f:
+        if where == "doc_string":
+            f.write(bytes([6 << 3 | 2]) + _varint(_LONG))
+            f.write(b"x" * _LONG)
+            f.write(_relu_model().SerializeToString())
+        else:
+            f.write(_relu_model("x" * _LONG).SerializeToString())
+    x = np.array([-2, -0.5, 0, 0.5, 2], np.float32)
+    got = cyloop.load(path).run({"x": x})["y"]
+    np.testing.assert_array_equal(got, np.maximum(x, 0))
+
+
+def test_a_file_past_protobufs_limit_is_refused_unread(tmp_path):
+    path = tmp_path / "huge.onnx"
+    with open(path, "wb") as f:  # (sparse: no disk taken)
+        f.write(_relu_model().SerializeToString())
+        f.truncate(onnx_proto.MESSAGE_LIMIT + 1)
+    with pytest.raises(cyloop.ModelError, match=r"the file is 2147483648 bytes, past protobuf's "
+                       r"limit of 2147483647 \(2 GiB\) for one message; save the model with its "
+                       r"tensors as external data"):
+        cyloop.load(path)
+
+
+def test_a_field_past_protobufs_limit_is_refused(tmp_path):
+    data = _relu_model().SerializeToString() + bytes([6 << 3 | 2]) + \
+        _varint(onnx_proto.MESSAGE_LIMIT + 1) + b"x" * 16
+    with pytest.raises(cyloop.ModelError, match=r"field 6 at byte \d+ is 2147483648 bytes, past "
+                       r"protobuf's limit"):
+        cyloop.load(data)
+    # (a field within the limit that runs past the end is a truncation, as before)
+    data = _relu_model().SerializeToString() + bytes([6 << 3 | 2]) + \
+        _varint(onnx_proto.MESSAGE_LIMIT) + b"x" * 16
+    with pytest.raises(cyloop.ModelError, match="runs past its message's end"):
+        cyloop.load(data)

@@ -28,12 +28,12 @@ import numpy as np
 
 from ...accel._two_core import products_split
 from ...accel.gemm import (
-    ONE_CORE,
-    TWO_CORES,
+    blas_candidate,
     is_constant,
+    no_choice,
+    product_candidates,
     products_decided,
     set_products_on_two_cores,
-    two_cores_here,
 )
 from ...accel.measured import Measured, untimed
 from .._ir_attrs import DOMAIN
@@ -158,18 +158,19 @@ def _run(states, x, lengths, w, b, attrs, project, step, steps_for=None, y=None)
 
 
 class _Cores:
-    """Where a layer's matrix products run where no loop decides it (a layer outside loops): on
-    one core or two, a measured choice timed a call at a time (per step) as a loop's is a run at
+    """Where a layer's matrix products run where no loop decides it (a layer outside loops): one
+    of `product_candidates`, a measured choice timed a call at a time (per step) as a loop's is a run at
     a time (engine/_core.pyx `LoopDriver.products`): two cores' calls first, the default's, until
     they pay for a trial; then each candidate a warm-up call (the default has had its) and two
     timed ones. Only the calls before the trial opens (or, opened at once, its first call) let
     the layer's own trials (its step's formulations) take samples. A layer whose products never
-    split on two cores (too small) drops the choice. `fix` keeps one (tune=False: one core)."""
+    split in pieces (too small) drops the choice. `fix` keeps one (tune=False: BLAS's)."""
 
     def __init__(self):
-        self.measured = Measured({TWO_CORES: True, ONE_CORE: False}, rounds=2,
-                                 unit="us/step", consecutive=True, extend=False) \
-            if two_cores_here() else None
+        candidates = product_candidates()
+        self.measured = None if candidates is None else \
+            Measured(candidates, rounds=2, unit="us/step", consecutive=True, extend=False)
+        self.small = False  # dropped: its products are too small to split
 
     def __call__(self, run, steps: int):
         """``run()`` with its products where this choice puts them."""
@@ -190,17 +191,25 @@ class _Cores:
         if trial is not None and steps > 0:
             measured.report(trial, name, (perf_counter() - start) / steps)
         if trial is not None and two and steps > 0 and products_split() == split:
-            self.measured = None  # (too small to split: no choice; one core from now on)
+            self.measured = None  # (too small to split: no choice; BLAS's from now on)
+            self.small = True
         return result
+
+    def declined(self) -> tuple[str, str]:
+        """Where the products run with no choice (`measured` is None), and why."""
+        if self.small:
+            return blas_candidate(), "its products are too small to split here"
+        return no_choice()
 
     def describe(self) -> str:
         if self.measured is None:
-            return f"{ONE_CORE}: its products are too small to split here"
+            return ": ".join(self.declined())
         return self.measured.describe()
 
-    def fix(self, name: str = ONE_CORE) -> None:
+    def fix(self, name: str | None = None) -> None:
         if self.measured is not None:
-            self.measured.fix(name)
+            self.measured.fix(name if name is not None else
+                              next(n for n, on in self.measured.candidates.items() if not on))
 
 
 # Each cell's recurrence op, its measured step, and how the step takes a direction's operands.
