@@ -5,7 +5,7 @@ its work, never what a run computes; the modules that use one import it from her
 
 from __future__ import annotations
 
-__all__ = ["CHUNK_BUDGETS", "CLEAR", "CLOSE", "COLUMNS_SCRATCH", "EARLY_ROUNDS",
+__all__ = ["AFFINITY_EVERY", "CHUNK_BUDGETS", "CLEAR", "CLOSE", "COLUMNS_SCRATCH", "EARLY_ROUNDS",
            "FIRST_CHUNK_ROWS", "FIRST_GROWING_BYTES", "FOLDED_SIZE", "IR_CHUNK", "MAPPED_BYTES",
            "MAX_CHUNK_ROWS", "MAX_ROUNDS_FACTOR", "MIN_CHUNK_ROWS", "PAYBACK", "PROBED_KEYS",
            "PROBED_VALUES", "PROGRESS_EVERY", "QUIET_KEEP", "SMALL_WEIGHT_BYTES"]
@@ -59,6 +59,11 @@ PROBED_VALUES = 64
 FOLDED_SIZE = 64
 
 # -- native acceleration (accel/) -----------------------------------------------------------------
+
+# Seconds between reads of the cores the process may use, at a run's start (to hold numpy's BLAS
+# to them, accel/gemm.py): a read costs a one-node model's run a sixth; a process narrowed while
+# it runs is seen this late at most.
+AFFINITY_EVERY = 0.1
 
 # Arrays this large or larger get a mapping of their own (accel/aligned.py): at most a page in 16
 # of it is rounding, and a mapping costs a system call each way, which a weight prepared once

@@ -42,11 +42,12 @@ import os
 import threading
 import weakref
 from collections.abc import Callable
+from time import perf_counter
 
 import numpy as np
 
 from ..abilities import declare
-from ..tuning import COLUMNS_SCRATCH
+from ..tuning import AFFINITY_EVERY, COLUMNS_SCRATCH
 from . import _two_core, blas
 from .aligned import aligned, owns_memory
 from .measured import Measured
@@ -462,16 +463,24 @@ _CPUS = os.cpu_count() or 1
 _hold = threading.Lock()
 _holding = 0  # runs under way while BLAS's threads are held to the process's cores
 _held_from = 0  # BLAS's thread count before they were held (0: not held)
+# Whether the process may use fewer cores than the machine has, as last read, and when (the
+# affinity is read at most every AFFINITY_EVERY seconds: a read costs a small run a sixth).
+_narrowed, _narrowed_at = False, float("-inf")
 
 
 def bound_blas_threads() -> bool:
     """Holds numpy's BLAS to the cores the process may use, where it has more threads than
     that, until `release_blas_threads` (a run's start and end: engine/_core.pyx). Returns
     whether it holds (the caller then releases it). Runs under way on several threads share
-    one hold: the first sets it, the last gives BLAS its thread count back."""
-    global _holding, _held_from
-    if not _holding and blas.cores_available() >= _CPUS:  # (the whole machine: nothing to do)
-        return False
+    one hold: the first sets it, the last gives BLAS its thread count back. A process narrowed
+    while it runs is seen within `AFFINITY_EVERY` seconds."""
+    global _holding, _held_from, _narrowed, _narrowed_at
+    if not _holding:
+        now = perf_counter()
+        if now - _narrowed_at >= AFFINITY_EVERY:
+            _narrowed, _narrowed_at = blas.cores_available() < _CPUS, now
+        if not _narrowed:  # (the whole machine: nothing to do)
+            return False
     with _hold:
         if _holding:
             _holding += 1
