@@ -61,8 +61,8 @@ FOLDED_SIZE = 64
 # -- native acceleration (accel/) -----------------------------------------------------------------
 
 # Seconds between reads of the cores the process may use, at a run's start (to hold numpy's BLAS
-# to them, accel/gemm.py): a read costs a one-node model's run a sixth; a process narrowed while
-# it runs is seen this late at most.
+# to them: accel/gemm.py, engine/_core.pyx): a read costs a one-node model's run a sixth; a
+# process narrowed while it runs is seen this late at most.
 AFFINITY_EVERY = 0.1
 
 # Arrays this large or larger get a mapping of their own (accel/aligned.py): at most a page in 16

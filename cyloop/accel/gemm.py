@@ -42,12 +42,11 @@ import os
 import threading
 import weakref
 from collections.abc import Callable
-from time import perf_counter
 
 import numpy as np
 
 from ..abilities import declare
-from ..tuning import AFFINITY_EVERY, COLUMNS_SCRATCH
+from ..tuning import COLUMNS_SCRATCH
 from . import _two_core, blas
 from .aligned import aligned, owns_memory
 from .measured import Measured
@@ -55,10 +54,11 @@ from .native import native_off
 
 __all__ = ["Prepared", "PreparedPair", "bit_view_type", "blas_candidate", "blas_cores",
            "blas_status", "bound_blas_threads", "constant_holder", "helper_candidate",
-           "helper_runs", "is_constant", "matmul", "matmul_plus", "no_choice", "on_two_cores",
-           "plus", "product_candidates", "products_decided", "products_on_two_cores",
-           "products_split", "release_blas_threads", "rows_apart", "rows_plus",
-           "set_products_on_two_cores", "splits_now", "two_cores_here", "weight_product"]
+           "helper_runs", "is_constant", "matmul", "matmul_plus", "narrowed", "no_choice",
+           "on_two_cores", "plus", "product_candidates", "products_decided",
+           "products_on_two_cores", "products_split", "release_blas_threads", "rows_apart",
+           "rows_plus", "set_products_on_two_cores", "splits_now", "two_cores_here",
+           "weight_product"]
 
 # Products the helper thread took pieces of, since the process began (`_two_core`).
 products_split = _two_core.products_split
@@ -463,24 +463,22 @@ _CPUS = os.cpu_count() or 1
 _hold = threading.Lock()
 _holding = 0  # runs under way while BLAS's threads are held to the process's cores
 _held_from = 0  # BLAS's thread count before they were held (0: not held)
-# Whether the process may use fewer cores than the machine has, as last read, and when (the
-# affinity is read at most every AFFINITY_EVERY seconds: a read costs a small run a sixth).
-_narrowed, _narrowed_at = False, float("-inf")
+
+
+def narrowed() -> bool:
+    """Whether the process may use fewer cores than the machine has (BLAS may then have more
+    threads than its cores: `bound_blas_threads`). A run's start asks at most every
+    `tuning.AFFINITY_EVERY` seconds (engine/_core.pyx)."""
+    return blas.cores_available() < _CPUS
 
 
 def bound_blas_threads() -> bool:
     """Holds numpy's BLAS to the cores the process may use, where it has more threads than
-    that, until `release_blas_threads` (a run's start and end: engine/_core.pyx). Returns
-    whether it holds (the caller then releases it). Runs under way on several threads share
-    one hold: the first sets it, the last gives BLAS its thread count back. A process narrowed
-    while it runs is seen within `AFFINITY_EVERY` seconds."""
-    global _holding, _held_from, _narrowed, _narrowed_at
-    if not _holding:
-        now = perf_counter()
-        if now - _narrowed_at >= AFFINITY_EVERY:
-            _narrowed, _narrowed_at = blas.cores_available() < _CPUS, now
-        if not _narrowed:  # (the whole machine: nothing to do)
-            return False
+    that, until `release_blas_threads` (a run's start and end, where the process is
+    `narrowed`: engine/_core.pyx). Returns whether it holds (the caller then releases it). Runs
+    under way on several threads share one hold: the first sets it, the last gives BLAS its
+    thread count back."""
+    global _holding, _held_from
     with _hold:
         if _holding:
             _holding += 1

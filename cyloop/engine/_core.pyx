@@ -103,11 +103,12 @@ from ..ir import (CarriedInput, ConcatOutput, InvariantInput, LastOutput, Sliced
 from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
 from ..accel.float_state import QUIET as _QUIET_FLOATS, direct as direct_float_state, \
     quiet as quiet_floats, quiet_for, restore as restore_floats
-from ..accel.gemm import (bound_blas_threads, product_candidates,
+from ..accel.gemm import (bound_blas_threads, narrowed, product_candidates,
                           products_split, release_blas_threads, set_products_on_two_cores)
 from ..accel.measured import PAYBACK, Measured, untimed
 from ..kernels.registry import FIRST_INPUT, FLOATS, INTEGERS, abilities_of
 from .settings import AT_ONCE, COUNTERS, FIRST_GROWING_BYTES, PROGRESS_EVERY
+from ..tuning import AFFINITY_EVERY
 
 cnp.import_array()
 
@@ -313,6 +314,23 @@ cdef object _FLOAT_STATE = direct_float_state()
 cdef Py_ssize_t _runs_under_way = 0
 
 
+# Whether the process may use fewer cores than the machine has, as last read (`_narrowed`), and
+# when to read it again (monotonic seconds).
+cdef bint _was_narrowed = False
+cdef double _read_affinity_at = 0.0
+
+
+cdef bint _narrowed() except -1:
+    """Whether the process may use fewer cores than the machine has (`gemm.narrowed`), read at
+    most every `tuning.AFFINITY_EVERY` seconds: a read costs a one-node model's run a sixth."""
+    global _was_narrowed, _read_affinity_at
+    cdef double now = monotonic()
+    if now >= _read_affinity_at:
+        _was_narrowed = narrowed()
+        _read_affinity_at = now + AFFINITY_EVERY
+    return _was_narrowed
+
+
 cdef tuple _enter_run(object limits):
     """The loops this thread runs from now on share `limits` (None: no change), with numpy's
     floating-point warnings off (`accel.float_state`); returns what `_leave_run` restores."""
@@ -330,8 +348,8 @@ cdef tuple _enter_run(object limits):
             value = quiet_for(current)
         floats = PyContextVar_Set(_FLOAT_STATE, value)
     # numpy's BLAS held to the cores the process may use while the run is under way (it may
-    # have more threads: accel/gemm.py, `bound_blas_threads`)
-    return previous, floats, bound_blas_threads()
+    # have more threads: accel/gemm.py, `bound_blas_threads`), where the process is narrowed
+    return previous, floats, _narrowed() and bound_blas_threads()
 
 
 cdef int _leave_run(tuple entered) except -1:
