@@ -5,10 +5,11 @@ its work, never what a run computes; the modules that use one import it from her
 
 from __future__ import annotations
 
-__all__ = ["CHUNK_BUDGETS", "CLEAR", "CLOSE", "COLUMNS_SCRATCH", "EARLY_ROUNDS",
-           "FIRST_CHUNK_ROWS", "FIRST_GROWING_BYTES", "FOLDED_SIZE", "IR_CHUNK", "MAPPED_BYTES",
-           "MAX_CHUNK_ROWS", "MAX_ROUNDS_FACTOR", "MIN_CHUNK_ROWS", "PAYBACK", "PROBED_KEYS",
-           "PROBED_VALUES", "PROGRESS_EVERY", "QUIET_KEEP", "SMALL_WEIGHT_BYTES"]
+__all__ = ["CHECK_LATE", "CHECK_SOON", "CHUNK_BUDGETS", "CLEAR", "CLOSE", "COLUMNS_SCRATCH",
+           "EARLY_ROUNDS", "FIRST_CHUNK_ROWS", "FIRST_GROWING_BYTES", "FOLDED_SIZE", "HASH_CHUNK",
+           "IR_CHUNK", "MAPPED_BYTES", "MAX_CHUNK_ROWS", "MAX_CLOCK_STRIDE", "MAX_ROUNDS_FACTOR",
+           "MIN_CHUNK_ROWS", "OPENSSL_FROM", "PAYBACK", "PROBED_KEYS", "PROBED_VALUES",
+           "PROGRESS_EVERY", "QUIET_KEEP", "SMALL_WEIGHT_BYTES"]
 
 # -- measured choices (accel/measured.py) --------------------------------------------------------
 
@@ -37,6 +38,14 @@ PROGRESS_EVERY = 1024
 # that may stop early); it doubles each time the loop runs past it, so a short loop holds little
 # and a long one copies its rows about once more in all.
 FIRST_GROWING_BYTES = 64 * 1024
+
+# Run limits (engine/_core.pyx, `RunLimits`): loops read the clock every `stride` iterations;
+# the stride doubles while reads come under CHECK_SOON seconds apart and halves past CHECK_LATE,
+# so a time limit is read every few milliseconds of work whatever an iteration costs, never
+# every iteration, and at most every MAX_CLOCK_STRIDE iterations.
+CHECK_SOON = 1e-3
+CHECK_LATE = 1e-2
+MAX_CLOCK_STRIDE = 1 << 16
 
 # Hoisting (engine/hoist.py): the first chunk is small, since many loops stop early and it sizes
 # the rest; later chunks hold about one of CHUNK_BUDGETS' bytes of hoisted rows, the one that runs
@@ -76,8 +85,13 @@ COLUMNS_SCRATCH = 64 * 1024
 # quiet value is made anew each run.
 QUIET_KEEP = 64
 
-# -- reading models (frontends/) ------------------------------------------------------------------
+# -- reading models (frontends/, cache.py) ------------------------------------------------------------------
 
 # An IR is read in chunks of this many bytes (frontends/openvino.py): a large IR is never held
 # whole, as bytes or as a tree.
 IR_CHUNK = 1 << 16
+# The on-disk cache (cache.py) hashes and checksums a model file this many bytes at a time.
+HASH_CHUNK = 1 << 20
+# Bytes from which the cache hashes with hashlib's SHA-256 (OpenSSL's): importing hashlib loads
+# OpenSSL, which costs a few milliseconds, more than its faster hashing saves on fewer bytes.
+OPENSSL_FROM = 1 << 20

@@ -108,6 +108,7 @@ from ..accel.gemm import (ONE_CORE, TWO_CORES, products_split, set_products_on_t
 from ..accel.measured import PAYBACK, Measured, untimed
 from ..kernels.registry import FIRST_INPUT, FLOATS, INTEGERS, abilities_of
 from .settings import AT_ONCE, COUNTERS, FIRST_GROWING_BYTES, PROGRESS_EVERY
+from ..tuning import CHECK_LATE, CHECK_SOON, MAX_CLOCK_STRIDE
 
 cnp.import_array()
 
@@ -177,10 +178,10 @@ __all__ = ["LoopDriver", "Program", "RunLimits", "accepted_arguments", "aligned_
 # What `left` starts at when a run may make any number of iterations (never reached).
 cdef long long _UNLIMITED = 1LL << 62
 # Clock reads come every _CHECK_SOON to _CHECK_LATE seconds of work, at most every _MAX_STRIDE
-# iterations.
-cdef double _CHECK_SOON = 1e-3
-cdef double _CHECK_LATE = 1e-2
-cdef long long _MAX_STRIDE = 1 << 16
+# iterations (cyloop/tuning.py; typed here, read once).
+cdef double _CHECK_SOON = CHECK_SOON
+cdef double _CHECK_LATE = CHECK_LATE
+cdef long long _MAX_STRIDE = MAX_CLOCK_STRIDE
 
 cdef object _this_thread = threading.local()
 cdef str _ITERATIONS_HINT = (
