@@ -390,8 +390,7 @@ def once(fn, multi: bool):
 def _probe(step: HoistStep, row) -> None:
     """Run `step`'s own kernel on `row` (its inputs at iteration 0), unless it ran without error
     on inputs of the same shapes, dtypes and small values before: a shape or rank error depends
-    on nothing else, so probing every run would only repeat itself (about 13 us of each W4-ti
-    run)."""
+    on nothing else, so probing every run would only repeat itself (a kernel call a run)."""
     key = tuple(_signature(a) for a in row)
     if key in step.probed:
         return
@@ -452,7 +451,7 @@ def _rows_along(data, axis: int, start: int, rows: int):
     index = [slice(None)] * data.ndim
     index[axis] = slice(start, start + rows)
     order = (axis, *(d for d in range(data.ndim) if d != axis))  # (np.moveaxis, without its
-    return read_only(data[tuple(index)].transpose(order))  # axis checks: 5 us a call)
+    return read_only(data[tuple(index)].transpose(order))  # (np.moveaxis without its checks)
 
 
 # ---------------------------------------------------------------------------------------------
