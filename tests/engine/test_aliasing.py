@@ -376,7 +376,7 @@ def _scatter_loop(case, reduction="none"):
     capture" scatters into xs, read from the outer scope, each step (not the carried buffer)."""
     from onnx import helper
 
-    from ..frontends.onnx_models import const, model, tensor
+    from ..support.onnx_models import const, model, tensor
 
     node = helper.make_node
     nodes = [const("shape", np.array([1, 1], np.int64)), const("axes", np.array([0], np.int64)),
@@ -471,7 +471,7 @@ def test_an_openvino_scatter_updates_a_carried_buffer_in_place(tmp_path, rng):
     step on, the same values as the reference driver, the caller's buffer untouched."""
     import openvino.opset8 as ops
 
-    from ..frontends.openvino_models import ti_last_values
+    from ..support.openvino_models import ti_last_values
 
     steps, rows, width, f = 6, 5, 3, np.float32
     x = ops.parameter([steps, 1, width], f, name="X")

@@ -11,7 +11,7 @@ import cyloop
 from cyloop.ir import NodeRef
 
 from ..conftest import loop_plan, run_three_ways
-from ..frontends.onnx_models import model, tensor
+from ..support.onnx_models import model, tensor
 
 node = helper.make_node
 

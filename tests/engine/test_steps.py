@@ -22,9 +22,9 @@ from cyloop.errors import LoopLimitError
 from cyloop.kernels.recurrent import cells
 
 from ..conftest import loop_plan, measured_steps, placements
-from ..frontends.openvino_models import cell_ti_model, converted, i64_constant, save
 from ..support import native
 from ..support.loops import cell_loop_feeds, lstm_loop, rnn_loop_feeds, rnn_loop_model
+from ..support.openvino_models import cell_ti_model, converted, i64_constant, save
 
 pytestmark = native.steps
 

@@ -13,7 +13,7 @@ import cyloop
 from cyloop.sequence import TensorSequence
 
 from ..conftest import held_arrays
-from .onnx_models import (
+from ..support.onnx_models import (
     FALLBACK_OPSET,
     const,
     fallback_node,

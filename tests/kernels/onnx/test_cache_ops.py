@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 import cyloop
 from tests.support.nodes import assert_native_matches, one_node
 
-from ...frontends.onnx_models import model, tensor
+from ...support.onnx_models import model, tensor
 
 DRIVERS = ["cython", "python"]
 RNG = np.random.default_rng(24)

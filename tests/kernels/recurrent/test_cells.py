@@ -12,8 +12,8 @@ from cyloop.accel.measured import EARLY_ROUNDS, MAX_ROUNDS_FACTOR
 from cyloop.peers import openvino_compiled
 
 from ...conftest import loop_plan, measured_steps
-from ...frontends.openvino_models import cell_ti_model, save
 from ...support.cells import numpy_cells
+from ...support.openvino_models import cell_ti_model, save
 
 
 @pytest.mark.parametrize("cell,attrs", [("lstm", {}), ("lstm1", {}), ("gru", {}),

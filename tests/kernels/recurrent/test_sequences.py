@@ -20,11 +20,11 @@ from cyloop.kernels.recurrent.sequences import sequence_layer
 from cyloop.peers import openvino_compiled
 
 from ...conftest import steps_spy
-from ...frontends.onnx_models import model as onnx_model
-from ...frontends.onnx_models import tensor
-from ...frontends.openvino_models import save
 from ...support import native
 from ...support.cells import numpy_cells
+from ...support.onnx_models import model as onnx_model
+from ...support.onnx_models import tensor
+from ...support.openvino_models import save
 
 _GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 
