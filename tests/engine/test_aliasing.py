@@ -17,7 +17,8 @@ from cyloop.ir import (
 )
 from cyloop.kernels.registry import kernel
 
-from ..conftest import loop_plan, placements, run_both
+from ..support.drivers import run_both
+from ..support.plans import loop_plan, placements
 
 
 def _loop(build_body, carried, sliced=(), invariant=(), outputs=(), n=6, shape=(3,)):
@@ -433,7 +434,7 @@ def test_a_scatter_updates_a_carried_buffer_in_place_where_nothing_else_holds_it
     written in place from the second step on (the first scatters the caller's buffer, which it
     copies) where the old buffer dies at the scatter and is kept nowhere; a buffer emitted every
     step is made in its slot of the output."""
-    from ..conftest import run_three_ways
+    from ..support.drivers import run_three_ways
 
     feeds = {"T": np.array(trips, np.int64),
              "buf0": rng.standard_normal((9, 4)).astype(np.float32),

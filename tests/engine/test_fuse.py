@@ -17,11 +17,12 @@ from cyloop.accel import fused
 from cyloop.ir import LOOP_DOMAIN, OPENVINO_DOMAIN, ConcatOutput, GraphBuilder, SlicedInput
 from cyloop.kernels.registry import lookup
 
-from ..conftest import fused_making, loop_plan, measured_steps, run_three_ways
 from ..support import native
+from ..support.drivers import run_three_ways
 from ..support.loops import cell_loop_feeds, leaked, lstm_loop
 from ..support.onnx_models import model, tensor
 from ..support.openvino_models import converted
+from ..support.plans import fused_making, loop_plan, measured_steps
 
 _ROLES = "fiog"  # forget, input, output gates and the candidate g
 

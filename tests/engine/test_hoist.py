@@ -28,9 +28,9 @@ from cyloop.ir import (
     Value,
 )
 
-from ..conftest import loop_plan
 from ..support.chunks import CHUNKS, chunks_of, failures_of_both_drivers
 from ..support.openvino_models import cell_ti_model, save
+from ..support.plans import loop_plan
 from ..support.slicing import oracle_parts, sliced_cases, sliced_loop
 
 
@@ -464,7 +464,7 @@ def test_a_cast_made_an_identity_of_values_computed_once_runs_once_too(rng, cast
     plan saying what the Identity runs; both drivers and onnxruntime agree."""
     from onnx import TensorProto, helper
 
-    from ..conftest import run_three_ways
+    from ..support.drivers import run_three_ways
     from ..support.onnx_models import model, tensor
 
     made = getattr(TensorProto, cast_to)

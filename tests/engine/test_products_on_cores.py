@@ -16,9 +16,9 @@ from cyloop.accel import measured as _measured
 from cyloop.accel.gemm import products_on_two_cores, set_products_on_two_cores, two_cores_here
 from cyloop.engine._core import ONE_CORE, TWO_CORES
 
-from ..conftest import loop_plan, measured_steps, placements
 from ..support.loops import cell_loop_feeds, lstm_loop, rnn_loop_feeds, rnn_loop_model
 from ..support.openvino_models import cell_ti_model, converted, save
+from ..support.plans import loop_plan, measured_steps, placements
 
 pytestmark = pytest.mark.skipif(not two_cores_here(), reason="numpy's own BLAS is not found "
                                 "here, or the process has one core: no choice to make")

@@ -21,10 +21,10 @@ from cyloop.engine._core import ONE_CORE, TWO_CORES
 from cyloop.errors import LoopLimitError
 from cyloop.kernels.recurrent import cells
 
-from ..conftest import loop_plan, measured_steps, placements
 from ..support import native
 from ..support.loops import cell_loop_feeds, lstm_loop, rnn_loop_feeds, rnn_loop_model
 from ..support.openvino_models import cell_ti_model, converted, i64_constant, save
+from ..support.plans import loop_plan, measured_steps, placements
 
 pytestmark = native.steps
 

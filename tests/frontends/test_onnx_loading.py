@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 import cyloop
 from cyloop.sequence import TensorSequence
 
-from ..conftest import held_arrays
+from ..support.arrays import held_arrays
 from ..support.onnx_models import (
     FALLBACK_OPSET,
     const,

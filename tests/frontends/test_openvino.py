@@ -12,7 +12,7 @@ import cyloop
 from cyloop.accel.aligned import SMALL_WEIGHT_BYTES
 from cyloop.peers import openvino_compiled
 
-from ..conftest import held_arrays
+from ..support.arrays import held_arrays
 from ..support.openvino_models import defect_model, loop_model, save, ti_model
 from ..support.slicing import oracle_parts
 

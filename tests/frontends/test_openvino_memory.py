@@ -9,8 +9,8 @@ import pytest
 import cyloop
 from cyloop.frontends.openvino import read_graph
 
-from ..conftest import run_both
 from ..support import openvino_large
+from ..support.drivers import run_both
 
 
 @pytest.mark.parametrize("blocks", [2, 41], ids=["one-block-each", "many-blocks"])

@@ -82,7 +82,7 @@ def _kv_loop(steps, capacity, mode):
 def test_tensor_scatter_in_a_loop_matches_onnxruntime_and_the_reference_driver(mode, steps):
     import onnxruntime as ort
 
-    from ...conftest import run_three_ways
+    from ...support.drivers import run_three_ways
 
     onnx_model = _kv_loop(steps, 6, mode)
     feeds = {"M": np.array(steps, np.int64), "cache0": RNG.standard_normal((2, 6, 3)).astype(

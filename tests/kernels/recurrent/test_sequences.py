@@ -19,9 +19,8 @@ from cyloop.accel.gemm import ONE_CORE, TWO_CORES, set_products_on_two_cores, tw
 from cyloop.kernels.recurrent.sequences import sequence_layer
 from cyloop.peers import openvino_compiled
 
-from ...conftest import steps_spy
 from ...support import native
-from ...support.cells import numpy_cells
+from ...support.cells import numpy_cells, steps_spy
 from ...support.onnx_models import model as onnx_model
 from ...support.onnx_models import tensor
 from ...support.openvino_models import save
