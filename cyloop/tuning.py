@@ -5,13 +5,38 @@ its work, never what a run computes; the modules that use one import it from her
 
 from __future__ import annotations
 
-__all__ = ["CHECK_LATE", "CHECK_SOON", "CHUNK_BUDGETS", "CLEAR", "CLOSE", "COLUMNS_SCRATCH",
-           "EARLY_ROUNDS", "FIRST_CHUNK_ROWS", "FIRST_GROWING_BYTES", "FOLDED_SIZE", "HASH_CHUNK",
-           "IR_CHUNK", "MAPPED_BYTES", "MAX_CHUNK_ROWS", "MAX_CLOCK_STRIDE", "MAX_ROUNDS_FACTOR",
-           "MIN_CHUNK_ROWS", "OPENSSL_FROM", "PAYBACK", "PROBED_KEYS", "PROBED_VALUES",
-           "PROGRESS_EVERY", "QUIET_KEEP", "SMALL_WEIGHT_BYTES"]
+__all__ = ["CHECK_LATE", "CHECK_SOON", "CHUNK_BUDGETS", "CHUNK_ROUNDS", "CLEAR", "CLOSE",
+           "COLUMNS_SCRATCH", "EARLY_ROUNDS", "FIRST_CHUNK_ROWS", "FIRST_GROWING_BYTES",
+           "FOLDED_SIZE", "HASH_CHUNK", "HOIST_ROUNDS", "IR_CHUNK", "MAPPED_BYTES",
+           "MAX_CHUNK_ROWS", "MAX_CLOCK_STRIDE", "MAX_KEYS", "MAX_ROUNDS_FACTOR", "MIN_CHUNK_ROWS",
+           "OPENSSL_FROM", "PAYBACK", "PROBED_KEYS", "PROBED_VALUES", "PROGRESS_EVERY",
+           "QUIET_KEEP", "ROUNDS", "RUN_ROUNDS", "SMALL_WEIGHT_BYTES", "SPLIT_ROUNDS",
+           "TIMER_SAMPLES"]
 
 # -- measured choices (accel/measured.py) --------------------------------------------------------
+
+# Timed calls each candidate of a trial takes (`Measured`'s `rounds`) where its samples are calls
+# of a kernel: a median of five shrugs off an outlier or two (a page fault, a noisy neighbour).
+ROUNDS = 5
+# ... where its samples are whole runs of a loop, or whole calls of a layer outside loops (where a
+# result lives, where products run: engine/_core.pyx, kernels/recurrent/sequences.py): each
+# round is a run the user waits for, and the slower candidate's are half of them.
+RUN_ROUNDS = 2
+# ... whether a loop hoists (engine/hoist_choice.py), whole runs too: the loops it matters on are
+# short ones of small steps, whose runs cost little each and move more from run to run.
+HOIST_ROUNDS = 4
+# ... the hoisted chunks' size (engine/chunks.py): a sample is a chunk and the iterations that
+# read it, many rows already, and three sizes take turns.
+CHUNK_ROUNDS = 3
+# ... a Split's views or copies (kernels/_shapes.py), timed by period: a sample is one iteration
+# with whatever else it does, cheap to take and noisy.
+SPLIT_ROUNDS = 9
+# Keys (operand shapes) a measured choice keeps a trial for; past them, new keys take the default
+# untimed, so that an unbounded series of shapes (a growing operand) keeps no trial per shape.
+MAX_KEYS = 16
+# Pairs of clock readings whose median is a timing's own cost (`timer_cost`, once a process):
+# odd, so that the median is one of them, and enough that a pair or two preempted do not move it.
+TIMER_SAMPLES = 201
 
 # Medians within this fraction of each other are too close to call on a few samples (a noisy
 # neighbour, a page fault): each candidate runs `rounds` more, up to this factor times `rounds`.

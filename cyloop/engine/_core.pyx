@@ -108,7 +108,7 @@ from ..accel.gemm import (ONE_CORE, TWO_CORES, products_split, set_products_on_t
 from ..accel.measured import PAYBACK, Measured, untimed
 from ..kernels.registry import FIRST_INPUT, FLOATS, INTEGERS, abilities_of
 from .settings import AT_ONCE, COUNTERS, FIRST_GROWING_BYTES, PROGRESS_EVERY
-from ..tuning import CHECK_LATE, CHECK_SOON, MAX_CLOCK_STRIDE
+from ..tuning import CHECK_LATE, CHECK_SOON, MAX_CLOCK_STRIDE, RUN_ROUNDS
 
 cnp.import_array()
 
@@ -1407,11 +1407,11 @@ cdef class LoopDriver:
                               "a ping-pong pool, copied into its slot": destination.as_pool}
                 # (No warm-up run: neither pays a one-time cost in its first, the pool's two
                 # small buffers aside, so the trial takes four runs, not six.)
-                placement = Measured(candidates, rounds=2, unit="us/iteration", extend=False,
-                                     warm_up=False, payback=payback)
+                placement = Measured(candidates, rounds=RUN_ROUNDS, unit="us/iteration",
+                                     extend=False, warm_up=False, payback=payback)
                 self.placements[result_slot] = placement
                 if result_slot == self.steps_slot:
-                    self.steps_placement = Measured(dict(candidates), rounds=2,
+                    self.steps_placement = Measured(dict(candidates), rounds=RUN_ROUNDS,
                                                     unit="us/iteration", extend=False,
                                                     payback=payback)
                     if not settings.tune:
@@ -1427,7 +1427,7 @@ cdef class LoopDriver:
         kernels += [step.probe for step in hoist.steps] if hoist is not None else []
         self.products = None
         if any(abilities_of(fn).products for fn in kernels) and two_cores_here():
-            self.products = Measured({TWO_CORES: True, ONE_CORE: False}, rounds=2,
+            self.products = Measured({TWO_CORES: True, ONE_CORE: False}, rounds=RUN_ROUNDS,
                                      unit="us/iteration", consecutive=True, extend=False,
                                      payback=payback)
             if not settings.tune:

@@ -20,7 +20,7 @@ from ..accel.measured import Measured, untimed
 from ..errors import CyloopError, ExecutionError, ResourceLimitError
 from ..ir import SlicedInput, Slicing, read_only
 from ..kernels.registry import FLOATS, INTEGERS, abilities_of, declare, type_keeping
-from ..tuning import PROBED_KEYS, PROBED_VALUES
+from ..tuning import CHUNK_ROUNDS, PROBED_KEYS, PROBED_VALUES
 from .settings import CHUNK_BUDGETS, FIRST_CHUNK_ROWS, MAX_CHUNK_ROWS, MIN_CHUNK_ROWS
 
 __all__ = ["CaptureStatic", "ComputedStatic", "ConstStatic", "GatherSource", "Hoist", "HoistStep",
@@ -144,7 +144,7 @@ class Hoist:
                 producer[step.outputs[0]] = index
         self._sharing = {name: self._chain(name, readers, producer) for name in frontier}
         self.sizing = Measured({name: _rows_for(budget) for name, budget in CHUNK_BUDGETS.items()},
-                               rounds=3, key=None, label=_describe_row, unit="us/row")
+                               rounds=CHUNK_ROUNDS, key=None, label=_describe_row, unit="us/row")
         self._default_size = next(iter(CHUNK_BUDGETS))
         self._timing = threading.local()  # this thread's chunk being timed (runs may overlap)
 

@@ -36,6 +36,7 @@ from ...accel.gemm import (
     two_cores_here,
 )
 from ...accel.measured import Measured, untimed
+from ...tuning import RUN_ROUNDS
 from .._ir_attrs import DOMAIN
 from ..registry import kernel
 from .cells import gru_step, lstm_step, projection_for, rnn_step, showing
@@ -167,7 +168,7 @@ class _Cores:
     split on two cores (too small) drops the choice. `fix` keeps one (tune=False: one core)."""
 
     def __init__(self):
-        self.measured = Measured({TWO_CORES: True, ONE_CORE: False}, rounds=2,
+        self.measured = Measured({TWO_CORES: True, ONE_CORE: False}, rounds=RUN_ROUNDS,
                                  unit="us/step", consecutive=True, extend=False) \
             if two_cores_here() else None
 
