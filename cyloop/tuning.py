@@ -44,7 +44,7 @@ CLOSE = 0.1
 MAX_ROUNDS_FACTOR = 3
 # A candidate whose fastest sample is this many times the slowest of the best one's, after
 # EARLY_ROUNDS timed calls each, drops out of the trial then: a clearly slower candidate (a GEMM
-# orientation at 2.5x, say) does not keep its turns for all the rounds. Trials run in a model's
+# orientation far off the best, say) does not keep its turns for all the rounds. Trials run in a model's
 # first runs, so every turn it keeps costs the user.
 CLEAR = 1.3
 EARLY_ROUNDS = 2
@@ -76,8 +76,9 @@ MAX_CLOCK_STRIDE = 1 << 16
 # the rest; later chunks hold about one of CHUNK_BUDGETS' bytes of hoisted rows, the one that runs
 # fastest here (a measured choice, engine/chunks.py; the first is the default): bigger chunks make
 # bigger GEMMs, smaller ones stay in a smaller cache until the body reads them. The largest is
-# the memory a chunk may take (a loop's peak stays within ~1.15x its outputs on sequences of a
-# few MiB). Whatever the budget, a chunk has MIN_CHUNK_ROWS to MAX_CHUNK_ROWS rows.
+# the memory a chunk may take (larger chunks ran no faster, and raised a loop's peak memory over
+# its outputs: docs/performance.md). Whatever the budget, a chunk has MIN_CHUNK_ROWS to
+# MAX_CHUNK_ROWS rows.
 CHUNK_BUDGETS = {"512 KiB": 512 * 1024, "256 KiB": 256 * 1024, "128 KiB": 128 * 1024}
 FIRST_CHUNK_ROWS = 16
 MIN_CHUNK_ROWS = 4

@@ -1564,11 +1564,11 @@ cdef class LoopDriver:
         # A run of the products trial times no other measured choice (each runs its choice so
         # far, or its default), so that one core and two are timed doing the same work:
         # - on one core, the one-core formulations of its products would otherwise be on trial,
-        #   their slow candidates timed as part of one core's run (W4-ti's hoisted projection
-        #   "columns": 10x its "rows"), and they are moot if two cores are kept;
+        #   their slow candidates timed as part of one core's run, and they are moot if two
+        #   cores are kept;
         # - on two cores, the chunk sizes' trial would otherwise run in the two-core runs, its
-        #   slower sizes timed as two cores' (W4-loop's 128 KiB chunks: 1.46x a row what its
-        #   512 KiB ones cost; with them in its two-core runs it kept one core).
+        #   slower sizes timed as two cores', enough to make one core look faster
+        #   (docs/performance.md, "The measurements behind some of the rules").
         # Only the runs before the trial opens (two cores, the default's, counted, not
         # compared) and, where it opened at once, its first run (a warm-up whose time counts
         # for nothing) let the others take their samples: the kernels' own per-call trials

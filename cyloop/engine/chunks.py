@@ -506,13 +506,11 @@ def matmul(fn, batched):
 class _JoinedBias:
     """``x @ w + b`` (``x @ w^T + b`` if `transposed`) of x's rows as one product: the bias
     joins the GEMM as the weight of a column of ones, ``[x 1] [w; b]`` (``[w b]`` transposed),
-    so that no pass over the chunk adds it afterwards (on W4's [256,64] @ [64,512] chunks, about
-    a quarter faster than the GEMM and the add where it was measured). `product(a, w)` is the
-    node's own weight product: it multiplies the joined weight, so its measured choice is the
-    step's.
+    so that no pass over the chunk adds it afterwards (faster than the GEMM and the add:
+    docs/performance.md). `product(a, w)` is the node's own weight product: it multiplies the
+    joined weight, so its measured choice is the step's.
     Where the product runs on two cores (`splits_now`), BLAS adds b instead (`matmul_plus`): no
-    row of x is copied, and the product is K long, not K + 1 (faster on W4's chunks on two
-    cores where it was measured)."""
+    row of x is copied, and the product is K long, not K + 1 (faster there too)."""
 
     def __init__(self, product, transposed: bool):
         self.product, self.transposed = product, transposed
