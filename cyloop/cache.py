@@ -56,6 +56,7 @@ import numpy as np
 from .accel.aligned import ALIGNMENT, SMALL_WEIGHT_BYTES, aligned_empty
 from .errors import InputError
 from .ir import Graph
+from .tuning import HASH_CHUNK, OPENSSL_FROM
 
 __all__ = ["ENVIRONMENT_VARIABLE", "FORMAT", "default_directory", "directory_of", "read_graph"]
 
@@ -68,7 +69,6 @@ _PREFIX = struct.Struct("<QI")  # header length, header CRC
 _SUFFIX = ".cyloop"
 # The most header bytes an entry may declare: a header holds a key and a few warnings.
 _HEADER_LIMIT = 1 << 20
-_CHUNK = 1 << 20  # bytes hashed or checksummed at a time
 
 
 def default_directory() -> str:
@@ -192,23 +192,18 @@ def _digest(value) -> str:
     with open(value, "rb", buffering=0) as file:
         size = os.fstat(file.fileno()).st_size
         hasher = _sha256(size)
-        # (a small file's size: a buffer of _CHUNK zeroed bytes costs a small model's read)
-        buffer = memoryview(bytearray(max(1, min(size, _CHUNK))))
+        # (a small file's size: a buffer of HASH_CHUNK zeroed bytes costs a small model's read)
+        buffer = memoryview(bytearray(max(1, min(size, HASH_CHUNK))))
         while count := file.readinto(buffer):
             hasher.update(buffer[:count])
     return hasher.hexdigest()
-
-
-# Bytes from which hashlib's SHA-256 (OpenSSL's) is used: importing hashlib loads OpenSSL, which
-# costs a few milliseconds, more than its faster hashing saves on fewer bytes than this.
-_OPENSSL_FROM = 1 << 20
 
 
 def _sha256(size: int):
     """A SHA-256 hasher for `size` bytes: CPython's own for a few (its ``_sha2`` module, which
     ``hashlib`` falls back on too), OpenSSL's for more, or where hashlib is loaded already. Both
     compute the same digests."""
-    if size < _OPENSSL_FROM and "hashlib" not in sys.modules:
+    if size < OPENSSL_FROM and "hashlib" not in sys.modules:
         try:
             from _sha2 import sha256
         except ImportError:  # pragma: no cover - (a Python without it)
@@ -427,7 +422,7 @@ def _read_entry(file, key: str):
         view = memoryview(array.reshape(-1).view(np.uint8))
         count = 0
         while count < len(view):
-            read = file.readinto(view[count:count + _CHUNK])
+            read = file.readinto(view[count:count + HASH_CHUNK])
             if not read:
                 raise _Unreadable("is truncated (its arrays)")
             crc = zlib.crc32(view[count:count + read], crc)

@@ -6,8 +6,8 @@ the first step has fixed the structure and types of the pytrees, a step is that 
 ``xs[i]``, ``reverse=True`` included). Nothing is flattened, validated or dispatched per step
 beyond the type check a ``y`` leaf needs to be stored. The steps after the first of `scan` run in
 Cython (engine/_steps.pyx: the copy of a ``y`` into its row is there); `while_loop`'s and
-`fori_loop`'s stay Python loops, which call a Python function more cheaply than C can (W5's
-in-place while_loop: 1.79 -> 1.76 us a step, against 1.70-1.72 for the plain loop).
+`fori_loop`'s stay Python loops, which call a Python function more cheaply than C can
+(docs/performance.md has the functional loops against the plain Python loop).
 
 The carry the function receives is the loop's own: the initial one is a copy of `init`, writable,
 and later ones are what the function returned, so it may update its carry in place
@@ -422,8 +422,8 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val,
             check(val, "after the first step")
             # (A Python loop, as fori_loop's: CPython calls a Python function from its own loop
             # more cheaply than from C. Its steps are counted by `repeat`, which makes no int
-            # a step as a range past 256 does: 1.0-2.4% of W5's step for range, 1.0-1.3% for
-            # repeat, against a loop without a bound. A condition whose truth raises, an array
+            # a step as a range past 256 does, so it costs less than a range would. A condition
+            # whose truth raises, an array
             # of several values, ends it; `_truth` then refuses it.)
             stop = limit if limit >= 0 else _NO_LIMIT
             steps = repeat(None, stop - 1)

@@ -5,12 +5,38 @@ its work, never what a run computes; the modules that use one import it from her
 
 from __future__ import annotations
 
-__all__ = ["AFFINITY_EVERY", "CHUNK_BUDGETS", "CLEAR", "CLOSE", "COLUMNS_SCRATCH", "EARLY_ROUNDS",
-           "FIRST_CHUNK_ROWS", "FIRST_GROWING_BYTES", "FOLDED_SIZE", "IR_CHUNK", "MAPPED_BYTES",
-           "MAX_CHUNK_ROWS", "MAX_ROUNDS_FACTOR", "MIN_CHUNK_ROWS", "PAYBACK", "PROBED_KEYS",
-           "PROBED_VALUES", "PROGRESS_EVERY", "QUIET_KEEP", "SMALL_WEIGHT_BYTES"]
+__all__ = ["AFFINITY_EVERY", "CHECK_LATE", "CHECK_SOON", "CHUNK_BUDGETS", "CHUNK_ROUNDS", "CLEAR",
+           "CLOSE", "COLUMNS_SCRATCH", "EARLY_ROUNDS", "FIRST_CHUNK_ROWS", "FIRST_GROWING_BYTES",
+           "FOLDED_SIZE", "HASH_CHUNK", "HOIST_ROUNDS", "IR_CHUNK", "MAPPED_BYTES",
+           "MAX_CHUNK_ROWS", "MAX_CLOCK_STRIDE", "MAX_KEYS", "MAX_ROUNDS_FACTOR", "MIN_CHUNK_ROWS",
+           "OPENSSL_FROM", "PAYBACK", "PROBED_KEYS", "PROBED_VALUES", "PROGRESS_EVERY",
+           "QUIET_KEEP", "ROUNDS", "RUN_ROUNDS", "SMALL_WEIGHT_BYTES", "SPLIT_ROUNDS",
+           "TIMER_SAMPLES"]
 
 # -- measured choices (accel/measured.py) --------------------------------------------------------
+
+# Timed calls each candidate of a trial takes (`Measured`'s `rounds`) where its samples are calls
+# of a kernel: a median of five shrugs off an outlier or two (a page fault, a noisy neighbour).
+ROUNDS = 5
+# ... where its samples are whole runs of a loop, or whole calls of a layer outside loops (where a
+# result lives, where products run: engine/_core.pyx, kernels/recurrent/sequences.py): each
+# round is a run the user waits for, and the slower candidate's are half of them.
+RUN_ROUNDS = 2
+# ... whether a loop hoists (engine/hoist_choice.py), whole runs too: the loops it matters on are
+# short ones of small steps, whose runs cost little each and move more from run to run.
+HOIST_ROUNDS = 4
+# ... the hoisted chunks' size (engine/chunks.py): a sample is a chunk and the iterations that
+# read it, many rows already, and three sizes take turns.
+CHUNK_ROUNDS = 3
+# ... a Split's views or copies (kernels/_shapes.py), timed by period: a sample is one iteration
+# with whatever else it does, cheap to take and noisy.
+SPLIT_ROUNDS = 9
+# Keys (operand shapes) a measured choice keeps a trial for; past them, new keys take the default
+# untimed, so that an unbounded series of shapes (a growing operand) keeps no trial per shape.
+MAX_KEYS = 16
+# Pairs of clock readings whose median is a timing's own cost (`timer_cost`, once a process):
+# odd, so that the median is one of them, and enough that a pair or two preempted do not move it.
+TIMER_SAMPLES = 201
 
 # Medians within this fraction of each other are too close to call on a few samples (a noisy
 # neighbour, a page fault): each candidate runs `rounds` more, up to this factor times `rounds`.
@@ -18,7 +44,7 @@ CLOSE = 0.1
 MAX_ROUNDS_FACTOR = 3
 # A candidate whose fastest sample is this many times the slowest of the best one's, after
 # EARLY_ROUNDS timed calls each, drops out of the trial then: a clearly slower candidate (a GEMM
-# orientation at 2.5x, say) does not keep its turns for all the rounds. Trials run in a model's
+# orientation far off the best, say) does not keep its turns for all the rounds. Trials run in a model's
 # first runs, so every turn it keeps costs the user.
 CLEAR = 1.3
 EARLY_ROUNDS = 2
@@ -38,12 +64,21 @@ PROGRESS_EVERY = 1024
 # and a long one copies its rows about once more in all.
 FIRST_GROWING_BYTES = 64 * 1024
 
+# Run limits (engine/_core.pyx, `RunLimits`): loops read the clock every `stride` iterations;
+# the stride doubles while reads come under CHECK_SOON seconds apart and halves past CHECK_LATE,
+# so a time limit is read every few milliseconds of work whatever an iteration costs, never
+# every iteration, and at most every MAX_CLOCK_STRIDE iterations.
+CHECK_SOON = 1e-3
+CHECK_LATE = 1e-2
+MAX_CLOCK_STRIDE = 1 << 16
+
 # Hoisting (engine/hoist.py): the first chunk is small, since many loops stop early and it sizes
 # the rest; later chunks hold about one of CHUNK_BUDGETS' bytes of hoisted rows, the one that runs
 # fastest here (a measured choice, engine/chunks.py; the first is the default): bigger chunks make
 # bigger GEMMs, smaller ones stay in a smaller cache until the body reads them. The largest is
-# the memory a chunk may take (a loop's peak stays within ~1.15x its outputs on sequences of a
-# few MiB). Whatever the budget, a chunk has MIN_CHUNK_ROWS to MAX_CHUNK_ROWS rows.
+# the memory a chunk may take (larger chunks ran no faster, and raised a loop's peak memory over
+# its outputs: docs/performance.md). Whatever the budget, a chunk has MIN_CHUNK_ROWS to
+# MAX_CHUNK_ROWS rows.
 CHUNK_BUDGETS = {"512 KiB": 512 * 1024, "256 KiB": 256 * 1024, "128 KiB": 128 * 1024}
 FIRST_CHUNK_ROWS = 16
 MIN_CHUNK_ROWS = 4
@@ -81,8 +116,13 @@ COLUMNS_SCRATCH = 64 * 1024
 # quiet value is made anew each run.
 QUIET_KEEP = 64
 
-# -- reading models (frontends/) ------------------------------------------------------------------
+# -- reading models (frontends/, cache.py) ------------------------------------------------------------------
 
 # An IR is read in chunks of this many bytes (frontends/openvino.py): a large IR is never held
 # whole, as bytes or as a tree.
 IR_CHUNK = 1 << 16
+# The on-disk cache (cache.py) hashes and checksums a model file this many bytes at a time.
+HASH_CHUNK = 1 << 20
+# Bytes from which the cache hashes with hashlib's SHA-256 (OpenSSL's): importing hashlib loads
+# OpenSSL, which costs a few milliseconds, more than its faster hashing saves on fewer bytes.
+OPENSSL_FROM = 1 << 20

@@ -14,8 +14,8 @@ import cyloop
 from cyloop.cli import EXAMPLES
 from cyloop.ir import CarriedInput, ConcatOutput, GraphBuilder, LastOutput, SlicedInput
 
-from .frontends.onnx_models import lstm_loop_model
 from .support.loops import nested
+from .support.onnx_models import lstm_loop_model
 from .support.outputs import assert_close_outputs, assert_same_outputs, example_feeds
 
 T, B, I, H = 12, 10, 6, 16

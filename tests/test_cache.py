@@ -369,7 +369,7 @@ def test_every_damaged_byte_of_a_small_entry_is_a_miss(tmp_path, reads):
     model is the one its file holds."""
     from onnx import helper
 
-    from tests.frontends.onnx_models import model, tensor
+    from tests.support.onnx_models import model, tensor
 
     graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
                               [tensor("x", np.float32, [4])], [tensor("y", np.float32, [4])],
@@ -478,7 +478,7 @@ def test_a_directory_others_may_write_is_not_used(tmp_path, reads):
 def test_warnings_of_reading_are_given_on_a_hit_too(tmp_path, reads):
     from onnx import helper
 
-    from tests.frontends.onnx_models import FALLBACK_OPSET, fallback_node, model, tensor
+    from tests.support.onnx_models import FALLBACK_OPSET, fallback_node, model, tensor
 
     graph = helper.make_graph(
         [*fallback_node("x", "r"), helper.make_node("Add", ["r", "r"], ["y"])], "g",
@@ -499,7 +499,7 @@ def test_a_model_with_external_data_is_not_cached(tmp_path, reads):
     import onnx
     from onnx import helper, numpy_helper
 
-    from tests.frontends.onnx_models import model, tensor
+    from tests.support.onnx_models import model, tensor
 
     w = np.arange(6, dtype=np.float32)
     graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",

@@ -154,7 +154,7 @@ def test_long_loops_show_a_progress_bar_on_a_terminal_only(tmp_path):
 def test_a_loop_that_never_ends_is_stopped_by_the_time_limit(tmp_path):
     """The CLI always has a time limit (DEFAULT_TIME_LIMIT unless --time-limit says otherwise):
     a model whose loop never ends is an error naming the loop, not a hung terminal."""
-    from tests.frontends.onnx_models import loop_model
+    from tests.support.onnx_models import loop_model
 
     endless = loop_model(m_given=False, cond_given=False, stop_at=None)
     onnx_save(endless, tmp_path / "endless.onnx")
@@ -250,7 +250,7 @@ CTRL_C_SCRIPT = textwrap.dedent("""
 
 
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
-    from tests.frontends.onnx_models import loop_model
+    from tests.support.onnx_models import loop_model
 
     onnx_save(loop_model(m_given=False, cond_given=False, stop_at=None), tmp_path / "e.onnx")
     proc = subprocess.run([sys.executable, "-c", CTRL_C_SCRIPT, "run", tmp_path / "e.onnx",

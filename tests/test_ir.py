@@ -23,7 +23,7 @@ from cyloop.ir import (
     slice_count,
 )
 
-from .conftest import run_both
+from .support.drivers import run_both
 
 LABEL = "node 'loop' (Loop)"
 

@@ -566,7 +566,7 @@ def converted_ir(directory, name, onnx_workload):
 
     The conversion runs in a child interpreter: after converting some ONNX models (W4's Loop),
     OpenVINO 2026.4 leaves the process in a state where numpy's multi-threaded OpenBLAS GEMMs
-    spin forever (seen on a 2-core Xeon; plain numpy, no cyloop involved)."""
+    spin forever (seen on a 2-core machine; plain numpy, no cyloop involved)."""
     import subprocess
     import sys
 

@@ -2,8 +2,9 @@
 from C.
 
 After its product, an LSTM step (B=8, H=128 on W4) is eight elementwise passes over 1K-4K
-values, a GRU step eleven around its two products, and a ufunc call costs about 0.4-1 us before
-it touches data: the calls, not the data, are most of their cost. `lstm_tail`, `gru_gates` and
+values, a GRU step eleven around its two products, and a ufunc call has a fixed cost before it
+touches data that is, on such sizes, of the order of its work: the calls, not the data, are most
+of their cost. `lstm_tail`, `gru_gates` and
 `gru_blend` make the same passes, in the same order, with the inner loops numpy's ufuncs run
 (found in each ufunc's loop table at import, so its SIMD kernels for this CPU), handed the
 operands' pointers directly. The values are numpy's: each element goes through the same loop as

@@ -5,8 +5,7 @@ rounding, in fewer numpy passes."""
 import numpy as np
 
 from ..ir import LOOP_DOMAIN
-from ..kernels import _math
-from ..kernels._gate_orders import LstmGateOrder
+from ..kernels import LstmGateOrder, lstm_gate_affine, sigmoid, sigmoid_cap
 from ..kernels.registry import Recurrence, abilities_of, declare, kernel
 from ._gate_passes import (
     gru_product_steps,
@@ -85,7 +84,7 @@ def lstm_gates(attrs, n_outputs):
     """``(pre, c) -> (h', c')``: pre split in 4 equal parts along ``axis``; ``blocks`` gives the
     parts holding f, i, g, o; f, i, o go through a sigmoid and g through tanh; c' = f c + i g and
     h' = o tanh(c'), broadcasting as the Mul and Add nodes did. One tanh activates every gate
-    (see `_math.lstm_gate_affine`). A gate axis that does not split in 4 equal parts (an uneven
+    (see `kernels.lstm_gate_affine`). A gate axis that does not split in 4 equal parts (an uneven
     opset-18 Split) runs the replaced nodes' arithmetic as written. ``part``, if given, is the
     size of each part the Split gave (jax2onnx gives them): an axis of another length fails, as
     the Split did; ``even``, that the axis must split in 4 equal parts (OpenVINO's Split
@@ -101,7 +100,7 @@ def lstm_gates(attrs, n_outputs):
         for k in range(4):
             index[axis] = slice(k * step, (k + 1) * step if k < 3 else None)
             parts.append(pre[tuple(index)])
-        f, i, o = (_math.sigmoid(parts[k]) for k in (f_at, i_at, o_at))
+        f, i, o = (sigmoid(parts[k]) for k in (f_at, i_at, o_at))
         c_new = f * c + i * np.tanh(parts[g_at])
         return o * np.tanh(c_new), c_new
 
@@ -116,7 +115,7 @@ def lstm_gates(attrs, n_outputs):
                 raise ValueError(f"Split: an axis of {length} does not split into 4 equal parts")
             return None
         trailing = len(shape) - 1 - (axis % len(shape))
-        scale, offset = _math.lstm_gate_affine(length, trailing, dtype, g_at)
+        scale, offset = lstm_gate_affine(length, trailing, dtype, g_at)
         block, index = length // 4, [slice(None)] * len(shape)
         blocks = []
         for k in (f_at, i_at, g_at, o_at):
@@ -155,9 +154,9 @@ def lstm_gates(attrs, n_outputs):
 
 def _gate_affine(state_shape, dtype, g_at):
     """(scale, offset) over blocked gates [4, B, H] of a [B, H] state, read-only: 1/2, 1/2 on the
-    sigmoid blocks, 1, 0 on block `g_at` (see `_math.lstm_gate_affine`), as whole arrays (a
+    sigmoid blocks, 1, 0 on block `g_at` (see `kernels.lstm_gate_affine`), as whole arrays (a
     broadcast operand costs a ufunc call two to three times a contiguous one)."""
-    scale, offset = _math.lstm_gate_affine(4, 2, dtype, g_at)
+    scale, offset = lstm_gate_affine(4, 2, dtype, g_at)
     shape = (4, *state_shape)
     scale, offset = np.broadcast_to(scale, shape).copy(), np.broadcast_to(offset, shape).copy()
     scale.flags.writeable = offset.flags.writeable = False
@@ -217,7 +216,7 @@ def lstm_step(attrs, n_outputs):
         return (*_gate_affine(h.shape, h.dtype, g_at), (-1, 4, hidden))
 
     def blocked(h, r, c, x, out=None):
-        # One dict look-up per step instead of the checks (about 1 us of a W4-loop step).
+        # One dict look-up per step instead of the checks (a measurable share of a small step).
         signature = (h.shape, r.shape, c.shape, x.shape, h.dtype, r.dtype, c.dtype, x.dtype)
         plan = plans.get(signature, False)
         if plan is False:
@@ -610,7 +609,7 @@ def gru_step(attrs):
         plan = plans.get(signature, False)
         if plan is False:
             plan = None
-            cap = _math.sigmoid_cap(h.dtype)
+            cap = sigmoid_cap(h.dtype)
             if z_scales_h and cap is not None and h.ndim == 2 >= one_rank and axes <= {1, -1} \
                     and h.dtype == r.dtype == x.dtype == getattr(b, "dtype", None):
                 batch, hidden = h.shape

@@ -31,9 +31,9 @@ alignment made no difference).
 
 A weight used as it is is not copied to align it. The frontends read a model's weights
 aligned already; what else comes here read-only is a feed or a value the outer graph computes,
-a new array every run, whose copy would be made again every run and held through it (W2's
-feeds: 384 KiB, 2.3% of its output), for a gain within noise: inside a loop body, where the
-weight comes back from L2, aligning it gained a whole step 1% at most where it was measured.
+a new array every run, whose copy would be made again every run and held through it, for a
+gain within noise: inside a loop body, where the weight comes back from L2, aligning it gained a
+step too little to tell from noise where it was measured.
 """
 
 from __future__ import annotations
@@ -363,7 +363,7 @@ def _product_disagrees() -> str | None:
     """Why products through the bound BLAS cannot be used (one of a float type disagrees with
     np.matmul beyond rounding), or None."""
     for dtype in (np.float32, np.float64):
-        # (operands of distinct, signed values; not numpy.random, whose import costs a load 10 ms)
+        # (operands of distinct, signed values; not numpy.random, whose import would slow a load)
         a = np.sin(np.arange(70, dtype=dtype)).reshape(2, 5, 7)
         b = np.cos(np.arange(21, dtype=dtype) * 1.7).reshape(7, 3)
         got = _two_core.multiply(a, b, None, False)

@@ -21,7 +21,16 @@ from collections.abc import Callable, Hashable
 from time import perf_counter
 
 from ..abilities import abilities_of
-from ..tuning import CLEAR, CLOSE, EARLY_ROUNDS, MAX_ROUNDS_FACTOR, PAYBACK
+from ..tuning import (
+    CLEAR,
+    CLOSE,
+    EARLY_ROUNDS,
+    MAX_KEYS,
+    MAX_ROUNDS_FACTOR,
+    PAYBACK,
+    ROUNDS,
+    TIMER_SAMPLES,
+)
 
 __all__ = ["Measured", "Trial", "untimed"]
 
@@ -44,7 +53,7 @@ def timer_cost() -> float:
     `time.perf_counter` itself, once a process.)"""
     clock = time.perf_counter
     gaps = []
-    for _ in range(201):
+    for _ in range(TIMER_SAMPLES):
         start = clock()
         gaps.append(clock() - start)
     return _median(gaps)
@@ -168,9 +177,9 @@ class Measured:
     while the trial waits too (`pick` gives their `Trial`, not yet `open`): a call is then what
     it times, a run for a run-level choice. `unit` names what the samples measure."""
 
-    def __init__(self, candidates: dict[str, Callable], rounds: int = 5,
+    def __init__(self, candidates: dict[str, Callable], rounds: int = ROUNDS,
                  key: Callable[..., Hashable] | None = None,
-                 label: Callable[[Hashable], str] = str, max_keys: int = 16,
+                 label: Callable[[Hashable], str] = str, max_keys: int = MAX_KEYS,
                  timing: str = "call", unit: str = "us", streak: int = 1,
                  on_settled: Callable[[set], None] | None = None, consecutive: bool = False,
                  extend: bool = True, warm_up: bool = True, payback: float = PAYBACK):

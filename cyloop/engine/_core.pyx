@@ -108,11 +108,11 @@ from ..accel.gemm import (bound_blas_threads, narrowed, product_candidates,
 from ..accel.measured import PAYBACK, Measured, untimed
 from ..kernels.registry import FIRST_INPUT, FLOATS, INTEGERS, abilities_of
 from .settings import AT_ONCE, COUNTERS, FIRST_GROWING_BYTES, PROGRESS_EVERY
-from ..tuning import AFFINITY_EVERY
+from ..tuning import AFFINITY_EVERY, CHECK_LATE, CHECK_SOON, MAX_CLOCK_STRIDE, RUN_ROUNDS
 
 cnp.import_array()
 
-# numpy's types, read once (invariant 1; those look-ups were a third of W1's engine overhead).
+# numpy's types, read once (invariant 1; looked up each step, they weigh on a tiny body's).
 cdef type _NDARRAY = np.ndarray
 cdef type _GENERIC = np.generic
 cdef type _NUMPY_BOOL = np.bool_
@@ -178,10 +178,10 @@ __all__ = ["LoopDriver", "Program", "RunLimits", "accepted_arguments", "aligned_
 # What `left` starts at when a run may make any number of iterations (never reached).
 cdef long long _UNLIMITED = 1LL << 62
 # Clock reads come every _CHECK_SOON to _CHECK_LATE seconds of work, at most every _MAX_STRIDE
-# iterations.
-cdef double _CHECK_SOON = 1e-3
-cdef double _CHECK_LATE = 1e-2
-cdef long long _MAX_STRIDE = 1 << 16
+# iterations (cyloop/tuning.py; typed here, read once).
+cdef double _CHECK_SOON = CHECK_SOON
+cdef double _CHECK_LATE = CHECK_LATE
+cdef long long _MAX_STRIDE = MAX_CLOCK_STRIDE
 
 cdef object _this_thread = threading.local()
 cdef str _ITERATIONS_HINT = (
@@ -318,6 +318,7 @@ cdef Py_ssize_t _runs_under_way = 0
 # when to read it again (monotonic seconds).
 cdef bint _was_narrowed = False
 cdef double _read_affinity_at = 0.0
+cdef double _AFFINITY_EVERY = AFFINITY_EVERY
 
 
 cdef bint _narrowed() except -1:
@@ -327,7 +328,7 @@ cdef bint _narrowed() except -1:
     cdef double now = monotonic()
     if now >= _read_affinity_at:
         _was_narrowed = narrowed()
-        _read_affinity_at = now + AFFINITY_EVERY
+        _read_affinity_at = now + _AFFINITY_EVERY
     return _was_narrowed
 
 
@@ -1275,7 +1276,7 @@ cdef class _Concat:
         if not self.new_axis:  # split the joined axis into (slot, part) (a view)
             shape = dst.shape
             dst = dst.reshape(shape[:self.axis] + (rows, self.part) + shape[self.axis + 1:])
-        if self.axis != 0:  # (np.moveaxis's order, without its axis checks: 5 us a call)
+        if self.axis != 0:  # (np.moveaxis's order, without its axis checks)
             dst = dst.transpose((self.axis, *[d for d in range(dst.ndim) if d != self.axis]))
         return dst[::-1] if self.reverse else dst
 
@@ -1437,11 +1438,11 @@ cdef class LoopDriver:
                               "a ping-pong pool, copied into its slot": destination.as_pool}
                 # (No warm-up run: neither pays a one-time cost in its first, the pool's two
                 # small buffers aside, so the trial takes four runs, not six.)
-                placement = Measured(candidates, rounds=2, unit="us/iteration", extend=False,
-                                     warm_up=False, payback=payback)
+                placement = Measured(candidates, rounds=RUN_ROUNDS, unit="us/iteration",
+                                     extend=False, warm_up=False, payback=payback)
                 self.placements[result_slot] = placement
                 if result_slot == self.steps_slot:
-                    self.steps_placement = Measured(dict(candidates), rounds=2,
+                    self.steps_placement = Measured(dict(candidates), rounds=RUN_ROUNDS,
                                                     unit="us/iteration", extend=False,
                                                     payback=payback)
                     if not settings.tune:
@@ -1460,7 +1461,7 @@ cdef class LoopDriver:
         self.runs_products = any(abilities_of(fn).products for fn in kernels)
         candidates = product_candidates() if self.runs_products else None
         if candidates is not None:
-            self.products = Measured(candidates, rounds=2, unit="us/iteration",
+            self.products = Measured(candidates, rounds=RUN_ROUNDS, unit="us/iteration",
                                      consecutive=True, extend=False, payback=payback)
             if not settings.tune:
                 self.products.fix(next(n for n, on in candidates.items() if not on))
@@ -1597,11 +1598,11 @@ cdef class LoopDriver:
         # A run of the products trial times no other measured choice (each runs its choice so
         # far, or its default), so that one core and two are timed doing the same work:
         # - on one core, the one-core formulations of its products would otherwise be on trial,
-        #   their slow candidates timed as part of one core's run (W4-ti's hoisted projection
-        #   "columns": 10x its "rows"), and they are moot if two cores are kept;
+        #   their slow candidates timed as part of one core's run, and they are moot if two
+        #   cores are kept;
         # - on two cores, the chunk sizes' trial would otherwise run in the two-core runs, its
-        #   slower sizes timed as two cores' (W4-loop's 128 KiB chunks: 1.46x a row what its
-        #   512 KiB ones cost; with them in its two-core runs it kept one core).
+        #   slower sizes timed as two cores', enough to make one core look faster
+        #   (docs/performance.md, "The measurements behind some of the rules").
         # Only the runs before the trial opens (two cores, the default's, counted, not
         # compared) and, where it opened at once, its first run (a warm-up whose time counts
         # for nothing) let the others take their samples: the kernels' own per-call trials

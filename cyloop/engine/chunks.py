@@ -20,7 +20,7 @@ from ..accel.measured import Measured, untimed
 from ..errors import CyloopError, ExecutionError, ResourceLimitError
 from ..ir import SlicedInput, Slicing, read_only
 from ..kernels.registry import FLOATS, INTEGERS, abilities_of, declare, type_keeping
-from ..tuning import PROBED_KEYS, PROBED_VALUES
+from ..tuning import CHUNK_ROUNDS, PROBED_KEYS, PROBED_VALUES
 from .settings import CHUNK_BUDGETS, FIRST_CHUNK_ROWS, MAX_CHUNK_ROWS, MIN_CHUNK_ROWS
 
 __all__ = ["CaptureStatic", "ComputedStatic", "ConstStatic", "GatherSource", "Hoist", "HoistStep",
@@ -144,7 +144,7 @@ class Hoist:
                 producer[step.outputs[0]] = index
         self._sharing = {name: self._chain(name, readers, producer) for name in frontier}
         self.sizing = Measured({name: _rows_for(budget) for name, budget in CHUNK_BUDGETS.items()},
-                               rounds=3, key=None, label=_describe_row, unit="us/row")
+                               rounds=CHUNK_ROUNDS, key=None, label=_describe_row, unit="us/row")
         self._default_size = next(iter(CHUNK_BUDGETS))
         self._timing = threading.local()  # this thread's chunk being timed (runs may overlap)
 
@@ -390,8 +390,7 @@ def once(fn, multi: bool):
 def _probe(step: HoistStep, row) -> None:
     """Run `step`'s own kernel on `row` (its inputs at iteration 0), unless it ran without error
     on inputs of the same shapes, dtypes and small values before: a shape or rank error depends
-    on nothing else, so probing every run would only repeat itself (about 13 us of each W4-ti
-    run)."""
+    on nothing else, so probing every run would only repeat itself (a kernel call a run)."""
     key = tuple(_signature(a) for a in row)
     if key in step.probed:
         return
@@ -452,7 +451,7 @@ def _rows_along(data, axis: int, start: int, rows: int):
     index = [slice(None)] * data.ndim
     index[axis] = slice(start, start + rows)
     order = (axis, *(d for d in range(data.ndim) if d != axis))  # (np.moveaxis, without its
-    return read_only(data[tuple(index)].transpose(order))  # axis checks: 5 us a call)
+    return read_only(data[tuple(index)].transpose(order))  # (np.moveaxis without its checks)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -507,13 +506,11 @@ def matmul(fn, batched):
 class _JoinedBias:
     """``x @ w + b`` (``x @ w^T + b`` if `transposed`) of x's rows as one product: the bias
     joins the GEMM as the weight of a column of ones, ``[x 1] [w; b]`` (``[w b]`` transposed),
-    so that no pass over the chunk adds it afterwards (on W4's [256,64] @ [64,512] chunks, about
-    a quarter faster than the GEMM and the add where it was measured). `product(a, w)` is the
-    node's own weight product: it multiplies the joined weight, so its measured choice is the
-    step's.
+    so that no pass over the chunk adds it afterwards (faster than the GEMM and the add:
+    docs/performance.md). `product(a, w)` is the node's own weight product: it multiplies the
+    joined weight, so its measured choice is the step's.
     Where the product runs on two cores (`splits_now`), BLAS adds b instead (`matmul_plus`): no
-    row of x is copied, and the product is K long, not K + 1 (faster on W4's chunks on two
-    cores where it was measured)."""
+    row of x is copied, and the product is K long, not K + 1 (faster there too)."""
 
     def __init__(self, product, transposed: bool):
         self.product, self.transposed = product, transposed

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..abilities import abilities_of
 from ..accel.measured import Measured
+from ..tuning import HOIST_ROUNDS
 
 __all__ = ["HOISTED", "IN_THE_LOOP", "HoistChoice"]
 
@@ -49,7 +50,8 @@ class HoistChoice:
         self._decided = False  # (the choice made on every key met: no inner trial is waited for)
         # (A whole run of the loop a sample; two candidates within 10% cost within 10% whichever
         # is kept: no more rounds for them. Each candidate's first run warms up.)
-        self.choice = Measured({HOISTED: hoisted, IN_THE_LOOP: self._run_plain}, rounds=4,
+        self.choice = Measured({HOISTED: hoisted, IN_THE_LOOP: self._run_plain},
+                               rounds=HOIST_ROUNDS,
                                key=_key, label=_label, extend=False, unit="us/run")
 
     def _run_plain(self, *args):

@@ -5,6 +5,7 @@ import numpy as np
 from ..abilities import declare
 from ..accel.aligned import owns_memory
 from ..accel.measured import Measured
+from ..tuning import SPLIT_ROUNDS
 
 __all__ = ["flat_int_list", "int_list", "is_constant", "remembered", "split", "split_kernel",
            "unsqueeze"]
@@ -117,7 +118,7 @@ def split_kernel():
     the split, so the candidates are timed by period (one call to the next: in a loop body, an
     iteration). Parts that are contiguous views anyway (a C-contiguous `x` split along its first
     axis of more than one element) are views, untimed."""
-    measured = Measured({"views": split, "copies": _contiguous_copies}, rounds=9,
+    measured = Measured({"views": split, "copies": _contiguous_copies}, rounds=SPLIT_ROUNDS,
                         key=lambda x, axis, sizes: (x.shape, x.strides, x.dtype.str, axis),
                         label=lambda key: f"{np.dtype(key[2]).name}{list(key[0])} along axis "
                                           f"{key[3]}",

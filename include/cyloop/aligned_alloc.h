@@ -37,8 +37,8 @@ static inline void cyl_aligned_free(void *ptr)
 
 /* Planner blocks their arrays let go of between runs, kept for the next allocation of the same
  * size. A model run again allocates its outputs afresh, and memory the process has not touched
- * since it was mapped costs a page fault per 4 KiB page on its first write (W2's 16 MB output:
- * about 4000 faults, 8-25 ms a run on a KVM guest, where a run without them takes 22 ms);
+ * since it was mapped costs a page fault per 4 KiB page on its first write (a 16 MB output:
+ * about 4000 faults a run, which can cost as much as the run's own work; docs/performance.md);
  * glibc serves such a block from fresh pages (a mapping of its own, or heap it grows) until
  * its free lists happen to hold one that fits. So a block of `CYL_KEEP_FROM` bytes or more
  * given back while no run is under way is kept (up to `CYL_KEPT_BLOCKS` of them and

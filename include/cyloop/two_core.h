@@ -23,8 +23,8 @@
  *
  * Nor can it share its core with its caller. Linux wakes a sleeping thread on its waker's CPU
  * when it can ("wake affine"), and there the helper waits behind the busy caller, often for the
- * whole loop (W4-ti after a 0.1 s pause on a 2-vCPU machine: no product of a run helped in
- * most runs, and a step half as slow again as with the threads pinned apart). So the caller
+ * whole loop (docs/performance.md, "Waking the helper away from its caller's CPU": no product
+ * of a run helped in most runs). So the caller
  * that wakes it from its wait first takes its own CPU out of the helper's affinity
  * (`cyl_wake_apart`), and the helper, running elsewhere, puts its whole affinity back
  * (`cyl_woken_apart`): once per wake, never per product. (Linux only: the affinity calls want

@@ -11,7 +11,7 @@ import pytest
 
 from cyloop.accel.aligned import ALIGNMENT, MAPPED_BYTES, aligned, aligned_empty, owns_memory
 
-from ..conftest import address, at_offset
+from ..support.arrays import address, at_offset
 
 
 def in_mapping(a) -> bool:

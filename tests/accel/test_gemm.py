@@ -21,7 +21,7 @@ from cyloop.accel.gemm import (
 )
 from cyloop.accel.measured import MAX_ROUNDS_FACTOR
 
-from ..conftest import address, at_offset
+from ..support.arrays import address, at_offset
 from ..support.loops import rnn_loop_feeds, rnn_loop_model
 
 

@@ -17,7 +17,8 @@ from cyloop.ir import (
 )
 from cyloop.kernels.registry import kernel
 
-from ..conftest import loop_plan, placements, run_both
+from ..support.drivers import run_both
+from ..support.plans import loop_plan, placements
 
 
 def _loop(build_body, carried, sliced=(), invariant=(), outputs=(), n=6, shape=(3,)):
@@ -376,7 +377,7 @@ def _scatter_loop(case, reduction="none"):
     capture" scatters into xs, read from the outer scope, each step (not the carried buffer)."""
     from onnx import helper
 
-    from ..frontends.onnx_models import const, model, tensor
+    from ..support.onnx_models import const, model, tensor
 
     node = helper.make_node
     nodes = [const("shape", np.array([1, 1], np.int64)), const("axes", np.array([0], np.int64)),
@@ -433,7 +434,7 @@ def test_a_scatter_updates_a_carried_buffer_in_place_where_nothing_else_holds_it
     written in place from the second step on (the first scatters the caller's buffer, which it
     copies) where the old buffer dies at the scatter and is kept nowhere; a buffer emitted every
     step is made in its slot of the output."""
-    from ..conftest import run_three_ways
+    from ..support.drivers import run_three_ways
 
     feeds = {"T": np.array(trips, np.int64),
              "buf0": rng.standard_normal((9, 4)).astype(np.float32),
@@ -471,7 +472,7 @@ def test_an_openvino_scatter_updates_a_carried_buffer_in_place(tmp_path, rng):
     step on, the same values as the reference driver, the caller's buffer untouched."""
     import openvino.opset8 as ops
 
-    from ..frontends.openvino_models import ti_last_values
+    from ..support.openvino_models import ti_last_values
 
     steps, rows, width, f = 6, 5, 3, np.float32
     x = ops.parameter([steps, 1, width], f, name="X")

@@ -11,7 +11,7 @@ from cyloop.engine.settings import Settings
 from cyloop.ir import MAX_NESTING, OPENVINO_DOMAIN, CarriedInput, GraphBuilder, LastOutput
 from cyloop.kernels.registry import kernel
 
-from ..frontends import openvino_large
+from ..support import openvino_large
 
 DOMAIN = "test.compile"
 

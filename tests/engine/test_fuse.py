@@ -17,11 +17,12 @@ from cyloop.accel import fused
 from cyloop.ir import LOOP_DOMAIN, OPENVINO_DOMAIN, ConcatOutput, GraphBuilder, SlicedInput
 from cyloop.kernels.registry import lookup
 
-from ..conftest import fused_making, loop_plan, measured_steps, run_three_ways
-from ..frontends.onnx_models import model, tensor
-from ..frontends.openvino_models import converted
 from ..support import native
+from ..support.drivers import run_three_ways
 from ..support.loops import cell_loop_feeds, leaked, lstm_loop
+from ..support.onnx_models import model, tensor
+from ..support.openvino_models import converted
+from ..support.plans import fused_making, loop_plan, measured_steps
 
 _ROLES = "fiog"  # forget, input, output gates and the candidate g
 
@@ -715,7 +716,7 @@ def test_openvino_gates_split_unevenly_fail_as_openvino_split(width, tmp_path, r
     import openvino as ov
     import openvino.opset8 as ops
 
-    from ..frontends.openvino_models import ti_last_values
+    from ..support.openvino_models import ti_last_values
 
     steps, batch, f = 4, 2, np.float32
     x = ops.parameter(ov.PartialShape([batch, steps, -1]), f, name="X")  # (OpenVINO refuses
@@ -807,7 +808,7 @@ def test_a_broadcast_at_least_of_an_invariant_runs_once_a_run(tmp_path, rng):
     import openvino as ov
     import openvino.opset8 as ops
 
-    from ..frontends.openvino_models import save
+    from ..support.openvino_models import save
 
     steps, batch, features, hidden, f = 6, 3, 4, 5, np.float32
     x = ops.parameter([batch, steps, features], f, name="X")
@@ -848,7 +849,7 @@ def test_an_openvino_broadcast_after_the_sum_is_read_through(case, tmp_path, rng
     import openvino as ov
     import openvino.opset8 as ops
 
-    from ..frontends.openvino_models import ti_last_values
+    from ..support.openvino_models import ti_last_values
 
     steps, features, hidden, f = 5, 4, 6, np.float32
     batch = 1 if case == "widens" else 3
@@ -914,7 +915,7 @@ def test_an_openvino_body_with_r_transposed_is_fused(tmp_path, rng):
     import openvino as ov
     import openvino.opset8 as ops
 
-    from ..frontends.openvino_models import save
+    from ..support.openvino_models import save
 
     steps, batch, features, hidden, f = 5, 3, 4, 6, np.float32
     x = ops.parameter([batch, steps, features], f, name="X")

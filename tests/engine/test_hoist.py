@@ -28,9 +28,9 @@ from cyloop.ir import (
     Value,
 )
 
-from ..conftest import loop_plan
-from ..frontends.openvino_models import cell_ti_model, save
 from ..support.chunks import CHUNKS, chunks_of, failures_of_both_drivers
+from ..support.openvino_models import cell_ti_model, save
+from ..support.plans import loop_plan
 from ..support.slicing import oracle_parts, sliced_cases, sliced_loop
 
 # Where a loop's products may run, each candidate named by the cores it takes here: numpy's
@@ -469,8 +469,8 @@ def test_a_cast_made_an_identity_of_values_computed_once_runs_once_too(rng, cast
     plan saying what the Identity runs; both drivers and onnxruntime agree."""
     from onnx import TensorProto, helper
 
-    from ..conftest import run_three_ways
-    from ..frontends.onnx_models import model, tensor
+    from ..support.drivers import run_three_ways
+    from ..support.onnx_models import model, tensor
 
     made = getattr(TensorProto, cast_to)
     nodes = [helper.make_node("Shape", ["x_t"], ["shape"]),
@@ -1733,7 +1733,7 @@ def test_a_carried_value_made_from_a_name_read_before_it_is_made_is_no_kept_shap
     forever), and both drivers agree."""
     from onnx import helper
 
-    from ..frontends.onnx_models import model, tensor
+    from ..support.onnx_models import model, tensor
 
     node = helper.make_node
     body = helper.make_graph(

@@ -9,8 +9,8 @@ import pytest
 import cyloop
 from cyloop.engine.hoist_choice import HOISTED, IN_THE_LOOP, HoistChoice
 
-from ..conftest import loop_plan
-from ..frontends.onnx_models import lstm_loop_model
+from ..support.onnx_models import lstm_loop_model
+from ..support.plans import loop_plan
 
 
 def _feeds(rng, steps=6, batch=2, features=3, hidden=8):

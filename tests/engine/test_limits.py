@@ -16,7 +16,7 @@ from cyloop._examples import counter
 from cyloop.ir import CarriedInput, ConcatOutput, GraphBuilder
 from cyloop.kernels.registry import kernel
 
-from ..conftest import run_both
+from ..support.drivers import run_both
 from ..support.loops import keep_going, nested
 
 DRIVERS = ("cython", "python")

@@ -15,7 +15,7 @@ import cyloop
 from cyloop.ir import ConcatOutput, GraphBuilder, LastOutput
 from cyloop.kernels.registry import kernel
 
-from ..conftest import run_both
+from ..support.drivers import run_both
 
 
 def _counting_loop(stop_after, row=(2,), trip_count=None, reverse=False, new_axis=True):

@@ -15,7 +15,7 @@ from cyloop.cli import main
 from cyloop.engine.plan import Choice, Timing
 from cyloop.ir import NodeRef
 
-from ..conftest import loop_plan
+from ..support.plans import loop_plan
 
 
 def test_plan_shows_aliasing():

@@ -21,9 +21,9 @@ from cyloop.accel.gemm import (
     two_cores_here,
 )
 
-from ..conftest import loop_plan, measured_steps, placements
-from ..frontends.openvino_models import cell_ti_model, converted, save
 from ..support.loops import cell_loop_feeds, lstm_loop, rnn_loop_feeds, rnn_loop_model
+from ..support.openvino_models import cell_ti_model, converted, save
+from ..support.plans import loop_plan, measured_steps, placements
 
 # Where a loop's products may run, each candidate named by the cores it takes here: numpy's
 # BLAS (its own threads), or in pieces on this thread and the helper.
@@ -226,7 +226,7 @@ def test_a_loop_of_products_too_small_to_split_is_offered_no_choice(rng):
 def test_a_loop_without_products_is_offered_no_choice(rng):
     from onnx import helper
 
-    from ..frontends.onnx_models import model, tensor
+    from ..support.onnx_models import model, tensor
 
     body = helper.make_graph(
         [helper.make_node("Add", ["a_in", "one"], ["a_out"]),
@@ -265,7 +265,7 @@ def test_a_body_product_of_a_vector_runs_on_two_cores_like_the_reference(rng):
     """MatMul of a 1-D state by a matrix (no 2-D product to cut) in a loop on two cores."""
     from onnx import helper
 
-    from ..frontends.onnx_models import model, tensor
+    from ..support.onnx_models import model, tensor
 
     body = helper.make_graph(
         [helper.make_node("MatMul", ["h_in", "R"], ["hr"]),

@@ -16,7 +16,7 @@ from cyloop.engine.compile import compile_graph, program
 from cyloop.engine.settings import Settings
 from cyloop.ir import CarriedInput, ConcatOutput, GraphBuilder, InvariantInput, LastOutput
 
-from ..conftest import run_both
+from ..support.drivers import run_both
 
 ARITHMETIC = ["Add", "Sub", "Mul", "Div"]
 COMPARISONS = ["Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal"]

@@ -15,7 +15,7 @@ from cyloop.ir import (
     slice_count,
 )
 
-from ..conftest import run_both
+from ..support.drivers import run_both
 from ..support.slicing import oracle_parts, sliced_cases, sliced_loop
 
 

@@ -10,8 +10,9 @@ from onnx import TensorProto, helper
 import cyloop
 from cyloop.ir import NodeRef
 
-from ..conftest import loop_plan, run_three_ways
-from ..frontends.onnx_models import model, tensor
+from ..support.drivers import run_three_ways
+from ..support.onnx_models import model, tensor
+from ..support.plans import loop_plan
 
 node = helper.make_node
 

@@ -11,8 +11,9 @@ from onnx import TensorProto, helper
 
 import cyloop
 
-from ..conftest import loop_plan, run_three_ways
 from ..support.chunks import CHUNKS, chunks_of, failures_of_both_drivers
+from ..support.drivers import run_three_ways
+from ..support.plans import loop_plan
 
 # (Gather's indices: the two types its schema allows.)
 _TYPES = {"int32": (TensorProto.INT32, np.int32), "int64": (TensorProto.INT64, np.int64)}

@@ -20,10 +20,10 @@ from cyloop.engine import compile as compiling
 from cyloop.errors import LoopLimitError
 from cyloop.kernels.recurrent import cells
 
-from ..conftest import loop_plan, measured_steps, placements
-from ..frontends.openvino_models import _i64, cell_ti_model, converted, save
 from ..support import native
 from ..support.loops import cell_loop_feeds, lstm_loop, rnn_loop_feeds, rnn_loop_model
+from ..support.openvino_models import cell_ti_model, converted, i64_constant, save
+from ..support.plans import loop_plan, measured_steps, placements
 
 # Where a loop's products may run, each candidate named by the cores it takes here: numpy's
 # BLAS (its own threads), or in pieces on this thread and the helper.
@@ -77,10 +77,10 @@ def _openvino_rnn(tmp_path, rng, steps, hidden=64, batch=16, features=8):
     h0 = ops.parameter([batch, hidden], f, name="H0")
     xt = ops.parameter([batch, 1, features], f, name="xt")
     h = ops.parameter([batch, hidden], f, name="h")
-    xw = ops.matmul(ops.squeeze(xt, _i64([1])), ops.constant(w), False, False)
+    xw = ops.matmul(ops.squeeze(xt, i64_constant([1])), ops.constant(w), False, False)
     h_next = ops.tanh(ops.add(ops.add(xw, ops.matmul(h, ops.constant(r), False, False)),
                               ops.constant(b)))
-    res_h, res_y = ops.result(h_next), ops.result(ops.unsqueeze(h_next, _i64([1])))
+    res_h, res_y = ops.result(h_next), ops.result(ops.unsqueeze(h_next, i64_constant([1])))
     ti = ops.tensor_iterator()
     ti.set_body(ov.Model([res_h, res_y], [xt, h], "body"))
     ti.set_sliced_input(xt, x.output(0), 0, 1, 1, -1, 1)
@@ -486,10 +486,10 @@ def test_a_carried_value_read_where_the_step_wants_one_that_stays_put_is_no_step
     h0, c0 = (ops.parameter([batch, hidden], f, name=n) for n in ("H0", "C0"))
     xt = ops.parameter([batch, 1, 8], f, name="xt")
     h, c = (ops.parameter([batch, hidden], f, name=n) for n in ("h", "c"))
-    cell = ops.lstm_cell(ops.squeeze(xt, _i64([1])), h, c, ops.constant(w), h, ops.constant(b),
-                         hidden)
+    cell = ops.lstm_cell(ops.squeeze(xt, i64_constant([1])), h, c, ops.constant(w), h,
+                         ops.constant(b), hidden)
     res_h, res_c = ops.result(cell.output(0)), ops.result(cell.output(1))
-    res_y = ops.result(ops.unsqueeze(cell.output(0), _i64([1])))
+    res_y = ops.result(ops.unsqueeze(cell.output(0), i64_constant([1])))
     ti = ops.tensor_iterator()
     ti.set_body(ov.Model([res_h, res_y, res_c], [xt, h, c], "body"))
     ti.set_sliced_input(xt, x.output(0), 0, 1, 1, -1, 1)

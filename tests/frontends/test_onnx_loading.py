@@ -12,8 +12,8 @@ from onnx import TensorProto, helper
 import cyloop
 from cyloop.sequence import TensorSequence
 
-from ..conftest import held_arrays
-from .onnx_models import (
+from ..support.arrays import held_arrays
+from ..support.onnx_models import (
     FALLBACK_OPSET,
     const,
     fallback_node,

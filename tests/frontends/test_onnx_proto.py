@@ -15,7 +15,7 @@ import cyloop
 from cyloop.frontends import onnx_proto
 from cyloop.frontends.onnx_tensor import ELEMENT_TYPES, to_array
 
-from .onnx_models import model, tensor
+from ..support.onnx_models import model, tensor
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = sorted((ROOT / "asv_benchmarks" / "corpus").glob("*.onnx")) + sorted(

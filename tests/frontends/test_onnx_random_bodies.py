@@ -8,7 +8,7 @@ from onnx import helper
 
 import cyloop
 
-from .onnx_models import model, tensor
+from ..support.onnx_models import model, tensor
 
 UNARY = ["Neg", "Tanh", "Sigmoid", "Abs", "Relu", "Identity"]
 BINARY = ["Add", "Sub", "Mul", "Max", "Min"]

@@ -7,7 +7,7 @@ from onnx import helper
 
 import cyloop
 
-from .onnx_models import const, loop_model, lstm_loop_model, model, scan_model, tensor
+from ..support.onnx_models import const, loop_model, lstm_loop_model, model, scan_model, tensor
 
 FORMS = {  # (M given, cond given, body stops at, feeds for M/cond)
     "M-and-cond": (True, True, None, {"M": np.int64(5), "cond": np.bool_(True)}),

@@ -12,9 +12,9 @@ import cyloop
 from cyloop.accel.aligned import SMALL_WEIGHT_BYTES
 from cyloop.peers import openvino_compiled
 
-from ..conftest import held_arrays
+from ..support.arrays import held_arrays
+from ..support.openvino_models import defect_model, loop_model, save, ti_model
 from ..support.slicing import oracle_parts
-from .openvino_models import defect_model, loop_model, save, ti_model
 
 TI_CASES = [  # x shape, axis, start, end, stride, part, output axis, output stride
     ((5, 2, 3), 0, 0, -1, 1, 1, 0, 1),
@@ -139,8 +139,8 @@ def _ort(onnx_model, feeds):
 
 
 def _converted_cases(rng):
-    from .onnx_models import if_in_loop_model, lstm_loop_model, scan_model
-    from .onnx_models import loop_model as onnx_loop
+    from ..support.onnx_models import if_in_loop_model, lstm_loop_model, scan_model
+    from ..support.onnx_models import loop_model as onnx_loop
 
     steps, batch, features, hidden = 6, 2, 5, 8
     return {

@@ -15,7 +15,7 @@ import cyloop
 from cyloop.frontends import openvino as openvino_frontend
 from cyloop.ir import MAX_NESTING
 
-from .openvino_models import loop_model, nested_ti_xml, save, ti_model, to_older_dialect
+from ..support.openvino_models import loop_model, nested_ti_xml, save, ti_model, to_older_dialect
 
 TI_CASE = ((5, 2, 3), 0, 0, -1, 1, 1, 0, 1)
 

@@ -9,8 +9,8 @@ import pytest
 import cyloop
 from cyloop.frontends.openvino import read_graph
 
-from ..conftest import run_both
-from . import openvino_large
+from ..support import openvino_large
+from ..support.drivers import run_both
 
 
 @pytest.mark.parametrize("blocks", [2, 41], ids=["one-block-each", "many-blocks"])
@@ -41,7 +41,7 @@ def test_reading_a_large_ir_peaks_under_twice_its_size(tmp_path):
 def test_loading_a_large_ir_peaks_near_twice_its_size(tmp_path):
     """The same IR read and compiled (`cyloop.load`): under 2.2 times the .xml (1.94 measured;
     2.73 before the schedule shed its per-step labels, name map and kernels, and a 204 MB IR
-    from `python -m tests.frontends.openvino_large DIR 200` now loads at 1.95x)."""
+    from `python -m tests.support.openvino_large DIR 200` now loads at 1.95x)."""
     path = openvino_large.write(tmp_path / "large.xml", openvino_large.blocks_for(24 * 2**20))
     result = openvino_large.measure(path, "load")
     assert result["above_base_kib"] * 1024 < 2.2 * result["xml_bytes"], result

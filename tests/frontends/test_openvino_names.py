@@ -15,8 +15,8 @@ import cyloop
 from cyloop.frontends.openvino import read_graph
 from cyloop.ir import LoopSpec
 
-from ..conftest import run_both
-from .openvino_models import save, ti_model
+from ..support.drivers import run_both
+from ..support.openvino_models import save, ti_model
 
 DATA = Path(cyloop.__file__).parent / "data" / "lstm_ti.xml"
 

@@ -11,7 +11,7 @@ import pytest
 import cyloop
 from cyloop.frontends.openvino import read_graph
 
-from .openvino_models import save
+from ..support.openvino_models import save
 
 
 def _i64(v):
@@ -117,7 +117,7 @@ def test_dynamic_dimensions_accept_any_size(tmp_path, rng):
 
 def test_body_ports_follow_document_order_not_layer_ids(tmp_path, rng):
     """Renumber the body's layers so ids run against document order: results must not move."""
-    from .openvino_models import ti_model
+    from ..support.openvino_models import ti_model
 
     path = save(ti_model((5, 2, 3), 0, 0, -1, 1, 1, 0, 1), tmp_path / "ti.xml")
     feeds = {"X": rng.standard_normal((5, 2, 3)).astype(np.float32),

@@ -32,7 +32,7 @@ import cyloop
 from cyloop import kernels
 from cyloop.ir import OPENVINO_DOMAIN
 
-from .openvino_convert_cases import node_cases
+from ..support.openvino_convert_cases import node_cases
 
 # OpenVINO layer types (and the opset versions convert_model writes) cyloop has no kernel for,
 # with how many node cases each one stops (onnx 1.23, OpenVINO 2026.4).
@@ -125,10 +125,10 @@ _CASES = {case.name: case for case in node_cases()}
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
-    """Every case's IR, converted in a child process (see openvino_convert_cases.py)."""
+    """Every case's IR, converted in a child process (see tests/support/openvino_convert_cases.py)."""
     out = tmp_path_factory.mktemp("openvino_ir")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    subprocess.run([sys.executable, "-m", "tests.frontends.openvino_convert_cases", str(out)],
+    subprocess.run([sys.executable, "-m", "tests.support.openvino_convert_cases", str(out)],
                    check=True, env=env, timeout=1200,
                    cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     with open(out / "conversions.json") as f:

@@ -1,4 +1,4 @@
-"""The seed corpus: the test suite's own models (tests/frontends/onnx_models.py,
+"""The seed corpus: the test suite's own models (tests/support/onnx_models.py,
 openvino_models.py) and the embedded examples (cyloop/data), each with feeds it runs on.
 
 ONNX seeds are serialized protos; IR seeds are the .xml text and .bin bytes `openvino.save_model`
@@ -36,7 +36,7 @@ def _rand(rng, shape, dtype=np.float32):
 
 
 def onnx_seeds() -> list[Seed]:
-    from ..frontends.onnx_models import if_in_loop_model, loop_model, lstm_loop_model, scan_model
+    from ..support.onnx_models import if_in_loop_model, loop_model, lstm_loop_model, scan_model
 
     rng = np.random.default_rng(0)
     i64 = np.int64
@@ -72,7 +72,7 @@ def ir_seeds(scratch=None) -> list[Seed]:
     if scratch is None:
         with tempfile.TemporaryDirectory(prefix="cyloop-fuzz-seeds-") as tmp:
             return ir_seeds(tmp)
-    from ..frontends.openvino_models import (
+    from ..support.openvino_models import (
         cell_ti_model,
         loop_model,
         nested_ti_xml,

@@ -1,1 +1,1 @@
-"""What tests share: markers and helpers that no test module owns."""
+"""What tests share: model builders, oracles, markers and helpers that no test module owns."""

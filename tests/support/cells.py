@@ -1,9 +1,9 @@
 """The recurrent cells' equations as OpenVINO's opset documents them, step by step in numpy: the
-oracle of the cell and sequence tests."""
+oracle of the cell and sequence tests; and a spy on the cells' steps kernels."""
 
 import numpy as np
 
-__all__ = ["numpy_cells"]
+__all__ = ["numpy_cells", "steps_spy"]
 
 
 def _sigmoid(x):
@@ -47,3 +47,19 @@ def numpy_cells(cell, x, h0, c0, w, r, b, linear_before_reset=False, clip=0.0,
             h = act[0](clipped(xt @ w.T + h @ r.T + b))
         hs.append(h)
     return h, np.stack(hs, axis=1), c
+
+
+def steps_spy(kernel_name, xs_at):
+    """(spy, calls): `spy` calls the cells' steps kernel `kernel_name` (kernels/recurrent/cells.py,
+    taking xs as its argument `xs_at` and `staged` last) and records each call in `calls` as
+    (steps, staged, taken: not declined); a test puts it in the kernel's place."""
+    from cyloop.kernels.recurrent import cells
+
+    real, calls = getattr(cells, kernel_name), []
+
+    def spy(*args):
+        done = real(*args)
+        calls.append((len(args[xs_at]), args[-1], done is not None))
+        return done
+
+    return spy, calls

@@ -5,7 +5,7 @@ from onnx import helper
 
 from cyloop.ir import CarriedInput, ConcatOutput, GraphBuilder, LastOutput
 
-from ..frontends.onnx_models import model, tensor
+from .onnx_models import model, tensor
 
 __all__ = ["cell_loop_feeds", "keep_going", "leaked", "lstm_loop", "nested", "rnn_loop_feeds",
            "rnn_loop_model"]

@@ -33,8 +33,8 @@ def assert_same_outputs(a, b, check=np.testing.assert_array_equal):
 def assert_close_outputs(a, b):
     """The same outputs to float32 rounding: what runs of one model agree to when a matrix
     product's shapes or formulation differ between them (a measured choice on trial, a chunk of a
-    batch with fewer rows: BLAS picks its kernels by the shapes, and on an AMD EPYC with
-    OpenBLAS's Haswell kernels a 1-row and a 10-row product differ in the last bit)."""
+    batch with fewer rows: BLAS picks its kernels by the shapes, and with OpenBLAS's Haswell
+    kernels a 1-row and a 10-row product can differ in the last bit)."""
     def check(x, y, err_msg):
         np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6, err_msg=err_msg)
 

@@ -124,8 +124,8 @@ def _smallest(keys, k: int, axis: int):
     """The indices of the k smallest of `keys` along `axis`, smallest first, equal keys in index
     order (a stable sort's first k). Where k is small against the axis, the k-th smallest is
     found by np.partition, the keys below it and the first of those equal to it picked, and only
-    those k sorted (a k-NN model's TopK of 5 of 4000 distances for each of 400 queries: 100 ms
-    of full sorts otherwise); keys holding a NaN are sorted whole."""
+    those k sorted (a k-NN model's TopK of 5 of 4000 distances for each of 400 queries would
+    otherwise sort every row whole); keys holding a NaN are sorted whole."""
     n = keys.shape[axis]
     if k < 1 or 4 * k >= n or keys.dtype.kind in "fc" and np.isnan(keys).any():
         return np.take(np.argsort(keys, axis=axis, kind="stable"), range(k), axis=axis)

@@ -317,7 +317,7 @@ def lstm_step(attrs) -> Measured:
         def plain_step(xw, h, c, r, out=None):
             """`step` with the default activations and no clip on a [B, H] state, xw [B, 4H]
             and r of its type: the same product and passes, without the Python around them
-            (a tenth of a W4-ti step where it was measured), as one call (`lstm_product_tail`;
+            (a share of a step worth saving where it was measured), as one call (`lstm_product_tail`;
             the batch's rows cut in two for two cores) where it takes the operands, else the
             product and one call for the passes (`lstm_tail`)."""
             dtype = h.dtype

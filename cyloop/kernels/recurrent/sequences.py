@@ -36,6 +36,7 @@ from ...accel.gemm import (
     set_products_on_two_cores,
 )
 from ...accel.measured import Measured, untimed
+from ...tuning import RUN_ROUNDS
 from .._ir_attrs import DOMAIN
 from ..registry import kernel
 from .cells import gru_step, lstm_step, projection_for, rnn_step, showing
@@ -169,7 +170,7 @@ class _Cores:
     def __init__(self):
         candidates = product_candidates()
         self.measured = None if candidates is None else \
-            Measured(candidates, rounds=2, unit="us/step", consecutive=True, extend=False)
+            Measured(candidates, rounds=RUN_ROUNDS, unit="us/step", consecutive=True, extend=False)
         self.small = False  # dropped: its products are too small to split
 
     def __call__(self, run, steps: int):

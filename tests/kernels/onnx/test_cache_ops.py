@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 import cyloop
 from tests.support.nodes import assert_native_matches, one_node
 
-from ...frontends.onnx_models import model, tensor
+from ...support.onnx_models import model, tensor
 
 DRIVERS = ["cython", "python"]
 RNG = np.random.default_rng(24)
@@ -82,7 +82,7 @@ def _kv_loop(steps, capacity, mode):
 def test_tensor_scatter_in_a_loop_matches_onnxruntime_and_the_reference_driver(mode, steps):
     import onnxruntime as ort
 
-    from ...conftest import run_three_ways
+    from ...support.drivers import run_three_ways
 
     onnx_model = _kv_loop(steps, 6, mode)
     feeds = {"M": np.array(steps, np.int64), "cache0": RNG.standard_normal((2, 6, 3)).astype(

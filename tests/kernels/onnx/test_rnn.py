@@ -11,8 +11,8 @@ from cyloop.abilities import abilities_of
 from cyloop.kernels.onnx import rnn
 from cyloop.kernels.recurrent import cells
 
-from ...conftest import steps_spy
 from ...support import native
+from ...support.cells import steps_spy
 
 SEQ, BATCH, INPUT, HIDDEN = 5, 3, 4, 6
 

@@ -9,7 +9,7 @@ import pytest
 import cyloop
 from cyloop.peers import openvino_compiled
 
-from ...frontends.openvino_models import save
+from ...support.openvino_models import save
 
 RNG = np.random.default_rng(7)
 A = RNG.standard_normal((2, 3, 4)).astype(np.float32)

@@ -11,9 +11,9 @@ import cyloop
 from cyloop.accel.measured import EARLY_ROUNDS, MAX_ROUNDS_FACTOR
 from cyloop.peers import openvino_compiled
 
-from ...conftest import loop_plan, measured_steps
-from ...frontends.openvino_models import cell_ti_model, save
 from ...support.cells import numpy_cells
+from ...support.openvino_models import cell_ti_model, save
+from ...support.plans import loop_plan, measured_steps
 
 
 @pytest.mark.parametrize("cell,attrs", [("lstm", {}), ("lstm1", {}), ("gru", {}),

@@ -24,12 +24,11 @@ from cyloop.accel.gemm import (
 from cyloop.kernels.recurrent.sequences import sequence_layer
 from cyloop.peers import openvino_compiled
 
-from ...conftest import steps_spy
-from ...frontends.onnx_models import model as onnx_model
-from ...frontends.onnx_models import tensor
-from ...frontends.openvino_models import save
 from ...support import native
-from ...support.cells import numpy_cells
+from ...support.cells import numpy_cells, steps_spy
+from ...support.onnx_models import model as onnx_model
+from ...support.onnx_models import tensor
+from ...support.openvino_models import save
 
 # Where a loop's products may run, each candidate named by the cores it takes here: numpy's
 # BLAS (its own threads), or in pieces on this thread and the helper.

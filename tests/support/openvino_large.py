@@ -9,7 +9,7 @@ constants. ``expected`` is a numpy re-implementation of the same chain: the orac
 Measure a load (prints the file size, the peak RSS above the baseline of ``import cyloop, numpy``
 and the load time, each in a fresh process)::
 
-    python -m tests.frontends.openvino_large OUT_DIR [XML_MB] [--phase graph|load]
+    python -m tests.support.openvino_large OUT_DIR [XML_MB] [--phase graph|load]
 """
 
 from __future__ import annotations

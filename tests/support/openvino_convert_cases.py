@@ -1,7 +1,7 @@
 """Convert every ONNX backend node case to OpenVINO IR with `openvino.convert_model`, for
 test_openvino_sweep.py, in a process of its own:
 
-    python -m tests.frontends.openvino_convert_cases OUT_DIR
+    python -m tests.support.openvino_convert_cases OUT_DIR
 
 writes OUT_DIR/<case>/model.xml (+ .bin) and OUT_DIR/conversions.json, ``{case: ""}`` for a case
 converted and ``{case: "<the error's most telling line>"}`` for one OpenVINO cannot convert.

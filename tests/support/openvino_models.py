@@ -8,7 +8,8 @@ import openvino as ov
 import openvino.opset8 as ops
 
 
-def _i64(values):
+def i64_constant(values):
+    """An OpenVINO constant of int64 `values`."""
     return ops.constant(np.array(values, np.int64))
 
 
@@ -95,7 +96,7 @@ def loop_model(trip_count, stop_at=None, dtype=np.float32, sliced=False, rows=6)
         inputs.append(n)
         trip = n
     else:
-        trip = _i64(trip_count)
+        trip = i64_constant(trip_count)
     x = ops.parameter([rows, 3], dtype, name="X") if sliced else None
     if sliced:
         inputs.append(x)
@@ -108,7 +109,7 @@ def loop_model(trip_count, stop_at=None, dtype=np.float32, sliced=False, rows=6)
         xt = ops.parameter([1, 3], dtype, name="xt")
         body_params.append(xt)
         acc_next = ops.add(acc_next, xt)
-    limit = _i64(stop_at if stop_at is not None else 2**62)
+    limit = i64_constant(stop_at if stop_at is not None else 2**62)
     cond = ops.less(it, limit)
     res_cond = ops.result(cond)
     res_acc = ops.result(acc_next)
@@ -132,9 +133,9 @@ def defect_model():
     xt = ops.parameter([1, 2, 3], np.float32, name="xt")
     h = ops.parameter([2, 3], np.float32, name="h")
     w = ops.constant(np.full((2, 3), 0.5, np.float32))
-    h_next = ops.add(h, ops.multiply(ops.squeeze(xt, _i64([0])), w))
+    h_next = ops.add(h, ops.multiply(ops.squeeze(xt, i64_constant([0])), w))
     res_h = ops.result(h_next)
-    res_y = ops.result(ops.unsqueeze(h_next, _i64([0])))
+    res_y = ops.result(ops.unsqueeze(h_next, i64_constant([0])))
     body = ov.Model([res_h, res_y], [xt, h], "body")
     ti = ops.tensor_iterator()
     ti.set_body(body)
@@ -165,7 +166,7 @@ def cell_ti_model(cell, steps=6, batch=3, features=5, hidden=7, seed=0, scale=0.
     h0 = ops.parameter([batch, hidden], f, name="H0")
     xt = ops.parameter([batch, 1, features], f, name="xt")
     h = ops.parameter([batch, hidden], f, name="h")
-    x2 = ops.squeeze(xt, _i64([1]))
+    x2 = ops.squeeze(xt, i64_constant([1]))
     w, r, b = (ops.constant(weights[k]) for k in ("W", "R", "B"))
     params, outer = [xt, h], [x, h0]
     if cell == "lstm":
@@ -186,7 +187,7 @@ def cell_ti_model(cell, steps=6, batch=3, features=5, hidden=7, seed=0, scale=0.
     else:
         h_next = ops.rnn_cell(x2, h, w, r, b, hidden, ["tanh"], [], [], **cell_attrs).output(0)
     res_h = ops.result(h_next)
-    res_y = ops.result(ops.unsqueeze(h_next, _i64([1])))
+    res_y = ops.result(ops.unsqueeze(h_next, i64_constant([1])))
     results = [res_h, res_y]
     if cell == "lstm":
         res_c = ops.result(c_next)
