@@ -17,8 +17,8 @@ from cyloop.accel import gemm
 from cyloop.accel.blas import cores_available
 from cyloop.engine._core import running
 
-from ..conftest import loop_plan
 from ..support.loops import rnn_loop_feeds, rnn_loop_model
+from ..support.plans import loop_plan
 
 threadpoolctl = pytest.importorskip("threadpoolctl", reason="threadpoolctl reads BLAS's threads")
 
