@@ -19,7 +19,7 @@ import numpy as np
 from . import __version__
 from .engine.settings import DEFAULT_MAX_ITERATIONS
 from .errors import CyloopError, InputError
-from .ir import LOOP_DOMAIN, Graph
+from .ir import LOOP_DOMAIN, Graph, Value
 from .peers import openvino_compiled
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -74,7 +74,9 @@ def _random_value(declared, rng, sizes: dict[str, int]):
                   sizes.setdefault(d, SYMBOLIC_SIZE) if isinstance(d, str) else SYMBOLIC_SIZE
                   for d in (declared.shape or ()))
     dtype = np.dtype(declared.dtype or np.float32)
-    if dtype == np.bool_:
+    if dtype == np.dtype(object) and declared.kind not in ("map", "sequence_map"):  # (text)
+        value = np.array(rng.integers(0, 10, shape).astype(str), dtype=object)
+    elif dtype == np.bool_:
         value = np.ones(shape, dtype)
     elif dtype.kind in "iu":  # small, so that trip counts and indices stay sensible
         value = rng.integers(1, SYMBOLIC_SIZE + 1, shape).astype(dtype)
@@ -82,7 +84,26 @@ def _random_value(declared, rng, sizes: dict[str, int]):
         value = rng.standard_normal(shape).astype(dtype)
     if declared.kind in ("sequence", "optional_sequence"):
         return [value, value.copy()]
+    if declared.kind in ("map", "sequence_map"):
+        return _random_map(declared, rng)
     return value
+
+
+def _random_map(declared, rng):
+    """A seeded map of `declared`'s types (a list of two for a sequence of maps): keys 0 to
+    SYMBOLIC_SIZE - 1 (as text for string keys), each with a value of the value type."""
+    maps = []
+    for _ in range(2 if declared.kind == "sequence_map" else 1):
+        keys = range(SYMBOLIC_SIZE)
+        if declared.key_dtype == np.dtype(object):
+            keys = [str(key) for key in keys]
+        scalar = Value("", declared.dtype, None if declared.value_kind == "tensor" else
+                       declared.shape, "tensor" if declared.value_kind == "tensor" else
+                       "sequence")
+        values = [_random_value(scalar, rng, {}) for _ in keys]
+        maps.append(dict(zip(keys, (v.item() if isinstance(v, np.ndarray) else v
+                                    for v in values))))
+    return maps if declared.kind == "sequence_map" else maps[0]
 
 
 def _feeds(model, args, generate=False) -> dict:
@@ -123,9 +144,15 @@ def _feeds(model, args, generate=False) -> dict:
 def _describe(name: str, value, count: int = 5) -> str:
     if value is None:
         return f"{name}: empty optional"
+    if isinstance(value, dict):
+        shown = ", ".join(f"{key!r}: {_scalar(item)}" for key, item in
+                          list(value.items())[:count])
+        more = ", ..." if len(value) > count else ""
+        return f"{name}: map of {len(value)} entries {{{shown}{more}}}"
     if isinstance(value, list):
         first = f", first {_describe('', value[0]).lstrip(': ')}" if value else ""
-        return f"{name}: sequence of {len(value)} tensors{first}"
+        what = "maps" if value and isinstance(value[0], dict) else "tensors"
+        return f"{name}: sequence of {len(value)} {what}{first}"
     flat = value.reshape(-1)[:count]
     more = ", ..." if value.size > count else ""
     shown = ", ".join(np.format_float_positional(v, precision=4) if value.dtype.kind == "f"
@@ -133,12 +160,32 @@ def _describe(name: str, value, count: int = 5) -> str:
     return f"{name}: shape {list(value.shape)} {value.dtype} [{shown}{more}]"
 
 
+def _scalar(value) -> str:
+    if isinstance(value, float):
+        return np.format_float_positional(value, precision=4)
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _map_arrays(name: str, value: dict) -> dict:
+    """A map as two arrays for an .npz archive: NAME_keys and NAME_values, in the map's order."""
+    keys, values = list(value), list(value.values())
+    return {f"{name}_keys": np.array(keys, dtype=object if keys and isinstance(keys[0], str)
+                                     else None),
+            f"{name}_values": np.array(values, dtype=object if values and
+                                       isinstance(values[0], str) else None)}
+
+
 def _save(path: str, outputs: dict) -> None:
-    """`outputs` in an .npz archive at exactly `path` (np.savez given a name would add .npz)."""
+    """`outputs` in an .npz archive at exactly `path` (np.savez given a name would add .npz):
+    a sequence's element k as NAME_k, a map as NAME_keys and NAME_values."""
     arrays = {}
     for name, value in outputs.items():
-        if isinstance(value, list):
-            arrays.update({f"{name}_{k}": item for k, item in enumerate(value)})
+        if isinstance(value, dict):
+            arrays.update(_map_arrays(name, value))
+        elif isinstance(value, list):
+            for k, item in enumerate(value):
+                arrays.update(_map_arrays(f"{name}_{k}", item) if isinstance(item, dict)
+                              else {f"{name}_{k}": item})
         elif value is not None:
             arrays[name] = value
     with open(path, "wb") as f:
@@ -259,6 +306,11 @@ def _cmd_info(args) -> int:
             "[" + ", ".join("?" if d is None else str(d) for d in value.shape) + "]"
         dtype = "?" if value.dtype is None else str(value.dtype)
         kind = "" if value.kind == "tensor" else f" ({value.kind})"
+        if value.kind in ("map", "sequence_map"):  # (ONNX's spelling: seq(map(int64, float)))
+            from .maps import map_type
+
+            spelled = map_type(value)
+            return f"  {value.name}: {'seq(' + spelled + ')' if value.kind != 'map' else spelled}"
         return f"  {value.name}: {dtype} {shape}{kind}"
 
     print(f"{os.path.basename(args.model)}: {len(graph.inputs)} inputs, "

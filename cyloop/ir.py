@@ -72,17 +72,24 @@ class Value:
     """A named, optionally typed graph input or output. Shape entries: int, str (symbolic) or None.
 
     `kind` is "tensor", "sequence" (of tensors of `dtype`/`shape`), "optional" (None, or a tensor
-    of `dtype`/`shape`) or "optional_sequence" (None, or a sequence).
+    of `dtype`/`shape`), "optional_sequence" (None, or a sequence), "map" (ONNX's ``map(K, V)``: a
+    dict whose keys are of `key_dtype`, an integer type or str's object, and whose values are
+    scalars of `dtype`, or, where `value_kind` is "sequence", sequences of tensors of
+    `dtype`/`shape`) or "sequence_map" (ONNX's ``seq(map(K, V))``: a list of such maps).
     """
 
     name: str
     dtype: np.dtype | None = None
     shape: tuple | None = None
     kind: str = "tensor"
+    key_dtype: np.dtype | None = None  # a map's keys (kinds "map" and "sequence_map")
+    value_kind: str = "tensor"  # a map's values: "tensor" (scalars) or "sequence"
 
     def __post_init__(self):
         if self.dtype is not None:
             self.dtype = np.dtype(self.dtype)
+        if self.key_dtype is not None:
+            self.key_dtype = np.dtype(self.key_dtype)
         if self.shape is not None:
             self.shape = tuple(self.shape)
 

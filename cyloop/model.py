@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -89,7 +90,8 @@ class Model:
         """The inputs a run needs (those of `input_names`), each a `cyloop.Value`: its `name`,
         element type (`dtype`; None where the model does not declare it), `shape` (an int per
         dimension, a str naming a symbolic one, None for one the model leaves unnamed; None for
-        an unknown rank) and `kind` ("tensor", "sequence", "optional" or "optional_sequence").
+        an unknown rank) and `kind` ("tensor", "sequence", "optional", "optional_sequence", "map"
+        or "sequence_map"; a map's keys are of `key_dtype`).
         Copies: changing one changes nothing in the model."""
         return [dataclasses.replace(v) for v in self.graph.inputs if v.name not in self._defaults]
 
@@ -101,7 +103,9 @@ class Model:
     def run(self, feeds: dict, output_names: list[str] | None = None, *,
             time_limit=_MODELS) -> dict[str, np.ndarray]:
         """Run on `feeds` (input name -> array); returns output name -> array. `time_limit`:
-        seconds this run may take (None: no limit; by default the model's).
+        seconds this run may take (None: no limit; by default the model's). A map input takes a
+        dict, a sequence of maps a list of dicts; such outputs are returned as new dicts (see
+        `cyloop.maps`).
 
         Feeds are checked against the declared inputs (`InputError`) and never written to. Every
         returned array is the caller's own: writeable, sharing memory with no feed, no constant of
@@ -137,6 +141,8 @@ class Model:
 
         def nbytes(name):
             value = values[self._output_index[name]]
+            if not isinstance(value, (np.ndarray, np.generic, TensorSequence)):
+                return 0  # (an empty optional, a map: handed over as new objects)
             items = value if isinstance(value, TensorSequence) else [value]
             return sum(np.asarray(item).nbytes for item in items if item is not None)
 
@@ -149,6 +155,10 @@ class Model:
                 results[name] = None  # an empty optional
             elif isinstance(value, TensorSequence):
                 results[name] = [own(item) for item in value]
+            elif not isinstance(value, (np.ndarray, np.generic)) and _is_map(value):
+                from .maps import handed as handed_map
+
+                results[name] = handed_map(value)  # (a dict or list of dicts of its own)
             else:
                 results[name] = own(value)
         return {name: results[name] for name in names}
@@ -193,6 +203,12 @@ class Model:
             value = feeds[declared.name]
             if declared.kind in ("optional", "optional_sequence") and value is None:
                 args.append(None)
+                continue
+            if declared.kind in ("map", "sequence_map"):
+                from . import maps  # (loaded where a model has maps)
+
+                args.append(maps.map_feed(declared, value) if declared.kind == "map"
+                            else maps.map_sequence_feed(declared, value))
                 continue
             if declared.kind in ("sequence", "optional_sequence"):
                 if not isinstance(value, (list, tuple, TensorSequence)):
@@ -338,6 +354,13 @@ def _accepted_form(inputs: list[Value], feeds: dict, defaults: dict) -> tuple[in
             return None
         form.append((declared.name, value.dtype, value.shape, None))
     return len(feeds), tuple(form)
+
+
+def _is_map(value) -> bool:
+    """Whether a run's value is a map or a sequence of maps (`cyloop.maps`, loaded only where
+    a model has one)."""
+    maps = sys.modules.get(f"{__package__}.maps")
+    return maps is not None and maps.is_map_value(value)
 
 
 def _compiled(graph: Graph, settings: dict) -> Model:

@@ -182,8 +182,13 @@ def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> Compil
     steps: list[CompiledStep] = []
     loops = []
     kernels: dict[tuple, registry.Kernel] = {}  # see _shared_kernel
+    maps = {v.name for v in graph.inputs if v.kind in MAP_KINDS}
     for node in graph.nodes:
         extra = _node_captures(node)
+        if node.domain == MAP_DOMAIN and node.op_type in MAP_OPS:
+            maps.update(node.outputs)
+        elif extra or node.subgraphs():
+            _refuse_maps(node, maps, extra)
         for name in list(node.inputs) + extra:
             if name and name not in defined:
                 raise ModelError(f"graph {graph.name!r}, {node.label}: input {name!r} is not "
@@ -241,6 +246,35 @@ def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> Compil
     names.update((out.name, slots[out.name]) for out in graph.outputs)
     return CompiledProgram(graph.name, slot_names, constants, input_slots, output_slots, steps,
                            loops, names)
+
+
+# Maps (cyloop/maps.py) are values of graph inputs and of these ops' results; they run outside
+# subgraphs only: the loop drivers, and what they hoist and fuse, plan for tensors and sequences.
+MAP_KINDS = ("map", "sequence_map")
+MAP_DOMAIN = "ai.onnx.ml"
+MAP_OPS = ("ZipMap", "CastMap", "DictVectorizer")
+
+
+def _refuse_maps(node: Node, maps: set[str], captures: list[str]) -> None:
+    """A ModelError naming `node` (a loop or a branch) where it reads a map, or its subgraphs
+    hold an op on maps."""
+    read = [name for name in [*node.inputs, *captures] if name in maps]
+    if read:
+        raise ModelError(f"{node.label}: reads the map {read[0]!r}; cyloop runs maps outside "
+                         f"loops and branches only (run the ops on maps before or after it)")
+    pending = list(node.subgraphs())
+    while pending:
+        sub = pending.pop()
+        for inner in sub.nodes:
+            if inner.domain == MAP_DOMAIN and inner.op_type in MAP_OPS:
+                raise ModelError(f"{node.label}: its subgraph {sub.name!r} holds "
+                                 f"{inner.label}, an op on maps; cyloop runs maps outside "
+                                 f"loops and branches only")
+            pending.extend(inner.subgraphs())
+        if any(v.kind in MAP_KINDS for v in [*sub.inputs, *sub.outputs]):
+            raise ModelError(f"{node.label}: its subgraph {sub.name!r} has a map among its "
+                             f"inputs or outputs; cyloop runs maps outside loops and branches "
+                             f"only")
 
 
 def _is_identity(node: Node, opsets: dict[str, int]) -> bool:

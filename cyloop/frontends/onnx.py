@@ -12,6 +12,7 @@ package (the ``[onnx]`` extra), imported when first needed.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from typing import NamedTuple
@@ -271,12 +272,32 @@ class _Converter:
             return Value(name, dtype, shape)
         if which == "sequence_type":
             inner = self._typed(name, type_proto.sequence_type.elem_type)
+            if inner.kind == "map":
+                return dataclasses.replace(inner, kind="sequence_map")
             return Value(name, inner.dtype, inner.shape, "sequence")
         if which == "optional_type":
             inner = self._typed(name, type_proto.optional_type.elem_type)
             kind = "optional_sequence" if inner.kind == "sequence" else "optional"
             return Value(name, inner.dtype, inner.shape, kind)
+        if which == "map_type":
+            return self._map(name, type_proto.map_type)
         return Value(name)
+
+    def _map(self, name, map_type) -> Value:
+        """A ``map(K, V)`` type: K an integer type or string, V a tensor type (scalar values)
+        or a sequence of tensors; another key or value type is a ModelError naming the value."""
+        key = ELEMENT_TYPES.get(map_type.key_type)
+        key = None if key is None else np.dtype(key)
+        if key is None or not (key.kind in "iu" or key == np.dtype(object)):
+            raise ModelError(f"value {name!r}: a map's keys must be of an integer type or "
+                             f"string, not element type {map_type.key_type}")
+        inner = self._typed(name, map_type.value_type)
+        if inner.kind == "tensor" and inner.dtype is not None:
+            return Value(name, inner.dtype, inner.shape, "map", key)
+        if inner.kind == "sequence" and inner.dtype is not None:
+            return Value(name, inner.dtype, inner.shape, "map", key, "sequence")
+        raise ModelError(f"value {name!r}: a map's values must be tensors or sequences of "
+                         f"tensors of a known element type, not {inner.kind} values")
 
     @staticmethod
     def _tensor(tensor_type):
