@@ -93,6 +93,14 @@ class Value:
         if self.shape is not None:
             self.shape = tuple(self.shape)
 
+    def __repr__(self) -> str:
+        # (a map's fields only where it is one: a tensor's repr reads as it always has)
+        shown = [f"name={self.name!r}", f"dtype={self.dtype!r}", f"shape={self.shape!r}",
+                 f"kind={self.kind!r}"]
+        if self.kind in ("map", "sequence_map"):
+            shown += [f"key_dtype={self.key_dtype!r}", f"value_kind={self.value_kind!r}"]
+        return f"Value({', '.join(shown)})"
+
 
 @dataclass(frozen=True, slots=True)
 class NodeRef:
