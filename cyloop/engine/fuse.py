@@ -54,6 +54,15 @@ from running in one call, and casts each comparison of a while_loop's condition 
 Identity runs no step). jax2onnx's Splits give the parts' sizes: equal ones count as equal
 parts.
 
+A sum of squares over the last axis of a difference that nothing else reads,
+``ReduceSumSquare(Sub(a, b))`` or ``ReduceSum(Mul(d, d))`` of ``d = Sub(a, b)`` (skl2onnx's
+pairwise distances: a Scan over one matrix's rows, each subtracted from the other matrix),
+becomes ``SquaredDistance(a, b)``: each distance is summed where it is written and the
+difference is never stored, a row at a time or, hoisted, a chunk of rows against the matrix.
+The axis is the last where it is -1, or where it is the last of the rank the Sub's operands
+have (body inputs of declared shape, constants); the sum is still one of the same squares, in
+another order.
+
 Before any of them, a carried value the body returns unchanged (the value itself, or through
 Identity nodes, ONNX's or OpenVINO's) is read as an invariant input (`passed_through`):
 jax2onnx passes a scan's weights and its xs through as carried state, which would keep the
@@ -134,6 +143,8 @@ def fuse_loop(spec: LoopSpec) -> LoopSpec:
     body = _fuse(body, "GRUGates",
                  lambda gates, graph, uses: _match_gru_step(gates, graph, uses, carried))
     body = _fuse(body, "Cast", _match_cast)
+    for anchor in ("ReduceSumSquare", "ReduceSum"):
+        body = _fuse(body, anchor, _match_squared_distance)
     return spec if body is spec.body else dataclasses.replace(spec, body=body)
 
 
@@ -836,6 +847,62 @@ def _match_blend(graph: Graph, uses: Uses, z: str, n: str):
             or sorted(map(id, uses.readers.get(n, []))) != sorted(map(id, n_readers)):
         return None
     return final, nodes, "n" if q == n else "h", p if q == n else q, one_rank
+
+
+def _last_axis(reduce: Node, graph: Graph, difference: Node) -> bool:
+    """Whether ONNX `reduce` reduces the last axis of `difference`'s result and it alone: its
+    one axis (an attribute, or a constant input from opset 13 or 18) is -1, or is the last of
+    the rank the difference's operands give it (each a body input of declared shape or a
+    constant)."""
+    axes = _constant(graph, reduce.inputs[1]) if len(reduce.inputs) > 1 and reduce.inputs[1] \
+        else reduce.attrs.get("axes")
+    if axes is None or np.size(axes) != 1:
+        return False
+    axis = int(np.asarray(axes).reshape(-1)[0])
+    if axis < 0:
+        return axis == -1
+    declared = {value.name: value.shape for value in graph.inputs}
+    ranks = []
+    for name in difference.inputs:
+        constant = _constant(graph, name)
+        shape = declared.get(name) if constant is None else np.shape(constant)
+        if shape is None:
+            return False
+        ranks.append(len(shape))
+    return axis == max(ranks) - 1
+
+
+def _match_squared_distance(reduce: Node, graph: Graph, uses: Uses):
+    """(the fused node, the nodes it replaces, the last of them) for a sum of squares over the
+    last axis of a difference that nothing else reads, ``ReduceSumSquare(Sub(a, b))`` or
+    ``ReduceSum(Mul(d, d))`` of ``d = Sub(a, b)`` (skl2onnx's pairwise distances), or None:
+    ``SquaredDistance(a, b)``, each distance summed where it is written."""
+    if reduce.domain not in ("", "ai.onnx") or len(reduce.outputs) != 1 \
+            or reduce.op_type not in ("ReduceSumSquare", "ReduceSum"):
+        return None
+    squares = None
+    difference = reduce.inputs[0] if reduce.inputs else None
+    if reduce.op_type == "ReduceSum":
+        squares = _producer(graph, difference)
+        if not _is(squares, "Mul") or squares.domain == OPENVINO_DOMAIN \
+                or uses.only_reader(difference) is not reduce or len(squares.inputs) != 2 \
+                or squares.inputs[0] != squares.inputs[1] or squares.attrs:
+            return None
+        difference = squares.inputs[0]
+        readers = uses.readers.get(difference, [])
+        if difference in uses.results or any(node is not squares for node in readers):
+            return None
+    elif uses.only_reader(difference) is not reduce:
+        return None
+    sub = _producer(graph, difference)
+    if not _is(sub, "Sub") or sub.domain == OPENVINO_DOMAIN or len(sub.inputs) != 2 \
+            or not all(sub.inputs) or sub.attrs or not _last_axis(reduce, graph, sub):
+        return None
+    replaced = [sub] + ([squares] if squares is not None else []) + [reduce]
+    fused = Node("SquaredDistance", list(sub.inputs), list(reduce.outputs),
+                 {"keepdims": int(reduce.attrs.get("keepdims", 1)),
+                  "fused_from": _labels(replaced)}, LOOP_DOMAIN, version=1)
+    return fused, replaced, reduce
 
 
 def _producer(graph: Graph, name: str | None) -> Node | None:
