@@ -56,11 +56,12 @@ parts.
 
 A sum of squares over the last axis of a difference that nothing else reads,
 ``ReduceSumSquare(Sub(a, b))`` or ``ReduceSum(Mul(d, d))`` of ``d = Sub(a, b)`` (skl2onnx's
-pairwise distances: a Scan over one matrix's rows, each subtracted from the other matrix),
-becomes ``SquaredDistance(a, b)``: each distance is summed where it is written and the
+pairwise distances: a Scan over one matrix's rows, each subtracted from the other matrix; the
+IR convert_model makes of it writes the second, Subtract, Multiply and ReduceSum), becomes
+``SquaredDistance(a, b)``: each distance is summed where it is written and the
 difference is never stored, a row at a time or, hoisted, a chunk of rows against the matrix.
 The axis is the last where it is -1, or where it is the last of the rank the Sub's operands
-have (body inputs of declared shape, constants); the sum is still one of the same squares, in
+have (body inputs of declared shape, constants, and those squeezed or unsqueezed); the sum is still one of the same squares, in
 another order.
 
 Before any of them, a carried value the body returns unchanged (the value itself, or through
@@ -849,11 +850,30 @@ def _match_blend(graph: Graph, uses: Uses, z: str, n: str):
     return final, nodes, "n" if q == n else "h", p if q == n else q, one_rank
 
 
+def _rank(graph: Graph, name: str) -> int | None:
+    """The rank of `name` where the graph says it: a body input of declared shape, a constant,
+    or a Squeeze or Unsqueeze of one by constant axes (OpenVINO's converted Scan squeezes the
+    sliced part's axis so); else None."""
+    constant = _constant(graph, name)
+    if constant is not None:
+        return np.ndim(constant)
+    declared = next((value.shape for value in graph.inputs if value.name == name), None)
+    if declared is not None:
+        return len(declared)
+    node = _producer(graph, name)
+    if node is None or node.op_type not in ("Squeeze", "Unsqueeze") or len(node.inputs) != 2 \
+            or node.domain not in ("", "ai.onnx", OPENVINO_DOMAIN):
+        return None
+    axes, rank = _constant(graph, node.inputs[1]), _rank(graph, node.inputs[0])
+    if axes is None or rank is None:
+        return None
+    return rank + (np.size(axes) if node.op_type == "Unsqueeze" else -np.size(axes))
+
+
 def _last_axis(reduce: Node, graph: Graph, difference: Node) -> bool:
-    """Whether ONNX `reduce` reduces the last axis of `difference`'s result and it alone: its
-    one axis (an attribute, or a constant input from opset 13 or 18) is -1, or is the last of
-    the rank the difference's operands give it (each a body input of declared shape or a
-    constant)."""
+    """Whether `reduce` reduces the last axis of `difference`'s result and it alone: its one
+    axis (an attribute, or a constant input: ONNX's from opset 13 or 18, OpenVINO's) is -1, or
+    is the last of the rank the difference's operands give it (`_rank`)."""
     axes = _constant(graph, reduce.inputs[1]) if len(reduce.inputs) > 1 and reduce.inputs[1] \
         else reduce.attrs.get("axes")
     if axes is None or np.size(axes) != 1:
@@ -861,32 +881,39 @@ def _last_axis(reduce: Node, graph: Graph, difference: Node) -> bool:
     axis = int(np.asarray(axes).reshape(-1)[0])
     if axis < 0:
         return axis == -1
-    declared = {value.name: value.shape for value in graph.inputs}
-    ranks = []
-    for name in difference.inputs:
-        constant = _constant(graph, name)
-        shape = declared.get(name) if constant is None else np.shape(constant)
-        if shape is None:
-            return False
-        ranks.append(len(shape))
-    return axis == max(ranks) - 1
+    ranks = [_rank(graph, name) for name in difference.inputs]
+    return None not in ranks and axis == max(ranks) - 1
+
+
+def _is_openvino(node: Node) -> bool:
+    return node.domain == OPENVINO_DOMAIN
+
+
+def _numpy_broadcast(node: Node) -> bool:
+    """Whether `node` broadcasts as numpy does (ONNX's from opset 7; OpenVINO's by default)."""
+    if node.domain == OPENVINO_DOMAIN:
+        return str(node.attrs.get("auto_broadcast", "numpy")).lower() == "numpy"
+    return not node.attrs
 
 
 def _match_squared_distance(reduce: Node, graph: Graph, uses: Uses):
     """(the fused node, the nodes it replaces, the last of them) for a sum of squares over the
     last axis of a difference that nothing else reads, ``ReduceSumSquare(Sub(a, b))`` or
-    ``ReduceSum(Mul(d, d))`` of ``d = Sub(a, b)`` (skl2onnx's pairwise distances), or None:
-    ``SquaredDistance(a, b)``, each distance summed where it is written."""
-    if reduce.domain not in ("", "ai.onnx") or len(reduce.outputs) != 1 \
-            or reduce.op_type not in ("ReduceSumSquare", "ReduceSum"):
+    ``ReduceSum(Mul(d, d))`` of ``d = Sub(a, b)`` (skl2onnx's pairwise distances; OpenVINO's
+    convert_model writes the second), or None: ``SquaredDistance(a, b)``, each distance summed
+    where it is written."""
+    onnx = reduce.domain in ("", "ai.onnx")
+    if len(reduce.outputs) != 1 or not reduce.inputs \
+            or not (onnx and reduce.op_type in ("ReduceSumSquare", "ReduceSum")
+                    or reduce.domain == OPENVINO_DOMAIN and reduce.op_type == "ReduceSum"):
         return None
     squares = None
-    difference = reduce.inputs[0] if reduce.inputs else None
+    difference = reduce.inputs[0]
     if reduce.op_type == "ReduceSum":
         squares = _producer(graph, difference)
-        if not _is(squares, "Mul") or squares.domain == OPENVINO_DOMAIN \
+        if not _is(squares, "Mul") or _is_openvino(squares) != _is_openvino(reduce) \
                 or uses.only_reader(difference) is not reduce or len(squares.inputs) != 2 \
-                or squares.inputs[0] != squares.inputs[1] or squares.attrs:
+                or squares.inputs[0] != squares.inputs[1] or not _numpy_broadcast(squares):
             return None
         difference = squares.inputs[0]
         readers = uses.readers.get(difference, [])
@@ -895,13 +922,16 @@ def _match_squared_distance(reduce: Node, graph: Graph, uses: Uses):
     elif uses.only_reader(difference) is not reduce:
         return None
     sub = _producer(graph, difference)
-    if not _is(sub, "Sub") or sub.domain == OPENVINO_DOMAIN or len(sub.inputs) != 2 \
-            or not all(sub.inputs) or sub.attrs or not _last_axis(reduce, graph, sub):
+    if not _is(sub, "Sub") or _is_openvino(sub) != _is_openvino(reduce) or len(sub.inputs) != 2 \
+            or not all(sub.inputs) or not _numpy_broadcast(sub) \
+            or not _last_axis(reduce, graph, sub):
         return None
+    keepdims = int(reduce.attrs.get("keepdims", 1)) if onnx else \
+        int(str(reduce.attrs.get("keep_dims", "false")).lower() in ("true", "1"))
     replaced = [sub] + ([squares] if squares is not None else []) + [reduce]
     fused = Node("SquaredDistance", list(sub.inputs), list(reduce.outputs),
-                 {"keepdims": int(reduce.attrs.get("keepdims", 1)),
-                  "fused_from": _labels(replaced)}, LOOP_DOMAIN, version=1)
+                 {"keepdims": keepdims, "fused_from": _labels(replaced)}, LOOP_DOMAIN,
+                 version=1)
     return fused, replaced, reduce
 
 

@@ -1574,25 +1574,26 @@ def _distance_feeds(rng, dtype, queries, rows, features):
             "T": rng.standard_normal((rows, features)).astype(dtype)}
 
 
-def _check_distances(onnx_model, feeds, fused_expected):
+def _check_distances(onnx_model, feeds, fused_expected, ir=None):
     """onnxruntime's results from the reference driver (the body as written) and from the
     Cython driver hoisting the distances (a chunk of rows a step) and not (a row a step), the
-    second with the distances fused where `fused_expected`."""
+    second with the distances fused where `fused_expected`; `ir`: run the IR convert_model
+    made of the model there instead (onnxruntime still runs the ONNX model)."""
     import onnxruntime as ort
 
     session = ort.InferenceSession(onnx_model.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
-    want = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    want = session.run(None, feeds)
     tolerance = {"rtol": 2e-6, "atol": 1e-6} if feeds["X"].dtype == np.float32 else \
         {"rtol": 1e-13, "atol": 1e-13}
     for settings_ in ({"driver": "python"}, {"driver": "cython", "tune": False},
                       {"driver": "cython", "hoist": False}):
-        loaded = cyloop.load(onnx_model.SerializeToString(), **settings_)
+        loaded = cyloop.load(ir or onnx_model.SerializeToString(), **settings_)
         for _ in range(2):  # (the second run in the steady state: buffers reused)
-            got = loaded.run(feeds)
-            for name, value in want.items():
-                assert got[name].dtype == value.dtype and got[name].shape == value.shape, name
-                np.testing.assert_allclose(got[name], value, err_msg=f"{name} {settings_}",
+            got = list(loaded.run(feeds).values())
+            for k, value in enumerate(want):
+                assert got[k].dtype == value.dtype and got[k].shape == value.shape, k
+                np.testing.assert_allclose(got[k], value, err_msg=f"{k} {settings_}",
                                            **tolerance)
         loop = loop_plan(loaded)
         fused = fused_making(loop, "SquaredDistance") or any(
@@ -1636,3 +1637,19 @@ def test_a_sum_over_another_axis_is_not_fused(rng):
     """Axis 0 of the difference (the queries), not the features: left as written."""
     feeds = _distance_feeds(rng, np.float32, 5, 6, 4)
     _check_distances(_distance_scan(np.float32, axis=0), feeds, fused_expected=False)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("spelling", ["ReduceSumSquare", "ReduceSum"])
+def test_the_ir_openvino_converts_from_the_distances_is_fused(dtype, spelling, tmp_path, rng):
+    """convert_model writes Subtract, Multiply and ReduceSum, the row squeezed out of its part
+    of the sliced input."""
+    import onnx
+    import openvino as ov
+
+    onnx_model = _distance_scan(dtype, spelling)
+    onnx.save(onnx_model, str(tmp_path / "model.onnx"))
+    ov.save_model(ov.convert_model(str(tmp_path / "model.onnx")), str(tmp_path / "model.xml"),
+                  compress_to_fp16=False)
+    feeds = _distance_feeds(rng, dtype, 19, 23, 6)
+    _check_distances(onnx_model, feeds, fused_expected=True, ir=tmp_path / "model.xml")
