@@ -1,6 +1,7 @@
 """Build the Cython core (`cyloop.engine._core`), the functional API's step loops
-(`cyloop.engine._steps`), the products on two cores (`cyloop.accel._two_core`) and a recurrent
-step's gate passes (`cyloop.accel._gate_passes`); everything else is plain Python.
+(`cyloop.engine._steps`), the products on two cores (`cyloop.accel._two_core`), a recurrent
+step's gate passes (`cyloop.accel._gate_passes`), pairwise squared distances
+(`cyloop.accel._distances`) and a TopK's selection (`cyloop.accel._selection`); everything else is plain Python.
 
 `CYLOOP_DEBUG_CYTHON=1` turns bounds checks, wraparound and division checks back on.
 The sdist holds the tests, the headers, the benchmarks, the docs and the CI script as well as the
@@ -20,7 +21,9 @@ SDIST_TREES = ("include", "tests", "asv_benchmarks/benchmarks", ".ci", "docs")
 SDIST_FILES = ("asv_benchmarks/asv.conf.json", "asv_benchmarks/compare.py")
 GENERATED = ("cyloop/engine/_core.c", "cyloop/engine/_core.html", "cyloop/engine/_steps.c",
              "cyloop/engine/_steps.html", "cyloop/accel/_two_core.c", "cyloop/accel/_two_core.html",
-             "cyloop/accel/_gate_passes.c", "cyloop/accel/_gate_passes.html")
+             "cyloop/accel/_gate_passes.c", "cyloop/accel/_gate_passes.html",
+             "cyloop/accel/_distances.c", "cyloop/accel/_distances.html",
+             "cyloop/accel/_selection.c", "cyloop/accel/_selection.html")
 
 
 class SDist(sdist):
@@ -59,7 +62,9 @@ extensions = [
     for name, source in (("cyloop.engine._core", "cyloop/engine/_core.pyx"),
                          ("cyloop.engine._steps", "cyloop/engine/_steps.pyx"),
                          ("cyloop.accel._two_core", "cyloop/accel/_two_core.pyx"),
-                         ("cyloop.accel._gate_passes", "cyloop/accel/_gate_passes.pyx"))
+                         ("cyloop.accel._gate_passes", "cyloop/accel/_gate_passes.pyx"),
+                         ("cyloop.accel._distances", "cyloop/accel/_distances.pyx"),
+                         ("cyloop.accel._selection", "cyloop/accel/_selection.pyx"))
 ]
 
 setup(ext_modules=cythonize(extensions, compiler_directives=COMPILER_DIRECTIVES),

@@ -7,6 +7,7 @@ import numpy as np
 from ..ir import LOOP_DOMAIN
 from ..kernels import LstmGateOrder, lstm_gate_affine, sigmoid, sigmoid_cap
 from ..kernels.registry import Recurrence, abilities_of, declare, kernel
+from ._distances import squared_distances
 from ._gate_passes import (
     gru_product_steps,
     gru_product_tail,
@@ -546,6 +547,63 @@ def _keeps_shape(total, other) -> bool:
     shapes, without np.broadcast_shapes' few microseconds)."""
     shape = np.shape(other)
     return shape == total.shape or np.broadcast_shapes(total.shape, shape) == total.shape
+
+
+_DISTANCE_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _distance_rows(a, b):
+    """``sum((a - b) ** 2, axis=-1)`` by `_distances.squared_distances`, or None where the
+    operands are not one of its cases: one float type, last axes equal, and the broadcast a
+    table of one operand's rows against the other's (each of the result's leading axes taken
+    from one operand only: a row against rows, or rows against rows on new axes, as a hoisted
+    chunk of rows is); then each operand is a matrix of its rows, and the table their
+    distances. None too where the loop raised a floating-point flag (an overflow, an inf - inf),
+    for numpy to compute and report as the unfused nodes would."""
+    if a.dtype != b.dtype or a.dtype not in _DISTANCE_TYPES or a.ndim == 0 or b.ndim == 0 \
+            or a.shape[-1] != b.shape[-1] or a.shape[-1] == 0:
+        return None
+    lead = max(a.ndim, b.ndim) - 1
+    a_lead = (1,) * (lead - a.ndim + 1) + a.shape[:-1]
+    b_lead = (1,) * (lead - b.ndim + 1) + b.shape[:-1]
+    for first, second, first_lead, second_lead in ((b, a, b_lead, a_lead),
+                                                   (a, b, a_lead, b_lead)):
+        # (out[i, j]: row i of `first`, over its own leading axes, against row j of `second`)
+        split = next((s for s in range(lead + 1) if all(d == 1 for d in second_lead[:s])
+                      and all(d == 1 for d in first_lead[s:])), None)
+        if split is None:
+            continue
+        shape = first_lead[:split] + second_lead[split:]
+        out = np.empty(shape, a.dtype)
+        features = a.shape[-1]
+        rows = np.ascontiguousarray(first).reshape(-1, features)
+        against = np.ascontiguousarray(second).reshape(-1, features)
+        if squared_distances(against, rows, out.reshape(len(rows), len(against))):
+            return None
+        return out
+    return None
+
+
+@kernel("SquaredDistance", domain=LOOP_DOMAIN, since=1, batch="elementwise")
+def squared_distance(attrs):
+    """``(a, b) -> sum((a - b) ** 2, axis=-1)`` (the axis kept as 1 if ``keepdims``): a Sub
+    and the sum of its squares over the last axis (ReduceSumSquare, or ReduceSum of a Mul of the
+    difference by itself; engine/fuse.py), numpy broadcasting between a and b. Where one is a
+    row and the other rows, or each rows on axes of its own (a hoisted chunk of rows against a
+    static matrix), each distance is summed where it is written (`_distances`), the difference
+    never stored; else, and where that loop raised a floating-point flag, as the nodes compute
+    it: the difference, its squares, their sum in the operands' type."""
+    keepdims = bool(attrs.get("keepdims", 1))
+
+    def run(a, b):
+        out = _distance_rows(a, b)
+        if out is None:
+            difference = np.subtract(a, b)
+            return np.add.reduce(np.multiply(difference, difference), -1, difference.dtype,
+                                 None, keepdims)
+        return out[..., None] if keepdims else out
+
+    return run
 
 
 @kernel("StackedSequence", domain=LOOP_DOMAIN, since=1)

@@ -54,6 +54,16 @@ from running in one call, and casts each comparison of a while_loop's condition 
 Identity runs no step). jax2onnx's Splits give the parts' sizes: equal ones count as equal
 parts.
 
+A sum of squares over the last axis of a difference that nothing else reads,
+``ReduceSumSquare(Sub(a, b))`` or ``ReduceSum(Mul(d, d))`` of ``d = Sub(a, b)`` (skl2onnx's
+pairwise distances: a Scan over one matrix's rows, each subtracted from the other matrix; the
+IR convert_model makes of it writes the second, Subtract, Multiply and ReduceSum), becomes
+``SquaredDistance(a, b)``: each distance is summed where it is written and the
+difference is never stored, a row at a time or, hoisted, a chunk of rows against the matrix.
+The axis is the last where it is -1, or where it is the last of the rank the Sub's operands
+have (body inputs of declared shape, constants, and those squeezed or unsqueezed); the sum is still one of the same squares, in
+another order.
+
 Before any of them, a carried value the body returns unchanged (the value itself, or through
 Identity nodes, ONNX's or OpenVINO's) is read as an invariant input (`passed_through`):
 jax2onnx passes a scan's weights and its xs through as carried state, which would keep the
@@ -135,6 +145,8 @@ def fuse_loop(spec: LoopSpec) -> LoopSpec:
     body = _fuse(body, "GRUGates",
                  lambda gates, graph, uses: _match_gru_step(gates, graph, uses, carried), uses)
     body = _fuse(body, "Cast", _match_cast, uses)
+    for anchor in ("ReduceSumSquare", "ReduceSum"):
+        body = _fuse(body, anchor, _match_squared_distance, uses)
     return spec if body is spec.body else dataclasses.replace(spec, body=body)
 
 
@@ -851,6 +863,91 @@ def _match_blend(graph: Graph, uses: Uses, z: str, n: str):
             or sorted(map(id, uses.readers.get(n, []))) != sorted(map(id, n_readers)):
         return None
     return final, nodes, "n" if q == n else "h", p if q == n else q, one_rank
+
+
+def _rank(graph: Graph, name: str) -> int | None:
+    """The rank of `name` where the graph says it: a body input of declared shape, a constant,
+    or a Squeeze or Unsqueeze of one by constant axes (OpenVINO's converted Scan squeezes the
+    sliced part's axis so); else None."""
+    constant = _constant(graph, name)
+    if constant is not None:
+        return np.ndim(constant)
+    declared = next((value.shape for value in graph.inputs if value.name == name), None)
+    if declared is not None:
+        return len(declared)
+    node = _producer(graph, name)
+    if node is None or node.op_type not in ("Squeeze", "Unsqueeze") or len(node.inputs) != 2 \
+            or node.domain not in ("", "ai.onnx", OPENVINO_DOMAIN):
+        return None
+    axes, rank = _constant(graph, node.inputs[1]), _rank(graph, node.inputs[0])
+    if axes is None or rank is None:
+        return None
+    return rank + (np.size(axes) if node.op_type == "Unsqueeze" else -np.size(axes))
+
+
+def _last_axis(reduce: Node, graph: Graph, difference: Node) -> bool:
+    """Whether `reduce` reduces the last axis of `difference`'s result and it alone: its one
+    axis (an attribute, or a constant input: ONNX's from opset 13 or 18, OpenVINO's) is -1, or
+    is the last of the rank the difference's operands give it (`_rank`)."""
+    axes = _constant(graph, reduce.inputs[1]) if len(reduce.inputs) > 1 and reduce.inputs[1] \
+        else reduce.attrs.get("axes")
+    if axes is None or np.size(axes) != 1:
+        return False
+    axis = int(np.asarray(axes).reshape(-1)[0])
+    if axis < 0:
+        return axis == -1
+    ranks = [_rank(graph, name) for name in difference.inputs]
+    return None not in ranks and axis == max(ranks) - 1
+
+
+def _is_openvino(node: Node) -> bool:
+    return node.domain == OPENVINO_DOMAIN
+
+
+def _numpy_broadcast(node: Node) -> bool:
+    """Whether `node` broadcasts as numpy does (ONNX's from opset 7; OpenVINO's by default)."""
+    if node.domain == OPENVINO_DOMAIN:
+        return str(node.attrs.get("auto_broadcast", "numpy")).lower() == "numpy"
+    return not node.attrs
+
+
+def _match_squared_distance(reduce: Node, graph: Graph, uses: Uses):
+    """(the fused node, the nodes it replaces, the last of them) for a sum of squares over the
+    last axis of a difference that nothing else reads, ``ReduceSumSquare(Sub(a, b))`` or
+    ``ReduceSum(Mul(d, d))`` of ``d = Sub(a, b)`` (skl2onnx's pairwise distances; OpenVINO's
+    convert_model writes the second), or None: ``SquaredDistance(a, b)``, each distance summed
+    where it is written."""
+    onnx = reduce.domain in ("", "ai.onnx")
+    if len(reduce.outputs) != 1 or not reduce.inputs \
+            or not (onnx and reduce.op_type in ("ReduceSumSquare", "ReduceSum")
+                    or reduce.domain == OPENVINO_DOMAIN and reduce.op_type == "ReduceSum"):
+        return None
+    squares = None
+    difference = reduce.inputs[0]
+    if reduce.op_type == "ReduceSum":
+        squares = _producer(graph, difference)
+        if not _is(squares, "Mul") or _is_openvino(squares) != _is_openvino(reduce) \
+                or uses.only_reader(difference) is not reduce or len(squares.inputs) != 2 \
+                or squares.inputs[0] != squares.inputs[1] or not _numpy_broadcast(squares):
+            return None
+        difference = squares.inputs[0]
+        readers = uses.readers.get(difference, [])
+        if difference in uses.results or any(node is not squares for node in readers):
+            return None
+    elif uses.only_reader(difference) is not reduce:
+        return None
+    sub = _producer(graph, difference)
+    if not _is(sub, "Sub") or _is_openvino(sub) != _is_openvino(reduce) or len(sub.inputs) != 2 \
+            or not all(sub.inputs) or not _numpy_broadcast(sub) \
+            or not _last_axis(reduce, graph, sub):
+        return None
+    keepdims = int(reduce.attrs.get("keepdims", 1)) if onnx else \
+        int(str(reduce.attrs.get("keep_dims", "false")).lower() in ("true", "1"))
+    replaced = [sub] + ([squares] if squares is not None else []) + [reduce]
+    fused = Node("SquaredDistance", list(sub.inputs), list(reduce.outputs),
+                 {"keepdims": keepdims, "fused_from": _labels(replaced)}, LOOP_DOMAIN,
+                 version=1)
+    return fused, replaced, reduce
 
 
 def _producer(graph: Graph, name: str | None) -> Node | None:

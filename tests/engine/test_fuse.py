@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx import helper
+from onnx import helper, numpy_helper
 
 import cyloop
 from cyloop.abilities import abilities_of
@@ -1528,3 +1528,130 @@ def test_two_carried_values_returning_one_body_output_keep_their_own_initial_val
         np.testing.assert_array_equal(got[name], peer[name], err_msg=name)
         np.testing.assert_array_equal(want[name], peer[name], err_msg=name)
     np.testing.assert_array_equal(got["a_last"], feeds["A"] if trips == 0 else feeds["W"])
+
+
+# -- squared distances -------------------------------------------------------------------------
+
+def _distance_scan(dtype, spelling="ReduceSumSquare", axis=1, keepdims=0, swapped=False,
+                   leak=False):
+    """skl2onnx's pairwise squared distances: a Scan over the rows of T whose state X is passed
+    through, each step ``sum((X - t) ** 2, axis)`` (or ``t - X``: `swapped`) over X's last axis,
+    spelled as ReduceSumSquare (axes an attribute at opset 13, an input at 18: ``/18``) or as
+    ReduceSum of a Mul of the difference by itself; `leak`: the difference is a scan output
+    too."""
+    opset = 18 if spelling.endswith("/18") or spelling == "ReduceSum" else 13
+    sub = helper.make_node("Sub", ["t", "x_in"] if swapped else ["x_in", "t"], ["d"])
+    reduce_attrs = {"keepdims": keepdims}
+    inputs = ["d"]
+    if spelling == "ReduceSum":
+        squares = [helper.make_node("Mul", ["d", "d"], ["dd"])]
+        inputs = ["dd", "axes"]
+    else:
+        squares = []
+        if opset == 18:
+            inputs = ["d", "axes"]
+        else:
+            reduce_attrs["axes"] = [axis]
+    nodes = [helper.make_node("Identity", ["x_in"], ["x_out"]), sub, *squares,
+             helper.make_node("ReduceSum" if spelling == "ReduceSum" else "ReduceSumSquare",
+                              inputs, ["row"], **reduce_attrs)]
+    outputs = [tensor("x_out", dtype, None), tensor("row", dtype, None)]
+    if leak:
+        outputs.append(tensor("d", dtype, None))
+    body = helper.make_graph(
+        nodes, "body", [tensor("x_in", dtype, [None, None]), tensor("t", dtype, [None])],
+        outputs, initializer=[numpy_helper.from_array(np.array([axis], np.int64), "axes")]
+        if "axes" in inputs else [])
+    scan = helper.make_node("Scan", ["X", "T"], ["X_last", "D"] + (["Ds"] if leak else []),
+                            body=body, num_scan_inputs=1)
+    graph = helper.make_graph(
+        [scan], "distances", [tensor("X", dtype, [None, None]), tensor("T", dtype, [None, None])],
+        [tensor("X_last", dtype, None), tensor("D", dtype, None)]
+        + ([tensor("Ds", dtype, None)] if leak else []))
+    return model(graph, opset)
+
+
+def _distance_feeds(rng, dtype, queries, rows, features):
+    return {"X": rng.standard_normal((queries, features)).astype(dtype),
+            "T": rng.standard_normal((rows, features)).astype(dtype)}
+
+
+def _check_distances(onnx_model, feeds, fused_expected, ir=None):
+    """onnxruntime's results from the reference driver (the body as written) and from the
+    Cython driver hoisting the distances (a chunk of rows a step) and not (a row a step), the
+    second with the distances fused where `fused_expected`; `ir`: run the IR convert_model
+    made of the model there instead (onnxruntime still runs the ONNX model)."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(onnx_model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    want = session.run(None, feeds)
+    tolerance = {"rtol": 2e-6, "atol": 1e-6} if feeds["X"].dtype == np.float32 else \
+        {"rtol": 1e-13, "atol": 1e-13}
+    for settings_ in ({"driver": "python"}, {"driver": "cython", "tune": False},
+                      {"driver": "cython", "hoist": False}):
+        loaded = cyloop.load(ir or onnx_model.SerializeToString(), **settings_)
+        for _ in range(2):  # (the second run in the steady state: buffers reused)
+            got = list(loaded.run(feeds).values())
+            for k, value in enumerate(want):
+                assert got[k].dtype == value.dtype and got[k].shape == value.shape, k
+                np.testing.assert_allclose(got[k], value, err_msg=f"{k} {settings_}",
+                                           **tolerance)
+        loop = loop_plan(loaded)
+        fused = fused_making(loop, "SquaredDistance") or any(
+            w.fused is not None and w.fused.kind == "SquaredDistance" for w in loop.hoisted)
+        assert fused == (fused_expected and settings_["driver"] == "cython"), (settings_, loop)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("spelling, axis, keepdims", [
+    ("ReduceSumSquare", 1, 0), ("ReduceSumSquare", -1, 1), ("ReduceSumSquare/18", 1, 0),
+    ("ReduceSum", -1, 0), ("ReduceSum", 1, 1)], ids=["rss", "rss-1-keep", "rss18", "mul-sum",
+                                                      "mul-sum-keep"])
+@pytest.mark.parametrize("swapped", [False, True], ids=["x-t", "t-x"])
+@pytest.mark.parametrize("queries, rows, features", [(7, 13, 3), (33, 40, 70), (1, 9, 1),
+                                                     (17, 1, 8)])
+def test_squared_distances_are_fused_and_agree_with_onnxruntime(dtype, spelling, axis, keepdims,
+                                                                swapped, queries, rows,
+                                                                features, rng):
+    onnx_model = _distance_scan(dtype, spelling, axis, keepdims, swapped)
+    feeds = _distance_feeds(rng, dtype, queries, rows, features)
+    _check_distances(onnx_model, feeds, fused_expected=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_distances_of_equal_and_far_points(dtype, rng):
+    """Repeated points (distance 0 exactly), values far apart (the squares overflow to inf in
+    float32 where the difference does not) and a NaN: as onnxruntime computes them."""
+    feeds = _distance_feeds(rng, dtype, 11, 12, 5)
+    feeds["T"][3] = feeds["X"][4]
+    feeds["T"][5, 2] = np.finfo(dtype).max / 2
+    feeds["X"][6, 1] = np.nan
+    _check_distances(_distance_scan(dtype), feeds, fused_expected=True)
+
+
+def test_a_difference_read_elsewhere_keeps_the_body_as_written(rng):
+    feeds = _distance_feeds(rng, np.float32, 5, 6, 4)
+    _check_distances(_distance_scan(np.float32, leak=True), feeds, fused_expected=False)
+
+
+def test_a_sum_over_another_axis_is_not_fused(rng):
+    """Axis 0 of the difference (the queries), not the features: left as written."""
+    feeds = _distance_feeds(rng, np.float32, 5, 6, 4)
+    _check_distances(_distance_scan(np.float32, axis=0), feeds, fused_expected=False)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("spelling", ["ReduceSumSquare", "ReduceSum"])
+def test_the_ir_openvino_converts_from_the_distances_is_fused(dtype, spelling, tmp_path, rng):
+    """convert_model writes Subtract, Multiply and ReduceSum, the row squeezed out of its part
+    of the sliced input."""
+    import onnx
+    import openvino as ov
+
+    onnx_model = _distance_scan(dtype, spelling)
+    onnx.save(onnx_model, str(tmp_path / "model.onnx"))
+    ov.save_model(ov.convert_model(str(tmp_path / "model.onnx")), str(tmp_path / "model.xml"),
+                  compress_to_fp16=False)
+    feeds = _distance_feeds(rng, dtype, 19, 23, 6)
+    _check_distances(onnx_model, feeds, fused_expected=True, ir=tmp_path / "model.xml")

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ...accel._selection import smallest_columns, smallest_rows
 from .. import _reductions
 from .._reductions import axes_reader, in_own_type, over_every_axis, reducing, with_identity
 from ..registry import kernel
@@ -122,14 +123,24 @@ kernel("CumProd", since=26)(_cumulative(np.cumprod, 1))
 
 def _smallest(keys, k: int, axis: int):
     """The indices of the k smallest of `keys` along `axis`, smallest first, equal keys in index
-    order (a stable sort's first k). Where k is small against the axis, the k-th smallest is
-    found by np.partition, the keys below it and the first of those equal to it picked, and only
-    those k sorted (a k-NN model's TopK of 5 of 4000 distances for each of 400 queries would
-    otherwise sort every row whole); keys holding a NaN are sorted whole."""
+    order (a stable sort's first k). Where k is small against the axis, float32 and float64
+    lanes are read once each against a heap of the k best (`accel/_selection.pyx`), other types'
+    k-th smallest is found by np.partition, the keys below it and the first of those equal to it
+    picked, and only those k sorted (a k-NN model's TopK of a few of thousands of distances for
+    each of hundreds of queries would otherwise sort every row whole); keys holding a NaN are
+    sorted whole."""
     n = keys.shape[axis]
     if k < 1 or 4 * k >= n or keys.dtype.kind in "fc" and np.isnan(keys).any():
         return np.take(np.argsort(keys, axis=axis, kind="stable"), range(k), axis=axis)
     lanes = np.moveaxis(keys, axis, -1)
+    if keys.dtype in _SELECTED:
+        indices = np.empty(lanes.shape[:-1] + (k,), np.int64)
+        across = np.moveaxis(keys, axis, 0)  # (lanes are columns, where that is contiguous)
+        if across.flags.c_contiguous and not lanes.flags.c_contiguous:
+            smallest_columns(across.reshape(n, -1), k, indices.reshape(-1, k))
+        else:
+            smallest_rows(np.ascontiguousarray(lanes).reshape(-1, n), k, indices.reshape(-1, k))
+        return np.moveaxis(indices, -1, axis)
     kth = np.partition(lanes, k - 1, axis=-1)[..., k - 1:k]
     below, equal = lanes < kth, lanes == kth
     room = k - np.count_nonzero(below, axis=-1, keepdims=True)
@@ -139,6 +150,9 @@ def _smallest(keys, k: int, axis: int):
     columns = np.broadcast_to(np.arange(n), lanes.shape)[picked].reshape(*lanes.shape[:-1], k)
     order = np.argsort(np.take_along_axis(lanes, columns, -1), axis=-1, kind="stable")
     return np.moveaxis(np.take_along_axis(columns, order, -1), -1, axis)
+
+
+_SELECTED = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 @kernel("TopK", since=1, multi=True)
