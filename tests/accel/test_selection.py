@@ -10,8 +10,8 @@ from onnx import helper
 from cyloop.accel._selection import smallest_columns, smallest_rows
 from cyloop.kernels.onnx.reduction import _smallest
 
-from ..frontends.onnx_models import model, tensor
 from ..support.nodes import assert_native_matches
+from ..support.onnx_models import model, tensor
 
 
 def _stable_first(keys, k, axis):
