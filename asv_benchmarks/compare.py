@@ -467,7 +467,43 @@ def _geometric_summary(ratios: dict) -> str:
     return f"geometric mean {mean:.2f}, worst {ratios[worst]:.2f} ({worst}), {len(ratios)} models"
 
 
-def corpus_table(chosen, repeat):
+def plot_ratios(path: str, title: str, series: dict[str, dict[str, float]]) -> None:
+    """Save horizontal bars of each model's ratios (`series`: a label -> {model: ratio}, cyloop's
+    time over a peer's), from 1 on a log axis (left of 1: cyloop is faster), as the
+    image `path` (its suffix names the format: .svg, .png; matplotlib, the `cli` extra)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise SystemExit("--plot needs matplotlib: pip install 'cyloop[cli]'") from e
+    models = list(dict.fromkeys(name for ratios in series.values() for name in ratios))
+    height = 0.8 / max(len(series), 1)
+    fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.22 * len(models) * max(len(series), 1) ** 0.5))
+    for k, (label, ratios) in enumerate(series.items()):
+        at = [i + (k - (len(series) - 1) / 2) * height for i, name in enumerate(models)
+              if name in ratios]
+        ax.barh(at, [ratios[name] - 1 for name in models if name in ratios], left=1,
+                height=height, label=f"{label} (geometric mean {statistics.geometric_mean(ratios.values()):.2f})")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(models)), models, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("cyloop's time / the peer's (log scale; under 1: cyloop is faster)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    print(f"\nplot saved to {path}")
+
+
+def _machine_line() -> str:
+    return f"{cpu_name()}, {os.cpu_count()} cores, numpy {np.__version__}"
+
+
+def corpus_table(chosen, repeat, plot=None):
     """The models real exporters wrote (asv_benchmarks/corpus), each on its own feeds: cyloop at
     its steady state (warmed until its choices are made: `warm_up`) against onnxruntime and
     OpenVINO on the same file (the better of one thread and their default), then cyloop against
@@ -538,9 +574,12 @@ def corpus_table(chosen, repeat):
               f"{'yes' if entry.agrees(got) else 'no'} |", flush=True)
     print()
     print(f"cyloop / OpenVINO on the IR: {_geometric_summary(ir_ratios)}")
+    if plot:
+        plot_ratios(plot, f"The exported models, µs a run: {_machine_line()}",
+                    {"cyloop / onnxruntime": vs_ort, "cyloop / OpenVINO": vs_ov})
 
 
-def cold_start_table(chosen, repeat):
+def cold_start_table(chosen, repeat, plot=None):
     """A fresh process per sample (benchmarks/cold_start.py): `import` of each runtime, then per
     corpus model its load and first run, cyloop (without its on-disk cache, and with the model's
     entry in it: a hit) against onnxruntime; medians of `repeat` rounds, the runners in turn
@@ -605,6 +644,9 @@ def cold_start_table(chosen, repeat):
     print()
     print(f"load + first run, cyloop / onnxruntime: {_geometric_summary(cold)}")
     print(f"with a cache hit: {_geometric_summary(hit)}")
+    if plot:
+        plot_ratios(plot, f"A fresh process's load and first run: {_machine_line()}",
+                    {"cyloop / onnxruntime": cold, "with a cache hit": hit})
 
 
 # The batch x hidden sweep: per workload, (batch, hidden, steps); the steps shrink as a step
@@ -687,6 +729,9 @@ def main():
     parser.add_argument("--cold-start-only", action="store_true",
                         help="only a fresh process's import, load and first run of each corpus "
                         "model, against onnxruntime; --only takes their names")
+    parser.add_argument("--plot", metavar="PATH",
+                        help="with --corpus-only or --cold-start-only: also save the ratios as "
+                        "bars, an image (.svg, .png; needs matplotlib)")
     parser.add_argument("--cell", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     try:  # (see settled_openvino: its import's telemetry must not fork during a run)
@@ -715,10 +760,10 @@ def main():
         sweep(workload_prefixes, args.repeat)
         return
     if args.corpus_only:
-        corpus_table(args.only.split(",") if args.only else None, args.repeat)
+        corpus_table(args.only.split(",") if args.only else None, args.repeat, args.plot)
         return
     if args.cold_start_only:
-        cold_start_table(args.only.split(",") if args.only else None, args.repeat)
+        cold_start_table(args.only.split(",") if args.only else None, args.repeat, args.plot)
         return
     print()
     print("| workload | runner | µs / iteration | vs cyloop | peak MiB | agrees |")
