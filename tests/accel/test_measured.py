@@ -84,21 +84,22 @@ def test_a_clearly_slower_candidate_drops_out_after_two_rounds(monkeypatch):
 
 
 @pytest.mark.parametrize("streak, kept", [(1, "steady"), (2, "own-layout")])
-def test_a_streak_times_calls_that_read_what_the_same_candidate_wrote(streak, kept):
+def test_a_streak_times_calls_that_read_what_the_same_candidate_wrote(streak, kept, monkeypatch):
     """A recurrent step's candidates hand their state on in their own layout: "own-layout" is
     free on a state it wrote and slow on another's, "steady" always costs a little. Taking
     turns call by call, own-layout only ever reads the other's state and looks slow; in
     streaks of two its timed call reads its own, as every call will once it is kept."""
-    calls = []
+    clock, calls = [0.0], []
+    monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
 
     def own_layout(state):
         calls.append("own-layout")
-        time.sleep(0 if state == "own-layout" else 0.02)
+        clock[0] += 0.0 if state == "own-layout" else 10.0
         return "own-layout"
 
     def steady(state):
         calls.append("steady")
-        time.sleep(0.002)
+        clock[0] += 1.0
         return "steady"
 
     measured = Measured({"own-layout": own_layout, "steady": steady}, rounds=3, streak=streak,
@@ -110,8 +111,7 @@ def test_a_streak_times_calls_that_read_what_the_same_candidate_wrote(streak, ke
     assert trial.choice == kept
     turns = ["own-layout"] * streak + ["steady"] * streak
     assert calls[:4 * streak] == turns * 2
-    # Clearly apart (0 or 2 ms against 20, ten times apart so that a loaded machine's late
-    # wake-ups do not blur them): decided after two timed calls each.
+    # Clearly apart (0 or 1 against 10): decided after two timed calls each.
     assert all(len(samples) == 2 for samples in trial.samples.values())
 
 
@@ -208,19 +208,20 @@ def test_untimed_calls_take_the_choice_or_the_default_and_open_no_trial():
     assert calls[-2:] == [chosen, "slow"] and list(measured.trials) == [1]
 
 
-def test_each_key_is_measured_on_its_own_and_unbounded_keys_take_the_default():
+def test_each_key_is_measured_on_its_own_and_unbounded_keys_take_the_default(monkeypatch):
     """Keyed by the argument (think: operand shapes): a choice per key; past `max_keys`
     distinct keys, new ones run the default untimed and no trial is kept for them."""
-    calls = []
+    clock, calls = [0.0], []
+    monkeypatch.setattr(_measured, "perf_counter", lambda: clock[0])
 
     def cheap_on_small(x):
         calls.append("a")
-        time.sleep(0.002 if x >= 100 else 0)
+        clock[0] += 2.0 if x >= 100 else 0.0
         return -x
 
     def cheap_on_large(x):
         calls.append("b")
-        time.sleep(0.002 if x < 100 else 0)
+        clock[0] += 2.0 if x < 100 else 0.0
         return -x
 
     measured = Measured({"a": cheap_on_small, "b": cheap_on_large}, rounds=2,
