@@ -106,11 +106,66 @@ def _random_map(declared, rng):
     return maps if declared.kind == "sequence_map" else maps[0]
 
 
+def _text(array: np.ndarray, declared) -> np.ndarray:
+    """`array` as the model's text type (numpy objects holding str) where it declares text and
+    the file holds unicode (as -o writes text, so that it loads without pickle)."""
+    if declared.dtype == np.dtype(object) and array.dtype.kind in "US":
+        return array.astype(str).astype(object)
+    return array
+
+
+def _map_from(feeds: dict, name: str, declared):
+    """The map -o writes as NAME_keys and NAME_values, taken out of `feeds`; None if absent."""
+    if f"{name}_keys" not in feeds or f"{name}_values" not in feeds:
+        return None
+    keys, values = feeds.pop(f"{name}_keys"), feeds.pop(f"{name}_values")
+    if declared.value_kind != "tensor":
+        raise InputError(f"-i {name}: a map whose values are sequences cannot be read from "
+                         "files; pass it from Python")
+    if keys.ndim != 1 or keys.shape != values.shape:
+        raise InputError(f"-i {name}: {name}_keys and {name}_values must be two arrays of one "
+                         f"dimension and one length, got shapes {list(keys.shape)} and "
+                         f"{list(values.shape)}")
+    return dict(zip(keys.tolist(), values.tolist()))
+
+
+def _gathered(feeds: dict, declared: dict) -> dict:
+    """The -i arrays as the values the model declares, spelled as -o writes them: a sequence
+    NAME as NAME_0, NAME_1, ...; a map as NAME_keys and NAME_values; a sequence of maps as
+    NAME_0_keys, NAME_0_values, NAME_1_keys, ...; text as unicode arrays. Arrays that spell
+    none of the model's inputs are left under their own names."""
+    feeds = dict(feeds)
+    gathered = {}
+    for name, value in declared.items():
+        if name in feeds:
+            arr = feeds.pop(name)
+            gathered[name] = _text(arr, value) if isinstance(arr, np.ndarray) else arr
+        elif value.kind == "map":
+            found = _map_from(feeds, name, value)
+            if found is not None:
+                gathered[name] = found
+        elif value.kind in ("sequence", "optional_sequence", "sequence_map"):
+            items = []
+            while True:
+                item = (_map_from(feeds, f"{name}_{len(items)}", value)
+                        if value.kind == "sequence_map" else
+                        _text(feeds.pop(f"{name}_{len(items)}"), value)
+                        if f"{name}_{len(items)}" in feeds else None)
+                if item is None:
+                    break
+                items.append(item)
+            if items:
+                gathered[name] = items
+    gathered.update(feeds)
+    return gathered
+
+
 def _feeds(model, args, generate=False) -> dict:
-    """The -i inputs, and the missing ones generated from their declarations if `generate` or
-    --random-inputs (said on stdout, with the sizes picked), else an InputError naming them."""
-    feeds = _parse_inputs(args.input)
+    """The -i inputs (gathered as `_gathered` says), and the missing ones generated from their
+    declarations if `generate` or --random-inputs (said on stdout, with the sizes picked), else
+    an InputError naming them."""
     declared = {v.name: v for v in model.graph.inputs}
+    feeds = _gathered(_parse_inputs(args.input), declared)
     unknown = [name for name in feeds if name not in declared]
     if unknown:
         raise InputError(f"-i: unknown inputs {unknown}; the model's inputs are "
@@ -166,18 +221,22 @@ def _scalar(value) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
+def _unpickled(array: np.ndarray) -> np.ndarray:
+    """Text (numpy objects holding str) as a unicode array, which an .npz holds without pickle;
+    other arrays as they are."""
+    return array.astype(str) if array.dtype == np.dtype(object) else array
+
+
 def _map_arrays(name: str, value: dict) -> dict:
     """A map as two arrays for an .npz archive: NAME_keys and NAME_values, in the map's order."""
-    keys, values = list(value), list(value.values())
-    return {f"{name}_keys": np.array(keys, dtype=object if keys and isinstance(keys[0], str)
-                                     else None),
-            f"{name}_values": np.array(values, dtype=object if values and
-                                       isinstance(values[0], str) else None)}
+    return {f"{name}_keys": np.array(list(value)),
+            f"{name}_values": np.array(list(value.values()))}
 
 
 def _save(path: str, outputs: dict) -> None:
-    """`outputs` in an .npz archive at exactly `path` (np.savez given a name would add .npz):
-    a sequence's element k as NAME_k, a map as NAME_keys and NAME_values."""
+    """`outputs` in an .npz archive at exactly `path` (np.savez given a name would add .npz),
+    readable with ``allow_pickle=False`` and by -i: a sequence's element k as NAME_k, a map as
+    NAME_keys and NAME_values, text as unicode arrays."""
     arrays = {}
     for name, value in outputs.items():
         if isinstance(value, dict):
@@ -185,9 +244,9 @@ def _save(path: str, outputs: dict) -> None:
         elif isinstance(value, list):
             for k, item in enumerate(value):
                 arrays.update(_map_arrays(f"{name}_{k}", item) if isinstance(item, dict)
-                              else {f"{name}_{k}": item})
+                              else {f"{name}_{k}": _unpickled(item)})
         elif value is not None:
-            arrays[name] = value
+            arrays[name] = _unpickled(value)
     with open(path, "wb") as f:
         np.savez(f, **arrays)
 
@@ -549,7 +608,8 @@ def _common(cmd, model_required=True, runs=True):
         return
     cmd.add_argument("-i", "--input", action="append", metavar="NAME=FILE.npy",
                      help="an input from a .npy file, or FILE.npz: every input saved in it "
-                          "under its name, as -o writes them (repeatable)")
+                          "under its name, as -o writes them (a sequence as NAME_0, NAME_1, "
+                          "...; a map as NAME_keys and NAME_values) (repeatable)")
     cmd.add_argument("--random-inputs", action="store_true",
                      help="generate the inputs not given with -i (seeded)")
     cmd.add_argument("--seed", type=int, default=0, help="seed for generated inputs")
