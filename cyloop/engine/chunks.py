@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from dataclasses import dataclass, field
 from time import perf_counter
 from typing import NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .._records import Record
 from ..accel.gemm import Prepared, PreparedPair, bit_view_type, rows_plus, splits_now
 from ..accel.measured import Measured, untimed
 from ..errors import CyloopError, ExecutionError, ResourceLimitError
@@ -83,19 +83,29 @@ class ComputedStatic(NamedTuple):
     computed once a run (a `HoistStep` with ``once``), at the run's first chunk."""
 
 
-@dataclass
-class HoistStep:
-    """One hoisted node: its batched kernel, reading and writing names of the chunk's scope."""
+class HoistStep(Record):
+    """One hoisted node: its batched kernel, reading and writing names of the chunk's scope.
 
-    call: object  # call(args, rows, reusable buffers) -> tuple of outputs
-    inputs: list[str]
-    outputs: list[str]
-    label: str
-    probe: object = None  # the node's own kernel, run on row 0 first (see Hoist.chunk)
-    batched: list = field(default_factory=list)  # which inputs have rows
-    work: object = None  # what the step runs, for the plan (a plan.HoistedWork)
-    probed: set = field(default_factory=set)  # input signatures the probe passed on
-    once: bool = False  # a node of static values alone: call(args) -> outputs, once a run
+    `call`: ``call(args, rows, reusable buffers) -> tuple of outputs``; `probe`: the node's own
+    kernel, run on row 0 first (see Hoist.chunk); `batched`: which inputs have rows; `work`:
+    what the step runs, for the plan (a plan.HoistedWork); `probed`: the input signatures the
+    probe passed on; `once`: a node of static values alone, ``call(args) -> outputs``, once a
+    run."""
+
+    _fields = ("call", "inputs", "outputs", "label", "probe", "batched", "work", "probed", "once")
+
+    def __init__(self, call, inputs: list[str], outputs: list[str], label: str, probe=None,
+                 batched: list | None = None, work=None, probed: set | None = None,
+                 once: bool = False):
+        self.call = call
+        self.inputs = inputs
+        self.outputs = outputs
+        self.label = label
+        self.probe = probe
+        self.batched = [] if batched is None else batched
+        self.work = work
+        self.probed = set() if probed is None else probed
+        self.once = once
 
 
 class Hoist:

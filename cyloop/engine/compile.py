@@ -17,10 +17,10 @@ from __future__ import annotations
 import dataclasses
 import gc
 import threading
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._records import Record
 from ..accel.aligned import owns_memory
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import LOOP_DOMAIN, MAX_NESTING, Graph, LoopSpec, Node
@@ -49,25 +49,36 @@ def program(compiled: CompiledProgram, settings: Settings):
     return _driver(settings).Program(compiled)
 
 
-@dataclass(slots=True)
-class CompiledStep:
-    """One node of the schedule: its kernel and traits, and the slots it reads, writes, frees."""
+class CompiledStep(Record):
+    """One node of the schedule: its kernel and traits, and the slots it reads, writes, frees.
 
-    fn: object
-    inputs: tuple[int, ...]
-    outputs: tuple[int, ...]
-    kills: tuple[int, ...]
-    multi: bool  # returns a tuple, one value per output
-    out: bool  # takes out= for its (first) result, whose shape follows from its inputs' shapes
-    positional_out: bool  # ... as one more positional argument
-    scalar: tuple | None  # (operator, scalar types): see kernels/registry.py
-    node: Node  # what errors and plans name (a label string per step would cost as much as
-    #             the rest of the step on a large model: it is made when asked for)
-    # A ufunc step that is the last reader of an input: the operand kinds on which that input's
-    # buffer may take the result (registry.type_keeping; 0: never); or FIRST_INPUT, a kernel that
-    # updates its first input in place, that input dying here and read by it once. The Cython
-    # runner checks at each call that nothing else holds the buffer (`Program._spare_input`).
-    keeps: int = 0
+    `fn`, the kernel; `inputs`, `outputs` and `kills`, slots; `multi`: it returns a tuple, one
+    value per output; `out`: it takes ``out=`` for its (first) result, whose shape follows from
+    its inputs' shapes (`positional_out`: as one more positional argument); `scalar`:
+    (operator, scalar types), see kernels/registry.py; `node`, what errors and plans name (a
+    label string per step would cost as much as the rest of the step on a large model: it is
+    made when asked for); `keeps`: for a ufunc step that is the last reader of an input, the
+    operand kinds on which that input's buffer may take the result (registry.type_keeping; 0:
+    never), or FIRST_INPUT, a kernel that updates its first input in place, that input dying
+    here and read by it once. The Cython runner checks at each call that nothing else holds the
+    buffer (`Program._spare_input`)."""
+
+    __slots__ = _fields = ("fn", "inputs", "outputs", "kills", "multi", "out", "positional_out",
+                           "scalar", "node", "keeps")
+
+    def __init__(self, fn, inputs: tuple[int, ...], outputs: tuple[int, ...],
+                 kills: tuple[int, ...], multi: bool, out: bool, positional_out: bool,
+                 scalar: tuple | None, node: Node, keeps: int = 0):
+        self.fn = fn
+        self.inputs = inputs
+        self.outputs = outputs
+        self.kills = kills
+        self.multi = multi
+        self.out = out
+        self.positional_out = positional_out
+        self.scalar = scalar
+        self.node = node
+        self.keeps = keeps
 
     @property
     def label(self) -> str:
@@ -78,21 +89,28 @@ class CompiledStep:
         return self.node.op_type
 
 
-@dataclass
-class CompiledProgram:
-    """A graph as a flat schedule; `loops` holds the loop drivers in schedule order (for plans)."""
+class CompiledProgram(Record):
+    """A graph as a flat schedule; `loops` holds the loop drivers in schedule order (for plans).
 
-    name: str
-    slot_names: list[str]
-    constants: dict[int, object]
-    input_slots: tuple[int, ...]
-    output_slots: tuple[int, ...]
-    steps: list[CompiledStep]
-    loops: list = field(default_factory=list)
-    # The slots of the graph's inputs (captures included) and outputs, by name: what loop
-    # drivers and plans look up (every slot's name is in `slot_names`; a map of all the names
-    # would cost as much as the schedule on a large model).
-    names: dict[str, int] = field(default_factory=dict)
+    `names`: the slots of the graph's inputs (captures included) and outputs, by name, what loop
+    drivers and plans look up (every slot's name is in `slot_names`; a map of all the names
+    would cost as much as the schedule on a large model)."""
+
+    _fields = ("name", "slot_names", "constants", "input_slots", "output_slots", "steps",
+               "loops", "names")
+
+    def __init__(self, name: str, slot_names: list[str], constants: dict[int, object],
+                 input_slots: tuple[int, ...], output_slots: tuple[int, ...],
+                 steps: list[CompiledStep], loops: list | None = None,
+                 names: dict[str, int] | None = None):
+        self.name = name
+        self.slot_names = slot_names
+        self.constants = constants
+        self.input_slots = input_slots
+        self.output_slots = output_slots
+        self.steps = steps
+        self.loops = [] if loops is None else loops
+        self.names = {} if names is None else names
 
     def slot(self, name: str) -> int:
         return self.names[name]

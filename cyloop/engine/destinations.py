@@ -6,10 +6,9 @@ Neither reads the other's internals: a driver describes itself as a `LoopFacts`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
+from .._records import FrozenRecord, Record, set_field
 from ..ir import CarriedInput, ConcatOutput, InvariantInput, LoopSpec, SlicedInput
 from ..kernels.registry import FIRST_INPUT, abilities_of
 
@@ -17,26 +16,29 @@ __all__ = ["Destination", "LoopFacts", "MeasuredPlacement", "PoolDestination", "
            "RowDestination", "plan_destinations", "plan_steps", "updated_in_place"]
 
 
-# (Dataclasses, not named tuples: a RowDestination(0) must not equal a PoolDestination(0).)
-@dataclass(frozen=True, slots=True)
-class RowDestination:
+# (Records, not named tuples: a RowDestination(0) must not equal a PoolDestination(0).)
+class RowDestination(FrozenRecord):
     """The result is written into its slot of concatenated output #`output`; a result that is
     also carried is read there by the next iteration (zero copies)."""
 
-    output: int
+    __slots__ = _fields = ("output",)
+
+    def __init__(self, output: int):
+        set_field(self, "output", output)
 
 
-@dataclass(frozen=True, slots=True)
-class PoolDestination:
+class PoolDestination(FrozenRecord):
     """The result, carried back into input #`input` (and emitted only into strided slots, if at
     all: copied there from the pool buffer), is written into a free buffer of a ping-pong pool
     (two buffers in steady state)."""
 
-    input: int
+    __slots__ = _fields = ("input",)
+
+    def __init__(self, input: int):
+        set_field(self, "input", input)
 
 
-@dataclass(frozen=True, slots=True)
-class MeasuredPlacement:
+class MeasuredPlacement(FrozenRecord):
     """The result, carried back into input #`input` and emitted into concatenated output
     #`output` on an axis other than 0 (strided slots), lives either in its slot (`as_row`: the
     next iteration reads it there, strided) or in a ping-pong pool, copied into its slot
@@ -44,8 +46,11 @@ class MeasuredPlacement:
     the shapes, so the driver measures it, a run at a time, and, where the body's steps run
     many iterations in one call, a call of them at a time (docs/design.md, "Measured choices")."""
 
-    output: int
-    input: int
+    __slots__ = _fields = ("output", "input")
+
+    def __init__(self, output: int, input: int):
+        set_field(self, "output", output)
+        set_field(self, "input", input)
 
     @property
     def as_row(self) -> RowDestination:
@@ -99,8 +104,7 @@ def plan_destinations(spec: LoopSpec, body) -> dict[int, Destination]:
     return destinations
 
 
-@dataclass(frozen=True, slots=True)
-class RecurrentSteps:
+class RecurrentSteps(FrozenRecord):
     """The body is one recurrent step (a kernel with a `Recurrence`, cyloop/abilities.py) reading a
     hoisted row, its back edges and values that stay put, so the driver may run a chunk's
     iterations in one call of the kernel's ``steps`` (once iteration 0 has sized the outputs):
@@ -108,9 +112,12 @@ class RecurrentSteps:
     input k (in `LoopSpec.inputs` order among the carried) takes result ``carried[k]``, and each
     ``(j, result)`` in `last` gives last-value output #j."""
 
-    output: int
-    carried: tuple[int, ...]
-    last: tuple[tuple[int, int], ...]
+    __slots__ = _fields = ("output", "carried", "last")
+
+    def __init__(self, output: int, carried: tuple[int, ...], last: tuple[tuple[int, int], ...]):
+        set_field(self, "output", output)
+        set_field(self, "carried", carried)
+        set_field(self, "last", last)
 
 
 def plan_steps(spec: LoopSpec, body, hoisted: set[int],
@@ -202,47 +209,76 @@ def _stays_true(spec: LoopSpec, body) -> bool:
     return value is not None and np.size(value) == 1 and bool(np.reshape(value, -1)[0])
 
 
-@dataclass
-class LoopFacts:
+class LoopFacts(Record):
     """One loop driver, described for the plan: its spec and compiled body, where values live,
-    what was hoisted, which steps took the scalar path, and its counters."""
+    what was hoisted, which steps took the scalar path, and its counters.
 
-    label: str
-    driver: str  # "cython" or "pure-Python"
-    spec: LoopSpec
-    body: object  # the CompiledProgram of the body
-    writes_into: bool  # False: emitted results are joined after the loop (reference driver)
-    destinations: dict[int, Destination]
-    counters: dict[str, int]
-    hoisted_inputs: list[str] = field(default_factory=list)  # rows the body reads, by name
-    # What runs before the loop (plan.HoistedWork records, chunks.Hoist.work).
-    hoisted: list = field(default_factory=list)
-    scalar_steps: list[int] = field(default_factory=list)  # steps that took their scalar path
-    nested: list[LoopFacts] = field(default_factory=list)
-    # The hoisted steps' own kernels, with what each runs: (plan.HoistedWork, kernel).
-    hoisted_kernels: list[tuple[object, object]] = field(default_factory=list)
-    chunk_sizing: object = None  # the hoisted part's measured chunk size (chunks.Hoist.sizing)
-    # Steps that wrote their result over a dying operand, with how many times (Cython driver).
-    overwriting: dict[int, int] = field(default_factory=dict)
-    # Result slot -> the measured choice of where it lives (a `MeasuredPlacement`'s).
-    placements: dict[int, object] = field(default_factory=dict)
-    # The measured choice of where the loop's matrix products run (accel/gemm.py,
-    # `product_candidates`), or None.
-    products: object = None
-    # Whether the loop runs matrix products that follow its choice of cores (with no choice:
-    # where they run, and why: accel/gemm.py, `no_choice`).
-    runs_products: bool = False
-    # Whether its iterations may run many at a time (`RecurrentSteps`), or None.
-    steps: RecurrentSteps | None = None
-    # The measured choice of where the state those calls carry lives within a call (staged or
-    # not), when it is a `MeasuredPlacement`, or None.
-    steps_placement: object = None
-    # The hoisted inputs computed once a run (not a row an iteration).
-    computed_once: frozenset = frozenset()
-    # The loop node as the model names it (an ir.NodeRef), or None.
-    node: object = None
-    # The body nodes that read no state of the loop yet stay in it (plan.NotHoisted records).
-    not_hoisted: list = field(default_factory=list)
-    # The measured choice of running the hoisted work before the iterations or in them
-    # (engine/hoist_choice.py), or None.
-    hoisting: object = None
+    ``label``; ``driver``, "cython" or "pure-Python"; ``spec``, its `LoopSpec`; ``body``, the
+    CompiledProgram of the body; ``writes_into``, False where emitted results are joined after
+    the loop (the reference driver); ``destinations``, result slot -> `Destination`;
+    ``counters``. The others, given by keyword, each default to none:
+
+    - ``hoisted_inputs``: the rows the body reads, by name;
+    - ``hoisted``: what runs before the loop (plan.HoistedWork records, chunks.Hoist.work);
+    - ``scalar_steps``: the steps that took their scalar path;
+    - ``nested``: the nested loops' `LoopFacts`;
+    - ``hoisted_kernels``: the hoisted steps' own kernels, with what each runs:
+      (plan.HoistedWork, kernel);
+    - ``chunk_sizing``: the hoisted part's measured chunk size (chunks.Hoist.sizing);
+    - ``overwriting``: the steps that wrote their result over a dying operand, with how many
+      times (Cython driver);
+    - ``placements``: result slot -> the measured choice of where it lives (a
+      `MeasuredPlacement`'s);
+    - ``products``: the measured choice of where the loop's matrix products run (accel/gemm.py,
+      `product_candidates`), or None;
+    - ``runs_products``: whether the loop runs matrix products that follow its choice of cores
+      (with no choice: where they run, and why: accel/gemm.py, `no_choice`);
+    - ``steps``: whether its iterations may run many at a time (`RecurrentSteps`), or None;
+    - ``steps_placement``: the measured choice of where the state those calls carry lives
+      within a call (staged or not), when it is a `MeasuredPlacement`, or None;
+    - ``computed_once``: the hoisted inputs computed once a run (not a row an iteration);
+    - ``node``: the loop node as the model names it (an ir.NodeRef), or None;
+    - ``not_hoisted``: the body nodes that read no state of the loop yet stay in it
+      (plan.NotHoisted records);
+    - ``hoisting``: the measured choice of running the hoisted work before the iterations or in
+      them (engine/hoist_choice.py), or None.
+    """
+
+    _fields = ("label", "driver", "spec", "body", "writes_into", "destinations", "counters",
+               "hoisted_inputs", "hoisted", "scalar_steps", "nested", "hoisted_kernels",
+               "chunk_sizing", "overwriting", "placements", "products", "runs_products", "steps",
+               "steps_placement", "computed_once", "node", "not_hoisted", "hoisting")
+
+    def __init__(self, label: str, driver: str, spec: LoopSpec, body, writes_into: bool,
+                 destinations: dict[int, Destination], counters: dict[str, int],
+                 hoisted_inputs: list[str] | None = None, hoisted: list | None = None,
+                 scalar_steps: list[int] | None = None, nested: list[LoopFacts] | None = None,
+                 hoisted_kernels: list[tuple[object, object]] | None = None,
+                 chunk_sizing=None, overwriting: dict[int, int] | None = None,
+                 placements: dict[int, object] | None = None, products=None,
+                 runs_products: bool = False, steps: RecurrentSteps | None = None,
+                 steps_placement=None, computed_once: frozenset = frozenset(), node=None,
+                 not_hoisted: list | None = None, hoisting=None):
+        self.label = label
+        self.driver = driver
+        self.spec = spec
+        self.body = body
+        self.writes_into = writes_into
+        self.destinations = destinations
+        self.counters = counters
+        self.hoisted_inputs = [] if hoisted_inputs is None else hoisted_inputs
+        self.hoisted = [] if hoisted is None else hoisted
+        self.scalar_steps = [] if scalar_steps is None else scalar_steps
+        self.nested = [] if nested is None else nested
+        self.hoisted_kernels = [] if hoisted_kernels is None else hoisted_kernels
+        self.chunk_sizing = chunk_sizing
+        self.overwriting = {} if overwriting is None else overwriting
+        self.placements = {} if placements is None else placements
+        self.products = products
+        self.runs_products = runs_products
+        self.steps = steps
+        self.steps_placement = steps_placement
+        self.computed_once = computed_once
+        self.node = node
+        self.not_hoisted = [] if not_hoisted is None else not_hoisted
+        self.hoisting = hoisting

@@ -4,24 +4,26 @@ the engine, where the plan itself loads when it is asked for."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from .._records import FrozenRecord, set_field
 from ..ir import NodeRef, and_list
 
 __all__ = ["HOISTED_HOWS", "NOT_HOISTED", "Fused", "HoistedWork", "NotHoisted"]
 
 
-@dataclass(frozen=True)
-class Fused:
+class Fused(FrozenRecord):
     """Model nodes run as one step of the engine's: `kind`, the engine's op (``ProductPlusTanh``,
     ``LSTMStep``, ``GRUStep``, ``LSTMGates``, ``GRUGates``, ``ProductPlus``, ``AtLeast``, or
     ``Identity`` for a Cast that changes nothing: `already` is then its input's type); `makes`,
     the values it hands out; `replaces`, the model's nodes it runs, in the body's order."""
 
-    kind: str
-    makes: tuple[str, ...]
-    replaces: tuple[NodeRef, ...]
-    already: str = ""
+    _fields = ("kind", "makes", "replaces", "already")
+
+    def __init__(self, kind: str, makes: tuple[str, ...], replaces: tuple[NodeRef, ...],
+                 already: str = ""):
+        set_field(self, "kind", kind)
+        set_field(self, "makes", makes)
+        set_field(self, "replaces", replaces)
+        set_field(self, "already", already)
 
     @classmethod
     def of(cls, node) -> Fused:
@@ -39,13 +41,15 @@ HOISTED_HOWS = ("rows", "bias joined", "input projection", "gather", "packing", 
                 "shape entry")
 
 
-@dataclass(frozen=True)
-class NotHoisted:
+class NotHoisted(FrozenRecord):
     """A body node that reads no state of its loop, yet runs an iteration at a time: `nodes`
     (the model's) and the `reason` (a key of `NOT_HOISTED`, which says it in words: `why`)."""
 
-    nodes: tuple[NodeRef, ...]
-    reason: str
+    _fields = ("nodes", "reason")
+
+    def __init__(self, nodes: tuple[NodeRef, ...], reason: str):
+        set_field(self, "nodes", nodes)
+        set_field(self, "reason", reason)
 
     @property
     def shown(self) -> str:
@@ -71,8 +75,7 @@ NOT_HOISTED = {
 }
 
 
-@dataclass(frozen=True)
-class HoistedWork:
+class HoistedWork(FrozenRecord):
     """Work moved out of a loop body (hoist.py), run before the iterations that read it.
 
     `how`: "rows" (a node run on a chunk of rows at a time), "bias joined" (a product and the
@@ -87,13 +90,17 @@ class HoistedWork:
     node is, if any (a Cast made an Identity); `value`: the value it is about, for "packing"
     (the sliced input packed), "shape" and "shape entry" (the value whose shape is read)."""
 
-    how: str
-    nodes: tuple[NodeRef, ...] = ()
-    makes: tuple[str, ...] = ()
-    op: str = ""
-    why: str = ""
-    fused: Fused | None = None
-    value: str = ""
+    _fields = ("how", "nodes", "makes", "op", "why", "fused", "value")
+
+    def __init__(self, how: str, nodes: tuple[NodeRef, ...] = (), makes: tuple[str, ...] = (),
+                 op: str = "", why: str = "", fused: Fused | None = None, value: str = ""):
+        set_field(self, "how", how)
+        set_field(self, "nodes", nodes)
+        set_field(self, "makes", makes)
+        set_field(self, "op", op)
+        set_field(self, "why", why)
+        set_field(self, "fused", fused)
+        set_field(self, "value", value)
 
     @property
     def shown(self) -> str:

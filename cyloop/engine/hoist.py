@@ -219,7 +219,7 @@ def _fused_shown(node: Node, step: HoistStep) -> None:
     """A hoisted node fusion made (a Cast become an Identity, say) is shown with what it runs,
     as the plan shows such a node left in the body."""
     if "fused_from" in node.attrs:
-        step.work = dataclasses.replace(step.work, fused=Fused.of(node))
+        step.work = step.work.replace(fused=Fused.of(node))
 
 
 def _readers(body: Graph) -> dict[str, int]:

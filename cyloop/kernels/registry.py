@@ -41,11 +41,11 @@ import bisect
 import importlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .._records import FrozenRecord, set_field
 from ..abilities import NO_ABILITIES, Abilities, Recurrence, abilities_of, declare
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import Node
@@ -107,22 +107,30 @@ NUMBER_SCALARS = ARITHMETIC_SCALARS | frozenset([np.bool_])
 BOOL_SCALARS = frozenset([np.bool_])
 
 
-@dataclass(frozen=True)
-class KernelDef:
+class KernelDef(FrozenRecord):
     """One registered kernel: `factory(attrs) -> callable(*arrays)` and its traits (above)."""
 
-    op_type: str
-    domain: str
-    since: int
-    factory: Callable[..., Callable]
-    out: bool = False
-    multi: bool = False
-    batch: str | None = None
-    batch_if: Callable[[dict, list[bool]], bool] | None = None
-    scalar: tuple[Callable, frozenset] | None = None
-    cell: tuple[str, int, int] | None = None
-    identity: bool = False
-    stateful: bool = False
+    _fields = ("op_type", "domain", "since", "factory", "out", "multi", "batch", "batch_if",
+               "scalar", "cell", "identity", "stateful")
+
+    def __init__(self, op_type: str, domain: str, since: int, factory: Callable[..., Callable],
+                 out: bool = False, multi: bool = False, batch: str | None = None,
+                 batch_if: Callable[[dict, list[bool]], bool] | None = None,
+                 scalar: tuple[Callable, frozenset] | None = None,
+                 cell: tuple[str, int, int] | None = None, identity: bool = False,
+                 stateful: bool = False):
+        set_field(self, "op_type", op_type)
+        set_field(self, "domain", domain)
+        set_field(self, "since", since)
+        set_field(self, "factory", factory)
+        set_field(self, "out", out)
+        set_field(self, "multi", multi)
+        set_field(self, "batch", batch)
+        set_field(self, "batch_if", batch_if)
+        set_field(self, "scalar", scalar)
+        set_field(self, "cell", cell)
+        set_field(self, "identity", identity)
+        set_field(self, "stateful", stateful)
 
     def build(self, attrs: dict[str, Any], n_outputs: int = 1) -> Callable:
         """Bind `attrs`; a ``multi`` factory also learns how many outputs the node has."""
@@ -135,17 +143,21 @@ class KernelDef:
         return self.batch is not None and (self.batch_if is None or self.batch_if(attrs, batched))
 
 
-@dataclass(frozen=True)
-class Kernel:
-    """A kernel built for one node: the callable and what the runner needs to know of it."""
+class Kernel(FrozenRecord):
+    """A kernel built for one node: the callable and what the runner needs to know of it:
+    whether it is `multi`, whether it takes ``out=`` for its (first) result (`out`), and
+    whether it takes its destination as one more positional argument (`positional_out`: a ufunc
+    of the node's arity, so no keyword dict per call)."""
 
-    fn: Callable
-    definition: KernelDef
-    multi: bool
-    out: bool  # takes out= for its (first) result
-    # A ufunc of the node's arity takes its destination as one more positional argument (no
-    # keyword dict per call).
-    positional_out: bool
+    _fields = ("fn", "definition", "multi", "out", "positional_out")
+
+    def __init__(self, fn: Callable, definition: KernelDef, multi: bool, out: bool,
+                 positional_out: bool):
+        set_field(self, "fn", fn)
+        set_field(self, "definition", definition)
+        set_field(self, "multi", multi)
+        set_field(self, "out", out)
+        set_field(self, "positional_out", positional_out)
 
 
 _TABLE: dict[tuple[str, str], list[KernelDef]] = {}
