@@ -7,22 +7,21 @@ recurrent step that runs many steps in one call. A kernel states them with `decl
 built; the engine reads them with `abilities_of` where it compiles, plans or starts a run, never
 once an iteration.
 
-This module imports nothing of cyloop's: the products in `accel/`, below the kernels, state
-theirs too.
+This module imports nothing of cyloop's but its records' base (`_records`): the products in
+`accel/`, below the kernels, state theirs too.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+from ._records import FrozenRecord, set_field
 
 __all__ = ["NO_ABILITIES", "Abilities", "GemmForm", "Recurrence", "abilities_of", "declare"]
 
 
-@dataclass(frozen=True)
-class Recurrence:
+class Recurrence(FrozenRecord):
     """A recurrent step, as a built kernel declares itself (its ``recurrence`` ability):
     argument `per_step` is new each step (x_t, a row of a hoisted projection), and result j is
     the next step's argument ``feedback[j]`` (h', c'); its other arguments stay the same.
@@ -37,24 +36,28 @@ class Recurrence:
     copied there. It returns the last step's results (a tuple, one per result, whether or not
     the kernel is ``multi``), or None, having written nothing, for operands it does not take."""
 
-    per_step: int
-    feedback: tuple[int, ...]
+    _fields = ("per_step", "feedback")
+
+    def __init__(self, per_step: int, feedback: tuple[int, ...]):
+        set_field(self, "per_step", per_step)
+        set_field(self, "feedback", feedback)
 
 
-@dataclass(frozen=True)
-class GemmForm:
+class GemmForm(FrozenRecord):
     """An ONNX Gemm kernel's own parts, which its form on many rows at once reads (its ``gemm``
     ability; engine/chunks.py `gemm`): ``alpha * A @ B' + beta * C``, B' being B transposed with
     `trans_b`, and `product`, the kernel's product of A by B (taking B as the node has it)."""
 
-    alpha: float
-    beta: float
-    trans_b: bool
-    product: Callable
+    _fields = ("alpha", "beta", "trans_b", "product")
+
+    def __init__(self, alpha: float, beta: float, trans_b: bool, product: Callable):
+        set_field(self, "alpha", alpha)
+        set_field(self, "beta", beta)
+        set_field(self, "trans_b", trans_b)
+        set_field(self, "product", product)
 
 
-@dataclass(frozen=True)
-class Abilities:
+class Abilities(FrozenRecord):
     """What one built kernel can do, each field's default being that it cannot.
 
     - `measured`: its measured choice of equivalent formulations (an `accel.measured.Measured`).
@@ -84,20 +87,28 @@ class Abilities:
     - `gemm`: it is ONNX's Gemm, whose parts (a `GemmForm`) its hoisted form reads.
     """
 
-    measured: Any = None  # (an accel.measured.Measured: not imported here, see the module)
-    products: bool = False
-    cores: Any = None  # (a kernels.recurrent.sequences._Cores)
-    recurrence: Recurrence | None = None
-    steps_for: Callable[..., Callable | None] | None = None
-    steps_hold: bool = False
-    updates_first: bool = False
-    gemm: GemmForm | None = None
+    _fields = ("measured", "products", "cores", "recurrence", "steps_for", "steps_hold",
+               "updates_first", "gemm")
 
-    def __post_init__(self):
-        if self.recurrence is not None and self.steps_for is None:
+    def __init__(self, measured: Any = None, products: bool = False, cores: Any = None,
+                 recurrence: Recurrence | None = None,
+                 steps_for: Callable[..., Callable | None] | None = None,
+                 steps_hold: bool = False, updates_first: bool = False,
+                 gemm: GemmForm | None = None):
+        # (`measured`: an accel.measured.Measured, not imported here, see the module; `cores`:
+        # a kernels.recurrent.sequences._Cores)
+        if recurrence is not None and steps_for is None:
             raise ValueError("a recurrent step declares its steps_for too")
-        if self.steps_hold and self.steps_for is None:
+        if steps_hold and steps_for is None:
             raise ValueError("steps_hold says how steps_for answers: declare steps_for")
+        set_field(self, "measured", measured)
+        set_field(self, "products", products)
+        set_field(self, "cores", cores)
+        set_field(self, "recurrence", recurrence)
+        set_field(self, "steps_for", steps_for)
+        set_field(self, "steps_hold", steps_hold)
+        set_field(self, "updates_first", updates_first)
+        set_field(self, "gemm", gemm)
 
     @property
     def own_node_state(self) -> bool:
@@ -115,7 +126,7 @@ def declare(fn, like: Abilities | None = None, /, **abilities):
     """`fn`, a built kernel (or a measured choice's candidate), declaring `abilities` (the
     fields of `Abilities`); the fields not given keep what `like` says, or, without it, what
     `fn` declared before (nothing: the defaults). Returns `fn`."""
-    record = dataclasses.replace(abilities_of(fn) if like is None else like, **abilities)
+    record = (abilities_of(fn) if like is None else like).replace(**abilities)
     setattr(fn, _ATTRIBUTE, record)
     return fn
 

@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
+from ._records import FrozenRecord, Record, set_field
 from .errors import ModelError
 
 __all__ = [
@@ -102,15 +103,17 @@ class Value:
         return f"Value({', '.join(shown)})"
 
 
-@dataclass(frozen=True, slots=True)
-class NodeRef:
+class NodeRef(FrozenRecord):
     """A node of the model as the plan and errors name it, kept where the engine puts nodes of
     its own in the model's place (a fused step's ``fused_from``, a split cell's ``split_from``):
     its op, its name ("" if none) and its first output."""
 
-    op: str
-    name: str
-    output: str
+    __slots__ = _fields = ("op", "name", "output")
+
+    def __init__(self, op: str, name: str, output: str):
+        set_field(self, "op", op)
+        set_field(self, "name", name)
+        set_field(self, "output", output)
 
     @property
     def label(self) -> str:
@@ -266,10 +269,13 @@ def fresh_name(name: str, taken: set[str]) -> str:
     return candidate
 
 
-class OuterInput(NamedTuple):
+class OuterInput(FrozenRecord):
     """A loop operand read from the loop node's input at `index` (trip count, initial condition)."""
 
-    index: int
+    __slots__ = _fields = ("index",)
+
+    def __init__(self, index: int):
+        set_field(self, "index", index)
 
 
 @dataclass
@@ -535,16 +541,18 @@ class LoopSpec:
                     None)
 
 
-@dataclass(frozen=True)
-class Slicing:
+class Slicing(FrozenRecord):
     """One sliced input in one run: its value (read-only), the axis, how many parts it has and
     where part 0 starts along the axis (part i starts at ``first + i * desc.stride``)."""
 
-    desc: SlicedInput
-    value: np.ndarray
-    axis: int
-    count: int
-    first: int
+    _fields = ("desc", "value", "axis", "count", "first")
+
+    def __init__(self, desc: SlicedInput, value: np.ndarray, axis: int, count: int, first: int):
+        set_field(self, "desc", desc)
+        set_field(self, "value", value)
+        set_field(self, "axis", axis)
+        set_field(self, "count", count)
+        set_field(self, "first", first)
 
     @classmethod
     def of(cls, desc: SlicedInput, value, label: str) -> Slicing:
@@ -568,22 +576,26 @@ class Slicing:
         return self.value[tuple(index)]
 
 
-class LoopRun(NamedTuple):
+class LoopRun(Record):
     """One run of a loop, read from its operands by `LoopSpec.resolve`.
 
     The loop runs while its condition holds and fewer than `trip_count` iterations have run
     (None: unbounded); iteration `stop_at` (past a Loop-5 input's last part) must not run:
     `stop_error` is what it raises. `exact` is the number of iterations when nothing can stop
     the loop early, `bound` the most it can run (with what the run's limits leave; both None
-    when unknown).
+    when unknown). Made for each run and read, never changed.
     """
 
-    trip_count: int | None
-    go: bool
-    slicings: dict[int, Slicing]
-    stop_at: int | None
-    exact: int | None
-    bound: int | None
+    __slots__ = _fields = ("trip_count", "go", "slicings", "stop_at", "exact", "bound")
+
+    def __init__(self, trip_count: int | None, go: bool, slicings: dict[int, Slicing],
+                 stop_at: int | None, exact: int | None, bound: int | None):
+        self.trip_count = trip_count
+        self.go = go
+        self.slicings = slicings
+        self.stop_at = stop_at
+        self.exact = exact
+        self.bound = bound
 
     def stop_error(self, i: int, label: str) -> ModelError:
         short = next(s for s in self.slicings.values() if s.count <= i)

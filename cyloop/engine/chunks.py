@@ -9,12 +9,11 @@ from __future__ import annotations
 import contextlib
 import threading
 from time import perf_counter
-from typing import NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .._records import Record
+from .._records import FrozenRecord, Record, set_field
 from ..accel.gemm import Prepared, PreparedPair, bit_view_type, rows_plus, splits_now
 from ..accel.measured import Measured, untimed
 from ..errors import CyloopError, ExecutionError, ResourceLimitError
@@ -27,28 +26,38 @@ __all__ = ["CaptureStatic", "ComputedStatic", "ConstStatic", "GatherSource", "Ho
            "IterationSource", "OuterStatic", "SlicedSource", "bias_joined", "gemm", "once"]
 
 
-# Where batched values come from: row i is what iteration i sees.
-class SlicedSource(NamedTuple):
+# Where batched values come from: row i is what iteration i sees. (Records, not named tuples: a
+# SlicedSource(0, desc) must not equal a tuple, nor an IterationSource() a ComputedStatic().)
+class SlicedSource(FrozenRecord):
     """Part i of the loop's sliced input #`index`."""
 
-    index: int
-    desc: SlicedInput
+    __slots__ = _fields = ("index", "desc")
+
+    def __init__(self, index: int, desc: SlicedInput):
+        set_field(self, "index", index)
+        set_field(self, "desc", desc)
 
 
-class IterationSource(NamedTuple):
+class IterationSource(FrozenRecord):
     """The iteration number i itself."""
 
+    __slots__ = _fields = ()
 
-class GatherSource(NamedTuple):
+
+class GatherSource(FrozenRecord):
     """``Gather(data, i)`` of a static `data` along `axis`; `label` names the Gather node (as
     errors do), `work` what it is for the plan (a plan.HoistedWork); `index_type`, the integer
     type i was cast to before the Gather read it (None: the iteration number itself)."""
 
-    data: str
-    axis: int
-    label: str
-    work: object = None
-    index_type: np.dtype | None = None
+    __slots__ = _fields = ("data", "axis", "label", "work", "index_type")
+
+    def __init__(self, data: str, axis: int, label: str, work=None,
+                 index_type: np.dtype | None = None):
+        set_field(self, "data", data)
+        set_field(self, "axis", axis)
+        set_field(self, "label", label)
+        set_field(self, "work", work)
+        set_field(self, "index_type", index_type)
 
 
 def _counts(source: GatherSource) -> int:
@@ -60,27 +69,38 @@ def _counts(source: GatherSource) -> int:
 
 
 # Where static values come from: the same at every iteration.
-class OuterStatic(NamedTuple):
+class OuterStatic(FrozenRecord):
     """The loop node's input #`index` (an invariant input)."""
 
-    index: int
+    __slots__ = _fields = ("index",)
+
+    def __init__(self, index: int):
+        set_field(self, "index", index)
 
 
-class CaptureStatic(NamedTuple):
+class CaptureStatic(FrozenRecord):
     """Outer-scope value #`index` the body captures."""
 
-    index: int
+    __slots__ = _fields = ("index",)
+
+    def __init__(self, index: int):
+        set_field(self, "index", index)
 
 
-class ConstStatic(NamedTuple):
+class ConstStatic(FrozenRecord):
     """A body constant."""
 
-    value: object
+    __slots__ = _fields = ("value",)
+
+    def __init__(self, value):
+        set_field(self, "value", value)
 
 
-class ComputedStatic(NamedTuple):
+class ComputedStatic(FrozenRecord):
     """A result of a body node whose inputs are all static: the same at every iteration, so
     computed once a run (a `HoistStep` with ``once``), at the run's first chunk."""
+
+    __slots__ = _fields = ()
 
 
 class HoistStep(Record):
