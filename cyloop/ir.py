@@ -29,6 +29,7 @@ A `SlicedInput` both bounds the loop (``slices_set_trip_count``: TensorIterator,
 from __future__ import annotations
 
 import dataclasses
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,8 +68,36 @@ MAX_NESTING = 100
 # The domain of OpenVINO layers' kernels (opset versions are per node, `Node.version`).
 OPENVINO_DOMAIN = "openvino"
 
+# The IR's classes are dataclasses (`dataclasses.fields`, `replace` and `asdict` work on them)
+# whose methods are written here, not generated: a dataclass compiles the methods it generates
+# from source as its module loads, which for these took a large part of `import cyloop`. Their
+# __init__ takes the fields in order, with their defaults (None for a field whose default is a
+# new list or dict); __repr__ and __eq__ (where the class has one) are those a dataclass makes.
+_ir_class = dataclass(init=False, repr=False, eq=False)
 
-@dataclass(eq=False, slots=True)
+
+@reprlib.recursive_repr()
+def _fields_repr(self) -> str:
+    """A dataclass's repr: its class and each field's."""
+    shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__dataclass_fields__)
+    return f"{type(self).__qualname__}({shown})"
+
+
+def _fields_eq(self, other):
+    """A dataclass's equality: the same object, or of the same class with each field equal."""
+    if self is other:
+        return True
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    same = True
+    for name in self.__dataclass_fields__:
+        same = getattr(self, name) == getattr(other, name)
+        if not same:
+            break
+    return same
+
+
+@dataclass(init=False, repr=False, eq=False, slots=True)
 class Value:
     """A named, optionally typed graph input or output. Shape entries: int, str (symbolic) or None.
 
@@ -86,13 +115,15 @@ class Value:
     key_dtype: np.dtype | None = None  # a map's keys (kinds "map" and "sequence_map")
     value_kind: str = "tensor"  # a map's values: "tensor" (scalars) or "sequence"
 
-    def __post_init__(self):
-        if self.dtype is not None:
-            self.dtype = np.dtype(self.dtype)
-        if self.key_dtype is not None:
-            self.key_dtype = np.dtype(self.key_dtype)
-        if self.shape is not None:
-            self.shape = tuple(self.shape)
+    def __init__(self, name: str, dtype: np.dtype | None = None, shape: tuple | None = None,
+                 kind: str = "tensor", key_dtype: np.dtype | None = None,
+                 value_kind: str = "tensor"):
+        self.name = name
+        self.dtype = None if dtype is None else np.dtype(dtype)
+        self.shape = None if shape is None else tuple(shape)
+        self.kind = kind
+        self.key_dtype = None if key_dtype is None else np.dtype(key_dtype)
+        self.value_kind = value_kind
 
     def __repr__(self) -> str:
         # (a map's fields only where it is one: a tensor's repr reads as it always has)
@@ -137,7 +168,7 @@ def and_list(items) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(init=False, repr=False, eq=False, slots=True)
 class Node:
     """One operation. An empty input name means the optional input is omitted. `version` is the
     op's version where the format states it per node (OpenVINO's ``opsetN``); otherwise the
@@ -155,6 +186,19 @@ class Node:
     domain: str = ""
     name: str = ""
     version: int | None = None
+
+    def __init__(self, op_type: str, inputs: list[str], outputs: list[str],
+                 attrs: dict[str, Any] | None = None, domain: str = "", name: str = "",
+                 version: int | None = None):
+        self.op_type = op_type
+        self.inputs = inputs
+        self.outputs = outputs
+        self.attrs = {} if attrs is None else attrs
+        self.domain = domain
+        self.name = name
+        self.version = version
+
+    __repr__ = _fields_repr
 
     @property
     def ref(self) -> NodeRef:
@@ -214,7 +258,7 @@ class Node:
         return found
 
 
-@dataclass(eq=False)
+@_ir_class
 class Graph:
     """A computation: inputs, initializers (constants), nodes in topological order, outputs."""
 
@@ -224,6 +268,18 @@ class Graph:
     initializers: dict[str, np.ndarray] = field(default_factory=dict)
     opsets: dict[str, int] = field(default_factory=dict)
     name: str = "graph"
+
+    def __init__(self, nodes: list[Node], inputs: list[Value], outputs: list[Value],
+                 initializers: dict[str, np.ndarray] | None = None,
+                 opsets: dict[str, int] | None = None, name: str = "graph"):
+        self.nodes = nodes
+        self.inputs = inputs
+        self.outputs = outputs
+        self.initializers = {} if initializers is None else initializers
+        self.opsets = {} if opsets is None else opsets
+        self.name = name
+
+    __repr__ = _fields_repr
 
     def free_names(self) -> list[str]:
         """Names this graph (or any graph nested in it) reads but does not define: outer-scope reads.
@@ -278,7 +334,7 @@ class OuterInput(FrozenRecord):
         set_field(self, "index", index)
 
 
-@dataclass
+@_ir_class
 class CarriedInput:
     """Initial value from the loop node's input `outer`; then `result` of the previous iteration."""
 
@@ -286,8 +342,16 @@ class CarriedInput:
     param: str
     result: str
 
+    def __init__(self, outer: int, param: str, result: str):
+        self.outer = outer
+        self.param = param
+        self.result = result
 
-@dataclass
+    __repr__ = _fields_repr
+    __eq__ = _fields_eq
+
+
+@_ir_class
 class SlicedInput:
     """Part i of the loop node's input `outer` along `axis` feeds `param` at iteration i.
 
@@ -305,14 +369,23 @@ class SlicedInput:
     part_size: int = 1
     keep_axis: bool = False
 
-    def __post_init__(self):
-        if self.start is None:
-            self.start = 0 if self.stride > 0 else -1
-        if self.end is None:
-            self.end = -1 if self.stride > 0 else 0
+    def __init__(self, outer: int, param: str, axis: int = 0, start: int | None = None,
+                 end: int | None = None, stride: int = 1, part_size: int = 1,
+                 keep_axis: bool = False):
+        self.outer = outer
+        self.param = param
+        self.axis = axis
+        self.start = (0 if stride > 0 else -1) if start is None else start
+        self.end = (-1 if stride > 0 else 0) if end is None else end
+        self.stride = stride
+        self.part_size = part_size
+        self.keep_axis = keep_axis
+
+    __repr__ = _fields_repr
+    __eq__ = _fields_eq
 
 
-@dataclass
+@_ir_class
 class InvariantInput:
     """The loop node's input `outer` feeds `param` unchanged at every iteration. `result`, if
     set, is a body output returning it unchanged (a carried value its body passes through, read
@@ -323,8 +396,16 @@ class InvariantInput:
     param: str
     result: str | None = None
 
+    def __init__(self, outer: int, param: str, result: str | None = None):
+        self.outer = outer
+        self.param = param
+        self.result = result
 
-@dataclass
+    __repr__ = _fields_repr
+    __eq__ = _fields_eq
+
+
+@_ir_class
 class LastOutput:
     """The value of body output `result` after the final iteration. `carried`, if set, is the
     index (in `LoopSpec.inputs`) of the carried input whose final value it is (ONNX's Loop and
@@ -334,8 +415,15 @@ class LastOutput:
     result: str
     carried: int | None = None
 
+    def __init__(self, result: str, carried: int | None = None):
+        self.result = result
+        self.carried = carried
 
-@dataclass
+    __repr__ = _fields_repr
+    __eq__ = _fields_eq
+
+
+@_ir_class
 class ConcatOutput:
     """The values of body output `result`, one per iteration, joined along `axis`.
 
@@ -352,6 +440,17 @@ class ConcatOutput:
     # stacked after the loop (engine/stacking.py), for the plan: (the sequence's name, the
     # `NodeRef` of the node appending to it, that of the node stacking it).
     sequence: tuple | None = None
+
+    def __init__(self, result: str, axis: int = 0, reverse: bool = False, new_axis: bool = True,
+                 sequence: tuple | None = None):
+        self.result = result
+        self.axis = axis
+        self.reverse = reverse
+        self.new_axis = new_axis
+        self.sequence = sequence
+
+    __repr__ = _fields_repr
+    __eq__ = _fields_eq
 
     def empty(self, declared: Value | None) -> np.ndarray:
         """The output of zero iterations: `declared`'s dims with 0 slots (unknown dims count 0)."""
@@ -378,7 +477,7 @@ LoopInput = CarriedInput | SlicedInput | InvariantInput
 LoopOutput = LastOutput | ConcatOutput
 
 
-@dataclass
+@_ir_class
 class LoopSpec:
     """One iteration operator, whatever format it came from. See the module docstring."""
 
@@ -392,6 +491,27 @@ class LoopSpec:
     cond_result: str | None = None
     negative_trip_count_unbounded: bool = False
     slices_set_trip_count: bool = True
+
+    def __init__(self, body: Graph, inputs: list[LoopInput] | None = None,
+                 outputs: list[LoopOutput] | None = None,
+                 trip_count: int | OuterInput | None = None,
+                 initial_cond: bool | OuterInput | None = None,
+                 iteration_param: str | None = None, cond_param: str | None = None,
+                 cond_result: str | None = None, negative_trip_count_unbounded: bool = False,
+                 slices_set_trip_count: bool = True):
+        self.body = body
+        self.inputs = [] if inputs is None else inputs
+        self.outputs = [] if outputs is None else outputs
+        self.trip_count = trip_count
+        self.initial_cond = initial_cond
+        self.iteration_param = iteration_param
+        self.cond_param = cond_param
+        self.cond_result = cond_result
+        self.negative_trip_count_unbounded = negative_trip_count_unbounded
+        self.slices_set_trip_count = slices_set_trip_count
+
+    __repr__ = _fields_repr
+    __eq__ = _fields_eq
 
     def validate(self, label: str, n_outer: int) -> None:
         """Check the spec against its body; raise `ModelError` naming `label` and the port."""
