@@ -5,13 +5,41 @@ A dataclass compiles its methods from generated source as its module loads, a fe
 millisecond a class, which dozens of records made a large part of the import. These records are
 plain classes with their own ``__init__``; what a dataclass would generate besides, equality,
 ``repr``, pickling and ``replace``, they share from `Record`, which reads their fields from
-``_fields``. (The public IR, `cyloop.ir`, stays made of dataclasses: users may ``replace`` and
-``asdict`` them.)
+``_fields``.
+
+The public IR (`cyloop.ir`) and `Settings` stay dataclasses, so that ``dataclasses.replace`` and
+``asdict`` work on them, declared with the methods a dataclass generates turned off and written
+instead: their own ``__init__``, and `dataclass_repr` and `dataclass_eq`, what a dataclass's
+``__repr__`` and ``__eq__`` do.
 """
 
 from __future__ import annotations
 
-__all__ = ["FrozenRecord", "Record", "set_field"]
+import reprlib
+
+__all__ = ["FrozenRecord", "Record", "dataclass_eq", "dataclass_repr", "set_field"]
+
+
+@reprlib.recursive_repr()
+def dataclass_repr(self) -> str:
+    """A dataclass's ``__repr__``: its class and each field's."""
+    shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__dataclass_fields__)
+    return f"{type(self).__qualname__}({shown})"
+
+
+def dataclass_eq(self, other):
+    """A dataclass's ``__eq__``: the same object, or one of the same class with each field equal
+    (compared in order until one is not)."""
+    if self is other:
+        return True
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    same = True
+    for name in self.__dataclass_fields__:
+        same = getattr(self, name) == getattr(other, name)
+        if not same:
+            break
+    return same
 
 
 class Record:

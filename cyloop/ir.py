@@ -29,13 +29,12 @@ A `SlicedInput` both bounds the loop (``slices_set_trip_count``: TensorIterator,
 from __future__ import annotations
 
 import dataclasses
-import reprlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ._records import FrozenRecord, Record, set_field
+from ._records import FrozenRecord, Record, dataclass_eq, dataclass_repr, set_field
 from .errors import ModelError
 
 __all__ = [
@@ -69,32 +68,10 @@ MAX_NESTING = 100
 OPENVINO_DOMAIN = "openvino"
 
 # The IR's classes are dataclasses (`dataclasses.fields`, `replace` and `asdict` work on them)
-# whose methods are written here, not generated: a dataclass compiles the methods it generates
-# from source as its module loads, which for these took a large part of `import cyloop`. Their
-# __init__ takes the fields in order, with their defaults (None for a field whose default is a
-# new list or dict); __repr__ and __eq__ (where the class has one) are those a dataclass makes.
+# whose methods are written here, not generated (see `_records`): their __init__ takes the fields
+# in order, with their defaults (None for a field whose default is a new list or dict); __repr__
+# and __eq__ (where the class has one) are those a dataclass makes.
 _ir_class = dataclass(init=False, repr=False, eq=False)
-
-
-@reprlib.recursive_repr()
-def _fields_repr(self) -> str:
-    """A dataclass's repr: its class and each field's."""
-    shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__dataclass_fields__)
-    return f"{type(self).__qualname__}({shown})"
-
-
-def _fields_eq(self, other):
-    """A dataclass's equality: the same object, or of the same class with each field equal."""
-    if self is other:
-        return True
-    if other.__class__ is not self.__class__:
-        return NotImplemented
-    same = True
-    for name in self.__dataclass_fields__:
-        same = getattr(self, name) == getattr(other, name)
-        if not same:
-            break
-    return same
 
 
 @dataclass(init=False, repr=False, eq=False, slots=True)
@@ -198,7 +175,7 @@ class Node:
         self.name = name
         self.version = version
 
-    __repr__ = _fields_repr
+    __repr__ = dataclass_repr
 
     @property
     def ref(self) -> NodeRef:
@@ -279,7 +256,7 @@ class Graph:
         self.opsets = {} if opsets is None else opsets
         self.name = name
 
-    __repr__ = _fields_repr
+    __repr__ = dataclass_repr
 
     def free_names(self) -> list[str]:
         """Names this graph (or any graph nested in it) reads but does not define: outer-scope reads.
@@ -347,8 +324,8 @@ class CarriedInput:
         self.param = param
         self.result = result
 
-    __repr__ = _fields_repr
-    __eq__ = _fields_eq
+    __repr__ = dataclass_repr
+    __eq__ = dataclass_eq
 
 
 @_ir_class
@@ -381,8 +358,8 @@ class SlicedInput:
         self.part_size = part_size
         self.keep_axis = keep_axis
 
-    __repr__ = _fields_repr
-    __eq__ = _fields_eq
+    __repr__ = dataclass_repr
+    __eq__ = dataclass_eq
 
 
 @_ir_class
@@ -401,8 +378,8 @@ class InvariantInput:
         self.param = param
         self.result = result
 
-    __repr__ = _fields_repr
-    __eq__ = _fields_eq
+    __repr__ = dataclass_repr
+    __eq__ = dataclass_eq
 
 
 @_ir_class
@@ -419,8 +396,8 @@ class LastOutput:
         self.result = result
         self.carried = carried
 
-    __repr__ = _fields_repr
-    __eq__ = _fields_eq
+    __repr__ = dataclass_repr
+    __eq__ = dataclass_eq
 
 
 @_ir_class
@@ -449,8 +426,8 @@ class ConcatOutput:
         self.new_axis = new_axis
         self.sequence = sequence
 
-    __repr__ = _fields_repr
-    __eq__ = _fields_eq
+    __repr__ = dataclass_repr
+    __eq__ = dataclass_eq
 
     def empty(self, declared: Value | None) -> np.ndarray:
         """The output of zero iterations: `declared`'s dims with 0 slots (unknown dims count 0)."""
@@ -510,8 +487,8 @@ class LoopSpec:
         self.negative_trip_count_unbounded = negative_trip_count_unbounded
         self.slices_set_trip_count = slices_set_trip_count
 
-    __repr__ = _fields_repr
-    __eq__ = _fields_eq
+    __repr__ = dataclass_repr
+    __eq__ = dataclass_eq
 
     def validate(self, label: str, n_outer: int) -> None:
         """Check the spec against its body; raise `ModelError` naming `label` and the port."""

@@ -9,10 +9,11 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from dataclasses import dataclass
+from dataclasses import FrozenInstanceError, dataclass
 
 import numpy as np
 
+from .._records import dataclass_eq, dataclass_repr
 from ..errors import InputError
 from ..tuning import (  # (the engine's tuning, read from here too)
     CHUNK_BUDGETS,
@@ -59,7 +60,8 @@ COUNTERS = (
 AT_ONCE = "at once"
 
 
-@dataclass(frozen=True)
+# (A frozen dataclass, its methods written, not generated: see cyloop/_records.py.)
+@dataclass(init=False, repr=False, eq=False)
 class Settings:
     """Choices fixed when a model is compiled.
 
@@ -87,6 +89,32 @@ class Settings:
     tune: bool | str = True
     time_limit: float | None = None
     memory_limit: int | None = None
+
+    def __init__(self, driver: str = "cython",
+                 max_iterations: int | None = DEFAULT_MAX_ITERATIONS, progress: object = None,
+                 hoist: bool = True, tune: bool | str = True, time_limit: float | None = None,
+                 memory_limit: int | None = None):
+        set_field = object.__setattr__
+        set_field(self, "driver", driver)
+        set_field(self, "max_iterations", max_iterations)
+        set_field(self, "progress", progress)
+        set_field(self, "hoist", hoist)
+        set_field(self, "tune", tune)
+        set_field(self, "time_limit", time_limit)
+        set_field(self, "memory_limit", memory_limit)
+
+    __repr__ = dataclass_repr
+    __eq__ = dataclass_eq
+
+    def __hash__(self) -> int:
+        return hash((self.driver, self.max_iterations, self.progress, self.hoist, self.tune,
+                     self.time_limit, self.memory_limit))
+
+    def __setattr__(self, name, value):
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name):
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
 
     @classmethod
     def make(cls, driver: str | None = None, max_iterations: int | None = DEFAULT_MAX_ITERATIONS,
