@@ -16,7 +16,6 @@ carved out of a numpy allocation.
 from __future__ import annotations
 
 import math
-import mmap
 import weakref
 
 import numpy as np
@@ -28,8 +27,6 @@ __all__ = ["ALIGNMENT", "MAPPED_BYTES", "SMALL_WEIGHT_BYTES", "aligned", "aligne
 
 # Bytes an array is aligned to: a cache line, and the widest SIMD load (AVX-512).
 ALIGNMENT = 64
-# A private anonymous mapping where the platform has one (not on Windows: there the C heap).
-_PRIVATE = getattr(mmap, "MAP_PRIVATE", None), getattr(mmap, "MAP_ANONYMOUS", None)
 # id -> weak reference, of every array `aligned_empty` made that is still alive: each is the one
 # array on a block of memory allocated for it (see `owns_memory`).
 _MADE: dict[int, weakref.ref] = {}
@@ -63,9 +60,17 @@ def aligned_empty(shape, dtype, smallest: int = 0) -> np.ndarray:
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < smallest or nbytes == 0:
         return np.empty(shape, dtype)
-    if nbytes >= MAPPED_BYTES and None not in _PRIVATE:
-        mapping = mmap.mmap(-1, nbytes, flags=_PRIVATE[0] | _PRIVATE[1])
-        return _made(np.ndarray(shape, dtype, buffer=mapping))
+    if nbytes >= MAPPED_BYTES:
+        # (mmap is imported here, the first time an array this large is made: most models have
+        # none, and importing it took a tenth of `import cyloop`)
+        import mmap
+
+        # A private anonymous mapping where the platform has one (not on Windows: there the C
+        # heap).
+        private = getattr(mmap, "MAP_PRIVATE", None), getattr(mmap, "MAP_ANONYMOUS", None)
+        if None not in private:
+            mapping = mmap.mmap(-1, nbytes, flags=private[0] | private[1])
+            return _made(np.ndarray(shape, dtype, buffer=mapping))
     raw = np.empty(nbytes + ALIGNMENT, np.uint8)
     return _made(np.ndarray(shape, dtype, buffer=raw, offset=-raw.ctypes.data % ALIGNMENT))
 
