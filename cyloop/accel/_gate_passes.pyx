@@ -25,7 +25,7 @@ from numpy cimport npy_intp
 
 import numpy as np
 
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
 from cyloop.accel.extent cimport arrays_overlap, rows_overlap
@@ -466,6 +466,12 @@ cdef void _lstm_piece(const void *job_, int64_t index) noexcept nogil:
                 cyl_job_or(&job.raised[k], raised[k])
 
 
+cdef bint _value(cnp.ndarray a, int type_num) noexcept:
+    """Whether `a` is 0-d, of `type_num`, aligned and in native byte order."""
+    return cnp.PyArray_NDIM(a) == 0 and cnp.PyArray_TYPE(a) == type_num \
+        and cnp.PyArray_ISNOTSWAPPED(a) and cnp.PyArray_ISALIGNED(a)
+
+
 cdef bint _operand(cnp.ndarray a, int type_num, int nd) noexcept:
     """Whether `a` has `nd` axes, is of `type_num`, aligned, in native byte order, unit-strided
     along its last axis and with whole-element, non-negative other strides."""
@@ -704,13 +710,31 @@ cdef struct TanhJob:  # `product_tanh` as a job of pieces, each a block of the b
     npy_intp r_stride
     const char *x  # [batch, width], rows `x_stride` bytes apart (0: one row for all)
     npy_intp x_stride
+    bint x_one  # x is one value for every element (a 0-d x)
     Rows out  # [batch, width]
     int *raised  # the tanh pass's flags, over every piece
 
 
+cdef inline void _fill(char *row, const char *value, npy_intp width,
+                       npy_intp item) noexcept nogil:
+    """`width` elements of `item` bytes (4 or 8) at `row`, each the bits of the one at `value`."""
+    cdef npy_intp j
+    cdef uint32_t bits32
+    cdef uint64_t bits64
+    if item == 4:
+        memcpy(&bits32, value, 4)
+        for j in range(width):
+            (<uint32_t *>row)[j] = bits32
+    else:
+        memcpy(&bits64, value, 8)
+        for j in range(width):
+            (<uint64_t *>row)[j] = bits64
+
+
 cdef void _tanh_piece(const void *job_, int64_t index) noexcept nogil:
-    """Piece `index` of a `TanhJob`: x's rows copied into its rows of out, h's rows times r added
-    by one gemm, then tanh over them in place."""
+    """Piece `index` of a `TanhJob`: x's rows copied into its rows of out (x's one value into
+    each element, for a 0-d x), h's rows times r added by one gemm, then tanh over them in
+    place."""
     cdef const TanhJob *job = <const TanhJob *>job_
     cdef npy_intp first = index * job.rows, width = job.width, item = job.item, k
     cdef npy_intp rows = min(job.rows, job.batch - first)
@@ -718,7 +742,10 @@ cdef void _tanh_piece(const void *job_, int64_t index) noexcept nogil:
     cdef int raised[1]
     out.data += first * out.stride
     for k in range(rows):
-        memcpy(out.data + k * out.stride, job.x + (first + k) * job.x_stride, width * item)
+        if job.x_one:
+            _fill(out.data + k * out.stride, job.x, width, item)
+        else:
+            memcpy(out.data + k * out.stride, job.x + (first + k) * job.x_stride, width * item)
     gemm(job.double_precision, rows, width, job.inputs, job.h + first * job.h_stride * item,
          job.h_stride, job.r, job.r_stride, out.data, out.stride // item, True)
     feclearexcept(_WATCHED)
@@ -731,8 +758,9 @@ def product_tanh(cnp.ndarray h, cnp.ndarray r, object x, object out, bint two_co
     """``tanh(x + h @ r)`` (a plain RNN's step) as one call, or None for operands it does not
     take (nothing is written then).
 
-    h [B, K], r [K, N] and x [B, N] (or one row for every batch row: [1, N] or [N]), all of one
-    float type, aligned, in native byte order and unit-strided along their last axis; ``out`` a
+    h [B, K], r [K, N] and x [B, N] (or one row for every batch row: [1, N] or [N]; or one
+    value for every element: 0-d, a numpy scalar too), all of one float type, aligned, in
+    native byte order and unit-strided along their last axis; ``out`` a
     [B, N] array with contiguous rows apart from one another, overlapping no operand (h only by
     whole rows of another slot), or None (a fresh one). One job of pieces, each a block of the
     batch's rows: x's rows copied into out's, one gemm call (numpy's own BLAS, `_two_core.gemm`,
@@ -743,6 +771,8 @@ def product_tanh(cnp.ndarray h, cnp.ndarray r, object x, object out, bint two_co
     `_two_core`'s products are not)."""
     cdef TanhJob job
     cdef int raised[1]
+    if isinstance(x, np.generic):
+        x = np.asarray(x)
     if not isinstance(x, np.ndarray) or not _tanh_job(&job, h, r, x, out, two_cores, raised):
         return None
     result = _made_into(out, cnp.PyArray_TYPE(h), job.batch, job.width, &job.out)
@@ -810,21 +840,20 @@ cdef bint _tanh_job(TanhJob *job, cnp.ndarray h, cnp.ndarray r, cnp.ndarray x, o
                     bint two_cores, int *raised):
     """Whether `product_tanh` takes these operands; if so `job` is set up for its step, all but
     where h' goes when `out` is None (``job.out``), with `raised` (cleared) for its flags."""
-    cdef int type_num = cnp.PyArray_TYPE(h)
+    cdef int type_num = cnp.PyArray_TYPE(h), x_nd = cnp.PyArray_NDIM(x)
     cdef Loops *loops = _loops_of(type_num)
     cdef npy_intp batch, inputs, width, item
     if loops == NULL or not has_gemm(type_num == cnp.NPY_DOUBLE) \
             or not (_operand(h, type_num, 2) and _operand(r, type_num, 2)
-                    and _operand(x, type_num, cnp.PyArray_NDIM(x))):
+                    and (_operand(x, type_num, x_nd) if x_nd else _value(x, type_num))):
         return False
     batch, inputs = cnp.PyArray_DIM(h, 0), cnp.PyArray_DIM(h, 1)
     width, item = cnp.PyArray_DIM(r, 1), cnp.PyArray_ITEMSIZE(h)
     if batch * inputs * width == 0 or cnp.PyArray_DIM(r, 0) != inputs \
             or cnp.PyArray_STRIDE(r, 0) < width * item and inputs > 1 \
             or cnp.PyArray_STRIDE(h, 0) < inputs * item and batch > 1 \
-            or not 1 <= cnp.PyArray_NDIM(x) <= 2 \
-            or cnp.PyArray_DIM(x, cnp.PyArray_NDIM(x) - 1) != width \
-            or cnp.PyArray_NDIM(x) == 2 and cnp.PyArray_DIM(x, 0) not in (1, batch):
+            or x_nd > 2 or x_nd and cnp.PyArray_DIM(x, x_nd - 1) != width \
+            or x_nd == 2 and cnp.PyArray_DIM(x, 0) not in (1, batch):
         return False
     if out is not None and (not isinstance(out, np.ndarray)
                             or not _rows_of(out, type_num, batch, width, &job.out)
@@ -843,8 +872,8 @@ cdef bint _tanh_job(TanhJob *job, cnp.ndarray h, cnp.ndarray r, cnp.ndarray x, o
     job.r = <const char *>cnp.PyArray_DATA(r)
     job.r_stride = cnp.PyArray_STRIDE(r, 0) // item if inputs > 1 else width
     job.x = <const char *>cnp.PyArray_DATA(x)
-    job.x_stride = 0 if cnp.PyArray_NDIM(x) == 1 or cnp.PyArray_DIM(x, 0) == 1 \
-        else cnp.PyArray_STRIDE(x, 0)
+    job.x_one = x_nd == 0
+    job.x_stride = 0 if x_nd <= 1 or cnp.PyArray_DIM(x, 0) == 1 else cnp.PyArray_STRIDE(x, 0)
     raised[0] = 0
     job.raised = raised
     job.job.run = _tanh_piece

@@ -1180,25 +1180,29 @@ def _product_then_tanh(h, r, x):
 @settings(max_examples=80, deadline=None)
 @given(dtype=st.sampled_from(["float32", "float64"]), batch=st.integers(1, 20),
        inputs=st.integers(1, 40), width=st.integers(1, 40),
-       x_form=st.sampled_from(["rows", "strided rows", "one row", "1-D"]),
+       x_form=st.sampled_from(["rows", "strided rows", "one row", "1-D", "0-d",
+                               "a numpy scalar"]),
        out_form=st.sampled_from(["none", "contiguous", "strided"]), two_cores=st.booleans(),
        seed=st.integers(0, 2**16))
 def test_the_product_and_tanh_make_what_the_product_then_tanh_make(
         _blas, dtype, batch, inputs, width, x_form, out_form, two_cores, seed):
-    """On one core, exactly BLAS's product into x's copy then np.tanh; on two cores, where each
-    piece's gemm makes its rows, the same to rounding; both tanh(x + h @ r) in float64."""
+    """On one core, exactly BLAS's product into x's copy (a row of x's one value, for a 0-d x)
+    then np.tanh; on two cores, where each piece's gemm makes its rows, the same to rounding;
+    both tanh(x + h @ r) in float64."""
     rng = np.random.default_rng(seed)
     h = rng.standard_normal((batch, inputs)).astype(dtype)
     r = (rng.standard_normal((inputs, width)) / np.sqrt(inputs)).astype(dtype)
     x = {"rows": lambda: rng.standard_normal((batch, width)),
          "strided rows": lambda: rng.standard_normal((batch, 3, width))[:, 1],
          "one row": lambda: rng.standard_normal((1, width)),
-         "1-D": lambda: rng.standard_normal(width)}[x_form]().astype(dtype)
+         "1-D": lambda: rng.standard_normal(width),
+         "0-d": lambda: np.asarray(rng.standard_normal()),
+         "a numpy scalar": lambda: np.float64(rng.standard_normal())}[x_form]().astype(dtype)
     before = [a.copy() for a in (h, r, x)]
     output = np.full((batch, 3, width), np.nan, dtype)
     out = {"none": None, "contiguous": np.full((batch, width), np.nan, dtype),
            "strided": output[:, 1]}[out_form]
-    want = _product_then_tanh(h, r, x)
+    want = _product_then_tanh(h, r, np.full(width, x) if np.ndim(x) == 0 else x)
     got = product_tanh(h, r, x, out, two_cores)
     if two_cores:
         tol = 1e-6 if dtype == "float32" else 1e-14
@@ -1331,7 +1335,9 @@ def _product_tanh_unfit_cases(rng):
         "x of another width": (h, r, a(3, 6), None),
         "x of another batch": (h, r, a(2, 5), None),
         "x 3-D": (h, r, a(1, 3, 5), None),
-        "x a numpy scalar": (h, r, np.float32(0.5), None),
+        "x 0-d of another dtype": (h, r, np.asarray(0.5), None),
+        "x a numpy scalar of another dtype": (h, r, np.float64(0.5), None),
+        "x 0-d byte-swapped": (h, r, np.asarray(0.5, ">f4"), None),
         "x a Python float": (h, r, 0.5, None),
         "empty": (a(0, 4), r, a(0, 5), None),
         "out of another dtype": (h, r, x, a(3, 5, dtype=np.float64)),
