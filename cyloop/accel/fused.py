@@ -21,6 +21,8 @@ from .gemm import (
     Prepared,
     matmul_plus,
     plus,
+    product_key,
+    product_label,
     products_on_two_cores,
     rows_apart,
     splits_now,
@@ -300,7 +302,7 @@ def product_plus(attrs):
             return matmul_plus(h, as_rows(r), x)
         return plus(product(h, r), x)
 
-    run.on_two_cores, run.as_rows = on_two_cores, as_rows
+    run.on_two_cores, run.as_rows, run.prepared = on_two_cores, as_rows, product.prepared
     # (its product follows the loop's choice of cores)
     return declare(run, measured=abilities_of(product).measured, products=True)
 
@@ -325,7 +327,11 @@ def product_plus_tanh(attrs):
     written into ``out=`` (the slot of an emitted output the planner gives it). Where the
     product runs on two cores, one call (`product_tanh`: each core copies x's rows into its rows
     of the result, BLAS adds their product, then tanh runs over them) where it takes the
-    operands; else `product_plus`, then np.tanh into the destination. ``to``: a Cast joined
+    operands. On one core the whole step is measured (`step`), each candidate one of the
+    product's formulations followed by the add and the tanh: BLAS's on r's rows as that same
+    one call with one piece on this thread, the others as the product, x added, then np.tanh
+    into the destination; a product with no formulation to choose (`weight_product`'s
+    conditions) runs `product_plus`, then np.tanh. ``to``: a Cast joined
     (`_cast_joined`). ``at_least``, if given, is the shape the sum is broadcast to at least
     before the tanh (`_AtLeast`): where that changes it, the sum, broadcast, then a fresh
     tanh."""
@@ -344,6 +350,41 @@ def product_plus_tanh(attrs):
                 left[key] = found
         return not found
 
+    formulations = abilities_of(summed).measured.candidates  # the product's: (h, r, out)
+
+    def whole_step(name):
+        product = formulations[name]
+
+        def whole(h, r, x, out=None):
+            return np.tanh(plus(product(h, r, None), x), out=out)
+
+        return whole
+
+    plain_rows = whole_step("rows")
+
+    def rows_in_one_call(h, r, x, out=None):
+        done = product_tanh(h, as_rows(r), x, out, False)
+        return plain_rows(h, r, x, out) if done is None else done
+
+    def settled(in_use):
+        """A formulation no shape uses any more lets go of its copy of the weight."""
+        for name, weight in summed.prepared.items():
+            if name not in in_use:
+                weight.forget()
+
+    # The candidates are whole steps, so that the one call's add and tanh count in its favour
+    # as they do in its time (a trial of the products alone would time them in the others' only
+    # after the choice).
+    step = Measured({"rows": rows_in_one_call, "columns": whole_step("columns"),
+                     "halves": whole_step("halves")},
+                    key=lambda h, r, x: product_key(h, r), label=product_label(r_rows),
+                    on_settled=settled)
+
+    def measurable(h, r) -> bool:
+        """Whether h @ r has formulations to choose from (`weight_product`'s conditions)."""
+        return h.ndim == 2 and r.ndim == 2 and not r.flags.writeable and h.dtype == r.dtype \
+            and h.dtype.kind == "f"
+
     def run(h, r, x, out=None):
         if widen is not None and widens(h, r, x):
             return np.tanh(widen(summed(h, r, x)))
@@ -351,6 +392,8 @@ def product_plus_tanh(attrs):
             done = product_tanh(h, as_rows(r), x, out, True)
             if done is not None:
                 return done
+        elif type(h) is np.ndarray and type(r) is np.ndarray and measurable(h, r):
+            return step(h, r, x, out=out)
         return np.tanh(summed(h, r, x), out=out)
 
     def steps_on(two_cores: bool):
@@ -372,16 +415,15 @@ def product_plus_tanh(attrs):
             return None
         if on_two_cores(h, r):
             return steps_on_two_cores
-        if h.ndim != 2 or r.ndim != 2 or r.flags.writeable or h.dtype != r.dtype:
+        if not measurable(h, r):
             return None  # (no measured formulation: `weight_product` runs np.matmul)
-        chosen = formulation.chosen(h, r, None)
+        chosen = step.chosen(h, r, x)
         if chosen is None:  # ("rows", the default's, while the trial waits: counted)
-            return formulation.waiting_steps(steps_on_one, h, r, None)
+            return step.waiting_steps(steps_on_one, h, r, x)
         return steps_on_one if chosen == "rows" else None
 
-    formulation = abilities_of(summed).measured
     # (steps_hold: its answer is the run's cores' and the operands' shapes', not a trial's)
-    declare(run, measured=formulation, products=True, steps_for=steps_for, steps_hold=True,
+    declare(run, measured=step, products=True, steps_for=steps_for, steps_hold=True,
             recurrence=Recurrence(per_step=2, feedback=(0,)))  # (h, r, x) -> h'
     return _cast_joined(run, attrs.get("to"))
 

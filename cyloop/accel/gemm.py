@@ -292,7 +292,7 @@ class PreparedPair:
         return derived
 
 
-def _shapes(a, w, out=None):
+def product_key(a, w, out=None):
     """The trial key: the shapes, with a's rows past 16 in power-of-two classes (a hoisted
     product's chunks come in many row counts, alike in what suits them: a trial each would keep
     half their calls on the slower candidate for longer)."""
@@ -300,7 +300,7 @@ def _shapes(a, w, out=None):
     return (m if m <= 16 else 1 << (m - 1).bit_length(), k), w.shape, a.dtype.char
 
 
-def _labeller(transposed):
+def product_label(transposed):
     def label(key):
         (m, k), w_shape, char = key
         rows = m if m <= 16 else f"{m // 2 + 1}..{m}"
@@ -383,8 +383,11 @@ def blas_status() -> str | None:
 
 def two_cores_here() -> bool:
     """Whether products may run on two cores here (`_two_core`): numpy's own BLAS is found and
-    the process may use a second core now. Binds BLAS's entry points the first time."""
-    return bool(_two_core.HELPER) and blas.spare_core() and _blas_bound()
+    the process may use a second core now. Binds BLAS's entry points the first time, on one
+    core too: a recurrent step's one call (accel/_gate_passes.pyx) makes its products through
+    them wherever it runs, and declines where they are not bound."""
+    bound = _blas_bound()
+    return bool(_two_core.HELPER) and blas.spare_core() and bound
 
 
 def helper_runs() -> bool:
@@ -668,8 +671,8 @@ def weight_product(transposed: bool = False) -> Callable:
             if name not in in_use:
                 weight.forget()
 
-    measured = Measured({"rows": rows, "columns": columns, "halves": halves}, key=_shapes,
-                        label=_labeller(transposed), on_settled=settled)
+    measured = Measured({"rows": rows, "columns": columns, "halves": halves}, key=product_key,
+                        label=product_label(transposed), on_settled=settled)
 
     def product(a, w, out=None):
         if a.dtype.kind == "V" or w.dtype.kind == "V":

@@ -35,6 +35,7 @@ from cyloop.accel._gate_passes import (
 from cyloop.kernels import _math
 from cyloop.kernels._gate_orders import ARRANGED_LSTM, OPENVINO_LSTM, LstmGateOrder
 from cyloop.kernels.recurrent import cells
+from cyloop.kernels.registry import abilities_of
 
 from ..support import native
 
@@ -1381,13 +1382,16 @@ def test_flags_raised_before_the_product_and_tanh_are_not_reported(_blas, rng):
             product_tanh(h, r, np.zeros(64, np.float32), None, two_cores)
 
 
+@pytest.mark.parametrize("candidate", [None, "rows", "columns", "halves"],
+                         ids=["default", "rows", "columns", "halves"])
 @pytest.mark.parametrize("two_cores", [False, True])
 @pytest.mark.parametrize("r_rows", [False, True])
-def test_the_product_plus_tanh_kernel_against_numpy(_blas, r_rows, two_cores, monkeypatch,
-                                                    rng):
+def test_the_product_plus_tanh_kernel_against_numpy(_blas, r_rows, two_cores, candidate,
+                                                    monkeypatch, rng):
     """``tanh(h @ R + x)`` (R^T with r_rows, a read-only R laid out once) into its destination
-    or a fresh array, for every layout of x the fusion hands it, on either choice of cores; on
-    two cores a step large enough runs as one job of pieces."""
+    or a fresh array, for every layout of x the fusion hands it, on either choice of cores and
+    in each of the one core's measured candidates; on two cores a step large enough runs as one
+    job of pieces, on one core the product by R's rows (the default) as one call too."""
     taken = []
 
     def one_call(*args, one_call=fused.product_tanh):
@@ -1397,6 +1401,8 @@ def test_the_product_plus_tanh_kernel_against_numpy(_blas, r_rows, two_cores, mo
 
     monkeypatch.setattr(fused, "product_tanh", one_call)
     run = fused.product_plus_tanh({"r_rows": r_rows})
+    if candidate is not None:
+        abilities_of(run).measured.fix(candidate)
     h = rng.standard_normal((16, 64)).astype(np.float32)
     r = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
     r.flags.writeable = False
@@ -1408,7 +1414,7 @@ def test_the_product_plus_tanh_kernel_against_numpy(_blas, r_rows, two_cores, mo
                   np.float32(0.5), 0.5):  # (a sum of biases of one value each, say)
             want = np.tanh(h @ (r.T if r_rows else r) + x)
             np.testing.assert_allclose(run(h, r, x), want, rtol=1e-6, atol=1e-6)
-            if np.ndim(x) not in (1, 2):
+            if np.ndim(x) > 2 or not isinstance(x, np.float32 | np.ndarray):
                 continue
             output = np.full((16, 3, 64), np.nan, np.float32)
             taken.clear()
@@ -1416,9 +1422,10 @@ def test_the_product_plus_tanh_kernel_against_numpy(_blas, r_rows, two_cores, mo
             assert got.base is output and np.shares_memory(got, output[:, 1])
             np.testing.assert_allclose(output[:, 1], want, rtol=1e-6, atol=1e-6)
             assert np.isnan(output[:, [0, 2]]).all()
-            # Products on two cores: the one call made it (its pieces all on this thread where
-            # there is no helper); on one core, the product and then np.tanh.
-            assert taken == ([True] if two_cores else []), taken
+            # The one call made it on two cores (its pieces all on this thread where there is
+            # no helper) and on one core by R's rows; else the product and then np.tanh.
+            one = two_cores or candidate in (None, "rows")
+            assert taken == ([True] if one else []), taken
     finally:
         gemm.set_products_on_two_cores(previous)
 
