@@ -26,10 +26,15 @@ def in_own_type(ufunc):
 
 def over_every_axis(reducer, keepdims):
     """The reduction over every axis, the common case in loop bodies, kept short: an own-type
-    ufunc reduce is called directly, and its 0-d result may be a numpy scalar, as a ufunc's is."""
+    ufunc reduce is called directly, a reducer's own form over every axis (its
+    ``over_every_axis(keepdims)``, whose result has x's type) is taken as it is; their 0-d
+    result may be a numpy scalar, as a ufunc's is."""
     direct = getattr(reducer, "in_own_type", None)
     if direct is not None:
         return lambda x: direct(x, None, x.dtype, None, keepdims)
+    own = getattr(reducer, "over_every_axis", None)
+    if own is not None:
+        return own(keepdims)
     return lambda x: np.asarray(reducer(x, None, keepdims), x.dtype)
 
 
@@ -164,6 +169,14 @@ def _ones(n: int, dtype) -> np.ndarray:
 def sum_abs(x, axis=None, keepdims=True):
     """The sum of magnitudes in x's type (ONNX ReduceL1, OpenVINO ReduceL1-4)."""
     return np.add.reduce(np.absolute(x), axis, x.dtype, None, keepdims)
+
+
+def _sum_abs_over_every_axis(keepdims):
+    add_reduce, absolute = np.add.reduce, np.absolute
+    return lambda x: add_reduce(absolute(x), None, x.dtype, None, keepdims)
+
+
+sum_abs.over_every_axis = _sum_abs_over_every_axis  # (see `over_every_axis`)
 
 
 def l2_norm(x, axis=None, keepdims=True):

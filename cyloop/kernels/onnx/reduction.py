@@ -28,6 +28,22 @@ def _mean(x, axis=None, keepdims=True):
     return np.true_divide(total, count)
 
 
+def _mean_over_every_axis(keepdims):
+    """`_mean` over every axis (`over_every_axis`): its float32 and float64 sum and division
+    called directly."""
+    add_reduce, divide = np.add.reduce, np.true_divide
+
+    def mean(x):
+        if x.dtype.kind != "f" or x.dtype.itemsize < 4:
+            return np.asarray(np.mean(x, axis=None, keepdims=keepdims), x.dtype)
+        return divide(add_reduce(x, None, None, None, keepdims), x.size)
+
+    return mean
+
+
+_mean.over_every_axis = _mean_over_every_axis
+
+
 # Every reducer takes (x, axis, keepdims), positionally too. With noop_with_empty_axes (opset 18)
 # and no axes the first five return their input; onnxruntime reduces each element of the
 # others by itself (squares it for ReduceSumSquare, takes its log for ReduceLogSum), and so
@@ -59,6 +75,7 @@ def _register_reduction(op_type, reducer, input_since, noop_reduces):
         keepdims = bool(attrs.get("keepdims", 1))
         noop = bool(attrs.get("noop_with_empty_axes", 0))
         read, by = axes_reader(), reducing(reducer, keepdims)
+        every = over_every_axis(reducer, keepdims)
 
         def unreduced(x):
             return reducer(x, (), True) if noop_reduces else np.array(x, copy=True)
@@ -67,10 +84,10 @@ def _register_reduction(op_type, reducer, input_since, noop_reduces):
             if axes is not None:
                 axes = read(x.ndim, axes)
                 if axes == ():  # none named: every axis, or none with noop_with_empty_axes
-                    return unreduced(x) if noop else by(x, None)
+                    return unreduced(x) if noop else every(x)
             elif noop:
                 return unreduced(x)
-            return by(x, axes)
+            return every(x) if axes is None else by(x, axes)
 
         return reduce
 

@@ -76,3 +76,28 @@ def test_norm_reductions_match_onnxruntime(op, data, dtype, form):
 def test_norm_reductions_are_native_at_every_version(op, opset):
     """A kernel of cyloop's own at each version, whose axes come the version's way."""
     assert kernels.lookup("", op, opset).since == (1 if opset < 18 else 18)
+
+
+# ReduceMean and ReduceL1 over every axis, however the model says it (axes left out, or named
+# each in any order and sign), against onnxruntime: the form loop bodies mostly take.
+EVERY_AXIS = [(13, None, 0), (13, None, 1), (13, [0, 1, 2], 0), (13, [-1, 0, 1], 1),
+              (18, None, 0), (18, None, 1), (18, [2, 0, 1], 0), (18, [-3, -2, -1], 1)]
+
+
+@pytest.mark.parametrize("form", EVERY_AXIS, ids=[f"opset{o}-axes{a}-keep{k}"
+                                                  for o, a, k in EVERY_AXIS])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("data", ["small", "large", "nan", "one element"])
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceL1"])
+def test_reductions_over_every_axis_match_onnxruntime(op, data, dtype, form):
+    opset, axes, keepdims = form
+    x = (np.array([[[2.5]]]) if data == "one element" else DATA[data]).astype(dtype)
+    attrs, inputs = {"keepdims": keepdims}, [x]
+    if axes is not None:  # (an attribute before 18, an input from 18)
+        if opset < 18:
+            attrs["axes"] = axes
+        else:
+            inputs.append(np.array(axes, np.int64))
+    model, feeds = one_node(op, opset, attrs, inputs)
+    with np.errstate(all="ignore"):
+        assert_native_matches(model, feeds, rtol=2e-3 if dtype == np.float16 else 1e-6)
