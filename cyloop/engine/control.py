@@ -9,6 +9,8 @@ from ..sequence import TensorSequence
 
 __all__ = ["BatchedScanRunner", "IfRunner", "SequenceMapRunner"]
 
+_BOOL = np.bool_
+
 
 class IfRunner:
     """``outputs = then_branch() if cond else else_branch()``."""
@@ -20,11 +22,13 @@ class IfRunner:
         self.loops = then_program.compiled.loops + else_program.compiled.loops
 
     def __call__(self, cond, *captures):
-        cond = np.asarray(cond)
-        if cond.size != 1:
-            raise ExecutionError(f"{self.label}: the condition must be one boolean, got shape "
-                                 f"{cond.shape}")
-        outputs = self.branches[bool(cond.reshape(-1)[0])].run(list(captures))
+        if type(cond) is not _BOOL:  # (a numpy bool, the usual condition, is one boolean)
+            cond = np.asarray(cond)
+            if cond.size != 1:
+                raise ExecutionError(f"{self.label}: the condition must be one boolean, got "
+                                     f"shape {cond.shape}")
+            cond = cond.reshape(-1)[0]
+        outputs = self.branches[bool(cond)].run(list(captures))
         if len(outputs) != self.n_outputs:
             raise ExecutionError(f"{self.label}: the branch taken has {len(outputs)} outputs, "
                                  f"the node {self.n_outputs}")
