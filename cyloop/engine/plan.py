@@ -244,7 +244,9 @@ class Choice:
         unit = "µs" if self.per == "call" else f"µs/{self.per}"
         default = self.candidates[0]
         if self.declined:
-            return [f"{self.subject}: {self.chosen}: {self.declined}"]
+            chosen = self.chosen
+            return [f"{self.subject}: {self.declined}" if chosen is None else
+                    f"{self.subject}: {chosen}: {self.declined}"]
         if self.fixed is not None:
             return [f"{self.subject}: {self.fixed} (fixed, not measured)"]
         if len(self.candidates) == 1:
@@ -558,6 +560,15 @@ def choice_of(kind: str, subject: str, measured, **facts) -> Choice:
                   trials=trials, **facts)
 
 
+def _on_two_cores(products) -> str:
+    """The candidate of a loop's products choice (a `Measured`, or None) that runs them on two
+    cores, where it is chosen or fixed; else ""."""
+    if products is None:
+        return ""
+    name = products.chosen()
+    return name if name is not None and products.candidates[name] else ""
+
+
 def outside_loops(program) -> list[Choice]:
     """The measured choices of a compiled program's own steps (not its loops' bodies): their
     formulations, and where a layer's products run."""
@@ -655,12 +666,25 @@ def describe(facts: LoopFacts) -> LoopPlan:
                               producer_op.get(slot, "") if writer else "", stepped,
                               how == "pool" and slot in scalar_slots))
 
+    # A step's formulation that no call has needed while the loop's products run on two
+    # cores, where a product in pieces takes none of them (its kernel follows the loop's
+    # choice: `Abilities.products`), is said to be unused, not to wait for a trial.
+    on_two_cores = _on_two_cores(facts.products)
     choices = []
     for step in body.steps:
-        measured = abilities_of(step.fn).measured
-        if measured is not None:
-            choices.append(choice_of("formulation", step.node.shown, measured,
-                                     nodes=step.node.model_nodes))
+        abilities = abilities_of(step.fn)
+        measured = abilities.measured
+        if measured is None:
+            continue
+        if on_two_cores and abilities.products and not measured.trials \
+                and measured.fixed is None and len(measured.candidates) > 1:
+            choices.append(Choice("formulation", step.node.shown, tuple(measured.candidates),
+                                  nodes=step.node.model_nodes,
+                                  declined=f"unused: the loop's products run {on_two_cores}, "
+                                           f"where no call of it has needed one"))
+            continue
+        choices.append(choice_of("formulation", step.node.shown, measured,
+                                 nodes=step.node.model_nodes))
     for work, fn in facts.hoisted_kernels:
         measured = abilities_of(fn).measured
         if measured is not None:

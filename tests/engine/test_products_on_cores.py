@@ -204,6 +204,24 @@ def test_where_a_value_lives_is_tried_once_the_cores_are_chosen(tmp_path, rng):
     assert trial.choice in placement.candidates
 
 
+@pytest.mark.parametrize("cores", [BY_HELPER, BY_BLAS])
+def test_the_plan_says_a_formulation_no_call_needed_on_two_cores_is_unused(cores, tmp_path,
+                                                                         rng):
+    """The fused step's formulation on one core, with the products fixed on two cores (where
+    its product runs in pieces) and never called: "unused", not a trial still to come; on one
+    core its default runs (the key's trial waits or is made)."""
+    source, feeds = _rnn(tmp_path, rng)
+    model = cyloop.load(source, driver="cython")
+    _loop_of(model).products.fix(cores)
+    model.run(feeds)
+    (choice,) = [c for c in loop_plan(model).choices_of("formulation") if not c.hoisted]
+    if cores == BY_HELPER:
+        assert choice.declined.startswith("unused") and cores in choice.declined, choice
+        assert choice.settled and choice.lines() == [f"{choice.subject}: {choice.declined}"]
+    else:
+        assert not choice.declined and choice.trials, choice
+
+
 def test_tune_false_keeps_one_core(tmp_path, rng):
     source, feeds = _rnn(tmp_path, rng)
     model = cyloop.load(source, driver="cython", tune=False)
