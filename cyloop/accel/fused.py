@@ -30,6 +30,8 @@ from .gemm import (
 )
 from .measured import Measured
 
+_NDARRAY = np.ndarray
+
 
 class _AtLeast:
     """A value broadcast to at least a shape, as OpenVINO's ``Broadcast(s, Maximum(ShapeOf(s),
@@ -377,8 +379,7 @@ def product_plus_tanh(attrs):
     # after the choice).
     step = Measured({"rows": rows_in_one_call, "columns": whole_step("columns"),
                      "halves": whole_step("halves")},
-                    key=lambda h, r, x: product_key(h, r), label=product_label(r_rows),
-                    on_settled=settled)
+                    key=product_key, label=product_label(r_rows), on_settled=settled)
 
     def measurable(h, r) -> bool:
         """Whether h @ r has formulations to choose from (`weight_product`'s conditions)."""
@@ -388,12 +389,15 @@ def product_plus_tanh(attrs):
     def run(h, r, x, out=None):
         if widen is not None and widens(h, r, x):
             return np.tanh(widen(summed(h, r, x)))
-        if on_two_cores(h, r):
-            done = product_tanh(h, as_rows(r), x, out, True)
-            if done is not None:
-                return done
-        elif type(h) is np.ndarray and type(r) is np.ndarray and measurable(h, r):
-            return step(h, r, x, out=out)
+        # (`on_two_cores` and `measurable` written out: this is a loop body's step, each call
+        # of a function more a share of a small step's time)
+        if type(h) is _NDARRAY and type(r) is _NDARRAY and h.ndim == 2 and r.ndim == 2:
+            if splits_now(h.size * r.shape[0 if r_rows else 1]):
+                done = product_tanh(h, as_rows(r), x, out, True)
+                if done is not None:
+                    return done
+            elif not r.flags.writeable and h.dtype == r.dtype and h.dtype.kind == "f":
+                return step(h, r, x, out=out)
         return np.tanh(summed(h, r, x), out=out)
 
     def steps_on(two_cores: bool):

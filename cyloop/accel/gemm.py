@@ -292,10 +292,11 @@ class PreparedPair:
         return derived
 
 
-def product_key(a, w, out=None):
-    """The trial key: the shapes, with a's rows past 16 in power-of-two classes (a hoisted
-    product's chunks come in many row counts, alike in what suits them: a trial each would keep
-    half their calls on the slower candidate for longer)."""
+def product_key(a, w, *_):
+    """The trial key of ``a @ w``: the shapes, with a's rows past 16 in power-of-two classes (a
+    hoisted product's chunks come in many row counts, alike in what suits them: a trial each
+    would keep half their calls on the slower candidate for longer). Operands after the two (a
+    destination, an addend) are no part of it."""
     m, k = a.shape
     return (m if m <= 16 else 1 << (m - 1).bit_length(), k), w.shape, a.dtype.char
 

@@ -68,7 +68,13 @@ def _register_reduction(op_type, reducer, input_since, noop_reduces):
         if axes is None or len(axes) == 0:
             return over_every_axis(reducer, keepdims)
         axes, read, by = tuple(axes), axes_reader(), reducing(reducer, keepdims)
-        return lambda x: by(x, read(x.ndim, axes))
+        every = over_every_axis(reducer, keepdims)
+
+        def reduce(x):
+            named = read(x.ndim, axes)
+            return every(x) if named is None else by(x, named)
+
+        return reduce
 
     @kernel(op_type, since=input_since)
     def with_input(attrs):
