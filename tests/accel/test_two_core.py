@@ -237,18 +237,14 @@ def _affinities() -> dict[int, set[int]]:
     return {int(tid): os.sched_getaffinity(int(tid)) for tid in os.listdir("/proc/self/task")}
 
 
-def _settled_affinities() -> dict[int, set[int]]:
-    """`_affinities`, once two reads 20 ms apart agree: a product that found the helper asleep
-    has woken it apart, and it takes its whole affinity back only when it runs (a snapshot
-    taken before then saw it apart: a CI run failed on that, {0} before, {0, 1} after)."""
-    last, deadline = _affinities(), time.monotonic() + 10
-    while time.monotonic() < deadline:
-        time.sleep(0.02)
-        now = _affinities()
-        if now == last:
-            break
-        last = now
-    return last
+def _affinities_once_the_helper_ran(a, b, out) -> dict[int, set[int]]:
+    """`_affinities`, once a product's piece ran on the helper: the helper takes its whole
+    affinity back as it wakes, before it takes a piece, so no earlier wake has it narrowed then
+    (a snapshot taken while it had not run yet saw it apart: {0} before, {0, 1} after)."""
+    deadline = time.monotonic() + 10
+    while not _two_core.product(a, b, out) and time.monotonic() < deadline:
+        pass  # (no pause: the helper, once woken, spins and takes a piece of the next)
+    return _affinities()
 
 
 @needs_helper
@@ -259,8 +255,7 @@ def test_a_product_wakes_the_helper_off_its_callers_cpu_and_leaves_affinities_be
     (Linux would wake the helper on the caller's CPU, behind it); the helper, running, takes its
     whole affinity back: every thread's affinity is then what it was."""
     a, b, out = _large(rng)
-    _two_core.product(a, b, out)  # (the helper runs)
-    before, woken = _settled_affinities(), _two_core.woken_apart()
+    before, woken = _affinities_once_the_helper_ran(a, b, out), _two_core.woken_apart()
     deadline = time.monotonic() + 10
     while _two_core.woken_apart() < woken + 3 and time.monotonic() < deadline:
         time.sleep(0.005)  # the helper asleep: this product wakes it
