@@ -7,6 +7,7 @@ block of iterations, for the rows those iterations read (see hoist.py for the co
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from time import perf_counter
 
@@ -14,7 +15,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .._records import FrozenRecord, Record, set_field
-from ..accel.gemm import Prepared, PreparedPair, bit_view_type, rows_plus, splits_now
+from ..accel.gemm import Prepared, PreparedPair, bit_view_type, is_constant, rows_plus, splits_now
 from ..accel.measured import Measured, untimed
 from ..errors import CyloopError, ExecutionError, ResourceLimitError
 from ..ir import SlicedInput, Slicing, read_only
@@ -110,13 +111,15 @@ class HoistStep(Record):
     kernel, run on row 0 first (see Hoist.chunk); `batched`: which inputs have rows; `work`:
     what the step runs, for the plan (a plan.HoistedWork); `probed`: the input signatures the
     probe passed on; `once`: a node of static values alone, ``call(args) -> outputs``, once a
-    run."""
+    run; `kept`: a once step's last inputs and results, while those inputs are constants
+    (`_once`)."""
 
-    _fields = ("call", "inputs", "outputs", "label", "probe", "batched", "work", "probed", "once")
+    _fields = ("call", "inputs", "outputs", "label", "probe", "batched", "work", "probed", "once",
+               "kept")
 
     def __init__(self, call, inputs: list[str], outputs: list[str], label: str, probe=None,
                  batched: list | None = None, work=None, probed: set | None = None,
-                 once: bool = False):
+                 once: bool = False, kept: tuple | None = None):
         self.call = call
         self.inputs = inputs
         self.outputs = outputs
@@ -126,6 +129,7 @@ class HoistStep(Record):
         self.work = work
         self.probed = set() if probed is None else probed
         self.once = once
+        self.kept = kept
 
 
 class Hoist:
@@ -160,6 +164,11 @@ class Hoist:
                 if name:
                     self._last_use[name] = index
         self._kept = set(frontier)
+        # Per step: which inputs are the body's own constants (`ConstStatic`), the same objects
+        # every run, which nothing writes (a once step's results are kept while its inputs come
+        # back: `_once`).
+        self._fixed = [tuple(isinstance(statics.get(name), ConstStatic) for name in step.inputs)
+                       for step in steps]
         # Per step: the inputs it reads last (nor kept for the body), which may die there.
         self._dying_at = [tuple(name for name in dict.fromkeys(step.inputs)
                                 if name and self._last_use[name] == index
@@ -288,7 +297,7 @@ class Hoist:
                 if step.once:
                     if start == 0:
                         values = _once(step, [env[name] if name else None
-                                              for name in step.inputs])
+                                              for name in step.inputs], self._fixed[index])
                         computed.update(values)
                         env.update(values)
                     continue
@@ -386,8 +395,19 @@ def _failed(label: str, error: Exception) -> CyloopError:
     return ExecutionError(f"{label} failed: {type(error).__name__}: {error}")
 
 
-def _once(step: HoistStep, inputs: list) -> dict:
-    """A ``once`` step's results by name, or the error the body would raise for its node."""
+def _once(step: HoistStep, inputs: list, fixed: tuple = ()) -> dict:
+    """A ``once`` step's results by name, or the error the body would raise for its node.
+
+    Inputs that are the very objects of the last run, each one nobody changes while it lives
+    (the body's own constants, `fixed`, or `_lasting`: a model's constant passed into the loop,
+    say a layer's weights that the body splits or squeezes), give the results of that run again: the step is a pure function of
+    them (`hoist._invariant` takes no random op), and the same result objects let the kernels
+    reading them recall what they derived by identity (accel/gemm.py `Prepared`) rather than
+    compare values. The inputs are held meanwhile, so no other object takes their identity."""
+    kept = step.kept
+    if kept is not None and len(kept[0]) == len(inputs) \
+            and all(a is b for a, b in zip(kept[0], inputs)):
+        return kept[1]
     try:
         with untimed():  # (one call a run: no sample of a trial)
             values = step.call(inputs)
@@ -405,7 +425,22 @@ def _once(step: HoistStep, inputs: list) -> dict:
                 value = value.view()             # view of it is marked, not the input itself)
             value.flags.writeable = False
         marked.append(value)
-    return {name: value for name, value in zip(step.outputs, marked) if name}
+    results = {name: value for name, value in zip(step.outputs, marked) if name}
+    lasting = all(constant or _lasting(value)
+                  for constant, value in itertools.zip_longest(fixed, inputs, fillvalue=False))
+    step.kept = (tuple(inputs), results) if lasting else None
+    return results
+
+
+def _lasting(value) -> bool:
+    """Whether `value` keeps its contents while it lives: None, an immutable scalar, a tuple of
+    them (a shape), or an array nobody writes (`is_constant`: read-only down to the memory it
+    lies in)."""
+    if value is None or isinstance(value, (np.generic, int, float, str, bytes)):
+        return True
+    if isinstance(value, tuple):
+        return all(map(_lasting, value))
+    return isinstance(value, np.ndarray) and not value.dtype.hasobject and is_constant(value)
 
 
 def once(fn, multi: bool):

@@ -1266,11 +1266,12 @@ def test_gemm_rows_are_one_product(rng, chunk_rows, dtype, c_shape, alpha, beta,
 
 # Nodes of static values alone (invariants, constants and what they make) run once a run.
 
-def _broadcast_bias_graph(batch=3, hidden=4, stop_after=None):
+def _broadcast_bias_graph(batch=3, hidden=4, stop_after=None, bias=None):
     """A loop whose body broadcasts an invariant bias b to [batch, hidden] as exporters spell it
     (a Concat of constants, a Reshape, an Expand: all of static values), adds it to x_t (a
     hoisted Add reading the broadcast) and scales the carried h by it (a node left in the body,
-    reading the broadcast as a row). Stopping after `stop_after` iterations if given."""
+    reading the broadcast as a row). Stopping after `stop_after` iterations if given; the bias
+    a constant of the model if given, else a feed "B"."""
     body = GraphBuilder("b")
     x_t, h_in, b = (body.input(name, np.float32) for name in ("x_t", "h_in", "b"))
     shape = body.node("Concat", body.const(np.array([1], np.int64)),
@@ -1290,7 +1291,8 @@ def _broadcast_bias_graph(batch=3, hidden=4, stop_after=None):
     g = GraphBuilder("g")
     g.loop(body.build(), inputs=[(g.input("x", np.float32), SlicedInput(0, "x_t")),
                                  (g.input("h0", np.float32), CarriedInput(0, "h_in", "h_out")),
-                                 (g.input("B", np.float32), InvariantInput(0, "b"))],
+                                 (g.input("B", np.float32) if bias is None else g.const(bias, "B"),
+                                  InvariantInput(0, "b"))],
            outputs=[LastOutput("h_out"), ConcatOutput("y")], output_names=["h", "ys"], **fields)
     g.output("h", "ys")
     return g.build()
@@ -1330,15 +1332,59 @@ def test_nodes_of_static_values_alone_run_once_a_run(rng, chunk_rows):
         expected = model.run(dict(feeds, B=b))
         for name in expected:
             np.testing.assert_allclose(got[name], expected[name], rtol=1e-6, err_msg=name)
-    # The Concat, the Reshape and the Expand, each once a run, however many chunks there were.
+    # The Reshape and the Expand, each once a run, however many chunks there were; the Concat,
+    # of the body's constants alone, at the first run only (its result is kept: `_once`).
     assert sorted(label.split()[0] for label in calls) == ["Concat", "Expand", "Reshape"]
-    assert set(calls.values()) == {2}
+    assert {label.split()[0]: count for label, count in calls.items()} == {
+        "Concat": 1, "Expand": 2, "Reshape": 2}
     assert _counters(fast)["hoist_chunks"] >= (7 if chunk_rows == 1 else 1) * 2
     assert _counters(fast)["hoisted_bytes"] == 2 * 7 * feeds["x"][0].nbytes  # (y's rows alone)
     plan = loop_plan(fast)
     assert any(w.how == "once" and [(r.op, r.output) for r in w.nodes] == [("Expand", "wide")]
                for w in plan.hoisted), plan
     assert plan.port("wide").role == "hoisted", plan  # the Mul reads it in the body
+
+
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+def test_static_nodes_of_constants_alone_keep_their_results_from_run_to_run(rng, chunk_rows):
+    """The same constant objects coming back make the same results: a once step runs at the
+    first run only, and what it made is the same object in the next (a kernel recalls what it
+    derived from it by identity). A feed, even of the same values, is computed again."""
+    bias = rng.standard_normal(4).astype(np.float32)
+    graph = _broadcast_bias_graph(bias=bias)
+    with chunks_of(chunk_rows):
+        fast = cyloop.Model(graph, driver="cython")
+        calls = _counted_once_steps(fast)
+        runs = []
+        for _ in range(3):
+            feeds = {"x": rng.standard_normal((7, 3, 4)).astype(np.float32),
+                     "h0": rng.standard_normal((3, 4)).astype(np.float32)}
+            runs.append((feeds, fast.run(feeds)))
+    model = cyloop.Model(graph, driver="python")
+    for feeds, got in runs:
+        expected = model.run(feeds)
+        for name in expected:
+            np.testing.assert_allclose(got[name], expected[name], rtol=1e-6, err_msg=name)
+    assert sorted(label.split()[0] for label in calls) == ["Concat", "Expand", "Reshape"]
+    assert set(calls.values()) == {1}
+    (expand,) = [s for s in _once_steps(fast) if s.label.startswith("Expand")]
+    wide = expand.kept[1]["wide"]
+    assert not wide.flags.writeable
+    np.testing.assert_array_equal(wide, np.broadcast_to(bias, (3, 4)))
+
+    fed = cyloop.Model(_broadcast_bias_graph(), driver="cython")
+    calls = _counted_once_steps(fed)
+    feeds = {"x": rng.standard_normal((7, 3, 4)).astype(np.float32),
+             "h0": rng.standard_normal((3, 4)).astype(np.float32), "B": bias.copy()}
+    first = fed.run(feeds)
+    feeds["B"] *= 2  # (the caller's array, changed in place between runs)
+    second = fed.run(feeds)
+    assert {label.split()[0]: count for label, count in calls.items()} == {
+        "Concat": 1, "Expand": 2, "Reshape": 2}
+    expected = cyloop.Model(_broadcast_bias_graph(), driver="python").run(feeds)
+    for name in expected:
+        np.testing.assert_allclose(second[name], expected[name], rtol=1e-6, err_msg=name)
+        assert not np.allclose(first[name], second[name])
 
 
 def test_static_nodes_run_once_only_in_runs_that_iterate_and_fail_as_the_body_would(rng):
