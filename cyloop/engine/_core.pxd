@@ -147,6 +147,9 @@ cdef class LoopDriver:
     cdef readonly object hoist
     cdef list hoist_slots
     cdef list hoist_bound
+    # Hoisted slot -> the view a run bound as every row of a value computed once a run, while
+    # that value is one nobody writes (`_same_row`): the next runs bind it again.
+    cdef dict same_rows
     cdef readonly object steps  # destinations.RecurrentSteps, or None
     cdef Py_ssize_t steps_row_slot  # ... the slot of its step's per-step argument
     cdef tuple steps_inputs  # ... the slots of its step's arguments

@@ -103,7 +103,7 @@ from ..ir import (CarriedInput, ConcatOutput, InvariantInput, LastOutput, Sliced
 from .destinations import LoopFacts, MeasuredPlacement, PoolDestination, RowDestination
 from ..accel.float_state import QUIET as _QUIET_FLOATS, direct as direct_float_state, \
     quiet as quiet_floats, quiet_for, restore as restore_floats
-from ..accel.gemm import (bound_blas_threads, narrowed, product_candidates,
+from ..accel.gemm import (bound_blas_threads, is_constant, narrowed, product_candidates,
                           products_split, release_blas_threads, set_products_on_two_cores)
 from ..accel.measured import PAYBACK, Measured, untimed
 from ..kernels.registry import FIRST_INPUT, FLOATS, INTEGERS, abilities_of
@@ -1016,7 +1016,8 @@ cdef class Program:
 cdef class _Sliced:
     """One sliced input for one call: part i is a read-only view at data0 + i * step. Where step
     is 0 (a hoisted value computed once a run, every row the same), every part is one view, so
-    that a kernel keeping what it derived from an operand finds it again by identity."""
+    that a kernel keeping what it derived from an operand finds it again by identity; where
+    that value is one nobody writes, the view an earlier run bound (`_same_row`)."""
     cdef Py_ssize_t param_slot
     cdef cnp.ndarray base
     cdef char *data0
@@ -1050,6 +1051,34 @@ cdef _Sliced _rows_of(cnp.ndarray a, Py_ssize_t param_slot):
         sl.dims[k] = a.shape[k + 1]
         sl.strides[k] = a.strides[k + 1]
     return sl
+
+
+cdef object _same_row(dict same_rows, _Sliced sl):
+    """The view every row of `sl` is (a value computed once a run: step 0): the one an
+    earlier run bound, where it has the same memory, layout and type and nobody writes it
+    (`is_constant`: read-only down to its memory, which the view kept here holds alive, so
+    its bytes are the same), else a new one. A kernel keeping what it derived from an
+    operand (accel/gemm.py `Prepared`) then finds it by identity run after run, not by
+    comparing views or values (invariant 7 holds: the planner writes nothing here)."""
+    cdef cnp.ndarray kept
+    cdef int k
+    found = same_rows.get(sl.param_slot)
+    if found is not None:
+        kept = <cnp.ndarray>found
+        if (<char *>cnp.PyArray_DATA(kept) == sl.data0 and cnp.PyArray_NDIM(kept) == sl.nd
+                and cnp.PyArray_EquivTypes(<cnp.dtype><PyObject *>cnp.PyArray_DESCR(kept),
+                                           <cnp.dtype><PyObject *>cnp.PyArray_DESCR(sl.base))):
+            for k in range(sl.nd):
+                if kept.shape[k] != sl.dims[k] or kept.strides[k] != sl.strides[k]:
+                    break
+            else:
+                return kept
+    view = _view(sl.base, sl.data0, sl.nd, sl.dims, sl.strides, False)
+    if is_constant(view):
+        same_rows[sl.param_slot] = view
+    elif found is not None:
+        same_rows.pop(sl.param_slot, None)
+    return view
 
 
 cdef _Sliced _make_sliced(object slicing, Py_ssize_t param_slot):
@@ -1509,6 +1538,7 @@ cdef class LoopDriver:
         if spec.cond_result:
             needed.add(slot(spec.cond_result))
         self.hoist_bound = [s for s in self.hoist_slots if s in needed]
+        self.same_rows = {}
         self.producer = [-1] * len(compiled_body.slot_names)
         for index, step in enumerate(compiled_body.steps):
             for out_slot in step.outputs:
@@ -1823,6 +1853,7 @@ cdef class LoopDriver:
         that can run, nor past what the hoisted inputs hold (that iteration raises instead)."""
         cdef Py_ssize_t rows
         cdef _Concat cc
+        cdef _Sliced sl
         hoist = self.hoist
         if r.hoist_limit >= 0 and i >= r.hoist_limit:
             raise hoist.past_end(i, r.args, self.n_captures)
@@ -1843,6 +1874,9 @@ cdef class LoopDriver:
         arrays = hoist.chunk(r.args, self.n_captures, r.run.slicings, i, rows, into, r.computed)
         r.hoisted = [_rows_of(<cnp.ndarray>a, s) for a, s in zip(arrays, self.hoist_slots)
                      if s in self.hoist_bound]
+        for sl in r.hoisted:
+            if sl.step == 0:
+                sl.same = _same_row(self.same_rows, sl)
         for cc in r.emitted:
             block = arrays[cc.hoisted]
             if owner.get(cc.hoisted) is cc and block is into[cc.hoisted]:

@@ -27,6 +27,7 @@ from cyloop.ir import (
     SlicedInput,
     Value,
 )
+from cyloop.kernels.registry import kernel
 
 from ..support.chunks import CHUNKS, chunks_of, failures_of_both_drivers
 from ..support.openvino_models import cell_ti_model, save
@@ -1385,6 +1386,63 @@ def test_static_nodes_of_constants_alone_keep_their_results_from_run_to_run(rng,
     for name in expected:
         np.testing.assert_allclose(second[name], expected[name], rtol=1e-6, err_msg=name)
         assert not np.allclose(first[name], second[name])
+
+
+_SEEN: list = []  # what the "Seen" kernel was given as its second operand, call by call
+
+
+@kernel("Seen", domain="test.cyloop")
+def _seen(attrs):
+    """``x + w``, keeping each w it is given (no batch form: it stays in the body)."""
+    def seen(x, w):
+        _SEEN.append(w)
+        return x + w
+
+    return seen
+
+
+def _seen_graph(weight: np.ndarray | None):
+    """A loop whose body reads Neg(W) (static: made once a run) as a row, in the body: W a
+    constant of the model if `weight` is given, else a feed."""
+    body = GraphBuilder("b", opsets={"test.cyloop": 1})
+    x_t, w = body.input("x_t", np.float32), body.input("w", np.float32)
+    body.output(body.node("Seen", x_t, body.node("Neg", w, outputs=["nw"]), domain="test.cyloop",
+                          outputs=["y"]))
+    g = GraphBuilder("g", opsets={"test.cyloop": 1})
+    outer = g.input("W", np.float32) if weight is None else g.const(weight, "W")
+    g.loop(body.build(), inputs=[(g.input("x", np.float32), SlicedInput(0, "x_t")),
+                                 (outer, InvariantInput(0, "w"))],
+           outputs=[ConcatOutput("y")], output_names=["ys"])
+    g.output("ys")
+    return g.build()
+
+
+def test_a_row_of_a_static_value_of_constants_is_one_object_from_run_to_run(rng):
+    """Every row of a value computed once a run is one view; made of constants alone, it is
+    the same view the next run binds too (a kernel finds what it derived from it by identity).
+    Made of a feed, it is made again each run, and follows the caller's changes."""
+    weight = rng.standard_normal(3).astype(np.float32)
+    fast = cyloop.Model(_seen_graph(weight), driver="cython")
+    reference = cyloop.Model(_seen_graph(weight), driver="python")
+    bound = []
+    for _ in range(3):
+        feeds = {"x": rng.standard_normal((4, 3)).astype(np.float32)}
+        _SEEN.clear()
+        got = fast.run(feeds)["ys"]
+        bound += _SEEN
+        np.testing.assert_array_equal(got, reference.run(feeds)["ys"])
+    assert len(bound) == 12 and all(w is bound[0] for w in bound)
+    np.testing.assert_array_equal(bound[0], -weight)
+
+    fed = cyloop.Model(_seen_graph(None), driver="cython")
+    feeds = {"x": rng.standard_normal((4, 3)).astype(np.float32), "W": weight.copy()}
+    _SEEN.clear()
+    first = fed.run(feeds)["ys"]
+    feeds["W"] *= 2  # (the caller's array, changed in place between runs)
+    second = fed.run(feeds)["ys"]
+    assert _SEEN[0] is _SEEN[3] and _SEEN[4] is not _SEEN[0]
+    np.testing.assert_array_equal(first, feeds["x"] - weight)
+    np.testing.assert_array_equal(second, feeds["x"] - 2 * weight)
 
 
 def test_static_nodes_run_once_only_in_runs_that_iterate_and_fail_as_the_body_would(rng):
