@@ -19,6 +19,7 @@ from ._gate_passes import (
 )
 from .gemm import (
     Prepared,
+    _mode,
     matmul_plus,
     plus,
     product_key,
@@ -300,7 +301,8 @@ def product_plus(attrs):
         return h.ndim == 2 and r.ndim == 2 and splits_now(h.size * r.shape[0 if r_rows else 1])
 
     def run(h, r, x):
-        if on_two_cores(h, r):
+        # (This thread's products on one core, the usual case: no call to find out more.)
+        if getattr(_mode, "on", False) and on_two_cores(h, r):
             return matmul_plus(h, as_rows(r), x)
         return plus(product(h, r), x)
 

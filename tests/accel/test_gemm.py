@@ -121,6 +121,59 @@ def test_the_orientation_is_measured_per_shape_and_other_operands_take_np_matmul
     assert len(measured.trials) == 4  # none added
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_product_settled_on_rows_goes_straight_to_blas_and_follows_every_change(transposed,
+                                                                                    rng,
+                                                                                    monkeypatch):
+    """Once `rows` is chosen for a shape, calls on that shape and weight skip the choice's
+    look-up; another weight, shape or type, a candidate fixed later and products on two cores
+    each take the way they would have taken, and every result is the plain product."""
+    keys = []
+    shapes = gemm.product_key
+    monkeypatch.setattr(gemm, "product_key", lambda *args: keys.append(args) or shapes(*args))
+    product = weight_product(transposed)
+    measured = abilities_of(product).measured
+    called = {name: 0 for name in CANDIDATES}
+    for name, fn in list(measured.candidates.items()):
+        def counted(*args, name=name, fn=fn):
+            called[name] += 1
+            return fn(*args)
+        measured.candidates[name] = counted
+    measured.fix("rows")
+
+    def weight(n=4):
+        return _read_only(rng.standard_normal((n, 6) if transposed else (6, n))
+                          .astype(np.float32))
+
+    def plain(a, w):
+        return np.matmul(a, w.T if transposed else w)
+
+    w, a = weight(), rng.standard_normal((3, 6)).astype(np.float32)
+    out = np.empty((3, 4), np.float32)
+    for _ in range(3):
+        np.testing.assert_allclose(product(a, w), plain(a, w), rtol=1e-5, atol=1e-6)
+        assert product(a, w, out=out) is out
+        np.testing.assert_allclose(out, plain(a, w), rtol=1e-5, atol=1e-6)
+    assert len(keys) == 0  # (fixed: no key; settled on a key, one, at the first call)
+    measured.fixed, measured._all = None, None  # as if chosen on this key by a trial
+    measured._chosen[shapes(a, w)] = "rows"
+    for _ in range(3):
+        np.testing.assert_allclose(product(a, w), plain(a, w), rtol=1e-5, atol=1e-6)
+    assert len(keys) == 1 and called["rows"] == 0
+    for b, v in ((a, weight()), (a[:2], w), (a.astype(np.float64), w.astype(np.float64)),
+                 (a, weight(5))):
+        v.flags.writeable = False
+        np.testing.assert_allclose(product(b, v), plain(b, v), rtol=1e-5, atol=1e-6)
+    measured.fix("columns")
+    np.testing.assert_allclose(product(a, w), plain(a, w), rtol=1e-5, atol=1e-6)
+    assert called["columns"] == 1
+    previous = set_products_on_two_cores(True)
+    try:
+        np.testing.assert_allclose(product(a, w), plain(a, w), rtol=1e-5, atol=1e-6)
+    finally:
+        set_products_on_two_cores(previous)
+
+
 def test_prepared_is_made_once_per_read_only_weight_and_holds_it_weakly(rng):
     made = []
     prepared = Prepared(lambda w: made.append(w) or w * 2)
