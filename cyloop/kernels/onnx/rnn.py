@@ -69,7 +69,10 @@ def _gates_reordered(rows):
     """[D, 4H, ...] rows of an LSTM's W or R, their gate blocks in OpenVINO's order (read-only,
     as the weights it is made of: the cells lay out their own forms of it once, not per call)."""
     blocks = rows.reshape(rows.shape[0], 4, rows.shape[1] // 4, *rows.shape[2:])
-    reordered = blocks[:, _OPENVINO_ORDER].reshape(rows.shape)
+    # A copy of its own: the index may hand back a view of a writeable temporary, which no one
+    # could then tell is constant (accel/gemm.py `is_constant`), so that what the cells derive
+    # from each direction's view of it would be looked for by value, call after call.
+    reordered = blocks[:, _OPENVINO_ORDER].reshape(rows.shape).copy()
     reordered.flags.writeable = False
     return reordered
 

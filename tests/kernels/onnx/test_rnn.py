@@ -209,3 +209,20 @@ def test_erf_and_gelu(op, opset, attrs, rng):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
+
+
+@pytest.mark.parametrize("dirs", [1, 2])
+def test_an_lstms_weights_in_the_cells_gate_order_are_a_constant_of_their_own(dirs, rng):
+    """W and R reordered for the cells are an array nobody writes (`is_constant`), as the
+    model's weights they are made of: what the cells derive from each direction's view of them
+    is then recalled by identity, not by comparing values each call."""
+    from cyloop.accel.gemm import is_constant
+
+    hidden, inputs = 3, 2
+    rows = rng.standard_normal((dirs, 4 * hidden, inputs)).astype(np.float32)
+    rows.flags.writeable = False
+    reordered = rnn._gates_reordered(rows)
+    assert is_constant(reordered) and not np.shares_memory(reordered, rows)
+    blocks = rows.reshape(dirs, 4, hidden, inputs)
+    np.testing.assert_array_equal(reordered.reshape(blocks.shape),
+                                  blocks[:, list(rnn._OPENVINO_ORDER)])
