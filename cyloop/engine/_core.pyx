@@ -135,6 +135,14 @@ cdef Py_ssize_t _FIRST_GROWING_BYTES = FIRST_GROWING_BYTES
 cdef Py_ssize_t _PROGRESS_EVERY = PROGRESS_EVERY
 
 
+cdef inline object _read_only(object value):
+    """`ir.read_only` (a read-only view of a writeable array; anything else as it is) without a
+    Python call per operand of a loop's run."""
+    if type(value) is _NDARRAY:
+        return read_only(value) if cnp.PyArray_ISWRITEABLE(<cnp.ndarray>value) else value
+    return read_only(value) if isinstance(value, _NDARRAY) else value
+
+
 cdef object _read_only_true():
     """A 0-d True no one can write: a read-only view of a read-only array (so that not even its
     flags can be made writeable again)."""
@@ -1764,7 +1772,7 @@ cdef class LoopDriver:
         r.bound = -1 if run.bound is None else run.bound
         # The hoisted part reads outer values as the body does: read-only views, made once a run
         # (a kernel may keep what it derives from one while the same view comes back).
-        r.args = [read_only(a) for a in args]
+        r.args = [_read_only(a) for a in args]
         r.sliced = [_make_sliced(run.slicings[k], param_slot)
                     for k, param_slot in self.sliced if param_slot >= 0]
         # Values that stay put: invariants and outer-scope captures, as read-only views.

@@ -9,7 +9,7 @@ from ..sequence import TensorSequence
 
 __all__ = ["BatchedScanRunner", "IfRunner", "SequenceMapRunner"]
 
-_BOOL = np.bool_
+_BOOL = np.bool_  # (read once: a module attribute looked up at every If is a cost of its own)
 
 
 class IfRunner:
@@ -22,13 +22,13 @@ class IfRunner:
         self.loops = then_program.compiled.loops + else_program.compiled.loops
 
     def __call__(self, cond, *captures):
-        if type(cond) is not _BOOL:  # (a numpy bool, the usual condition, is one boolean)
+        if type(cond) is not _BOOL:  # (a comparison's scalar path makes a numpy bool: as it is)
             cond = np.asarray(cond)
             if cond.size != 1:
                 raise ExecutionError(f"{self.label}: the condition must be one boolean, got "
                                      f"shape {cond.shape}")
             cond = cond.reshape(-1)[0]
-        outputs = self.branches[bool(cond)].run(list(captures))
+        outputs = self.branches[1 if cond else 0].run(captures)
         if len(outputs) != self.n_outputs:
             raise ExecutionError(f"{self.label}: the branch taken has {len(outputs)} outputs, "
                                  f"the node {self.n_outputs}")

@@ -30,9 +30,15 @@ HOISTED, IN_THE_LOOP = "hoisted", "in the loop"
 def _key(*args):
     """A loop run's operands as its choice tells them apart: shapes and types, and the value of
     an integer scalar (a trip count, a start)."""
-    return tuple(
-        (a.shape, a.dtype.char, a.item() if a.ndim == 0 and a.dtype.kind in "iu" else None)
-        if isinstance(a, np.ndarray) else type(a) for a in args)
+    key = []
+    for a in args:  # (a loop over them, not a generator: this is made every run of the loop)
+        if isinstance(a, np.ndarray):
+            shape = a.shape
+            kind = a.dtype.kind
+            key.append((shape, a.dtype.char, a.item() if not shape and kind in "iu" else None))
+        else:
+            key.append(type(a))
+    return tuple(key)
 
 
 class HoistChoice:

@@ -217,3 +217,33 @@ def test_a_condition_result_in_any_form_means_its_truth(form):
     g.output("ys")
     out = run_both(g.build(), {})
     np.testing.assert_array_equal(out["ys"], np.arange(5))
+
+
+class _Branch:
+    """A branch program's stand-in: what it was run on, and its name as its one output."""
+
+    def __init__(self, name):
+        self.name, self.ran = name, []
+        self.compiled = type("Compiled", (), {"loops": []})()
+
+    def run(self, args):
+        self.ran.append(tuple(args))
+        return [self.name]
+
+
+@pytest.mark.parametrize("cond", [np.True_, np.False_, True, False, np.array(True),
+                                  np.array([False]), np.array([[1]], np.int64), np.float32(0.0)],
+                         ids=repr)
+def test_an_if_takes_the_branch_its_condition_says(cond):
+    """A numpy bool (a comparison's scalar path makes one) is read as it is, any other
+    condition of one element as numpy reads its truth; the captures reach the branch."""
+    from cyloop.engine.control import IfRunner
+
+    then_branch, else_branch = _Branch("then"), _Branch("else")
+    runner = IfRunner(then_branch, else_branch, 1, "If 'c'")
+    taken = "then" if bool(np.asarray(cond).reshape(-1)[0]) else "else"
+    assert runner(cond, 1, 2) == (taken,)
+    assert (then_branch if taken == "then" else else_branch).ran == [(1, 2)]
+    with pytest.raises(cyloop.ExecutionError, match=r"If 'c': the condition must be one "
+                                                    r"boolean, got shape \(2,\)"):
+        runner(np.array([True, False]))
