@@ -1080,7 +1080,8 @@ cdef object _same_row(dict same_rows, _Sliced sl):
                 if kept.shape[k] != sl.dims[k] or kept.strides[k] != sl.strides[k]:
                     break
             else:
-                return kept
+                if is_constant(kept):  # (still: no array on its way made writeable since)
+                    return kept
     view = _view(sl.base, sl.data0, sl.nd, sl.dims, sl.strides, False)
     if is_constant(view):
         same_rows[sl.param_slot] = view

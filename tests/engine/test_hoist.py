@@ -1445,6 +1445,44 @@ def test_a_row_of_a_static_value_of_constants_is_one_object_from_run_to_run(rng)
     np.testing.assert_array_equal(second, feeds["x"] - 2 * weight)
 
 
+@kernel("Recalled", domain="test.cyloop")
+def _recalled(attrs):
+    """``x + w``, from a copy of w kept while the same w object comes back (as a kernel keeping
+    what it derived from a weight recalls it: accel/gemm.py `Prepared`)."""
+    last = [None, None]
+
+    def recalled(x, w):
+        if last[0] is not w:
+            last[:] = w, np.array(w, copy=True)
+        return x + last[1]
+
+    return recalled
+
+
+def test_a_row_viewing_a_read_only_feed_made_writeable_is_viewed_anew(rng):
+    """The caller's own read-only array, fed as the invariant a static Transpose views: once
+    the caller makes it writeable and changes it, the next run's row is another view, so what
+    a kernel derived from the last one is not taken for it."""
+    body = GraphBuilder("b", opsets={"test.cyloop": 1})
+    x_t, w = body.input("x_t", np.float32), body.input("w", np.float32)
+    body.output(body.node("Recalled", x_t, body.node("Transpose", w, outputs=["tw"]),
+                          domain="test.cyloop", outputs=["y"]))
+    g = GraphBuilder("g", opsets={"test.cyloop": 1})
+    g.loop(body.build(), inputs=[(g.input("x", np.float32), SlicedInput(0, "x_t")),
+                                 (g.input("W", np.float32), InvariantInput(0, "w"))],
+           outputs=[ConcatOutput("y")], output_names=["ys"])
+    g.output("ys")
+    fast = cyloop.Model(g.build(), driver="cython")
+    weight = rng.standard_normal(3).astype(np.float32)
+    weight.flags.writeable = False
+    feeds = {"x": rng.standard_normal((4, 3)).astype(np.float32), "W": weight}
+    for _ in range(2):
+        np.testing.assert_array_equal(fast.run(feeds)["ys"], feeds["x"] + weight)
+    weight.flags.writeable = True
+    weight *= 2
+    np.testing.assert_array_equal(fast.run(feeds)["ys"], feeds["x"] + weight)
+
+
 def test_static_nodes_run_once_only_in_runs_that_iterate_and_fail_as_the_body_would(rng):
     graph = _broadcast_bias_graph(stop_after=2)
     feeds = {"x": rng.standard_normal((7, 3, 4)).astype(np.float32),
