@@ -484,8 +484,9 @@ def plot_ratios(path: str, title: str, series: dict[str, dict[str, float]]) -> N
     for k, (label, ratios) in enumerate(series.items()):
         at = [i + (k - (len(series) - 1) / 2) * height for i, name in enumerate(models)
               if name in ratios]
+        mean = statistics.geometric_mean(ratios.values())
         ax.barh(at, [ratios[name] - 1 for name in models if name in ratios], left=1,
-                height=height, label=f"{label} (geometric mean {statistics.geometric_mean(ratios.values()):.2f})")
+                height=height, label=f"{label} (geometric mean {mean:.2f})")
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log")
     ax.set_yticks(range(len(models)), models, fontsize=7)

@@ -400,10 +400,11 @@ def _once(step: HoistStep, inputs: list, fixed: tuple = ()) -> dict:
 
     Inputs that are the very objects of the last run, each one nobody changes while it lives
     (the body's own constants, `fixed`, or `_lasting`: a model's constant passed into the loop,
-    say a layer's weights that the body splits or squeezes), give the results of that run again: the step is a pure function of
-    them (`hoist._invariant` takes no random op), and the same result objects let the kernels
-    reading them recall what they derived by identity (accel/gemm.py `Prepared`) rather than
-    compare values. The inputs are held meanwhile, so no other object takes their identity."""
+    say a layer's weights that the body splits or squeezes), give the results of that run
+    again: the step is a pure function of them (`hoist._invariant` takes no random op), and the
+    same result objects let the kernels reading them recall what they derived by identity
+    (accel/gemm.py `Prepared`) rather than compare values. The inputs are held meanwhile, so no
+    other object takes their identity."""
     kept = step.kept
     if kept is not None and len(kept[0]) == len(inputs) \
             and all(a is b for a, b in zip(kept[0], inputs)):

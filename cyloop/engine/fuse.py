@@ -61,8 +61,8 @@ IR convert_model makes of it writes the second, Subtract, Multiply and ReduceSum
 ``SquaredDistance(a, b)``: each distance is summed where it is written and the
 difference is never stored, a row at a time or, hoisted, a chunk of rows against the matrix.
 The axis is the last where it is -1, or where it is the last of the rank the Sub's operands
-have (body inputs of declared shape, constants, and those squeezed or unsqueezed); the sum is still one of the same squares, in
-another order.
+have (body inputs of declared shape, constants, and those squeezed or unsqueezed); the sum is
+still one of the same squares, in another order.
 
 Before any of them, a carried value the body returns unchanged (the value itself, or through
 Identity nodes, ONNX's or OpenVINO's) is read as an invariant input (`passed_through`):

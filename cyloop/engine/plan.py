@@ -714,8 +714,8 @@ def describe(facts: LoopFacts) -> LoopPlan:
     if facts.steps is not None:
         c = facts.counters
         node = body.steps[0].node
-        steps = Steps(node.shown, node.op_type, node.outputs[0], c.get("step_calls", 0), c.get("stepped_iterations", 0),
-                      c.get("iterations", 0))
+        steps = Steps(node.shown, node.op_type, node.outputs[0], c.get("step_calls", 0),
+                      c.get("stepped_iterations", 0), c.get("iterations", 0))
     overwriting = [StepUse(body.steps[k].node.shown, body.steps[k].node.model_nodes, calls)
                    for k, calls in facts.overwriting.items()]
     return LoopPlan(facts.label, facts.driver, _trip_words(spec), ports, aliasing,
