@@ -10,21 +10,38 @@ order in both.)
 
 from __future__ import annotations
 
-from collections import namedtuple
+from operator import itemgetter
 
 __all__ = ["ARRANGED_LSTM", "ONNX_LSTM", "OPENVINO_LSTM", "LstmGateOrder"]
 
 _GATES = "fico"  # the fields' order, by their letters
 
 
-# (collections' namedtuple, not typing's: that one costs a process's first LSTM load its
-# annotations' evaluation)
-class LstmGateOrder(namedtuple("LstmGateOrder", "forget input cell output")):
+# A tuple with named fields, written out: collections' namedtuple compiles its methods from
+# generated source, which costs a process's first recurrent load as much as the rest of this
+# module (typing's NamedTuple costs its annotations' evaluation besides).
+class LstmGateOrder(tuple):
     """The block each gate of an LSTM is, a permutation of 0-3: `forget`, `input`, `cell` (the
     candidate: its block goes through tanh, the others through a sigmoid) and `output`.
     `accel._gate_passes` reads the fields in this order, as a tuple."""
 
     __slots__ = ()
+    _fields = ("forget", "input", "cell", "output")
+
+    def __new__(cls, forget: int, input: int, cell: int, output: int):
+        return tuple.__new__(cls, (forget, input, cell, output))
+
+    forget = property(itemgetter(0), doc="The forget gate's block.")
+    input = property(itemgetter(1), doc="The input gate's block.")
+    cell = property(itemgetter(2), doc="The candidate's block.")
+    output = property(itemgetter(3), doc="The output gate's block.")
+
+    def __getnewargs__(self) -> tuple[int, int, int, int]:  # (pickling and copying)
+        return tuple(self)
+
+    def __repr__(self) -> str:
+        return (f"LstmGateOrder(forget={self[0]!r}, input={self[1]!r}, cell={self[2]!r}, "
+                f"output={self[3]!r})")
 
     @classmethod
     def spelled(cls, letters: str) -> LstmGateOrder:

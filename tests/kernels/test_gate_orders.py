@@ -17,9 +17,21 @@ _FIELD_LETTERS = dict(zip(LstmGateOrder._fields, "fico"))
 @pytest.mark.parametrize("name", list(_SPELLED))
 def test_each_order_puts_each_gate_in_the_block_its_format_spells(name):
     order, letters = _SPELLED[name]
-    for field, at in order._asdict().items():
-        assert letters[at] == _FIELD_LETTERS[field], (field, at)
+    for field, letter in _FIELD_LETTERS.items():
+        assert letters[getattr(order, field)] == letter, field
     assert sorted(order) == list(range(len(letters)))
+
+
+def test_an_order_is_the_tuple_of_its_blocks_and_pickles_as_itself():
+    """(`accel._gate_passes` reads it as a tuple; a pickle of it, the cache's, is one again)"""
+    import pickle
+
+    order = LstmGateOrder(2, 0, 3, 1)
+    assert order == ONNX_LSTM == (2, 0, 3, 1) and hash(order) == hash((2, 0, 3, 1))
+    assert (order.forget, order.input, order.cell, order.output) == (2, 0, 3, 1)
+    again = pickle.loads(pickle.dumps(order, protocol=5))
+    assert type(again) is LstmGateOrder and again == order
+    assert repr(order) == "LstmGateOrder(forget=2, input=0, cell=3, output=1)"
 
 
 def test_the_arranged_order_has_the_sigmoid_gates_first():
