@@ -72,3 +72,32 @@ def test_loading_an_ir_loads_its_frontend_and_kernels():
     assert "cyloop.frontends.openvino" in loaded and "cyloop.kernels.recurrent.cells" in loaded
     assert not _under(loaded, "onnx") and not _under(loaded, "cyloop.frontends.onnx")
     assert not _under(loaded, "cyloop.kernels.onnx") and "ml_dtypes" not in loaded
+
+
+def test_a_cache_hit_loads_the_kernels_its_ops_use_and_no_frontend(tmp_path):
+    """A model whose ops are a Transpose and a Slice, read from the on-disk cache: its kernel
+    modules load, not the frontend, nor the narrow types (a Cast's business) nor the maths of
+    the gathers, scatters and pads that share the Slice's module."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
+         helper.make_node("Slice", ["t", "starts", "ends"], ["y"])], "hit",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [helper.make_tensor("starts", TensorProto.INT64, [1], [1]),
+         helper.make_tensor("ends", TensorProto.INT64, [1], [3])])
+    path = tmp_path / "hit.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+                     .SerializeToString())
+    env = {**os.environ, "CYLOOP_CACHE_DIR": str(tmp_path / "cache")}
+    for _ in range(2):  # (the first writes the entry, the second reads it)
+        proc = subprocess.run([sys.executable, "-c", _LOADED, str(path), "run"],
+                              capture_output=True, text=True, timeout=120, check=True, env=env)
+    loaded = set(proc.stdout.splitlines()[1].split())
+    assert {"cyloop.cache", "cyloop.kernels.onnx.tensor", "cyloop.kernels.onnx.indexing"} <= loaded
+    early = [m for package in ("cyloop.frontends", "cyloop.narrow", "cyloop.kernels._indexing",
+                               "cyloop.kernels._math", "onnx")
+             for m in _under(loaded, package)]
+    assert not early, f"a cache hit on {path.name} loads {early}"
+

@@ -4,7 +4,6 @@ import functools
 
 import numpy as np
 
-from ..narrow import is_narrow
 from ._shapes import is_constant
 
 __all__ = ["axes_reader", "cumulative", "in_own_type", "l2_norm", "log_sum", "log_sum_exp",
@@ -127,8 +126,16 @@ def _wide(x):
     integers, else x's own."""
     if x.dtype.kind in "iub":
         return np.dtype(np.float64)
-    half = x.dtype == _FLOAT16 or (is_narrow(x.dtype) and x.dtype.name == "bfloat16")
+    half = x.dtype == _FLOAT16 or (x.dtype.name == "bfloat16" and _is_narrow(x.dtype))
     return np.dtype(np.float32) if half else x.dtype
+
+
+def _is_narrow(dtype) -> bool:
+    """`narrow.is_narrow`, imported only for a type named as one of ml_dtypes' (a float16 or
+    float32 reduction's process need not load it)."""
+    from ..narrow import is_narrow
+
+    return is_narrow(dtype)
 
 
 def _to_own_type(result, dtype):

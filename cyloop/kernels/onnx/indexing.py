@@ -6,8 +6,12 @@ from itertools import repeat
 
 import numpy as np
 
-from .. import _indexing, _math, _shapes
+from .. import _shapes
 from ..registry import abilities_of, declare, kernel
+
+# The maths of gathers, scatters, OneHot, Pad (`.._indexing`) and Einsum (`.._math`) is imported
+# by their factories, the first time a model has one: a model whose indexing is its Slices and
+# Splits, as a loop's body's mostly is, does not pay for importing it.
 
 
 def _ints(values):
@@ -125,13 +129,16 @@ def slice_10(attrs):
 
 @kernel("GatherElements", since=11)
 def gather_elements(attrs):
-    axis = int(attrs.get("axis", 0))
+    from .. import _indexing
 
+    axis = int(attrs.get("axis", 0))
     return lambda data, indices: _indexing.gather_elements(data, indices, axis)
 
 
 @kernel("GatherND", since=11)
 def gather_nd(attrs):
+    from .. import _indexing
+
     batch_dims = int(attrs.get("batch_dims", 0))
     return lambda data, indices: _indexing.gather_nd(data, indices, batch_dims)
 
@@ -145,6 +152,8 @@ _REDUCTIONS = {"none": None, "add": "sum", "mul": "prod", "max": "max", "min": "
 def scatter_elements(attrs):
     """Made in ``out=`` where given; in data's own buffer where the engine hands it that
     (its `updates_first` ability: a loop updating a carried buffer copies none a step)."""
+    from .. import _indexing
+
     axis = int(attrs.get("axis", 0))
     reduction = _REDUCTIONS[attrs.get("reduction", "none")]
 
@@ -157,6 +166,8 @@ def scatter_elements(attrs):
 @kernel("ScatterND", since=11, out=True)
 def scatter_nd(attrs):
     """As ScatterElements' (jax2onnx writes ``buf.at[k].set(y)`` as one)."""
+    from .. import _indexing
+
     reduction = _REDUCTIONS[attrs.get("reduction", "none")]
 
     def scattered(data, indices, updates, out=None):
@@ -172,6 +183,8 @@ def tensor_scatter(attrs):
     circular wraps the positions around the axis, linear must fit them in it. One scatter of
     every position at once; in the cache's own buffer where the engine hands it that
     (``updates_first``: a loop appending to a carried key/value cache copies none a step)."""
+    from .. import _indexing
+
     axis = int(attrs.get("axis", -2))
     mode = attrs.get("mode", "linear")
     if mode not in ("linear", "circular"):
@@ -267,6 +280,8 @@ def unique(attrs, n_outputs):
 
 @kernel("OneHot", since=9)
 def one_hot(attrs):
+    from .. import _indexing
+
     axis = int(attrs.get("axis", -1))
 
     def encoded(indices, depth, values):
@@ -276,15 +291,16 @@ def one_hot(attrs):
     return encoded
 
 
-def _pad(x, pads, mode, value, axes=None):
-    """ONNX's spelling: ``pads`` all begins then all ends, for `axes` (default: every axis)."""
+def _pad(pad, x, pads, mode, value, axes=None):
+    """ONNX's spelling: ``pads`` all begins then all ends, for `axes` (default: every axis);
+    `pad`: `_indexing.pad`."""
     rank = x.ndim
     axes = list(range(rank)) if axes is None else [a % rank for a in axes]
     begins, ends = [0] * rank, [0] * rank
     half = len(pads) // 2
     for k, axis in enumerate(axes):
         begins[axis], ends[axis] = pads[k], pads[k + half]
-    return _indexing.pad(x, begins, ends, mode, value, crop_first=True)
+    return pad(x, begins, ends, mode, value, crop_first=True)
 
 
 @kernel("Pad", since=1)
@@ -297,26 +313,31 @@ def pad_1(attrs):
 
 @kernel("Pad", since=2)
 def pad_2(attrs):
+    from .._indexing import pad
+
     pads, mode, value = attrs["pads"], attrs.get("mode", "constant"), attrs.get("value", 0.0)
-    return lambda x: _pad(x, list(pads), mode, x.dtype.type(value))
+    return lambda x: _pad(pad, x, list(pads), mode, x.dtype.type(value))
 
 
 @kernel("Pad", since=11)
 def pad_11(attrs):
+    from .._indexing import pad
+
     mode = attrs.get("mode", "constant")
 
     def padded(x, pads, constant_value=None, axes=None):
         value = x.dtype.type(0) if constant_value is None else \
             np.asarray(constant_value).reshape(-1)[0]
-        return _pad(x, _ints(pads), mode, value, None if axes is None else _ints(axes))
+        return _pad(pad, x, _ints(pads), mode, value, None if axes is None else _ints(axes))
 
     return padded
 
 
 @kernel("Einsum", since=12)
 def einsum(attrs):
-    equation = attrs["equation"].replace(" ", "")
+    from .. import _math
 
+    equation = attrs["equation"].replace(" ", "")
     return lambda *operands: _math.einsum(equation, *operands)
 
 

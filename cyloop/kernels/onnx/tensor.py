@@ -3,7 +3,6 @@ Gather, Trilu, ... Kernels that only re-view their input return numpy views (no 
 
 import numpy as np
 
-from ...narrow import is_narrow, ml_dtypes
 from .. import _shapes
 from ..registry import kernel
 
@@ -85,7 +84,11 @@ _E8M0 = "float8_e8m0fnu"
 
 def _special_cast(dtype) -> bool:
     """Whether a Cast to `dtype` saturates or rounds as `cast_to` does, not as astype."""
-    return is_narrow(dtype) and (dtype.name in _SATURATING or dtype.name == _E8M0)
+    if dtype.name not in _SATURATING and dtype.name != _E8M0:
+        return False  # (numpy's own types, by their names: cyloop.narrow is not imported for them)
+    from ...narrow import is_narrow
+
+    return is_narrow(dtype)
 
 
 def cast_to(x, dtype, saturate: bool, round_mode: str):
@@ -98,6 +101,8 @@ def cast_to(x, dtype, saturate: bool, round_mode: str):
 
         return to_float8e8m0(x, saturate, round_mode).astype(dtype)
     if saturate and x.dtype.kind in "fV":
+        from ...narrow import ml_dtypes
+
         info = ml_dtypes().finfo(dtype)
         x = np.clip(x.astype(np.float32), np.float32(info.min), np.float32(info.max))
     return x.astype(dtype)
