@@ -101,3 +101,22 @@ def test_a_cache_hit_loads_the_kernels_its_ops_use_and_no_frontend(tmp_path):
              for m in _under(loaded, package)]
     assert not early, f"a cache hit on {path.name} loads {early}"
 
+
+_FUSED = """
+import sys
+import numpy as np
+from cyloop.accel import _distances, fused
+print("cyloop.accel._gate_passes" in sys.modules)
+stand_in = fused.squared_distances
+rows = np.arange(6.0).reshape(3, 2)
+print(fused.squared_distance({"keepdims": 0})(rows, rows[:1]).tolist())
+print(stand_in is not fused.squared_distances is _distances.squared_distances)
+"""
+
+
+def test_the_fused_kernels_import_their_native_passes_at_their_first_call():
+    """accel/fused.py loads with a model's first fused node; the gate passes only when a kernel
+    first calls one, and then each pass takes its stand-in's place."""
+    proc = subprocess.run([sys.executable, "-c", _FUSED], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert proc.stdout.split("\n")[:3] == ["False", "[0.0, 8.0, 32.0]", "True"]

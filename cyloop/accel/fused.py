@@ -5,18 +5,8 @@ rounding, in fewer numpy passes."""
 import numpy as np
 
 from ..ir import LOOP_DOMAIN
-from ..kernels import LstmGateOrder, lstm_gate_affine, sigmoid, sigmoid_cap
+from ..kernels import lstm_gate_affine, sigmoid, sigmoid_cap
 from ..kernels.registry import Recurrence, abilities_of, declare, kernel
-from ._distances import squared_distances
-from ._gate_passes import (
-    gru_product_steps,
-    gru_product_tail,
-    lstm_product_steps,
-    lstm_product_tail,
-    lstm_tail,
-    product_tanh,
-    product_tanh_steps,
-)
 from .gemm import (
     Prepared,
     _mode,
@@ -32,6 +22,36 @@ from .gemm import (
 from .measured import Measured
 
 _NDARRAY = np.ndarray
+# The native passes some kernels here call. This module loads with the first fused node a model
+# has, most often an AtLeast or a ProductPlus that calls none of them, so each module of them is
+# imported at the first call of one of its passes (`_at_first_call`).
+
+
+def _at_first_call(module: str, name: str):
+    """A stand-in for the native pass `name` of `module` (in this package) that imports it at its
+    first call and puts it in its own place here, so that later calls go straight to it (unless
+    something else took the place meanwhile: a test's spy)."""
+
+    def first_call(*args, **kwargs):
+        from importlib import import_module
+
+        function = getattr(import_module(f".{module}", __package__), name)
+        if globals().get(name) is first_call:
+            globals()[name] = function
+        return function(*args, **kwargs)
+
+    first_call.__name__ = first_call.__qualname__ = name
+    return first_call
+
+
+squared_distances = _at_first_call("_distances", "squared_distances")
+gru_product_steps = _at_first_call("_gate_passes", "gru_product_steps")
+gru_product_tail = _at_first_call("_gate_passes", "gru_product_tail")
+lstm_product_steps = _at_first_call("_gate_passes", "lstm_product_steps")
+lstm_product_tail = _at_first_call("_gate_passes", "lstm_product_tail")
+lstm_tail = _at_first_call("_gate_passes", "lstm_tail")
+product_tanh = _at_first_call("_gate_passes", "product_tanh")
+product_tanh_steps = _at_first_call("_gate_passes", "product_tanh_steps")
 
 
 class _AtLeast:
@@ -79,9 +99,11 @@ def at_least(attrs):
     return _AtLeast(attrs["shape"])
 
 
-def _gate_order(attrs) -> LstmGateOrder:
+def _gate_order(attrs) -> "LstmGateOrder":  # noqa: F821 - (kernels._gate_orders')
     """A fused LSTM node's ``blocks``: the parts of its gate axis holding f, i, g, o, in the
     order the matched graph had them (engine/fuse.py)."""
+    from ..kernels import LstmGateOrder
+
     return LstmGateOrder(*(int(k) for k in attrs["blocks"]))
 
 
