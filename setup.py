@@ -1,7 +1,8 @@
 """Build the Cython core (`cyloop.engine._core`), the functional API's step loops
 (`cyloop.engine._steps`), the products on two cores (`cyloop.accel._two_core`), a recurrent
 step's gate passes (`cyloop.accel._gate_passes`), pairwise squared distances
-(`cyloop.accel._distances`) and a TopK's selection (`cyloop.accel._selection`); everything else is plain Python.
+(`cyloop.accel._distances`) and a TopK's selection (`cyloop.accel._selection`); everything else
+is plain Python.
 
 `CYLOOP_DEBUG_CYTHON=1` turns bounds checks, wraparound and division checks back on.
 The sdist holds the tests, the headers, the benchmarks, the docs and the CI script as well as the

@@ -18,8 +18,9 @@ live, never in what they are; see ``_core.pyx``)::
         go = body's condition result (if it has one)
     last outputs: the final value of their result (a carried value's initial value if i == 0)
 
-A `SlicedInput` both bounds the loop (``slices_set_trip_count``: TensorIterator, Scan) or only limits it
-(Loop-5: running past its last part is a model error). The slicing rule, for an axis of size D::
+A `SlicedInput` both bounds the loop (``slices_set_trip_count``: TensorIterator, Scan) or only
+limits it (Loop-5: running past its last part is a model error). The slicing rule, for an axis of
+size D::
 
     s = start + D if start < 0 else start;  e = end + D if end < 0 else end;  P = part_size
     stride > 0: part i is [s + i*stride, s + i*stride + P) while its last element <= e
@@ -259,7 +260,8 @@ class Graph:
     __repr__ = dataclass_repr
 
     def free_names(self) -> list[str]:
-        """Names this graph (or any graph nested in it) reads but does not define: outer-scope reads.
+        """Names this graph (or any graph nested in it) reads but does not define: outer-scope
+        reads.
 
         In first-use order, without repeats.
         """
@@ -332,9 +334,9 @@ class CarriedInput:
 class SlicedInput:
     """Part i of the loop node's input `outer` along `axis` feeds `param` at iteration i.
 
-    With ``keep_axis=False`` (ONNX Scan) the part must have ``part_size == 1`` and the axis is dropped.
-    `start` and `end` default to the whole axis in the stride's direction: 0 and -1 for a positive
-    stride, -1 and 0 for a negative one.
+    With ``keep_axis=False`` (ONNX Scan) the part must have ``part_size == 1`` and the axis is
+    dropped. `start` and `end` default to the whole axis in the stride's direction: 0 and -1 for a
+    positive stride, -1 and 0 for a negative one.
     """
 
     outer: int
@@ -404,9 +406,9 @@ class LastOutput:
 class ConcatOutput:
     """The values of body output `result`, one per iteration, joined along `axis`.
 
-    ``new_axis=True`` stacks them on a new axis (ONNX Loop and Scan); otherwise they are joined along
-    an existing axis (TensorIterator, Loop-5), each iteration's part as large as the result is along
-    it. ``reverse=True`` (a negative stride) puts iteration i at slot n-1-i.
+    ``new_axis=True`` stacks them on a new axis (ONNX Loop and Scan); otherwise they are joined
+    along an existing axis (TensorIterator, Loop-5), each iteration's part as large as the result is
+    along it. ``reverse=True`` (a negative stride) puts iteration i at slot n-1-i.
     """
 
     result: str
@@ -501,7 +503,8 @@ class LoopSpec:
                 raise ModelError(f"{label}: {what} names body input {param!r}, which the body does "
                                  f"not have (body inputs: {params})")
             if param in claimed:
-                raise ModelError(f"{label}: body input {param!r} is both {claimed[param]} and {what}")
+                raise ModelError(f"{label}: body input {param!r} is both {claimed[param]} "
+                                 f"and {what}")
             claimed[param] = what
 
         def check_outer(index, what):
@@ -511,8 +514,8 @@ class LoopSpec:
 
         def check_result(result, what):
             if result not in results:
-                raise ModelError(f"{label}: {what} names body output {result!r}, which the body does "
-                                 f"not have (body outputs: {sorted(results)})")
+                raise ModelError(f"{label}: {what} names body output {result!r}, which the body "
+                                 f"does not have (body outputs: {sorted(results)})")
 
         if self.iteration_param is not None:
             claim(self.iteration_param, "the iteration number")

@@ -340,9 +340,9 @@ class _Handed:
 
 
 def _accepted_form(inputs: list[Value], feeds: dict, defaults: dict) -> tuple[int, tuple] | None:
-    """What accepted `feeds` were, for `accepted_arguments`: per declared input, (name, dtype, shape,
-    None) of its array, or (None, None, None, default) where it took its default; None where a
-    feed is not a plain array (a scalar converted, a sequence, an empty optional: checked every
+    """What accepted `feeds` were, for `accepted_arguments`: per declared input, (name, dtype,
+    shape, None) of its array, or (None, None, None, default) where it took its default; None where
+    a feed is not a plain array (a scalar converted, a sequence, an empty optional: checked every
     run)."""
     form = []
     for declared in inputs:

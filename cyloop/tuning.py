@@ -44,8 +44,8 @@ CLOSE = 0.1
 MAX_ROUNDS_FACTOR = 3
 # A candidate whose fastest sample is this many times the slowest of the best one's, after
 # EARLY_ROUNDS timed calls each, drops out of the trial then: a clearly slower candidate (a GEMM
-# orientation far off the best, say) does not keep its turns for all the rounds. Trials run in a model's
-# first runs, so every turn it keeps costs the user.
+# orientation far off the best, say) does not keep its turns for all the rounds. Trials run in a
+# model's first runs, so every turn it keeps costs the user.
 CLEAR = 1.3
 EARLY_ROUNDS = 2
 # A key's trial opens once the default has made PAYBACK times as many calls on it (its first one
@@ -116,7 +116,7 @@ COLUMNS_SCRATCH = 64 * 1024
 # quiet value is made anew each run.
 QUIET_KEEP = 64
 
-# -- reading models (frontends/, cache.py) ------------------------------------------------------------------
+# -- reading models (frontends/, cache.py) --------------------------------------------------------
 
 # An IR is read in chunks of this many bytes (frontends/openvino.py): a large IR is never held
 # whole, as bytes or as a tree.

@@ -327,9 +327,9 @@ def _add(c, x):
      "cond_fun must return one boolean, got int 1"),
     (lambda: cyloop.while_loop(lambda v: v < 3, lambda v: v + 1, 0.0, max_iterations=-1),
      "while_loop: max_iterations must be None or >= 0, not -1"),
-], ids=["0-d-xs", "ragged-xs", "object-xs", "string-xs", "length-disagrees", "xs-disagree", "nothing",
-        "negative-length", "float-length", "f-none", "float-bound", "array-bound", "bool-bound",
-        "cond-shape", "cond-none", "cond-int", "negative-limit"])
+], ids=["0-d-xs", "ragged-xs", "object-xs", "string-xs", "length-disagrees", "xs-disagree",
+        "nothing", "negative-length", "float-length", "f-none", "float-bound", "array-bound",
+        "bool-bound", "cond-shape", "cond-none", "cond-int", "negative-limit"])
 def test_bad_arguments_are_input_errors(call, error):
     with pytest.raises(cyloop.InputError, match=error):
         call()

@@ -13,7 +13,8 @@ from cyloop.cli import DATA, EXAMPLES
 # Modules `import cyloop` must leave unloaded: by name, or a package with everything under it.
 _LATER = ("cyloop.frontends", "cyloop.kernels.onnx", "cyloop.kernels.openvino",
           "cyloop.kernels.recurrent", "cyloop.accel.fused", "cyloop.accel._gate_passes",
-          "cyloop.engine.plan", "cyloop.cli", "cyloop.maps", "cyloop.system", "cyloop.backend", "statistics",
+          "cyloop.engine.plan", "cyloop.cli", "cyloop.maps", "cyloop.system",
+          "cyloop.backend", "statistics",
           "mmap",  # (accel/aligned.py's mappings: for the largest weights only)
           "onnx", "onnxruntime", "openvino",
           "jax", "ml_dtypes", "threadpoolctl", "tqdm", "matplotlib", "dask")

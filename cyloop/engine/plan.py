@@ -402,8 +402,9 @@ class LoopPlan:
             notes.extend(f"measured: {line}" for line in choice.lines())
         c = self.counters
         if c.get("runs"):
-            notes.append(f"sizes ({_count(c['runs'], 'run')}, {_count(c['iterations'], 'iteration')}"
-                         f"): {_size(self.preallocated_bytes)} preallocated in the last run "
+            notes.append(f"sizes ({_count(c['runs'], 'run')}, "
+                         f"{_count(c['iterations'], 'iteration')}): "
+                         f"{_size(self.preallocated_bytes)} preallocated in the last run "
                          f"({_count(c['allocations'], 'allocation')}), "
                          f"{_size(self.copied_bytes_per_iteration)} copied an iteration in "
                          f"steady state, {_size(c['growth_bytes_copied'])} moved by growth")

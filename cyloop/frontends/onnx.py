@@ -332,8 +332,9 @@ class _Converter:
                                   "uint64_data", "string_data") if len(getattr(tensor, field))]
             if tensor.raw_data:
                 held.append(f"{len(tensor.raw_data)} bytes of raw_data")
-            raise ModelError(f"{where}: declared {declared} of shape {tensor.dims.tolist()}, but its "
-                             f"data holds {', '.join(held) or 'nothing'} ({error})") from None
+            raise ModelError(f"{where}: declared {declared} of shape {tensor.dims.tolist()}, "
+                             f"but its data holds {', '.join(held) or 'nothing'} "
+                             f"({error})") from None
         if value.size == 0:  # (a view of no bytes still holds all the model's)
             value = np.empty(value.shape, value.dtype)
         # The model's own array (to_array may give a view of the tensor's bytes), read-only, so

@@ -190,8 +190,9 @@ class Message:
                 if wire == 2:
                     values.chunks.append((value, pos))
                 elif wire == _NUMBERS[kind]:
-                    values.chunks.append(value if wire == 0 else _FLOAT32.unpack_from(data, value)[0]
-                                         if wire == 5 else _FLOAT64.unpack_from(data, value)[0])
+                    values.chunks.append(value if wire == 0
+                                         else _FLOAT32.unpack_from(data, value)[0] if wire == 5
+                                         else _FLOAT64.unpack_from(data, value)[0])
                 continue
             if wire != (2 if kind in (_STR, _BYTES, _RAW, _MSG, _STRS, _BYTES_LIST, _MSGS) else
                         0 if kind in (_INT, _ENUM) else 5):

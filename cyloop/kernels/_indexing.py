@@ -101,7 +101,8 @@ def scatter_nd(data, indices, updates, reduction=None, out=None):
     indices = np.asarray(indices)
     depth = indices.shape[-1]
     updates = np.asarray(updates).reshape(indices.shape[:-1] + data.shape[depth:])
-    index = tuple(indices[..., k] for k in range(depth))  # (no moveaxis: its checks cost a small step)
+    # (no moveaxis: its checks cost a small step)
+    index = tuple(indices[..., k] for k in range(depth))
     return _scatter(data, index, updates, reduction, True, out)
 
 

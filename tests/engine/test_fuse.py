@@ -115,8 +115,8 @@ def test_casts_of_both_results_join_the_step_in_its_place(rng):
     loop = loop_plan(cyloop.load(onnx_model.SerializeToString(), driver="cython"))
     step = loop.fused_step("LSTMStep")
     replaced = [(ref.op, ref.output) for ref in step.replaces]
-    assert step.makes[0] == "h_out" and _runs_of(replaced, [("Cast", "h_out"), ("Cast", "c_out")]), \
-        loop
+    assert step.makes[0] == "h_out" \
+        and _runs_of(replaced, [("Cast", "h_out"), ("Cast", "c_out")]), loop
 
 
 def test_an_uneven_opset18_split_runs_the_arithmetic_as_written(rng):

@@ -151,7 +151,8 @@ def _onnx_gather_loop(axis, trip_count, stop_after=None):
         [helper.make_tensor_value_info("M", TensorProto.INT64, []),
          helper.make_tensor_value_info("X", f, None), helper.make_tensor_value_info("W", f, None),
          helper.make_tensor_value_info("acc0", f, None)],
-        [helper.make_tensor_value_info("acc", f, None), helper.make_tensor_value_info("ys", f, None)])
+        [helper.make_tensor_value_info("acc", f, None),
+         helper.make_tensor_value_info("ys", f, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     return onnx.ModelProto.FromString(model.SerializeToString())
 

@@ -159,8 +159,8 @@ THREAD_SCRIPT = textwrap.dedent("""
 def test_other_threads_run_while_a_loop_runs(driver, iterations):
     """The driver holds the GIL, but lets other Python threads in as it goes (a body of scalar
     steps runs no bytecode, so the interpreter alone would not)."""
-    proc = subprocess.run([sys.executable, "-c", THREAD_SCRIPT, driver, str(iterations)], capture_output=True,
-                          text=True, timeout=120, check=False)
+    proc = subprocess.run([sys.executable, "-c", THREAD_SCRIPT, driver, str(iterations)],
+                          capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     ticks, took = proc.stdout.split()
     # A thread that wakes every 10 ms woke during the loop (without the GIL it would not once).

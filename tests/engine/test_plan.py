@@ -98,7 +98,8 @@ def test_the_rendering_is_a_table_of_the_models_values():
     assert lines[:10] == [
         "Loop 'rnn_loop' [cython driver]: one iteration per part of the sliced inputs",
         "  value        role             where it lives, what is copied",
-        "  x_t          sliced, axis 0   part i of the outer value, a read-only view (axis dropped)",
+        ("  x_t          sliced, axis 0   part i of the outer value, a read-only view "
+         "(axis dropped)"),
         ("  h            carried          'h_next', read where it lives: slot i of output #1 "
          "(0 copies)"),
         "  w            invariant        the outer value, a read-only view",

@@ -1,6 +1,7 @@
 """Models exported by jax2onnx (lax.scan / while_loop / fori_loop / cond, nested), run by cyloop
 and checked against JAX itself. Nobody here wrote these graphs: they are what the exporter writes
-for ordinary JAX loops (Loop with scan outputs, Loop with a computed condition, If inside a body)."""
+for ordinary JAX loops (Loop with scan outputs, Loop with a computed condition, If inside a
+body)."""
 
 
 import numpy as np

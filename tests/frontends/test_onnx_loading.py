@@ -146,8 +146,9 @@ def _loop_with_body(body, inputs=("M", "", "v0"), n_outputs=1, m_type=TensorProt
 def _body(n_in=3, n_out=2, cond_type=TensorProto.BOOL, extra_nodes=(), v_source="v_in"):
     names_in = ["iter", "cond_in", "v_in", "w_in"][:n_in]
     types_in = [TensorProto.INT64, TensorProto.BOOL, TensorProto.FLOAT, TensorProto.FLOAT]
-    nodes = [helper.make_node("Identity", ["cond_in"], ["cond_out"]) if cond_type ==
-             TensorProto.BOOL else helper.make_node("Cast", ["cond_in"], ["cond_out"], to=cond_type),
+    nodes = [helper.make_node("Identity", ["cond_in"], ["cond_out"])
+             if cond_type == TensorProto.BOOL
+             else helper.make_node("Cast", ["cond_in"], ["cond_out"], to=cond_type),
              helper.make_node("Neg", [v_source], ["v_out"]), *extra_nodes]
     outputs = [helper.make_tensor_value_info("cond_out", cond_type, []),
                helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [2]),
@@ -160,7 +161,8 @@ def _body(n_in=3, n_out=2, cond_type=TensorProto.BOOL, extra_nodes=(), v_source=
 
 BAD_MODELS = {
     "body-inputs": (lambda: _loop_with_body(_body(n_in=4)), "body has 4 inputs.*needs 3"),
-    "body-outputs": (lambda: _loop_with_body(_body(n_out=1)), "body has 1 outputs.*needs at least 2"),
+    "body-outputs": (lambda: _loop_with_body(_body(n_out=1)),
+                     "body has 1 outputs.*needs at least 2"),
     "node-outputs": (lambda: _loop_with_body(_body(), n_outputs=2), "node has 2 outputs"),
     "cond-not-bool": (lambda: _loop_with_body(_body(cond_type=TensorProto.FLOAT)),
                       "condition output 'cond_out' must be bool"),

@@ -81,7 +81,8 @@ def test_nested_loop_with_outer_scope_reads_and_if_inside(rng):
          const("zero", np.int64(0)), helper.make_node("Equal", ["parity", "zero"], ["even"]),
          helper.make_node("If", ["even"], ["acc_out"], then_branch=then_g, else_branch=else_g),
          helper.make_node("Identity", ["c_in"], ["c_out"])], "inner",
-        [tensor("j", np.int64, []), tensor("c_in", np.bool_, []), tensor("acc_in", np.float32, [2])],
+        [tensor("j", np.int64, []), tensor("c_in", np.bool_, []),
+         tensor("acc_in", np.float32, [2])],
         [tensor("c_out", np.bool_, []), tensor("acc_out", np.float32, [2])])
     outer = helper.make_graph(
         [helper.make_node("Loop", ["inner_m", "", "a_in"], ["a_mid"], body=inner),

@@ -125,7 +125,8 @@ _CASES = {case.name: case for case in node_cases()}
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
-    """Every case's IR, converted in a child process (see tests/support/openvino_convert_cases.py)."""
+    """Every case's IR, converted in a child process (see
+    tests/support/openvino_convert_cases.py)."""
     out = tmp_path_factory.mktemp("openvino_ir")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     subprocess.run([sys.executable, "-m", "tests.support.openvino_convert_cases", str(out)],

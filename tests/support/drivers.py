@@ -10,7 +10,8 @@ __all__ = ["run_both", "run_three_ways"]
 
 
 def run_both(graph, feeds, **kwargs):
-    """Run `graph` on both drivers; assert they agree exactly; return the default driver's result."""
+    """Run `graph` on both drivers; assert they agree exactly; return the default driver's
+    result."""
     results = {}
     for driver in ("cython", "python"):
         model = cyloop.Model(graph, driver=driver, **kwargs)

@@ -167,8 +167,10 @@ def leaked(value, nodes, outputs, outer_outputs):
         outer_outputs.append("leaks")
 
 
-def cell_loop_feeds(rng, state, gates, steps=7, batch=3, features=5, biases=("B",), states=("h0", "c0")):
-    """Feeds of `lstm_loop` and of test_fuse's other cell loops: X, W, R, each of `biases` [gates] and `states` [B, H]."""
+def cell_loop_feeds(rng, state, gates, steps=7, batch=3, features=5, biases=("B",),
+                    states=("h0", "c0")):
+    """Feeds of `lstm_loop` and of test_fuse's other cell loops: X, W, R, each of `biases`
+    [gates] and `states` [B, H]."""
     f = np.float32
     feeds = {"T": np.array(steps, np.int64),
              "X": rng.standard_normal((steps, batch, features)).astype(f),

@@ -196,8 +196,8 @@ def grid_sample(attrs):
     border (clamped to [0, D - 1]; in cubic mode only its taps are) or reflection (mirrored);
     the taps around it (``mode`` nearest: the point rounded half to even; linear: its floor and
     the next; cubic: four, Keys' kernel with a = -0.75) read X, a tap outside reading 0
-    (zeros), the edge (border) or its mirror image (reflection). The coordinates and weights are computed in the grid's precision
-    (float16 in float32), as onnxruntime does."""
+    (zeros), the edge (border) or its mirror image (reflection). The coordinates and weights are
+    computed in the grid's precision (float16 in float32), as onnxruntime does."""
     align_corners = bool(int(attrs.get("align_corners", 0)))
     mode = attrs.get("mode", "linear")
     if mode not in _GRID_MODES:

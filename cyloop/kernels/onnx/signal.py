@@ -2,8 +2,8 @@
 input's precision (kernels/_fourier.py: float16 and bfloat16 through float32).
 
 A complex tensor is ONNX's [..., 2] (real, imaginary); a real one [..., 1]. The one-sided forward
-transform (of a real input only) keeps the first ``n // 2 + 1`` frequencies; the one-sided inverse reads those and
-returns the real signal of length n ([..., 1]), as onnx.reference does."""
+transform (of a real input only) keeps the first ``n // 2 + 1`` frequencies; the one-sided
+inverse reads those and returns the real signal of length n ([..., 1]), as onnx.reference does."""
 
 import numpy as np
 
@@ -86,7 +86,8 @@ def stft(attrs):
     """STFT-17: (signal [batch, length, 1 | 2], frame_step[, window [L], frame_length]) ->
     [batch, frames, bins, 2]: frames of L samples every ``frame_step`` (``1 + (length - L) //
     frame_step`` of them), each times the window (default ones), transformed; ``onesided``
-    (the default) keeps ``L // 2 + 1`` bins (of a complex signal too, as onnxruntime does). All frames are one strided view and one FFT."""
+    (the default) keeps ``L // 2 + 1`` bins (of a complex signal too, as onnxruntime does). All
+    frames are one strided view and one FFT."""
     onesided = bool(int(attrs.get("onesided", 1)))
 
     def transform(signal, frame_step, window=None, frame_length=None):

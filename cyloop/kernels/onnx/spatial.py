@@ -1,7 +1,8 @@
 """Convolution and pooling over the spatial axes of [N, C, D1, D2, ...] tensors: Conv,
-ConvTranspose, ConvInteger, QLinearConv, DeformConv, MaxPool, AveragePool, LpPool, GlobalAveragePool,
-GlobalMaxPool, GlobalLpPool; and their inverses MaxUnpool and Col2Im. The window maths is shared with OpenVINO's layers (kernels/_spatial.py); here
-ONNX's attributes become a `Geometry`."""
+ConvTranspose, ConvInteger, QLinearConv, DeformConv, MaxPool, AveragePool, LpPool,
+GlobalAveragePool, GlobalMaxPool, GlobalLpPool; and their inverses MaxUnpool and Col2Im. The
+window maths is shared with OpenVINO's layers (kernels/_spatial.py); here ONNX's attributes become
+a `Geometry`."""
 
 import itertools
 

@@ -317,9 +317,9 @@ def lstm_step(attrs) -> Measured:
         def plain_step(xw, h, c, r, out=None):
             """`step` with the default activations and no clip on a [B, H] state, xw [B, 4H]
             and r of its type: the same product and passes, without the Python around them
-            (a share of a step worth saving where it was measured), as one call (`lstm_product_tail`;
-            the batch's rows cut in two for two cores) where it takes the operands, else the
-            product and one call for the passes (`lstm_tail`)."""
+            (a share of a step worth saving where it was measured), as one call
+            (`lstm_product_tail`; the batch's rows cut in two for two cores) where it takes the
+            operands, else the product and one call for the passes (`lstm_tail`)."""
             dtype = h.dtype
             if h.ndim != 2 or dtype.kind != "f" or not xw.dtype == c.dtype == r.dtype == dtype:
                 return step(xw, h, c, r, out)

@@ -160,9 +160,9 @@ def _run(states, x, lengths, w, b, attrs, project, step, steps_for=None, y=None)
 
 class _Cores:
     """Where a layer's matrix products run where no loop decides it (a layer outside loops): one
-    of `product_candidates`, a measured choice timed a call at a time (per step) as a loop's is a run at
-    a time (engine/_core.pyx `LoopDriver.products`): two cores' calls first, the default's, until
-    they pay for a trial; then each candidate a warm-up call (the default has had its) and two
+    of `product_candidates`, a measured choice timed a call at a time (per step) as a loop's is a
+    run at a time (engine/_core.pyx `LoopDriver.products`): two cores' calls first, the default's,
+    until they pay for a trial; then each candidate a warm-up call (the default has had its) and two
     timed ones. Only the calls before the trial opens (or, opened at once, its first call) let
     the layer's own trials (its step's formulations) take samples. A layer whose products never
     split in pieces (too small) drops the choice. `fix` keeps one (tune=False: BLAS's)."""

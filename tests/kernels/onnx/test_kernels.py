@@ -262,8 +262,8 @@ _AXES_CASES = [(axes, "an initializer", noop) for axes in _CONSTANT_AXES for noo
     + [(axes, "an attribute", 0) for axes in _CONSTANT_AXES if axes != "none"]
 
 
-@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMean", "ReduceSumSquare", "ReduceL2",
-                                "ReduceLogSumExp"])
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMean", "ReduceSumSquare",
+                                "ReduceL2", "ReduceLogSumExp"])
 @pytest.mark.parametrize("keepdims", [0, 1])
 @pytest.mark.parametrize("axes, axes_as, noop", _AXES_CASES,
                          ids=[f"{axes}, {given}, noop {noop}" for axes, given, noop in _AXES_CASES])

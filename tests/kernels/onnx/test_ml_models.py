@@ -29,7 +29,8 @@ def _imputer_cases():
     data[1, 2] = data[3, 0] = 0
     for values in ([1.5], [1.0, 2.0, 3.0, 4.0], [7.0, 8.0]):
         for replaced in (0.0, float("nan")):
-            yield np.float32, {"imputed_value_floats": values, "replaced_value_float": replaced}, data
+            yield np.float32, {"imputed_value_floats": values,
+                               "replaced_value_float": replaced}, data
     ints = np.rint(X).astype(np.int64)
     for values in ([9], [1, 2, 3, 4]):
         for replaced in (0, 2):
@@ -226,7 +227,8 @@ def _svm_regressor_cases():
                    "support_vectors": RNG.standard_normal(20).tolist(),
                    "coefficients": RNG.standard_normal(5).tolist(), "rho": [0.3],
                    "one_class": one_class}
-    yield {"coefficients": RNG.standard_normal(4).tolist(), "rho": [-0.2], "kernel_params": [0.0, 0.0, 0.0]}
+    yield {"coefficients": RNG.standard_normal(4).tolist(), "rho": [-0.2],
+           "kernel_params": [0.0, 0.0, 0.0]}
 
 
 SVR = list(_svm_regressor_cases())
@@ -260,7 +262,8 @@ def _svm_classifier_cases():
             coefficients = RNG.standard_normal(classes * 4)
             coefficients = np.abs(coefficients) * 0.1 if positive else coefficients
             for transform in ("NONE", "SOFTMAX"):
-                yield {"coefficients": coefficients.tolist(), "rho": [0.1], "kernel_params": [0.0, 0.0, 0.0],
+                yield {"coefficients": coefficients.tolist(), "rho": [0.1],
+                       "kernel_params": [0.0, 0.0, 0.0],
                        "classlabels_strings": list("abcd"[:classes]),
                        "post_transform": transform}
 

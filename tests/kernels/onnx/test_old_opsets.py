@@ -97,7 +97,8 @@ def test_clip_1_refuses_a_min_above_its_max():
         cyloop.load(model)
 
 
-PAD_CASES = [("constant", [0, 1, 2, 0, 0, 1, 0, 3], 0.0), ("constant", [1, 0, 0, 0, 2, 0, 0, 1], 1.5),
+PAD_CASES = [("constant", [0, 1, 2, 0, 0, 1, 0, 3], 0.0),
+             ("constant", [1, 0, 0, 0, 2, 0, 0, 1], 1.5),
              ("edge", [0, 2, 1, 0, 0, 1, 0, 2]), ("reflect", [0, 2, 1, 3, 1, 0, 2, 1]),
              ("constant", [0] * 8, 0.0)]
 

@@ -121,7 +121,8 @@ def _unique(port, axis, ordered, index_type="i64"):
 
 def _fourier(op, axes, sizes=None, version=7):
     def build(p):
-        return getattr(opset(version), op)(p[0], const(axes), None if sizes is None else const(sizes))
+        return getattr(opset(version), op)(p[0], const(axes),
+                                           None if sizes is None else const(sizes))
 
     return build
 
@@ -194,8 +195,9 @@ CASES = {
     "ConvolutionBackpropData-explicit": (lambda p: opset(1).convolution_backprop_data(
         p[0], p[1], [2, 1], None, [1, 0], [0, 1], [1, 2], "explicit", [1, 0]),
         [BACKPROP_X, BACKPROP_W]),
-    "ConvolutionBackpropData-output-shape-same-upper": (lambda p: opset(1).convolution_backprop_data(
-        p[0], p[1], [2, 2], const([6, 9]), None, None, None, "same_upper"),
+    "ConvolutionBackpropData-output-shape-same-upper": (
+        lambda p: opset(1).convolution_backprop_data(
+            p[0], p[1], [2, 2], const([6, 9]), None, None, None, "same_upper"),
         [BACKPROP_X, BACKPROP_W]),
     "ConvolutionBackpropData-output-shape-explicit": (lambda p: opset(1).convolution_backprop_data(
         p[0], p[1], [2, 1], const([10, 7]), [1, 1], [0, 0], None, "explicit"),
@@ -274,8 +276,9 @@ CASES = {
     "Const-u4": (_packed(NIBBLES + 8, "u4"), []),
     "Const-f4e2m1": (_packed(FLOAT4, "f4e2m1"), []),
     # Convert to a 4-bit type: integers truncate and wrap, f4e2m1 rounds and saturates.
-    **{f"Convert-to-{t}-and-back": (lambda p, t=t: opset(1).convert(opset(1).convert(p[0], t), "f32"),
-                                    [TO_FOUR_BITS]) for t in ("i4", "u4", "f4e2m1")},
+    **{f"Convert-to-{t}-and-back": (
+        lambda p, t=t: opset(1).convert(opset(1).convert(p[0], t), "f32"), [TO_FOUR_BITS])
+       for t in ("i4", "u4", "f4e2m1")},
 }
 
 
@@ -539,7 +542,8 @@ def _reference_main(out_dir):
 
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory):
-    return plugin_answers(tmp_path_factory, "tests.kernels.openvino.test_image_signal_detection_layers")
+    return plugin_answers(tmp_path_factory,
+                          "tests.kernels.openvino.test_image_signal_detection_layers")
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -44,8 +44,9 @@ def _reverse(data, axes, mode):
 
 def _scatter(reduction, use_init, updates):
     def build(p):
-        return opset(12).scatter_elements_update(p[0], const(DUPLICATES), const(updates, updates.dtype),
-                                              const(0), reduction, use_init)
+        return opset(12).scatter_elements_update(p[0], const(DUPLICATES),
+                                                 const(updates, updates.dtype), const(0),
+                                                 reduction, use_init)
 
     return build
 
@@ -104,11 +105,13 @@ CASES = {
     "AvgPool-16-dilated-ceil-torch": (_avg_pool(16, [2, 2], [1, 1], [1, 1], [2, 2], False,
                                                 "ceil_torch", "explicit", [2, 1]), [X4]),
     # Padding: every mode, negative pads cropping after a mirror.
-    **{f"Pad-12-{mode}": (lambda p, mode=mode: opset(12).pad(p[0], const([2, -1]), const([-1, 3]), mode),
+    **{f"Pad-12-{mode}": (lambda p, mode=mode: opset(12).pad(p[0], const([2, -1]),
+                                                             const([-1, 3]), mode),
                           [M]) for mode in ("constant", "edge", "reflect", "symmetric")},
     "Pad-12-value": (lambda p: opset(12).pad(p[0], const([1, 0]), const([0, -2]), "constant",
                                           const(7.5, np.float32)), [M]),
-    "Pad-1-symmetric": (lambda p: opset(1).pad(p[0], const([1, 2]), const([2, 4]), "symmetric"), [M]),
+    "Pad-1-symmetric": (lambda p: opset(1).pad(p[0], const([1, 2]), const([2, 4]), "symmetric"),
+                        [M]),
     # Rounding, and the smaller elementwise layers.
     "Round-half-to-even": (lambda p: opset(5).round(p[0], "half_to_even"), [HALVES]),
     "Round-half-away": (lambda p: opset(5).round(p[0], "half_away_from_zero"), [HALVES]),
@@ -117,20 +120,27 @@ CASES = {
     "IsInf-positive": (lambda p: opset(10).is_inf(p[0], {"detect_negative": False}),
                        [np.array([np.inf, -np.inf, 1, np.nan], np.float32)]),
     "IsNaN": (lambda p: opset(10).is_nan(p[0]), [np.array([np.inf, np.nan, 1], np.float32)]),
-    "HardSigmoid": (lambda p: opset(1).hard_sigmoid(p[0], const(0.3, np.float32), const(0.4, np.float32)),
+    "HardSigmoid": (lambda p: opset(1).hard_sigmoid(p[0], const(0.3, np.float32),
+                                                    const(0.4, np.float32)),
                     [X3 * 3]),
-    "Selu": (lambda p: opset(1).selu(p[0], const([1.5], np.float32), const([1.1], np.float32)), [X3]),
+    "Selu": (lambda p: opset(1).selu(p[0], const([1.5], np.float32), const([1.1], np.float32)),
+             [X3]),
     "SoftSign": (lambda p: opset(9).softsign(p[0]), [X3]),
     "Mish": (lambda p: opset(4).mish(p[0]), [X3 * 4]),
-    "PReLU-per-channel": (lambda p: opset(1).prelu(p[0], const([0.1, -0.2, 0.3], np.float32)), [X4]),
-    "PReLU-broadcast": (lambda p: opset(1).prelu(p[0], const(np.linspace(0, 1, 6), np.float32)), [X4]),
+    "PReLU-per-channel": (lambda p: opset(1).prelu(p[0], const([0.1, -0.2, 0.3], np.float32)),
+                          [X4]),
+    "PReLU-broadcast": (lambda p: opset(1).prelu(p[0], const(np.linspace(0, 1, 6), np.float32)),
+                        [X4]),
     "BitwiseAnd": (lambda p: opset(13).bitwise_and(p[0], p[1]), [INTS, INTS[:1] * 3]),
     "BitwiseXor-bool": (lambda p: opset(13).bitwise_xor(p[0], p[1]), [INTS > 0, INTS < 5]),
     "BitwiseNot": (lambda p: opset(13).bitwise_not(p[0]), [INTS]),
     # Normalizations.
-    "MVN-inside-sqrt": (lambda p: opset(6).mvn(p[0], const([1, 3]), True, 1e-3, "inside_sqrt"), [X4]),
-    "MVN-outside-sqrt": (lambda p: opset(6).mvn(p[0], const([-1]), True, 0.5, "outside_sqrt"), [X4]),
-    "MVN-mean-only": (lambda p: opset(6).mvn(p[0], const([0, 2]), False, 1e-9, "inside_sqrt"), [X4]),
+    "MVN-inside-sqrt": (lambda p: opset(6).mvn(p[0], const([1, 3]), True, 1e-3, "inside_sqrt"),
+                        [X4]),
+    "MVN-outside-sqrt": (lambda p: opset(6).mvn(p[0], const([-1]), True, 0.5, "outside_sqrt"),
+                         [X4]),
+    "MVN-mean-only": (lambda p: opset(6).mvn(p[0], const([0, 2]), False, 1e-9, "inside_sqrt"),
+                      [X4]),
     "NormalizeL2-max": (lambda p: opset(1).normalize_l2(p[0], const([1]), 2.0, "max"), [X4]),
     "NormalizeL2-add": (lambda p: opset(1).normalize_l2(p[0], const([2, 3]), 1e-3, "add"), [X4]),
     "GroupNormalization": (lambda p: opset(12).group_normalization(

@@ -54,8 +54,9 @@ _MEASURED_CASES = {
 @pytest.mark.parametrize("case", list(_MEASURED_CASES))
 def test_every_measured_formulation_matches_the_oracle(case, driver, tmp_path, rng):
     """Whatever the planner picks on a machine, the result is right: each candidate of each
-    cell's step (batch- or gate-major gates, an LSTM's blocked ones too; its arranged, halved or not, clipped or
-    not), forced in turn, against the numpy cell equations; the plan names the choice."""
+    cell's step (batch- or gate-major gates, an LSTM's blocked ones too; its arranged, halved or
+    not, clipped or not), forced in turn, against the numpy cell equations; the plan names the
+    choice."""
     cell, attrs = _MEASURED_CASES[case]
     ov_model, weights = cell_ti_model(cell, steps=9, **attrs)
     path = save(ov_model, tmp_path / "cell.xml")
