@@ -76,8 +76,8 @@ from cpython.contextvars cimport PyContextVar_Reset, PyContextVar_Set, get_value
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport Py_TYPE
 from cpython.list cimport PyList_GET_ITEM
-from cpython.ref cimport Py_INCREF, PyObject
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.ref cimport Py_INCREF, Py_XDECREF, PyObject
 from libc.math cimport INFINITY
 from libc.string cimport memcmp, memcpy
 
@@ -130,6 +130,18 @@ cdef extern from "numpy/arrayobject.h":
     object PyArray_Scalar(void *data, cnp.dtype descr, PyObject *base)
     # A view of `arr` (NULL `dtype` and `ptype`: of its own dtype and type).
     object PyArray_View(cnp.ndarray arr, PyObject *dtype, PyObject *ptype)
+
+cdef extern from "Python.h":
+    # A call without an argument tuple or a keyword dict: `args` holds the positional arguments,
+    # then the values of the keywords `kwnames` (NULL: none) names; `nargsf` counts the first.
+    object PyObject_Vectorcall(object callable, PyObject **args, size_t nargsf, PyObject *kwnames)
+    size_t PY_VECTORCALL_ARGUMENTS_OFFSET
+
+# The keyword of a destination given to a kernel that takes it by name.
+cdef tuple _OUT_KEYWORD = ("out",)
+# Arguments a step's kernel gets from an array on the C stack (more: from one allocated per call).
+cdef enum:
+    _STACK_ARGS = 16
 
 cdef Py_ssize_t _FIRST_GROWING_BYTES = FIRST_GROWING_BYTES
 cdef Py_ssize_t _PROGRESS_EVERY = PROGRESS_EVERY
@@ -614,14 +626,14 @@ cdef bint _overlaps(object a, object b):
     return cyl_ranges_overlap(alo, ahi, blo, bhi)
 
 
-cdef Py_ssize_t _signature(tuple args, Py_ssize_t count, cnp.npy_intp *sig) except -2:
+cdef Py_ssize_t _signature(PyObject **args, Py_ssize_t count, cnp.npy_intp *sig) except -2:
     """Write the shapes and dtypes of the first `count` args into `sig`; the entry count, or -1 if
     not plannable."""
     cdef Py_ssize_t n = 0, k, d, nd
     cdef cnp.ndarray arr
     cdef object value
     for k in range(count):
-        value = args[k]
+        value = <object>args[k]
         if cnp.PyArray_Check(value):
             arr = <cnp.ndarray>value
             nd = cnp.PyArray_NDIM(arr)
@@ -928,52 +940,74 @@ cdef class Program:
         sized it, else a dying operand's buffer when one may take the result."""
         cdef Py_ssize_t k, slot, n_sig = -1
         cdef Py_ssize_t a = self.in_off[s], n = self.in_off[s + 1] - a
-        cdef object fn = self.fns[s], value, result, dest = None
+        cdef object fn = self.fns[s], result, dest = None
         cdef cnp.npy_intp sig[MAX_SIG]
         cdef bytes stored
+        # The arguments, as a vectorcall takes them: no tuple, and no keyword dict for ``out=``.
+        # Each holds a reference of its own for the call, as an argument tuple's item did (a
+        # kernel sees the reference counts it saw then). Item 0 is left free for the callee
+        # (PY_VECTORCALL_ARGUMENTS_OFFSET: a bound method puts its self there), the inputs
+        # follow, then the destination: one more positional argument for a ufunc, else ``out``.
+        cdef PyObject *stack[_STACK_ARGS + 2]
+        cdef PyObject **argv = stack
+        cdef PyObject *value
         # (Looked for before the arguments take references of their own.)
         cdef object spare = (self._spare_input(s, slots) if self.keeps[s] and not self.planned[s]
                              else None)
-        # A ufunc given a destination takes it as one more positional argument: room for it is
-        # made in the argument tuple up front (no second tuple per call).
-        cdef bint positional = ((self.planned[s] and dests is not None or spare is not None)
-                                and self.positional_out[s])
-        cdef tuple args = PyTuple_New(n + positional)
-        for k in range(n):
-            slot = self.in_idx[a + k]
-            value = slots[slot] if slot >= 0 else None
-            Py_INCREF(value)
-            PyTuple_SET_ITEM(args, k, value)
-        if self.planned[s]:
-            n_sig = _signature(args, n, sig)
-            stored = self.sigs[s]
-            if dests is not None:
-                dest = dests[self.out_idx[self.out_off[s]]]
-            if dest is not None and (stored is None or n_sig < 0
-                                     or len(stored) != n_sig * <Py_ssize_t>sizeof(cnp.npy_intp)
-                                     or memcmp(<char *>stored, sig,
-                                               n_sig * sizeof(cnp.npy_intp)) != 0):
-                dest = None
-        if spare is not None:
-            dest = spare
-            self.overwrites[s] += 1
-        if positional:
-            if dest is None:
-                args = args[:n]  # (the unfilled last item is NULL, which a tuple allows)
-            else:
-                Py_INCREF(dest)
-                PyTuple_SET_ITEM(args, n, dest)
+        if n > _STACK_ARGS:
+            argv = <PyObject **>PyMem_Malloc((n + 2) * sizeof(PyObject *))
+            if argv == NULL:
+                raise MemoryError()
         try:
-            if dest is not None and not positional:
-                result = fn(*args, out=dest)
-            else:
-                result = fn(*args)
-        except CyloopError:
-            raise
-        except MemoryError as e:
-            raise ResourceLimitError(f"{self._label(s)} failed: {e}") from e
-        except Exception as e:
-            raise ExecutionError(f"{self._label(s)} failed: {type(e).__name__}: {e}") from e
+            for k in range(n):
+                slot = self.in_idx[a + k]
+                value = PyList_GET_ITEM(slots, slot) if slot >= 0 else <PyObject *>None
+                Py_INCREF(<object>value)
+                argv[1 + k] = value
+            argv[1 + n] = NULL
+            try:
+                if self.planned[s]:
+                    n_sig = _signature(argv + 1, n, sig)
+                    stored = self.sigs[s]
+                    if dests is not None:
+                        dest = dests[self.out_idx[self.out_off[s]]]
+                    if dest is not None and (stored is None or n_sig < 0
+                                             or len(stored) != n_sig * <Py_ssize_t>sizeof(
+                                                 cnp.npy_intp)
+                                             or memcmp(<char *>stored, sig,
+                                                       n_sig * sizeof(cnp.npy_intp)) != 0):
+                        dest = None
+                if spare is not None:
+                    dest = spare
+                    self.overwrites[s] += 1
+                if dest is not None:
+                    Py_INCREF(dest)
+                    argv[1 + n] = <PyObject *>dest
+                try:
+                    if dest is None:
+                        result = PyObject_Vectorcall(fn, argv + 1,
+                                                     n | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+                    elif self.positional_out[s]:
+                        result = PyObject_Vectorcall(fn, argv + 1,
+                                                     (n + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                     NULL)
+                    else:
+                        result = PyObject_Vectorcall(fn, argv + 1,
+                                                     n | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                     <PyObject *>_OUT_KEYWORD)
+                except CyloopError:
+                    raise
+                except MemoryError as e:
+                    raise ResourceLimitError(f"{self._label(s)} failed: {e}") from e
+                except Exception as e:
+                    raise ExecutionError(
+                        f"{self._label(s)} failed: {type(e).__name__}: {e}") from e
+            finally:
+                for k in range(n + 1):
+                    Py_XDECREF(argv[1 + k])
+        finally:
+            if argv != stack:
+                PyMem_Free(argv)
         if self.planned[s] and dest is None:
             # Remember the input signature this result's shape follows from.
             if n_sig < 0:
