@@ -6,7 +6,7 @@ import numpy as np
 
 from ._shapes import is_constant
 
-__all__ = ["axes_reader", "cumulative", "in_own_type", "l2_norm", "log_sum", "log_sum_exp",
+__all__ = ["axes_reader", "cumulative", "in_own_type", "l2_norm", "log_sum", "log_sum_exp", "mean",
            "over_every_axis", "reducing", "sum_abs", "sum_square", "with_identity"]
 
 
@@ -148,6 +148,38 @@ def _to_own_type(result, dtype):
             result = np.where(finite, result, 0)
             return np.where(finite, result.astype(dtype), np.iinfo(dtype).min)
     return result.astype(dtype, copy=False)
+
+
+def mean(x, axis=None, keepdims=True):
+    """np.mean's value: for float32 and float64, its sum (np.add.reduce, in the type) divided by
+    the count, without np.mean's Python around them (seven times the time of both on a small
+    array); other types (float16 sums in float32, integers in float64) through np.mean."""
+    if x.dtype.kind != "f" or x.dtype.itemsize < 4:
+        return np.mean(x, axis=axis, keepdims=keepdims)
+    total = np.add.reduce(x, axis, None, None, keepdims)
+    if axis is None:
+        count = x.size
+    else:
+        count = 1
+        for a in (axis,) if isinstance(axis, int) else axis:
+            count *= x.shape[a]
+    return np.true_divide(total, count)
+
+
+def _mean_over_every_axis(keepdims):
+    """`mean` over every axis (`over_every_axis`): its float32 and float64 sum and division
+    called directly."""
+    add_reduce, divide = np.add.reduce, np.true_divide
+
+    def over_all(x):
+        if x.dtype.kind != "f" or x.dtype.itemsize < 4:
+            return np.asarray(np.mean(x, axis=None, keepdims=keepdims), x.dtype)
+        return divide(add_reduce(x, None, None, None, keepdims), x.size)
+
+    return over_all
+
+
+mean.over_every_axis = _mean_over_every_axis  # (see `over_every_axis`)
 
 
 def sum_square(x, axis=None, keepdims=True):

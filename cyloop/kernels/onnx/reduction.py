@@ -11,44 +11,12 @@ from .. import _reductions
 from .._reductions import axes_reader, in_own_type, over_every_axis, reducing, with_identity
 from ..registry import kernel
 
-
-def _mean(x, axis=None, keepdims=True):
-    """np.mean's value: for float32 and float64, its sum (np.add.reduce, in the type) divided by
-    the count, without np.mean's Python around them (seven times the time of both on a small
-    array); other types (float16 sums in float32, integers in float64) through np.mean."""
-    if x.dtype.kind != "f" or x.dtype.itemsize < 4:
-        return np.mean(x, axis=axis, keepdims=keepdims)
-    total = np.add.reduce(x, axis, None, None, keepdims)
-    if axis is None:
-        count = x.size
-    else:
-        count = 1
-        for a in (axis,) if isinstance(axis, int) else axis:
-            count *= x.shape[a]
-    return np.true_divide(total, count)
-
-
-def _mean_over_every_axis(keepdims):
-    """`_mean` over every axis (`over_every_axis`): its float32 and float64 sum and division
-    called directly."""
-    add_reduce, divide = np.add.reduce, np.true_divide
-
-    def mean(x):
-        if x.dtype.kind != "f" or x.dtype.itemsize < 4:
-            return np.asarray(np.mean(x, axis=None, keepdims=keepdims), x.dtype)
-        return divide(add_reduce(x, None, None, None, keepdims), x.size)
-
-    return mean
-
-
-_mean.over_every_axis = _mean_over_every_axis
-
-
 # Every reducer takes (x, axis, keepdims), positionally too. With noop_with_empty_axes (opset 18)
 # and no axes the first five return their input; onnxruntime reduces each element of the
 # others by itself (squares it for ReduceSumSquare, takes its log for ReduceLogSum), and so
 # does their reducer over no axis: they are marked True.
-_REDUCERS = {"ReduceSum": (in_own_type(np.add), 13, False), "ReduceMean": (_mean, 18, False),
+_REDUCERS = {"ReduceSum": (in_own_type(np.add), 13, False),
+             "ReduceMean": (_reductions.mean, 18, False),
              "ReduceMax": (with_identity(np.max, True), 18, False),
              "ReduceMin": (with_identity(np.min, False), 18, False),
              "ReduceProd": (in_own_type(np.multiply), 18, False),

@@ -5,7 +5,7 @@ import numpy as np
 from ...accel.gemm import weight_product
 from .. import _math
 from .._ir_attrs import DOMAIN, as_bool, as_dtype, as_int
-from .._reductions import axes_reader, in_own_type, reducing, sum_abs, with_identity
+from .._reductions import axes_reader, in_own_type, mean, reducing, sum_abs, with_identity
 from ..registry import abilities_of, declare, kernel
 
 
@@ -50,7 +50,7 @@ def _positional(reducer):
 
 
 # Sums and products accumulate in the input's type, as OpenVINO's do (and its result type is).
-_REDUCERS = {"ReduceSum": in_own_type(np.add), "ReduceMean": _positional(np.mean),
+_REDUCERS = {"ReduceSum": in_own_type(np.add), "ReduceMean": mean,
              "ReduceMax": _positional(with_identity(np.max, True)),
              "ReduceMin": _positional(with_identity(np.min, False)),
              "ReduceProd": in_own_type(np.multiply),
