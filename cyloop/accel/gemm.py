@@ -683,7 +683,8 @@ def weight_product(transposed: bool = False) -> Callable:
     def product(a, w, out=None):
         last = last_rows[0]
         if last is not None and last[2]() is w and a.shape == last[0] and a.dtype is last[1] \
-                and measured._all is last[4] and not getattr(_mode, "on", False):
+                and not w.flags.writeable and measured._all is last[4] \
+                and not getattr(_mode, "on", False):
             return np.matmul(a, last[3], out=out)
         if a.dtype.kind == "V" or w.dtype.kind == "V":
             return _narrow_product(a, np.swapaxes(w, -1, -2) if transposed else w, out)

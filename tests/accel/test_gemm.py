@@ -160,6 +160,9 @@ def test_a_product_settled_on_rows_goes_straight_to_blas_and_follows_every_chang
     for _ in range(3):
         np.testing.assert_allclose(product(a, w), plain(a, w), rtol=1e-5, atol=1e-6)
     assert len(keys) == 1 and called["rows"] == 0
+    w.flags.writeable = True  # (the caller's again: changed, it is read as it is now)
+    w[...] = rng.standard_normal(w.shape)
+    np.testing.assert_allclose(product(a, w), plain(a, w), rtol=1e-5, atol=1e-6)
     for b, v in ((a, weight()), (a[:2], w), (a.astype(np.float64), w.astype(np.float64)),
                  (a, weight(5))):
         v.flags.writeable = False
