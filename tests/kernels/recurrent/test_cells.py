@@ -122,7 +122,7 @@ def test_the_planner_keeps_the_fastest_and_tune_false_the_default(tmp_path, rng)
     fixed = cyloop.load(path, driver="cython", tune=False)
     fixed.run(feeds)
     fixed_choices = [c.fixed for c in loop_plan(fixed).choices]
-    assert "batch-major gates" in fixed_choices and "rows" in fixed_choices
+    assert "blocked gates" in fixed_choices and "rows" in fixed_choices
     (default,) = measured_steps(fixed)
     assert default.fixed == next(iter(default.candidates)) and not default.trials
 
