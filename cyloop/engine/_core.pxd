@@ -111,6 +111,7 @@ cdef class _Run:
     cdef double started  # perf_counter() when the run's iterations began
     cdef object steps_out  # the _Concat a `RecurrentSteps` call fills, None: no such calls
     cdef bint stepped  # whether a call of the steps ran in this run
+    cdef bint steps_go  # after a call of the steps: the condition its last iteration gave
 
 
 cdef class LoopDriver:
@@ -169,6 +170,9 @@ cdef class LoopDriver:
     cdef int _next_chunk(self, _Run r, Py_ssize_t i) except -1
     cdef Py_ssize_t _run_steps(self, _Run r, Py_ssize_t i, list slots,
                                RunLimits limits) except -1
+    cdef object _hoisted_row(self, _Run r, Py_ssize_t slot, Py_ssize_t row)
+    cdef Py_ssize_t _while_true(self, _Run r, Py_ssize_t i, Py_ssize_t count,
+                                Py_ssize_t slot) except -1
     cdef void _reset_slots(self, list slots)
     cdef tuple _zero_iterations(self, _Run r, dict finished)
     cdef tuple _finish(self, _Run r, Py_ssize_t n)

@@ -1737,7 +1737,9 @@ cdef class LoopDriver:
 
             # Iterations i, i+1, ... in one call of a recurrent step, or iteration i alone.
             count = self._run_steps(r, i, slots, limits) if r.steps_out is not None else 0
-            if count == 0:
+            if count > 0:
+                go = r.steps_go
+            else:
                 count = 1
                 self.body.execute(slots, dests)
                 if has_cond_result:
@@ -1966,6 +1968,14 @@ cdef class LoopDriver:
             count = cc.cap - i
         if count < 2:
             return 0
+        spec = self.steps
+        if spec.cond_rows >= 0:
+            # Iteration i + 1 runs where row i of the condition says true, and so on: no more
+            # iterations than the leading true rows allow (the last one's row, read after the
+            # call, says whether the loop goes on).
+            count = self._while_true(r, i, count, spec.cond_rows)
+            if count < 2:
+                return 0
         args = tuple([slots[k] for k in self.steps_inputs])
         steps = self.steps_for(*args)
         if steps is None:
@@ -2000,11 +2010,19 @@ cdef class LoopDriver:
         r.stepped = True
         if trial is not None:
             placement.report(trial, name, (perf_counter() - started) / count)
-        spec = self.steps
         for k in range(len(spec.carried)):
-            r.values[k] = results[spec.carried[k]]
+            if spec.carried[k] >= 0:
+                r.values[k] = results[spec.carried[k]]
         for j, k in spec.last:
             r.last_values[j] = results[k]
+        # (the hoisted values the last iteration had: a counter carried, its condition)
+        for k, slot in spec.carried_rows:
+            r.values[k] = self._hoisted_row(r, slot, first + count - 1)
+        for j, slot in spec.last_rows:
+            r.last_values[j] = self._hoisted_row(r, slot, first + count - 1)
+        r.steps_go = True if spec.cond_rows < 0 else _condition(
+            self._hoisted_row(r, spec.cond_rows, first + count - 1), "condition result",
+            self.label)
         limits.left -= count - 1
         if not staged:
             self.tally.in_place_writes += count
@@ -2015,6 +2033,30 @@ cdef class LoopDriver:
             self.tally.steady_bytes_copied += (count - max(2 - i, 0)) * slot_bytes
         self.tally.step_calls += 1
         self.tally.stepped_iterations += count
+        return count
+
+    cdef object _hoisted_row(self, _Run r, Py_ssize_t slot, Py_ssize_t row):
+        """Row `row` of the current chunk of hoisted body slot `slot`, as the body reads it."""
+        cdef _Sliced sl
+        for sl in r.hoisted:
+            if sl.param_slot == slot:
+                return sl.part(row)
+        raise AssertionError(f"{self.label}: no hoisted rows of slot {slot}")
+
+    cdef Py_ssize_t _while_true(self, _Run r, Py_ssize_t i, Py_ssize_t count,
+                                Py_ssize_t slot) except -1:
+        """How many of iterations i, ..., i + count - 1 run: 1, and one more for each leading
+        true row of the condition result (hoisted body slot `slot`) from row i on."""
+        cdef Py_ssize_t first = i - r.chunk_start, k
+        cdef _Sliced cond = None, sl
+        for sl in r.hoisted:
+            if sl.param_slot == slot:
+                cond = sl
+        if cond is None:
+            return 0
+        for k in range(count - 1):
+            if not _condition(cond.part(first + k), "condition result", self.label):
+                return k + 1
         return count
 
     cdef void _reset_slots(self, list slots):

@@ -109,15 +109,26 @@ class RecurrentSteps(FrozenRecord):
     hoisted row, its back edges and values that stay put, so the driver may run a chunk's
     iterations in one call of the kernel's ``steps`` (once iteration 0 has sized the outputs):
     each iteration's first result goes into its slot of concatenated output #`output`, carried
-    input k (in `LoopSpec.inputs` order among the carried) takes result ``carried[k]``, and each
-    ``(j, result)`` in `last` gives last-value output #j."""
+    input k (in `LoopSpec.inputs` order among the carried) takes result ``carried[k]`` (-1: a
+    hoisted value's), and each ``(j, result)`` in `last` gives last-value output #j.
 
-    __slots__ = _fields = ("output", "carried", "last")
+    The rest is read from the hoisted rows of the call's last iteration (body slots): carried
+    input k takes slot s for each ``(k, s)`` in `carried_rows` and last-value output #j for each
+    ``(j, s)`` in `last_rows` (a loop counter tf2onnx carries and returns: the iteration number
+    plus one), and `cond_rows`, unless -1, is the condition result's slot, hoisted: a call runs
+    iterations only while the rows before them say true (tf2onnx's ``i < n``)."""
 
-    def __init__(self, output: int, carried: tuple[int, ...], last: tuple[tuple[int, int], ...]):
+    __slots__ = _fields = ("output", "carried", "last", "carried_rows", "last_rows", "cond_rows")
+
+    def __init__(self, output: int, carried: tuple[int, ...], last: tuple[tuple[int, int], ...],
+                 carried_rows: tuple[tuple[int, int], ...] = (),
+                 last_rows: tuple[tuple[int, int], ...] = (), cond_rows: int = -1):
         set_field(self, "output", output)
         set_field(self, "carried", carried)
         set_field(self, "last", last)
+        set_field(self, "carried_rows", carried_rows)
+        set_field(self, "last_rows", last_rows)
+        set_field(self, "cond_rows", cond_rows)
 
 
 def plan_steps(spec: LoopSpec, body, hoisted: set[int],
@@ -128,9 +139,9 @@ def plan_steps(spec: LoopSpec, body, hoisted: set[int],
     loop's carried values, each the back edge of the result that feeds it, and whose other
     arguments stay put (invariants, captures, constants, hoisted values computed once a run:
     `computed`, a subset of `hoisted`); nothing else is bound per iteration
-    (no iteration number or slice read; a condition passed through or constant true); its first
-    result is emitted into one concatenated output, and last-value outputs are its results or
-    invariants. None otherwise.
+    (no iteration number or slice read; a condition passed through, constant true or a hoisted
+    row); its first result is emitted into one concatenated output; the other carried values and
+    last-value outputs are its results, invariants or hoisted rows. None otherwise.
     """
     if len(body.steps) != 1:
         return None
@@ -145,8 +156,13 @@ def plan_steps(spec: LoopSpec, body, hoisted: set[int],
     per_iteration = {slot(inp.param) for inp in spec.inputs if isinstance(inp, SlicedInput)}
     if spec.iteration_param:
         per_iteration.add(slot(spec.iteration_param))
+    # Hoisted values a row an iteration (read from the rows of a call's last iteration).
+    rows = hoisted - computed
+    cond_rows = -1
     if spec.cond_result and not _stays_true(spec, body):
-        return None
+        if slot(spec.cond_result) not in rows:
+            return None
+        cond_rows = slot(spec.cond_result)
     passed = set()  # the condition, passed through to the condition result
     if spec.cond_param:
         per_iteration.add(slot(spec.cond_param))
@@ -154,12 +170,16 @@ def plan_steps(spec: LoopSpec, body, hoisted: set[int],
     if per_iteration & (set(step.inputs) | set(body.output_slots) - passed):
         return None
     feeding = dict(zip(recurrence.feedback, range(len(step.outputs))))  # argument -> result
-    carried = []
+    carried, carried_rows = [], []
     fed = set()
     params = {slot(inp.param) for inp in spec.inputs if isinstance(inp, CarriedInput)}
     for inp in spec.inputs:
         if isinstance(inp, CarriedInput):
             param, result = slot(inp.param), slot(inp.result)
+            if result in rows:  # (its parameter is read by the hoisted work alone: below)
+                carried_rows.append((len(carried), result))
+                carried.append(-1)
+                continue
             if result not in step.outputs:
                 return None
             j = step.outputs.index(result)
@@ -180,7 +200,7 @@ def plan_steps(spec: LoopSpec, body, hoisted: set[int],
     # Values no iteration changes: a last-value output of one keeps what iteration 0 gave it
     # (jax2onnx returns each weight it passes through; fuse.passed_through).
     invariants = {slot(inp.param) for inp in spec.inputs if isinstance(inp, InvariantInput)}
-    output, last = None, []
+    output, last, last_rows = None, [], []
     for j, out in enumerate(spec.outputs):
         result = slot(out.result)
         if isinstance(out, ConcatOutput):
@@ -191,11 +211,14 @@ def plan_steps(spec: LoopSpec, body, hoisted: set[int],
             output = j
         elif result in step.outputs:
             last.append((j, step.outputs.index(result)))
+        elif result in rows:
+            last_rows.append((j, result))
         elif result not in invariants:
             return None
     if output is None:
         return None
-    return RecurrentSteps(output, tuple(carried), tuple(last))
+    return RecurrentSteps(output, tuple(carried), tuple(last), tuple(carried_rows),
+                          tuple(last_rows), cond_rows)
 
 
 def _stays_true(spec: LoopSpec, body) -> bool:

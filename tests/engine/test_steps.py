@@ -22,6 +22,7 @@ from cyloop.kernels.recurrent import cells
 
 from ..support import native
 from ..support.loops import cell_loop_feeds, lstm_loop, rnn_loop_feeds, rnn_loop_model
+from ..support.onnx_models import model, tensor
 from ..support.openvino_models import cell_ti_model, converted, i64_constant, save
 from ..support.plans import loop_plan, measured_steps, placements
 
@@ -550,3 +551,77 @@ def test_steps_that_decline_are_not_asked_again_in_the_run(tmp_path, rng, monkey
     want = cyloop.load(source, driver="python").run(feeds)
     for key in want:
         np.testing.assert_allclose(got[key], want[key], rtol=2e-5, atol=2e-5, err_msg=key)
+
+
+def _counted_rnn(steps, stop, batch=16, hidden=64, features=8, rng=None):
+    """The plain RNN of `rnn_loop_model` as tf2onnx writes a Keras loop: a counter carried from
+    a constant 0 (x_t gathered by it, c' = c + 1 returned), the condition c' < `stop` computed
+    in the body, T = `steps` iterations at most. The hoisted part makes the counter's rows and
+    the condition's; the step reads neither."""
+    from onnx import helper
+
+    node = helper.make_node
+    body = helper.make_graph(
+        [node("Gather", ["X", "c_in"], ["x_t"], axis=0), node("MatMul", ["x_t", "W"], ["xw"]),
+         node("MatMul", ["h_in", "R"], ["hr"]), node("Add", ["xw", "hr"], ["s"]),
+         node("Add", ["s", "B"], ["pre"]), node("Tanh", ["pre"], ["h_out"]),
+         node("Identity", ["h_out"], ["y"]), node("Add", ["c_in", "one"], ["c_out"]),
+         node("Less", ["c_out", "N"], ["cond_out"])],
+        "body", [tensor("i", np.int64, []), tensor("cond_in", np.bool_, []),
+                 tensor("c_in", np.int64, []), tensor("h_in", np.float32, None)],
+        [tensor("cond_out", np.bool_, []), tensor("c_out", np.int64, []),
+         tensor("h_out", np.float32, None), tensor("y", np.float32, None)],
+        [numpy_helper.from_array(np.array(1, np.int64), "one")])
+    graph = helper.make_graph(
+        [node("Loop", ["T", "", "c0", "h0"], ["c_last", "h_last", "hs"], body=body)], "rnn",
+        [tensor("T", np.int64, []), tensor("N", np.int64, []), tensor("X", np.float32, None),
+         tensor("W", np.float32, None), tensor("R", np.float32, None),
+         tensor("B", np.float32, None), tensor("h0", np.float32, None)],
+        [tensor("c_last", np.int64, []), tensor("h_last", np.float32, None),
+         tensor("hs", np.float32, None)], [numpy_helper.from_array(np.array(0, np.int64), "c0")])
+    feeds = rnn_loop_feeds(rng, hidden=hidden, steps=steps, batch=batch, features=features)
+    for name in ("W", "R"):
+        feeds[name] *= 0.125
+    feeds["N"] = np.array(stop, np.int64)
+    return model(graph, 13), feeds
+
+
+def _rows_stepped(source, **options):
+    """The model with its fused step kept on the formulation whose steps run on one core (or
+    two, where the products run there) and its products on BLAS's threads."""
+    model = cyloop.load(source, driver="cython", **options)
+    for measured in measured_steps(model):
+        if "rows" in measured.candidates:
+            measured.fix("rows")
+    (loop,) = model._compiled.loops
+    if loop.products is not None:
+        loop.products.fix(BY_BLAS)
+    return model
+
+
+@pytest.mark.parametrize("steps, stop", [(70, 100), (70, 37), (70, 16), (70, 17), (70, 2),
+                                         (70, 1), (70, 0), (3, 3)])
+def test_a_counted_loop_with_its_condition_hoisted_runs_in_steps(steps, stop, rng, no_steps):
+    """tf2onnx's loops (a counter carried and returned, the condition c' < n made of it): the
+    counter's and the condition's rows are hoisted, so the iterations run many at a time, each
+    call no further than the condition's rows say true; the loop stops where an iteration at a
+    time stops it (within a call of the steps, at a chunk's end, after iteration 0), the counter
+    and h its last iteration's. Value for value what an iteration at a time makes; the
+    reference driver's values."""
+    source, feeds = _counted_rnn(steps, stop, rng=rng)
+    model = _rows_stepped(source)
+    assert loop_plan(model).steps is not None
+    got = [model.run(feeds) for _ in range(2)]
+    ran = max(1, min(steps, stop))
+    assert got[0]["hs"].shape[0] == ran and int(got[0]["c_last"]) == ran
+    if ran > 2:
+        assert _counters(model)["stepped_iterations"] > 0
+    want = cyloop.load(source, driver="python").run(feeds)
+    no_steps()
+    oracle = _rows_stepped(source)
+    same = oracle.run(feeds)
+    assert _counters(oracle)["step_calls"] == 0
+    for key in want:
+        for run in got:
+            np.testing.assert_array_equal(run[key], same[key], err_msg=key)
+            np.testing.assert_allclose(run[key], want[key], rtol=2e-5, atol=2e-5, err_msg=key)
