@@ -37,6 +37,7 @@ _ACTIVATIONS = {  # name -> (function of (x, alpha, beta), default alpha, defaul
     "softplus": (lambda x, a, b: np.logaddexp(x, 0), None, None),
 }
 
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the types the layer runner takes
 _DEFAULTS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
 _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
@@ -117,41 +118,46 @@ def _on_layer_runner(op_type, attrs, n_outputs, acts_given, clip, input_forget):
             or clip is not None or input_forget:
         return None
     linear_before_reset = bool(attrs.get("linear_before_reset", 0))
+    n_states = 2 if op_type == "LSTM" else 1
     layer, step, cores = sequence_layer(op_type.lower(),
                                         {"direction": direction,
                                          "linear_before_reset": linear_before_reset})
     layout = int(attrs.get("layout", 0))
-    # (W and R each their own: a `Prepared` remembers one weight)
-    input_rows, recurrent_rows = (Prepared(_gates_reordered) if op_type == "LSTM" else
-                                  (lambda rows: rows) for _ in range(2))
+    # (W and R each their own: a `Prepared` remembers one weight; None: used as they are)
+    input_rows, recurrent_rows = (Prepared(_gates_reordered) if op_type == "LSTM" else None
+                                  for _ in range(2))
     biases = Prepared(_biases_joined(op_type, linear_before_reset))
+    lstm, bias_width = op_type == "LSTM", 2 * _GATES[op_type]
 
     def run(x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None):
         dtype = x.dtype
-        if p is not None or dtype not in (np.float32, np.float64) or any(
-                a is not None and a.dtype != dtype for a in (w, r, b, h0, c0)):
+        if p is not None or dtype not in _FLOATS or w.dtype != dtype or r.dtype != dtype \
+                or b is not None and b.dtype != dtype or h0 is not None and h0.dtype != dtype \
+                or c0 is not None and c0.dtype != dtype:
             return None
+        hidden = r.shape[-1]
+        if h0 is None or lstm and c0 is None:
+            shape = (n_dirs, x.shape[1], hidden) if layout == 0 else (x.shape[0], n_dirs, hidden)
+            h0 = np.zeros(shape, dtype) if h0 is None else h0
+            c0 = np.zeros(shape, dtype) if lstm and c0 is None else c0
+        if b is None:
+            b = _zeros((n_dirs, bias_width * hidden), dtype)
+        if input_rows is not None:
+            w, r = input_rows(w), recurrent_rows(r)
         if layout == 0:  # (X [T, B, I], states [D, B, H], Y [T, D, B, H]: seen batch-first)
             x = x.swapaxes(0, 1)
-        batch, steps = x.shape[0], x.shape[1]
-        hidden = r.shape[-1]
-        shape = (n_dirs, batch, hidden) if layout == 0 else (batch, n_dirs, hidden)
-        states = [np.zeros(shape, dtype) if s is None else s
-                  for s in ((h0, c0) if op_type == "LSTM" else (h0,))]
-        if layout == 0:
-            states = [s.swapaxes(0, 1) for s in states]
-        if b is None:
-            b = _zeros((n_dirs, 2 * _GATES[op_type] * hidden), dtype)
-        lengths = seq_lens  # (None: every element runs every step)
-        if layout == 0:
+            batch, steps = x.shape[0], x.shape[1]
             out = np.zeros((steps, n_dirs, batch, hidden), dtype)
-            y = out.transpose(2, 1, 0, 3)
+            # The final states made [D, B, H] where they are written, seen [B, D, H].
+            finals = [np.empty((n_dirs, batch, hidden), dtype) for _ in range(n_states)]
+            layer(x, [h0.swapaxes(0, 1), c0.swapaxes(0, 1)] if lstm else [h0.swapaxes(0, 1)],
+                  seq_lens, w, r, biases(b), out.transpose(2, 1, 0, 3),
+                  [f.swapaxes(0, 1) for f in finals])
         else:
+            batch, steps = x.shape[0], x.shape[1]
             out = np.zeros((batch, steps, n_dirs, hidden), dtype)
-            y = out.transpose(0, 2, 1, 3)
-        _, finals = layer(x, states, lengths, input_rows(w), recurrent_rows(r), biases(b), y)
-        if layout == 0:
-            finals = [np.ascontiguousarray(f.swapaxes(0, 1)) for f in finals]
+            _, finals = layer(x, [h0, c0] if lstm else [h0], seq_lens, w, r, biases(b),
+                              out.transpose(0, 2, 1, 3))
         return (out, *finals)[:n_outputs]
 
     return showing(run, step, cores=cores)

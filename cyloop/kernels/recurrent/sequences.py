@@ -82,69 +82,68 @@ class _Directions:
         return views
 
 
-NO_STEPS = object()  # a `steps_for` answer: the step's settled formulation has no steps
-
-
-def _steps_of(recurrence, args):
-    """`_run`'s `steps_for` answer for a cell's measured `recurrence` on `args` (the step's
-    operands): its chosen candidate's steps, staged as each step one at a time is (h' made
-    contiguous, then copied into its slot of Y)."""
-    steps = recurrence.steps_for(*args)
-    if steps is None:
-        return NO_STEPS if recurrence.settled(*args) else None
-    return lambda xs, outs: steps(args, xs, outs, True)
-
-
-def _run(states, x, lengths, w, b, attrs, project, step, steps_for=None, y=None):
+def _run(states, x, lengths, w, b, reverses, project, recurrence, arguments, states_out, r,
+         y=None, finals=None):
     """Run every direction. `states`: the initial states [B, D, H] (h, and c for an LSTM);
-    `lengths`: each element's sequence length (None: every element runs every step); `w`, `b`:
-    the input weights and biases of each direction (sequences of D) `project` takes;
-    `step(xw_t, states, d)` -> the new states. Returns (Y, final states); Y is `y` if given (a
-    zeroed [B, D, T, H] array or view, of the states' type), else a fresh one.
+    `lengths`: each element's sequence length (None: every element runs every step); `w`, `r`,
+    `b`: the input weights, recurrent weights and biases of each direction (sequences of D);
+    `reverses`: whether each direction runs in reverse (`_directions`); `project(x, w[d], b[d])`
+    makes every step's input projection; `recurrence` is the cell's measured step, taking
+    ``arguments(xw_t, states, r[d], b[d])`` and giving what `states_out` makes the new states of.
+    Returns (Y, final states); Y is `y` if given (a zeroed [B, D, T, H] array or view, of the
+    states' type), else a fresh one; the final states likewise `finals` ([B, D, H] arrays or
+    views) if given.
 
-    Where every element runs every step, `steps_for(xw_t, states, d)` (if given) may offer, for
-    the step at hand, ``steps(xs, outs)``: the rest of the direction's steps in one call (xs
-    [S, B, G], each h' into outs[s], [S, B, H]; the cell's `Recurrence`), the final states or
-    None where it declines; or it answers None (not now: the step's formulations are on trial)
-    or `NO_STEPS` (not in this run). After a decline or `NO_STEPS` nothing more is asked in the
-    run. The values are those of the steps one at a time."""
+    Where every element runs every step, ``recurrence.steps_for(*args)`` may offer, for the step
+    at hand, ``steps(args, xs, outs, staged)``: the rest of the direction's steps in one call (xs
+    [S, B, G], each h' into outs[s], [S, B, H]; the cell's `Recurrence`, staged as each step one
+    at a time is: h' made contiguous, then copied into its slot of Y), the final states or None
+    where it declines; or it answers None: not now (the step's formulations are on trial), or,
+    where ``recurrence.settled(*args)``, not in this run. After a decline or a settled None
+    nothing more is asked in the run. The values are those of the steps one at a time."""
     batch, steps = x.shape[0], x.shape[1]
     full = lengths is None
     if not full:
         lengths = _lengths(lengths, batch, steps)
         full = bool(np.all(lengths == steps))
         rows = np.arange(batch)
-    reverses = _directions(attrs, len(w))
     hidden = states[0].shape[-1]
-    dtype = np.result_type(x, states[0])
+    dtype = x.dtype
+    if dtype is not states[0].dtype or not dtype.isnative:
+        dtype = np.result_type(x, states[0])
     if y is None:
         y = np.zeros((batch, len(reverses), steps, hidden), dtype)
-    finals = [np.empty((batch, len(reverses), hidden), dtype) for _ in states]
+    if finals is None:
+        finals = [np.empty((batch, len(reverses), hidden), dtype) for _ in states]
+    asking = full
     for d, reverse in enumerate(reverses):
         xw = project(x, w[d], b[d])  # [B, T, G]: every step's input projection, one GEMM
         current = [s[:, d] for s in states]
+        r_d, b_d = r[d], b[d]
         for k in range(steps):
             if full:
                 at = steps - 1 - k if reverse else k
-                many = steps_for(xw[:, at], current, d) if steps_for is not None else None
-                if many is NO_STEPS:
-                    steps_for = None
-                elif many is not None:  # (the rest, in step order: ``at`` down to 0 if reverse)
-                    order = slice(at, None, -1) if reverse else slice(at, None)
-                    done = many(xw[:, order].transpose(1, 0, 2),
-                                y[:, d, order].transpose(1, 0, 2))
-                    if done is not None:
-                        current = list(done)
-                        break
-                    steps_for = None
-                current = step(xw[:, at], current, d)
+                args = arguments(xw[:, at], current, r_d, b_d)
+                if asking:
+                    many = recurrence.steps_for(*args)
+                    if many is not None:  # (the rest, in step order: ``at`` down to 0 if reverse)
+                        order = slice(at, None, -1) if reverse else slice(at, None)
+                        done = many(args, xw[:, order].transpose(1, 0, 2),
+                                    y[:, d, order].transpose(1, 0, 2), True)
+                        if done is not None:
+                            current = done
+                            break
+                        asking = False
+                    elif recurrence.settled(*args):
+                        asking = False
+                current = states_out(recurrence(*args))
                 y[:, d, at] = current[0]
                 continue
             active = k < lengths  # [B]: the elements still inside their sequence
             if not active.any():
                 break
             at = np.where(active, lengths - 1 - k if reverse else k, 0)
-            new = step(xw[rows, at], current, d)
+            new = states_out(recurrence(*arguments(xw[rows, at], current, r_d, b_d)))
             keep = active[:, None]
             current = [np.where(keep, n, s) for n, s in zip(new, current)]
             y[rows[active], d, at[active]] = new[0][active]
@@ -224,27 +223,28 @@ _CELLS = {
 def sequence_layer(cell: str, attrs):
     """A layer of `cell` ("lstm", "gru" or "rnn") with OpenVINO's attributes and gate orders
     (f, i, c, o; z, r, h): ``(run, step, cores)``, where ``run(x, states, lengths, w, r, b,
-    y=None)`` makes (Y, final states) as `_run` does (`y`, if given, a zeroed [B, D, T, H] array
-    or view Y is written into: another layout's output, seen so), `step` is the cell's measured
-    step and `cores` where its products run outside loops (`_Cores`; both for the plan and
-    tune=False). ONNX's LSTM, GRU and RNN run on it too (kernels/onnx/rnn.py)."""
+    y=None, finals=None)`` makes (Y, final states) as `_run` does (`y` and `finals`, if given,
+    arrays or views they are written into: another layout's outputs, seen so), `step` is the
+    cell's measured step and `cores` where its products run outside loops (`_Cores`; both for
+    the plan and tune=False). ONNX's LSTM, GRU and RNN run on it too (kernels/onnx/rnn.py)."""
     op, make_step, arguments = _CELLS[cell]
     project, recurrence = projection_for(op, attrs), make_step(attrs)
     states_out = tuple if cell == "lstm" else (lambda h: (h,))  # (an LSTM's step gives (h, c))
     cores = _Cores()
     w_of, r_of, b_of = _Directions(), _Directions(), _Directions()
+    reverses_of = {}  # weights' directions -> `_directions`' answer (the attributes' only)
 
-    def run(x, states, lengths, w, r, b, y=None):
+    def run(x, states, lengths, w, r, b, y=None, finals=None):
         ws, rs, bs = w_of(w), r_of(r), b_of(b)
-
-        def step(xw_t, current, d):
-            return states_out(recurrence(*arguments(xw_t, current, rs[d], bs[d])))
-
-        def steps_for(xw_t, current, d):
-            return _steps_of(recurrence, arguments(xw_t, current, rs[d], bs[d]))
-
-        return cores(lambda: _run(states, x, lengths, ws, bs, attrs, project, step, steps_for, y),
-                     x.shape[1] * w.shape[0])
+        reverses = reverses_of.get(len(ws))
+        if reverses is None:
+            reverses = reverses_of[len(ws)] = _directions(attrs, len(ws))
+        if cores.measured is None:  # (no choice of cores: the run as it is, no wrapper)
+            return _run(states, x, lengths, ws, bs, reverses, project, recurrence, arguments,
+                        states_out, rs, y, finals)
+        return cores(lambda: _run(states, x, lengths, ws, bs, reverses, project, recurrence,
+                                  arguments, states_out, rs, y, finals),
+                     x.shape[1] * len(ws))
 
     return run, recurrence, cores
 
