@@ -222,7 +222,12 @@ def gather(attrs):
 @kernel("Transpose", since=1)
 def transpose(attrs):
     perm = attrs.get("perm")
-    return lambda x: np.transpose(x, None if perm is None else tuple(perm))
+    perm = None if perm is None else tuple(perm)
+
+    def transposed(x):  # (the method: np.transpose is a Python wrapper around it)
+        return x.transpose(perm) if isinstance(x, np.ndarray) else np.transpose(x, perm)
+
+    return transposed
 
 
 @kernel("Flatten", since=1)
