@@ -190,7 +190,7 @@ def cell_projection(attrs):
     product = weight_product(transposed=True)
 
     def project(x, w, b):
-        if np.ndim(x) < 2:
+        if (x.ndim if isinstance(x, np.ndarray) else np.ndim(x)) < 2:
             raise ValueError(f"a cell's input X must be [batch, input_size], got shape "
                              f"{np.shape(x)}")
         if not (x.dtype == w.dtype == b.dtype and x.dtype.kind == "f"):
