@@ -16,7 +16,7 @@ import functools
 
 import numpy as np
 
-from ...accel.gemm import Prepared
+from ...accel.gemm import Prepared, is_constant
 from .. import _math
 from .._gate_orders import ONNX_LSTM, OPENVINO_LSTM
 from ..recurrent.cells import showing
@@ -128,6 +128,10 @@ def _on_layer_runner(op_type, attrs, n_outputs, acts_given, clip, input_forget):
                                   for _ in range(2))
     biases = Prepared(_biases_joined(op_type, linear_before_reset))
     lstm, bias_width = op_type == "LSTM", 2 * _GATES[op_type]
+    # The last constant (`is_constant`) W, R and B and their forms for the layer: the same
+    # three, call after call, skip the three look-ups. (Held as the model holds its constants;
+    # a feed, never constant, is not kept.)
+    last_constants = [None]
 
     def run(x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None):
         dtype = x.dtype
@@ -142,8 +146,16 @@ def _on_layer_runner(op_type, attrs, n_outputs, acts_given, clip, input_forget):
             c0 = np.zeros(shape, dtype) if lstm and c0 is None else c0
         if b is None:
             b = _zeros((n_dirs, bias_width * hidden), dtype)
-        if input_rows is not None:
-            w, r = input_rows(w), recurrent_rows(r)
+        last = last_constants[0]
+        if last is not None and last[0] is w and last[1] is r and last[2] is b:
+            w, r, b = last[3]
+        else:
+            given = (w, r, b)
+            if input_rows is not None:
+                w, r = input_rows(w), recurrent_rows(r)
+            b = biases(b)
+            if all(map(is_constant, given)):
+                last_constants[0] = (*given, (w, r, b))
         if layout == 0:  # (X [T, B, I], states [D, B, H], Y [T, D, B, H]: seen batch-first)
             x = x.swapaxes(0, 1)
             batch, steps = x.shape[0], x.shape[1]
@@ -151,12 +163,12 @@ def _on_layer_runner(op_type, attrs, n_outputs, acts_given, clip, input_forget):
             # The final states made [D, B, H] where they are written, seen [B, D, H].
             finals = [np.empty((n_dirs, batch, hidden), dtype) for _ in range(n_states)]
             layer(x, [h0.swapaxes(0, 1), c0.swapaxes(0, 1)] if lstm else [h0.swapaxes(0, 1)],
-                  seq_lens, w, r, biases(b), out.transpose(2, 1, 0, 3),
+                  seq_lens, w, r, b, out.transpose(2, 1, 0, 3),
                   [f.swapaxes(0, 1) for f in finals])
         else:
             batch, steps = x.shape[0], x.shape[1]
             out = np.zeros((batch, steps, n_dirs, hidden), dtype)
-            _, finals = layer(x, [h0, c0] if lstm else [h0], seq_lens, w, r, biases(b),
+            _, finals = layer(x, [h0, c0] if lstm else [h0], seq_lens, w, r, b,
                               out.transpose(0, 2, 1, 3))
         return (out, *finals)[:n_outputs]
 

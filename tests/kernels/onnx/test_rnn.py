@@ -176,6 +176,32 @@ def test_a_layer_runs_its_steps_in_one_call(op, attrs, direction, layout, rng, m
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("op, attrs", LAYERS, ids=["LSTM", "GRU", "GRU-lbr", "RNN"])
+def test_a_layer_given_other_constant_weights_runs_on_them(op, attrs, rng, monkeypatch):
+    """A layer keeps what it made of the last constant W, R and B it ran on: other constant
+    weights (other arrays, the same shapes, or another hidden size), or a bias left out, run on
+    their own values, and the first come back again, each the general path's values."""
+    full = {"hidden_size": HIDDEN, **attrs}
+    n_outputs = 3 if op == "LSTM" else 2
+    first = _inputs(op, rng, 1, initial=True)
+    sets = [first, {**_inputs(op, rng, 1, initial=True), "X": first["X"]}, {**first, "B": None},
+            _inputs(op, rng, 1, initial=True, sizes=(SEQ, BATCH, INPUT, HIDDEN + 2)), first]
+    for feeds in sets:  # (read-only, as the engine hands a kernel a model's constants)
+        for value in feeds.values():
+            if value is not None:
+                value.flags.writeable = False
+    layer = kernels.lookup("", op, 14).build(full, n_outputs)
+    got = [[layer(*feeds.values()) for _ in range(2)] for feeds in sets]
+    _general_path(monkeypatch)
+    for runs, feeds in zip(got, sets):
+        hidden = feeds["R"].shape[-1]
+        want = kernels.lookup("", op, 14).build({**full, "hidden_size": hidden},
+                                                n_outputs)(*feeds.values())
+        for run in runs:
+            for g, w in zip(run, want):
+                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("case", ["peepholes", "float16", "mixed types"])
 def test_layers_the_runner_does_not_take_take_the_general_path(case, rng, monkeypatch):
     """A layer's operands the runner declines (an LSTM's peepholes, float16, inputs of two
