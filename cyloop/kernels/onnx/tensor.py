@@ -138,8 +138,9 @@ def bit_cast(attrs):
 def shape(attrs):
     start, end = attrs.get("start", 0), attrs.get("end")
 
-    def shape_of(x):
-        return np.array(np.shape(x)[start:end], dtype=np.int64)
+    def shape_of(x):  # (an array's own shape: np.shape is a Python wrapper)
+        dims = x.shape if isinstance(x, np.ndarray) else np.shape(x)
+        return np.array(dims[start:end], dtype=np.int64)
 
     return shape_of
 
@@ -213,7 +214,9 @@ def concat(attrs):
 def gather(attrs):
     axis = int(attrs.get("axis", 0))
 
-    def gathered(data, indices, out=None):
+    def gathered(data, indices, out=None):  # (the method: np.take is a Python wrapper of it)
+        if isinstance(data, np.ndarray):
+            return data.take(indices, axis=axis, out=out)
         return np.take(data, indices, axis=axis, out=out)
 
     return gathered
