@@ -21,7 +21,7 @@ from .. import _math
 from .._gate_orders import ONNX_LSTM, OPENVINO_LSTM
 from ..recurrent.cells import showing
 from ..recurrent.sequences import sequence_layer
-from ..registry import abilities_of, declare, kernel
+from ..registry import kernel
 
 _ACTIVATIONS = {  # name -> (function of (x, alpha, beta), default alpha, default beta)
     "relu": (lambda x, a, b: np.maximum(x, 0), None, None),
@@ -106,11 +106,11 @@ def _zeros(shape, dtype):
     return zeros
 
 
-def _on_layer_runner(op_type, attrs, n_outputs, acts_given, clip, input_forget):
+def _on_layer_runner(op_type, attrs, n_outputs, acts_given, clip, input_forget, general):
     """``run(x, w, r, b, seq_lens, h0, c0, p)`` on OpenVINO's layer runner (see the module), or
     None for a node it does not serve (activations other than the defaults, a clip,
-    input_forget); ``run`` answers None for operands it does not take (peepholes, other types:
-    the general path runs them)."""
+    input_forget); ``run`` hands operands it does not take (peepholes, other types) to
+    `general`, the general path."""
     direction = str(attrs.get("direction", "forward")).lower()
     n_dirs = 2 if direction == "bidirectional" else 1
     defaults = [name.lower() for name in _DEFAULTS[op_type]] * n_dirs
@@ -138,7 +138,7 @@ def _on_layer_runner(op_type, attrs, n_outputs, acts_given, clip, input_forget):
         if p is not None or dtype not in _FLOATS or w.dtype != dtype or r.dtype != dtype \
                 or b is not None and b.dtype != dtype or h0 is not None and h0.dtype != dtype \
                 or c0 is not None and c0.dtype != dtype:
-            return None
+            return general(x, w, r, b, seq_lens, h0, c0, p)
         hidden = r.shape[-1]
         if h0 is None or lstm and c0 is None:
             shape = (n_dirs, x.shape[1], hidden) if layout == 0 else (x.shape[0], n_dirs, hidden)
@@ -185,18 +185,6 @@ def _factory(op_type):
         linear_before_reset = bool(attrs.get("linear_before_reset", 0))
         input_forget = bool(attrs.get("input_forget", 0))
         gates = _GATES[op_type]
-        fast = _on_layer_runner(op_type, attrs, n_outputs, attrs.get("activations"), clip,
-                                input_forget)
-
-        def run(x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None):
-            if fast is not None:
-                done = fast(x, w, r, b, seq_lens, h0, c0, p)
-                if done is not None:
-                    return done
-            return general(x, w, r, b, seq_lens, h0, c0, p)
-
-        if fast is not None:
-            declare(run, abilities_of(fast))
 
         def general(x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None):
             if layout:
@@ -240,7 +228,9 @@ def _factory(op_type):
             outputs = (y, y_h, y_c) if op_type == "LSTM" else (y, y_h)
             return outputs[:n_outputs]
 
-        return run
+        fast = _on_layer_runner(op_type, attrs, n_outputs, attrs.get("activations"), clip,
+                                input_forget, general)
+        return general if fast is None else fast
 
     return factory
 
