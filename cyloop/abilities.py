@@ -85,16 +85,20 @@ class Abilities(FrozenRecord):
       buffer a row at a time copies no buffer a step. Its result has its first input's shape
       (the hoister reads a carried buffer's shape once a run on it).
     - `gemm`: it is ONNX's Gemm, whose parts (a `GemmForm`) its hoisted form reads.
+    - `casts_to`: it converts its one input to this numpy type as ``np.asarray(x).astype(t)``
+      does (given ``out=``, as ``np.copyto(out, x, casting="unsafe")``), so that the runner may
+      convert an array or scalar of a number type itself, without calling it (a loop's body
+      converts its counters every iteration: engine/_core.pyx `_cast`).
     """
 
     _fields = ("measured", "products", "cores", "recurrence", "steps_for", "steps_hold",
-               "updates_first", "gemm")
+               "updates_first", "gemm", "casts_to")
 
     def __init__(self, measured: Any = None, products: bool = False, cores: Any = None,
                  recurrence: Recurrence | None = None,
                  steps_for: Callable[..., Callable | None] | None = None,
                  steps_hold: bool = False, updates_first: bool = False,
-                 gemm: GemmForm | None = None):
+                 gemm: GemmForm | None = None, casts_to: Any = None):
         # (`measured`: an accel.measured.Measured, not imported here, see the module; `cores`:
         # a kernels.recurrent.sequences._Cores)
         if recurrence is not None and steps_for is None:
@@ -109,6 +113,7 @@ class Abilities(FrozenRecord):
         set_field(self, "steps_hold", steps_hold)
         set_field(self, "updates_first", updates_first)
         set_field(self, "gemm", gemm)
+        set_field(self, "casts_to", casts_to)  # (a numpy dtype: numpy is not imported here)
 
     @property
     def own_node_state(self) -> bool:

@@ -31,6 +31,7 @@ cdef class Program:
     cdef list sigs
     cdef list scalar_ops
     cdef list scalar_taken
+    cdef list casts
     cdef Py_ssize_t n_steps
     cdef Py_ssize_t n_slots
     # Per step (a large graph has hundreds of thousands): 32-bit slot tables, 8-bit flags.

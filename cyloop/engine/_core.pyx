@@ -130,6 +130,10 @@ cdef extern from "numpy/arrayobject.h":
     object PyArray_Scalar(void *data, cnp.dtype descr, PyObject *base)
     # A view of `arr` (NULL `dtype` and `ptype`: of its own dtype and type).
     object PyArray_View(cnp.ndarray arr, PyObject *dtype, PyObject *ptype)
+    # An uninitialized array of `prototype`'s shape and memory order (with NPY_KEEPORDER), of
+    # type `descr`, as `astype` makes its result. Steals a reference to `descr`.
+    object PyArray_NewLikeArray(cnp.ndarray prototype, cnp.NPY_ORDER order, cnp.dtype descr,
+                                int subok)
 
 cdef extern from "Python.h":
     # A call without an argument tuple or a keyword dict: `args` holds the positional arguments,
@@ -735,6 +739,49 @@ cdef inline object _scalar_of(object value):
     return None
 
 
+cdef inline bint _is_number_type(int type_num):
+    """Whether numpy type number `type_num` is bool or one of numpy's own number types."""
+    return cnp.PyTypeNum_ISBOOL(type_num) or cnp.PyTypeNum_ISNUMBER(type_num)
+
+
+def _cast_type(step):
+    """The type step `step`'s kernel converts its one input to (`casts_to`), where that is one
+    of numpy's own number types in native byte order; else None."""
+    to = abilities_of(step.fn).casts_to
+    if to is None or len(step.inputs) != 1 or step.inputs[0] < 0 or step.multi:
+        return None
+    to = np.dtype(to)
+    return to if _is_number_type(to.num) and to.isnative else None
+
+
+cdef object _cast(object value, cnp.dtype to, object dest):
+    """A conversion step's result made here, as its kernel would (`casts_to`:
+    ``np.asarray(value).astype(to)``, or into `dest` as ``np.copyto(dest, value,
+    casting="unsafe")``), or None where `value` is not an array or numpy scalar of a number type
+    or `dest` not an array: the kernel's then. A loop's body converts its counters, 0-d, every
+    iteration: its kernel's call would cost more than the conversion."""
+    cdef cnp.ndarray arr
+    if type(value) is _NDARRAY:
+        arr = <cnp.ndarray>value
+    elif isinstance(value, _GENERIC):
+        arr = cnp.PyArray_FROM_O(value)  # (as np.asarray makes a 0-d array of it)
+    else:
+        return None
+    if not _is_number_type(cnp.PyArray_TYPE(arr)):
+        return None
+    if dest is None:
+        # astype's own steps: an array like `arr` (shape, memory order), then numpy's cast of
+        # every element into it, unsafe casting.
+        Py_INCREF(to)  # (stolen)
+        result = PyArray_NewLikeArray(arr, cnp.NPY_KEEPORDER, to, 1)
+        cnp.PyArray_CopyInto(<cnp.ndarray>result, arr)
+        return result
+    if type(dest) is not _NDARRAY:
+        return None
+    cnp.PyArray_CopyInto(<cnp.ndarray>dest, arr)
+    return dest
+
+
 cdef class Program:
     """A compiled graph (see `compile.py`) as flat arrays, run without any dict work."""
 
@@ -775,6 +822,9 @@ cdef class Program:
         # Per step: (the operand type its scalar path last took, its dtype, whether it is an
         # integer), one tuple so that a thread reads the three together.
         self.scalar_taken = [(None, None, False)] * self.n_steps
+        # Per step: the number type a conversion makes, which the runner makes itself (`_cast`),
+        # else None.
+        self.casts = [_cast_type(step) for step in steps]
         # Per step, for integer operands: its `_wrapping` op; -1: its own operator (a
         # comparison); -2: the kernel (integer arithmetic where `_wrapping` cannot read bytes).
         self.wrapping = np.array([-1 if op is None or op[0] not in _WRAPPING_OPS else
@@ -940,7 +990,8 @@ cdef class Program:
         sized it, else a dying operand's buffer when one may take the result."""
         cdef Py_ssize_t k, slot, n_sig = -1
         cdef Py_ssize_t a = self.in_off[s], n = self.in_off[s + 1] - a
-        cdef object fn = self.fns[s], result, dest = None
+        cdef object fn = self.fns[s], result = None, dest = None
+        cdef object cast = <object>PyList_GET_ITEM(self.casts, s)
         cdef cnp.npy_intp sig[MAX_SIG]
         cdef bytes stored
         # The arguments, as a vectorcall takes them: no tuple, and no keyword dict for ``out=``.
@@ -984,7 +1035,11 @@ cdef class Program:
                     Py_INCREF(dest)
                     argv[1 + n] = <PyObject *>dest
                 try:
-                    if dest is None:
+                    if cast is not None:
+                        result = _cast(<object>argv[1], <cnp.dtype>cast, dest)
+                    if result is not None:
+                        pass
+                    elif dest is None:
                         result = PyObject_Vectorcall(fn, argv + 1,
                                                      n | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
                     elif self.positional_out[s]:

@@ -4,7 +4,7 @@ Gather, Trilu, ... Kernels that only re-view their input return numpy views (no 
 import numpy as np
 
 from .. import _shapes
-from ..registry import kernel
+from ..registry import declare, kernel
 
 
 def _axes_tuple(axes):
@@ -72,7 +72,7 @@ def cast(attrs):
         np.copyto(out, x, casting="unsafe")
         return out
 
-    return convert
+    return declare(convert, casts_to=dtype)
 
 
 # The float8 types a Cast saturates to (the spec's saturate=1, the default: values past the
