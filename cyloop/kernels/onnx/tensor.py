@@ -214,9 +214,9 @@ def concat(attrs):
 def gather(attrs):
     axis = int(attrs.get("axis", 0))
 
-    def gathered(data, indices, out=None):  # (the method: np.take is a Python wrapper of it)
-        if isinstance(data, np.ndarray):
-            return data.take(indices, axis=axis, out=out)
+    def gathered(data, indices, out=None):
+        if type(data) is np.ndarray:  # (what np.take calls, without its dispatch: a loop's body
+            return data.take(indices, axis, out)  # reads a row an iteration this way)
         return np.take(data, indices, axis=axis, out=out)
 
     return gathered
