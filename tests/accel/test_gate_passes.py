@@ -1430,6 +1430,69 @@ def test_the_product_plus_tanh_kernel_against_numpy(_blas, r_rows, two_cores, ca
         gemm.set_products_on_two_cores(previous)
 
 
+@pytest.mark.parametrize("r_rows", [False, True])
+def test_a_step_settled_on_rows_skips_the_look_up_and_follows_every_change(_blas, r_rows,
+                                                                             monkeypatch, rng):
+    """Once `rows` is kept for a shape, `product_plus_tanh`'s calls on that shape and weight on
+    one core make no key; another weight, shape or type, a weight made writeable, products on
+    two cores and a candidate fixed later each take the way they would have taken, and every
+    result is numpy's."""
+    keys, cores = [], []
+    shapes = fused.product_key
+    monkeypatch.setattr(fused, "product_key", lambda *args: keys.append(args) or shapes(*args))
+    monkeypatch.setattr(fused, "product_tanh", lambda *args, one_call=fused.product_tanh:
+                        cores.append(args[4]) or one_call(*args))
+    run = fused.product_plus_tanh({"r_rows": r_rows})
+    step = abilities_of(run).measured
+    columns = []
+    step.candidates["columns"] = lambda *args, fn=step.candidates["columns"]: \
+        columns.append(args) or fn(*args)
+
+    def weight(k=64, n=64, dtype=np.float32):
+        return _read_only((rng.standard_normal((n, k) if r_rows else (k, n)) / 8).astype(dtype))
+
+    def check(h, r, x):
+        want = np.tanh(h @ (r.T if r_rows else r) + x)
+        np.testing.assert_allclose(run(h, r, x), want, rtol=1e-6, atol=1e-6)
+        out = np.full(want.shape, np.nan, want.dtype)
+        assert run(h, r, x, out=out) is out
+        np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+
+    previous = gemm.set_products_on_two_cores(False)
+    try:
+        # (16 rows of 64 by 64: large enough to cut in pieces on two cores)
+        r, h = weight(), rng.standard_normal((16, 64)).astype(np.float32)
+        x = rng.standard_normal((16, 64)).astype(np.float32)
+        step._chosen[shapes(h, r, x)] = "rows"  # as if chosen on this key by a trial
+        step._chosen_fn[shapes(h, r, x)] = step.candidates["rows"]
+        for _ in range(3):
+            check(h, r, x)
+        assert len(keys) == 1  # (the first call's, which found `rows` kept)
+        r.flags.writeable = True  # (the caller's again: changed, it is read as it is now)
+        r[...] = rng.standard_normal(r.shape) / 8
+        check(h, r, x)
+        r.flags.writeable = False
+        for b, v, y in ((h, weight(), x), (h[:1], r, x[:1]),
+                        (h.astype(np.float64), weight(dtype=np.float64), x),
+                        (rng.standard_normal((16, 5)).astype(np.float32), weight(5), x)):
+            check(b, v, y)
+        check(h, r, x)  # (on r again: straight to the one call, from its second call on)
+        keys.clear()
+        cores.clear()
+        check(h, r, x)
+        assert not keys and cores == [False, False]
+        gemm.set_products_on_two_cores(True)
+        cores.clear()
+        check(h, r, x)
+        assert cores == [True, True]
+        gemm.set_products_on_two_cores(False)
+        step.fix("columns")
+        check(h, r, x)
+        assert len(columns) == 2
+    finally:
+        gemm.set_products_on_two_cores(previous)
+
+
 @pytest.mark.parametrize("two_cores", [False, True])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_the_rnn_step_makes_the_same_values_where_the_one_call_declines(_blas, dtype, two_cores,
