@@ -164,6 +164,10 @@ cdef class LoopDriver:
     cdef Py_ssize_t steps_slot
     cdef readonly object steps_placement
     cdef bint steps_ran  # whether the last run made a call of the steps
+    # What a run's concatenated outputs are made from that only the spec decides, one
+    # _ConcatOutput per output (in the spec's order), and the carried values' outer operands.
+    cdef list concat_outputs
+    cdef list carried_outer
 
     cdef tuple _loop(self, list args, RunLimits limits)
     cdef tuple _iterate(self, _Run r, RunLimits limits)

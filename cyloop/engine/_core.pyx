@@ -243,6 +243,25 @@ def accepted_arguments(dict feeds, tuple form):
     return args
 
 
+def operand_key(*args):
+    """A loop run's operands as a choice of whole runs tells them apart (engine/hoist_choice.py):
+    each array by its shape and type, and the value of an integer scalar (a trip count, a
+    start); anything else by its type. Made every run of a loop: here, no Python frame."""
+    cdef list key = []
+    cdef object a, item
+    cdef cnp.dtype descr
+    for a in args:
+        if not isinstance(a, _NDARRAY):
+            key.append(type(a))
+            continue
+        descr = <cnp.dtype><PyObject *>cnp.PyArray_DESCR(<cnp.ndarray>a)
+        item = None
+        if cnp.PyArray_NDIM(<cnp.ndarray>a) == 0 and (descr.kind == b'i' or descr.kind == b'u'):
+            item = a.item()
+        key.append((a.shape, a.dtype.char, item))
+    return tuple(key)
+
+
 cdef object _memory_holder(cnp.ndarray array):
     """What holds `array`'s memory: the array at the end of its chain of bases, or the planner's
     block (`_AlignedBlock`) the chain ends in; None where another kind of object holds it (a
@@ -1507,6 +1526,18 @@ cdef class _Run:
     """The per-call state of one loop run (its fields are listed in _core.pxd)."""
 
 
+cdef class _ConcatOutput:
+    """A concatenated output as the spec and the plan have it, read once (`LoopDriver.__init__`)
+    for every run's `_Concat`."""
+    cdef Py_ssize_t index
+    cdef Py_ssize_t result_slot
+    cdef object desc
+    cdef object declared  # the body's declaration of its result (`LoopSpec.declared_output`)
+    cdef Py_ssize_t hoisted  # index of the hoisted value it emits, else -1
+    cdef object row  # RowDestination(index), what a destination in its row is
+    cdef bint in_place  # whether the plan's own destinations put its result in its row
+
+
 class _CarriedSlots(NamedTuple):
     """A carried input of the loop: its index in the spec's inputs, and the body slots of its
     parameter and of the result carried into it."""
@@ -1533,6 +1564,7 @@ cdef class LoopDriver:
 
     def __init__(self, spec, compiled_body, label, settings, destinations, hoist=None,
                  steps=None, node=None, not_hoisted=()):
+        cdef _ConcatOutput concat
         self.spec = spec
         self.node = node
         self.hoist = hoist  # the body's hoisted part (see hoist.py), or None
@@ -1675,6 +1707,20 @@ cdef class LoopDriver:
                 if not isinstance(out, ConcatOutput) and j not in self.last_carried]
         self.last_index = np.array([j for j, _ in last], dtype=np.intp)
         self.last_slot = np.array([s for _, s in last], dtype=np.intp)
+        self.carried_outer = [spec.inputs[k].outer for k, _, _ in self.carried]
+        self.concat_outputs = []
+        for j, out in enumerate(spec.outputs):
+            if isinstance(out, ConcatOutput):
+                concat = _ConcatOutput()
+                concat.index = j
+                concat.result_slot = slot(out.result)
+                concat.desc = out
+                concat.declared = spec.declared_output(j)
+                concat.hoisted = self.hoist_slots.index(concat.result_slot) \
+                    if concat.result_slot in self.hoist_slots else -1
+                concat.row = RowDestination(j)
+                concat.in_place = self.destinations.get(concat.result_slot) == concat.row
+                self.concat_outputs.append(concat)
 
     @property
     def loops(self):
@@ -1852,6 +1898,7 @@ cdef class LoopDriver:
         pools; nothing is allocated for outputs before the first result shows their shape."""
         cdef _Run r = _Run()
         cdef _Concat cc
+        cdef _ConcatOutput concat
         cdef _Pool pool
         cdef Py_ssize_t n_node = len(args) - self.n_captures, k
         spec = self.spec
@@ -1871,7 +1918,7 @@ cdef class LoopDriver:
         r.fixed = [r.args[outer] for outer, _ in self.invariants]
         r.fixed += [r.args[n_node + k] for k in range(self.n_captures)]
         r.fixed_slot = self.fixed_slot
-        r.values = [args[spec.inputs[k].outer] for k, _, _ in self.carried]
+        r.values = [args[outer] for outer in self.carried_outer]
         r.last_values = [None] * len(spec.outputs)
         # Where this run's products run (the caller restores the setting: `__call__`).
         r.cores = None
@@ -1899,23 +1946,22 @@ cdef class LoopDriver:
                 if trial is not None:
                     r.placing.append((placement, name, trial))
         r.concats, r.per_iteration, r.in_place, r.emitted = [], [], [], []
-        for j, out in enumerate(spec.outputs):
-            if not isinstance(out, ConcatOutput):
-                continue
+        for concat in self.concat_outputs:
             cc = _Concat()
-            cc.index = j
-            cc.result_slot = self.body.compiled.slot(out.result)
-            cc.desc = out
+            cc.index = concat.index
+            cc.result_slot = concat.result_slot
+            cc.desc = concat.desc
             cc.label = self.label
             cc.limits = limits
-            cc.declared = spec.declared_output(j)
-            cc.reverse = out.reverse
-            cc.new_axis = out.new_axis
+            cc.declared = concat.declared
+            cc.reverse = concat.desc.reverse
+            cc.new_axis = concat.desc.new_axis
             cc.buffer = None
             cc.cap = 0
-            cc.in_place = destinations.get(cc.result_slot) == RowDestination(j)
-            cc.hoisted = self.hoist_slots.index(cc.result_slot) \
-                if cc.result_slot in self.hoist_slots else -1
+            # (A measured placement makes this run's destinations its own: compared then.)
+            cc.in_place = concat.in_place if destinations is self.destinations \
+                else destinations.get(cc.result_slot) == concat.row
+            cc.hoisted = concat.hoisted
             r.concats.append(cc)
             if cc.in_place:
                 r.in_place.append(cc)

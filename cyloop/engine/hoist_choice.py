@@ -16,29 +16,14 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
-
 from ..abilities import abilities_of
 from ..accel.measured import Measured
 from ..tuning import HOIST_ROUNDS
+from ._core import operand_key
 
 __all__ = ["HOISTED", "IN_THE_LOOP", "HoistChoice"]
 
 HOISTED, IN_THE_LOOP = "hoisted", "in the loop"
-
-
-def _key(*args):
-    """A loop run's operands as its choice tells them apart: shapes and types, and the value of
-    an integer scalar (a trip count, a start)."""
-    key = []
-    for a in args:  # (a loop over them, not a generator: this is made every run of the loop)
-        if isinstance(a, np.ndarray):
-            shape = a.shape
-            kind = a.dtype.kind
-            key.append((shape, a.dtype.char, a.item() if not shape and kind in "iu" else None))
-        else:
-            key.append(type(a))
-    return tuple(key)
 
 
 class HoistChoice:
@@ -58,7 +43,7 @@ class HoistChoice:
         # is kept: no more rounds for them. Each candidate's first run warms up.)
         self.choice = Measured({HOISTED: hoisted, IN_THE_LOOP: self._run_plain},
                                rounds=HOIST_ROUNDS,
-                               key=_key, label=_label, extend=False, unit="us/run")
+                               key=operand_key, label=_label, extend=False, unit="us/run")
 
     def _run_plain(self, *args):
         plain = self._plain
