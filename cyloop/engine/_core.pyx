@@ -599,6 +599,26 @@ cdef object _view(cnp.ndarray base, char *data, int nd, cnp.npy_intp *dims,
     return view
 
 
+def repeated_rows(cnp.ndarray part, Py_ssize_t rows, Py_ssize_t step):
+    """`part` as `rows` rows on a new leading axis, row i `i * step` bytes past it: a read-only
+    view of its memory (``as_strided(part, (rows, *part.shape), (step, *part.strides),
+    writeable=False)``, without numpy's Python for it: a hoisted chunk's rows of a sliced input,
+    made every run)."""
+    cdef int nd = cnp.PyArray_NDIM(part), k
+    cdef cnp.npy_intp dims[MAX_DIMS]
+    cdef cnp.npy_intp strides[MAX_DIMS]
+    if nd + 1 > MAX_DIMS:
+        from numpy.lib.stride_tricks import as_strided
+        return as_strided(part, (rows,) + (<object>part).shape, (step,) + (<object>part).strides,
+                          writeable=False)  # (past numpy's own limit: as_strided's error)
+    dims[0] = rows
+    strides[0] = step
+    for k in range(nd):
+        dims[k + 1] = cnp.PyArray_DIM(part, k)
+        strides[k + 1] = cnp.PyArray_STRIDE(part, k)
+    return _view(part, cnp.PyArray_BYTES(part), nd + 1, dims, strides, False)
+
+
 cdef Py_ssize_t _copy_into(cnp.ndarray dst, cnp.ndarray src) except -1:
     """Copy `src` into `dst` (same shape and dtype); returns the number of bytes copied."""
     if _overlaps(dst, src):

@@ -12,7 +12,6 @@ import threading
 from time import perf_counter
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from .._records import FrozenRecord, Record, set_field
 from ..accel.gemm import Prepared, PreparedPair, bit_view_type, is_constant, rows_plus, splits_now
@@ -21,6 +20,7 @@ from ..errors import CyloopError, ExecutionError, ResourceLimitError
 from ..ir import SlicedInput, Slicing, read_only
 from ..kernels.registry import FLOATS, INTEGERS, abilities_of, declare, type_keeping
 from ..tuning import CHUNK_ROUNDS, PROBED_KEYS, PROBED_VALUES
+from ._core import repeated_rows
 from .settings import CHUNK_BUDGETS, FIRST_CHUNK_ROWS, MAX_CHUNK_ROWS, MIN_CHUNK_ROWS
 
 __all__ = ["CaptureStatic", "ComputedStatic", "ConstStatic", "GatherSource", "Hoist", "HoistStep",
@@ -504,9 +504,9 @@ def _sliced_rows(slicing: Slicing, start: int, rows: int):
     index[axis] = slice(begin, begin + desc.part_size)
     part = x[tuple(index)]  # a view (an integer index would give a scalar copy when 1-D)
     if not desc.keep_axis:
-        part = np.squeeze(part, axis)
+        part = part.squeeze(axis)
     step = desc.stride * x.strides[axis] if rows > 1 else 0
-    return as_strided(part, (rows,) + part.shape, (step,) + part.strides, writeable=False)
+    return repeated_rows(part, rows, step)
 
 
 def _rows_along(data, axis: int, start: int, rows: int):
