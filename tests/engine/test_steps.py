@@ -172,6 +172,20 @@ def _spied(monkeypatch, name, answer=None):
     return calls
 
 
+def _assert_as_one_at_a_time(got, source, feeds, no_steps, load):
+    """Each of the runs `got` is value for value what the model makes with the steps off (an
+    iteration at a time, `load`ed after `no_steps`), and the reference driver's to rounding."""
+    want = cyloop.load(source, driver="python").run(feeds)
+    no_steps()
+    oracle = load()
+    same = oracle.run(feeds)
+    assert _counters(oracle)["step_calls"] == 0
+    for key in want:
+        for run in got:
+            np.testing.assert_array_equal(run[key], same[key], err_msg=key)
+            np.testing.assert_allclose(run[key], want[key], rtol=2e-5, atol=2e-5, err_msg=key)
+
+
 @pytest.fixture
 def no_steps(monkeypatch):
     """The steps turned off for models loaded from now on: every iteration calls the step
@@ -195,15 +209,7 @@ def test_steps_make_what_an_iteration_at_a_time_makes(name, steps, cores, tmp_pa
     # Iteration 0 sizes the outputs; the rest, bar a chunk's last row left alone, are steps.
     assert counters["step_calls"] >= 2
     assert 2 * (steps - 1) - counters["stepped_iterations"] <= 2 * (steps // 16)
-    want = cyloop.load(source, driver="python").run(feeds)
-    no_steps()
-    oracle = _loaded(source, cores)
-    same = oracle.run(feeds)
-    assert _counters(oracle)["step_calls"] == 0
-    for key in want:
-        for run in got:
-            np.testing.assert_array_equal(run[key], same[key], err_msg=key)
-            np.testing.assert_allclose(run[key], want[key], rtol=2e-5, atol=2e-5, err_msg=key)
+    _assert_as_one_at_a_time(got, source, feeds, no_steps, lambda: _loaded(source, cores))
 
 
 @pytest.mark.parametrize("name, cores", CASES)
@@ -616,12 +622,4 @@ def test_a_counted_loop_with_its_condition_hoisted_runs_in_steps(steps, stop, rn
     assert got[0]["hs"].shape[0] == ran and int(got[0]["c_last"]) == ran
     if ran > 2:
         assert _counters(model)["stepped_iterations"] > 0
-    want = cyloop.load(source, driver="python").run(feeds)
-    no_steps()
-    oracle = _rows_stepped(source)
-    same = oracle.run(feeds)
-    assert _counters(oracle)["step_calls"] == 0
-    for key in want:
-        for run in got:
-            np.testing.assert_array_equal(run[key], same[key], err_msg=key)
-            np.testing.assert_allclose(run[key], want[key], rtol=2e-5, atol=2e-5, err_msg=key)
+    _assert_as_one_at_a_time(got, source, feeds, no_steps, lambda: _rows_stepped(source))
