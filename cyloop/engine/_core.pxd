@@ -175,7 +175,7 @@ cdef class LoopDriver:
     cdef int _next_chunk(self, _Run r, Py_ssize_t i) except -1
     cdef Py_ssize_t _run_steps(self, _Run r, Py_ssize_t i, list slots,
                                RunLimits limits) except -1
-    cdef object _hoisted_row(self, _Run r, Py_ssize_t slot, Py_ssize_t row)
+    cdef object _hoisted(self, _Run r, Py_ssize_t slot)
     cdef Py_ssize_t _while_true(self, _Run r, Py_ssize_t i, Py_ssize_t count,
                                 Py_ssize_t slot) except -1
     cdef void _reset_slots(self, list slots)

@@ -2069,7 +2069,7 @@ cdef class LoopDriver:
         output), for fewer than two, or when the kernel's `steps` decline the operands."""
         cdef _Concat cc = <_Concat>r.steps_out
         cdef _Sliced sl
-        cdef Py_ssize_t count, k, first
+        cdef Py_ssize_t count, k, first, last
         cdef bint staged
         cdef double started
         if i == 0 or cc.buffer is None:
@@ -2137,12 +2137,13 @@ cdef class LoopDriver:
         for j, k in spec.last:
             r.last_values[j] = results[k]
         # (the hoisted values the last iteration had: a counter carried, its condition)
+        last = first + count - 1
         for k, slot in spec.carried_rows:
-            r.values[k] = self._hoisted_row(r, slot, first + count - 1)
+            r.values[k] = (<_Sliced>self._hoisted(r, slot)).part(last)
         for j, slot in spec.last_rows:
-            r.last_values[j] = self._hoisted_row(r, slot, first + count - 1)
-        r.steps_go = True if spec.cond_rows < 0 else _condition(
-            self._hoisted_row(r, spec.cond_rows, first + count - 1), "condition result",
+            r.last_values[j] = (<_Sliced>self._hoisted(r, slot)).part(last)
+        r.steps_go = spec.cond_rows < 0 or _condition(
+            (<_Sliced>self._hoisted(r, spec.cond_rows)).part(last), "condition result",
             self.label)
         limits.left -= count - 1
         if not staged:
@@ -2156,25 +2157,29 @@ cdef class LoopDriver:
         self.tally.stepped_iterations += count
         return count
 
-    cdef object _hoisted_row(self, _Run r, Py_ssize_t slot, Py_ssize_t row):
-        """Row `row` of the current chunk of hoisted body slot `slot`, as the body reads it."""
+    cdef object _hoisted(self, _Run r, Py_ssize_t slot):
+        """The current chunk's rows of hoisted body slot `slot` (`plan_steps` names only slots
+        the body reads, so bound each iteration: in `r.hoisted`)."""
         cdef _Sliced sl
         for sl in r.hoisted:
             if sl.param_slot == slot:
-                return sl.part(row)
+                return sl
         raise AssertionError(f"{self.label}: no hoisted rows of slot {slot}")
 
     cdef Py_ssize_t _while_true(self, _Run r, Py_ssize_t i, Py_ssize_t count,
                                 Py_ssize_t slot) except -1:
         """How many of iterations i, ..., i + count - 1 run: 1, and one more for each leading
         true row of the condition result (hoisted body slot `slot`) from row i on."""
-        cdef Py_ssize_t first = i - r.chunk_start, k
-        cdef _Sliced cond = None, sl
-        for sl in r.hoisted:
-            if sl.param_slot == slot:
-                cond = sl
-        if cond is None:
-            return 0
+        cdef _Sliced cond = <_Sliced>self._hoisted(r, slot)
+        cdef Py_ssize_t first = i - r.chunk_start, k, d, size = 1
+        for d in range(cond.nd):
+            size *= cond.dims[d]
+        if cnp.PyArray_TYPE(cond.base) == cnp.NPY_BOOL and size == 1:
+            # (a bool a row, read where it lies: no view made a row)
+            for k in range(count - 1):
+                if (<cnp.npy_bool *>(cond.data0 + (first + k) * cond.step))[0] == 0:
+                    return k + 1
+            return count
         for k in range(count - 1):
             if not _condition(cond.part(first + k), "condition result", self.label):
                 return k + 1
