@@ -49,7 +49,7 @@ from ..abilities import declare
 from ..tuning import COLUMNS_SCRATCH
 from . import _two_core, blas
 from .aligned import aligned, owns_memory
-from .measured import Measured
+from .measured import Measured, timed_now
 from .native import native_off
 
 __all__ = ["Prepared", "PreparedPair", "bit_view_type", "blas_candidate", "blas_cores",
@@ -693,8 +693,8 @@ def weight_product(transposed: bool = False) -> Callable:
                 return _on_two_cores(a, as_rows(w), out)
             fixed = measured.fixed
             chosen = fixed if fixed is not None else measured._chosen.get(product_key(a, w))
-            if chosen is None:  # (on trial: `measured` times it)
-                return measured(a, w, out)
+            if chosen is None:  # (on trial: `measured` times it; a one-off runs the default)
+                return measured(a, w, out) if timed_now() else rows(a, w, out)
             if chosen == "rows":
                 derived = as_rows(w)
                 last_rows[0] = (a.shape, a.dtype, weakref.ref(w), derived, measured._all)

@@ -13,7 +13,6 @@ candidate, for reproducible runs; tests force each candidate in turn (`fix`).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 import time
@@ -32,7 +31,7 @@ from ..tuning import (
     TIMER_SAMPLES,
 )
 
-__all__ = ["Measured", "Trial", "untimed"]
+__all__ = ["Measured", "Trial", "timed_now", "untimed"]
 
 # A default whose median call is under timer_cost() / CLOSE is settled untried: the timings'
 # own cost is then over a tenth of the call, and no difference a trial could call is resolved.
@@ -66,18 +65,34 @@ class _Depth(threading.local):
 _untimed = _Depth()  # .depth > 0: this thread's calls are one-offs (see `untimed`)
 
 
-@contextlib.contextmanager
-def untimed():
+class _Untimed:
+    """The context manager `untimed` gives (one object for every block: a class's ``with`` costs
+    a third of a generator's, and a loop's hoisted chunk enters a few such blocks a run)."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        _untimed.depth += 1
+
+    def __exit__(self, *raised):
+        _untimed.depth -= 1
+
+
+_UNTIMED = _Untimed()
+
+
+def untimed() -> _Untimed:
     """Calls in this block (on this thread) are one-offs, not samples: a `Measured` runs the
     candidate it chose for the key, or else its default, and opens no trial. For a call that
     will not come back on its shape (the hoisted part's first-row probe, engine/chunks.py): a
     trial it opened would never finish, and every candidate it names would keep what it holds
     (a prepared weight) for good."""
-    _untimed.depth += 1
-    try:
-        yield
-    finally:
-        _untimed.depth -= 1
+    return _UNTIMED
+
+
+def timed_now() -> bool:
+    """Whether this thread's calls may be samples now: not inside an `untimed` block."""
+    return not _untimed.depth
 
 
 class Trial:
