@@ -112,14 +112,16 @@ class HoistStep(Record):
     what the step runs, for the plan (a plan.HoistedWork); `probed`: the input signatures the
     probe passed on; `once`: a node of static values alone, ``call(args) -> outputs``, once a
     run; `kept`: a once step's last inputs and results, while those inputs are constants
-    (`_once`)."""
+    (`_once`); `exact`: the call fails on a chunk where, and only where, the node fails on its
+    rows (the elementwise form, `elementwise`): then the probe runs only when the call fails,
+    to raise the node's own error."""
 
     _fields = ("call", "inputs", "outputs", "label", "probe", "batched", "work", "probed", "once",
-               "kept")
+               "kept", "exact")
 
     def __init__(self, call, inputs: list[str], outputs: list[str], label: str, probe=None,
                  batched: list | None = None, work=None, probed: set | None = None,
-                 once: bool = False, kept: tuple | None = None):
+                 once: bool = False, kept: tuple | None = None, exact: bool = False):
         self.call = call
         self.inputs = inputs
         self.outputs = outputs
@@ -130,6 +132,7 @@ class HoistStep(Record):
         self.probed = set() if probed is None else probed
         self.once = once
         self.kept = kept
+        self.exact = exact
 
 
 class Hoist:
@@ -305,7 +308,7 @@ class Hoist:
                 # Inputs dying here whose buffer the chunk made may take the result (in place).
                 dying = [name for name in self._dying_at[index] if name in own] if own else ()
                 try:
-                    if step.probe is not None and start == 0:
+                    if step.probe is not None and start == 0 and not step.exact:
                         # The node as the body has it, on the first row: whatever rank or
                         # shape error it raises at every iteration (every row has one shape)
                         # is raised here, as the body would raise it.
@@ -320,6 +323,11 @@ class Hoist:
                 except CyloopError:
                     raise
                 except Exception as e:
+                    if step.exact and step.probe is not None and start == 0:
+                        # (the node's error on the first row, as the body would raise it, if it
+                        # has one there: the probe that other steps run first)
+                        _probe_failure(step, [a[0] if b else a
+                                              for a, b in zip(inputs, step.batched)])
                     raise _failed(step.label, e) from e
                 for name in dying:
                     own.discard(name)
@@ -466,6 +474,17 @@ def _probe(step: HoistStep, row) -> None:
         step.probed.add(key)
 
 
+
+
+def _probe_failure(step: HoistStep, row) -> None:
+    """Raise the error `step`'s own kernel raises on `row`, named as `chunk` names a step's, if
+    it raises one (for an `exact` step whose call failed)."""
+    try:
+        _probe(step, row)
+    except CyloopError:
+        raise
+    except Exception as e:
+        raise _failed(step.label, e) from e
 
 
 def _signature(value):

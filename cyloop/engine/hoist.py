@@ -87,6 +87,12 @@ from .fuse import is_gemm_product
 __all__ = ["hoist_loop"]
 
 # The registry's batch forms that a node's own kernel runs through (see chunks.py).
+# The forms whose call on a chunk fails where, and only where, the node fails on a row: numpy
+# broadcasting over operands whose row axis is aligned in front (`chunks.elementwise`) meets a
+# row's shapes as the node does. A chunk of their steps is probed only when it fails (`chunks.
+# HoistStep.exact`).
+_EXACT = ("elementwise", "first")
+
 _ADAPTERS = {"elementwise": chunks.elementwise, "first": chunks.elementwise,
              "matmul": chunks.matmul, "axes": chunks.with_axes, "reshape": chunks.reshaped,
              "gemm": chunks.gemm, "broadcast": chunks.broadcast,
@@ -712,7 +718,7 @@ def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
     else:
         call = _ADAPTERS[form](own, mask)
     return HoistStep(call, list(node.inputs), list(node.outputs), node.label, own, mask,
-                     work=_work("rows", node)), []
+                     work=_work("rows", node), exact=form in _EXACT), []
 
 
 def _why_static_kept(node: Node, statics, opsets, results: set[str]) -> str:

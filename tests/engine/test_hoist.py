@@ -722,13 +722,19 @@ def test_in_place_reuse_never_changes_a_result_type():
 
 
 @pytest.mark.parametrize("case", ["dead matmul", "0-d matmul", "unsqueeze -3", "squeeze -2",
-                                  "openvino squeeze -2"])
+                                  "openvino squeeze -2", "add of another shape",
+                                  "prelu of another shape"])
 def test_errors_of_hoisted_nodes_are_the_body_errors(case):
+    """(An elementwise step is probed on its first row only when its call on the chunk fails:
+    the error is still the row's, whose shapes it names, not the chunk's.)"""
     body = GraphBuilder("b")
     x_t = body.input("x_t", np.float32)
     extra = {}
     x = np.ones((5, 3), np.float32)
-    if case == "dead matmul":  # read by nothing: it must still fail
+    if case in ("add of another shape", "prelu of another shape"):
+        op = "Add" if case.startswith("add") else "PRelu"
+        y = body.node(op, x_t, body.const(np.ones(4, np.float32)), outputs=["y"])
+    elif case == "dead matmul":  # read by nothing: it must still fail
         body.node("MatMul", x_t, body.input("w", np.float32))
         extra = {"w": np.ones((4, 2), np.float32)}
         y = body.node("Add", x_t, body.const(np.float32(1)), outputs=["y"])
@@ -787,13 +793,15 @@ def test_a_model_that_ran_still_raises_the_body_error_on_new_shapes():
 def test_a_probe_on_scalar_rows_runs_once_per_signature(monkeypatch):
     """Row 0 of a value with one element a row (the iteration number cast, say) is a numpy
     scalar: its probe is remembered by type and value like a small array's, not run again on
-    every run."""
+    every run. (Elementwise steps are probed only when their call fails: the Unsqueeze alone
+    is.)"""
     body = GraphBuilder("b")
     i = body.input("i", np.int64, ())
     body.input("cond_in", np.bool_, ())
-    scaled = body.node("Mul", body.node("Cast", i, to=np.float32), body.input("k", np.float32))
+    shifted = body.node("Add", body.node("Cast", i, to=np.float32), body.input("k", np.float32))
     body.output(body.node("Identity", "cond_in", outputs=["c"]),
-                body.node("Add", scaled, body.const(np.float32(1)), outputs=["f"]))
+                body.node("Unsqueeze", shifted, body.const(np.array([0], np.int64)),
+                          outputs=["f"]))
     g = GraphBuilder("g")
     g.loop(body.build(), inputs=[(g.input("K", np.float32), InvariantInput(0, "k"))],
            outputs=[ConcatOutput("f")], trip_count=5, iteration_param="i",
@@ -811,10 +819,9 @@ def test_a_probe_on_scalar_rows_runs_once_per_signature(monkeypatch):
     monkeypatch.setattr(_chunks, "_probe", counted)
     for k in (2.0, 2.0, 2.0, 3.0):
         got = model.run({"K": np.array(k, np.float32)})["fs"]
-        np.testing.assert_array_equal(got, np.arange(5, dtype=np.float32) * k + 1)
-    # The Cast, the Mul and the Add once each; the Mul again for K = 3 (a 0-d operand counts
-    # by value).
-    assert len(fresh) == 4, fresh
+        np.testing.assert_array_equal(got, (np.arange(5, dtype=np.float32) + k)[:, None])
+    # The Unsqueeze once, and again for K = 3 (its row 0, K itself, counts by value).
+    assert len(fresh) == 2 and all("Unsqueeze" in label for label in fresh), fresh
 
 
 def test_a_narrow_iteration_number_overflows_where_the_body_would():
