@@ -476,6 +476,23 @@ class Measured:
         self._chosen_fn[key] = self.candidates[name]
         self._pending.pop(key, None)
 
+    def open_waiting(self) -> None:
+        """Open every trial still waiting for its default's calls to pay for it, now: for a
+        choice inside a candidate of a larger choice (a loop's two drivers, engine/
+        hoist_choice.py), which is to time its candidates as they run once their own choices
+        are made. A default too quick to time apart is kept untried, as `_wait` keeps it."""
+        with self._lock:
+            for trial in self.trials.values():
+                if trial.open or trial.choice is not None:
+                    continue
+                if trial.recent and _median(trial.recent) * CLOSE < timer_cost():
+                    trial.untried = True
+                    self._choose(trial, trial.default)
+                    continue
+                trial.open, trial.recent = True, []
+                if trial.ran:
+                    trial.warm.add(trial.default)  # (its one-time costs are paid)
+
     def fix(self, name: str | None = None) -> None:
         """Use `name` (default: the first candidate) for every key from now on, without timing."""
         name = next(iter(self.candidates)) if name is None else name

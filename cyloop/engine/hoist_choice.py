@@ -7,9 +7,12 @@ exporters' small models: docs/performance.md, "Measured effects of the engine's 
 one wins depends on the machine and on the run's operands, so it is a measured choice of whole
 runs of the loop (accel/measured.py), keyed by the operands' shapes and small integer values (a
 trip count): the hoisted driver, the default, until the work pays for a trial, then each in turn.
-While one of the hoisting driver's own choices is on trial, its runs are that trial's: this
-choice waits, counting nothing. Both compute the same values: the hoisted rows are what the body
-would compute each iteration.
+The drivers are compared as they run once their own choices are made: when the trial opens, so
+do the trials of the hoisting driver's own choices that still wait for their work to pay, and
+those of the other driver after its first run; while one of a driver's own choices is on trial,
+the runs are that driver's and this choice counts none (a driver timed on its default kernels can
+be twice as slow as it settles: tf2onnx's small tf.scan). Both compute the same values: the
+hoisted rows are what the body would compute each iteration.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class HoistChoice:
         self._make_plain, self._plain = plain, None
         self._lock = threading.Lock()
         self._inner = None  # (the hoisting driver's own measured choices, found at the first run)
+        self._plain_inner = None  # (the other driver's, found after its first run)
         self._decided = False  # (the choice made on every key met: no inner trial is waited for)
         # (A whole run of the loop a sample; two candidates within 10% cost within 10% whichever
         # is kept: no more rounds for them. Each candidate's first run warms up.)
@@ -55,24 +59,34 @@ class HoistChoice:
         return plain(*args)
 
     def __call__(self, *args):
-        if not self._decided:
-            if self._inner_trial_open():
-                # (A trial of the hoisting driver's own is timing its runs: this one waits, and
-                # its own calls are not counted meanwhile.)
-                return self.hoisted(*args)
-            trials = self.choice.trials
-            self._decided = bool(trials) and all(t.choice is not None for t in trials.values())
-        return self.choice(*args)
+        if self._decided:
+            return self.choice(*args)
+        if self._inner_trial_open():
+            # (A trial of the hoisting driver's own is timing its runs: this one waits, and
+            # its own calls are not counted meanwhile.)
+            return self.hoisted(*args)
+        if self._plain is not None and self._plain_trial_open():
+            return self._plain(*args)  # (the same, for the other driver's)
+        trials = self.choice.trials
+        self._decided = bool(trials) and all(t.choice is not None for t in trials.values())
+        opening = self._plain is None
+        result = self.choice(*args)
+        if opening and self._plain is not None:  # (the trial is open: its first run made it)
+            self._plain_inner = _choices_of(self._plain.facts())
+            for measured in self._inner + self._plain_inner:
+                measured.open_waiting()
+        return result
 
     def _inner_trial_open(self) -> bool:
         """Whether one of the hoisting driver's measured choices is on trial now."""
         driver = self.hoisted
         if self._inner is None:  # (its kernels' choices and its chunk size stay; the driver may
             self._inner = _choices_of(driver.facts())  # let go of its run-level ones: below)
-        run_level = [driver.products, driver.steps_placement, *driver.placements.values()]
-        return any(trial.open and trial.choice is None
-                   for measured in self._inner + [m for m in run_level if m is not None]
-                   for trial in measured.trials.values())
+        return _on_trial(driver, self._inner)
+
+    def _plain_trial_open(self) -> bool:
+        """Whether one of the other driver's measured choices is on trial now."""
+        return _on_trial(self._plain, self._plain_inner or [])
 
     def __getattr__(self, name):
         # (What else is asked of a loop driver, its spec, say, is the hoisted one's: the default.)
@@ -100,6 +114,15 @@ class HoistChoice:
         self.hoisted.reset_counters()
         if self._plain is not None:
             self._plain.reset_counters()
+
+
+def _on_trial(driver, inner: list) -> bool:
+    """Whether one of a loop driver's measured choices (`inner`, its kernels', and its run-level
+    ones) is on trial now."""
+    run_level = [driver.products, driver.steps_placement, *driver.placements.values()]
+    return any(trial.open and trial.choice is None
+               for measured in inner + [m for m in run_level if m is not None]
+               for trial in measured.trials.values())
 
 
 def _choices_of(facts) -> list:

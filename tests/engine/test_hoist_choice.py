@@ -79,3 +79,33 @@ def test_the_choice_waits_while_a_trial_of_the_hoisting_driver_runs(rng):
     for _ in range(3):
         model.run(feeds)
     assert trial.waited > counted  # (then it counts the default's runs towards its own trial)
+
+
+def test_the_other_driver_settles_its_own_choices_before_its_runs_count(rng):
+    """The driver that hoists nothing is timed as it runs once its own choices are made: at its
+    first run (the trial is open), the trials of its own choices that still wait for their work
+    to pay open, and while one of them is on trial its runs are that trial's, the choice counting
+    none of them."""
+    model = cyloop.load(lstm_loop_model().SerializeToString(), driver="cython")
+    (choice,) = model._compiled.loops
+    feeds = _feeds(rng, steps=2)
+    runs = 0
+    while choice._plain is None:
+        model.run(feeds)
+        runs += 1
+        assert runs < 2000, "the choice never ran the other driver"
+    trials = [t for measured in choice._plain_inner for t in measured.trials.values()]
+    assert trials and all(t.open or t.choice is not None for t in trials)
+    assert choice._plain_trial_open()  # (at its first run, none of them could end)
+    (trial,) = choice.choice.trials.values()
+    samples = {name: len(times) for name, times in trial.samples.items()}
+    while choice._plain_trial_open():
+        model.run(feeds)
+        assert {name: len(times) for name, times in trial.samples.items()} == samples
+        runs += 1
+        assert runs < 2000, "the other driver's trials never ended"
+    while trial.choice is None:
+        model.run(feeds)
+        runs += 1
+        assert runs < 2000, "the choice was never made"
+    assert trial.samples[IN_THE_LOOP]  # (the other driver's runs were timed, once settled)
