@@ -87,7 +87,9 @@ MAX_CHUNK_ROWS = 4096
 # shapes re-probes, and the memory of them stays bounded) ...
 PROBED_KEYS = 8
 # ... its inputs of at most this many elements counting by value too (axes, a target shape, a
-# scalar: what decides a result's shape is small).
+# scalar: what decides a result's shape is small); and a value computed once a run keeps the
+# last run's where its inputs of at most this many elements have the same values
+# (engine/chunks.py `_once`).
 PROBED_VALUES = 64
 # Constants folded while hoisting (engine/hoist.py), to decide what a Reshape's target holds:
 # shape arithmetic of at most this many elements (a larger value is data, not a shape).

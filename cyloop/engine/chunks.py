@@ -111,10 +111,10 @@ class HoistStep(Record):
     kernel, run on row 0 first (see Hoist.chunk); `batched`: which inputs have rows; `work`:
     what the step runs, for the plan (a plan.HoistedWork); `probed`: the input signatures the
     probe passed on; `once`: a node of static values alone, ``call(args) -> outputs``, once a
-    run; `kept`: a once step's last inputs and results, while those inputs are constants
-    (`_once`); `exact`: the call fails on a chunk where, and only where, the node fails on its
-    rows (the elementwise form, `elementwise`): then the probe runs only when the call fails,
-    to raise the node's own error."""
+    run; `kept`: a once step's last inputs and results, while those inputs are constants or
+    small values (`_once`); `exact`: the call fails on a chunk where, and only where, the node
+    fails on its rows (the elementwise form, `elementwise`): then the probe runs only when the
+    call fails, to raise the node's own error."""
 
     _fields = ("call", "inputs", "outputs", "label", "probe", "batched", "work", "probed", "once",
                "kept", "exact")
@@ -185,6 +185,9 @@ class Hoist:
             if len(step.outputs) == 1 and step.outputs[0] and not step.once:
                 producer[step.outputs[0]] = index
         self._sharing = {name: self._chain(name, readers, producer) for name in frontier}
+        # (name, where it is among a run's operands, or None, its value then): `_static` for each
+        # static, worked out once. A capture's place counts back from the end of the operands.
+        self._static_reads = [(name, *_static_read(where)) for name, where in statics.items()]
         self.sizing = Measured({name: _rows_for(budget) for name, budget in CHUNK_BUDGETS.items()},
                                rounds=CHUNK_ROUNDS, key=None, label=_describe_row, unit="us/row")
         self._default_size = next(iter(CHUNK_BUDGETS))
@@ -283,8 +286,9 @@ class Hoist:
             else:
                 data = np.asarray(self._static(source.data, args, n_captures))
                 env[name] = _rows_along(data, source.axis, start, rows)
-        for name in self.statics:
-            env[name] = self._static(name, args, n_captures)
+        for name, outer, value in self._static_reads:
+            env[name] = value if outer is None else args[outer if outer >= 0 else
+                                                         len(args) - n_captures - 1 - outer]
         if self.computed:
             if start == 0:
                 computed.clear()
@@ -349,8 +353,8 @@ class Hoist:
                     elif name:
                         env[name] = value
         timing.largest_row = largest // rows
-        return [np.broadcast_to(env[name], (rows, *np.shape(env[name])))
-                if name in self.computed else np.asarray(env[name]) for name in self.frontier]
+        return [_every_row(env[name], rows) if name in self.computed else np.asarray(env[name])
+                for name in self.frontier]
 
     def row_bytes(self, arrays: list, rows: int) -> int:
         """The bytes of one row of `chunk`'s arrays: those of values computed once a run, whose
@@ -412,10 +416,12 @@ def _once(step: HoistStep, inputs: list, fixed: tuple = ()) -> dict:
     again: the step is a pure function of them (`hoist._invariant` takes no random op), and the
     same result objects let the kernels reading them recall what they derived by identity
     (accel/gemm.py `Prepared`) rather than compare values. The inputs are held meanwhile, so no
-    other object takes their identity."""
+    other object takes their identity. So do inputs that are other objects of the same small
+    values (`_value_of`: a bound or a counter that the run computes afresh, a shape)."""
     kept = step.kept
     if kept is not None and len(kept[0]) == len(inputs) \
-            and all(a is b for a, b in zip(kept[0], inputs)):
+            and all((same and a is b) or (v is not None and v == _value_of(b))
+                    for a, b, same, v in zip(kept[0], inputs, kept[2], kept[3])):
         return kept[1]
     try:
         with untimed():  # (one call a run: no sample of a trial)
@@ -435,10 +441,27 @@ def _once(step: HoistStep, inputs: list, fixed: tuple = ()) -> dict:
             value.flags.writeable = False
         marked.append(value)
     results = {name: value for name, value in zip(step.outputs, marked) if name}
-    lasting = all(constant or _lasting(value)
-                  for constant, value in itertools.zip_longest(fixed, inputs, fillvalue=False))
-    step.kept = (tuple(inputs), results) if lasting else None
+    # Per input: whether the same object is the same input (it keeps its contents), and its
+    # value where it is small.
+    same = [constant or _lasting(value)
+            for constant, value in itertools.zip_longest(fixed, inputs, fillvalue=False)]
+    values = [_value_of(value) for value in inputs]
+    known = all(s or v is not None for s, v in zip(same, values))
+    step.kept = (tuple(inputs), results, same, values) if known else None
     return results
+
+
+def _value_of(value):
+    """A small input's value, as `_once` compares it with a later run's (its type, shape and
+    bytes, for an array or numpy scalar of at most PROBED_VALUES numbers; a tuple of Python
+    integers, a shape, as itself), or None for any other."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        if value.size > PROBED_VALUES or value.dtype.hasobject:
+            return None
+        return type(value), value.dtype.str, value.shape, value.tobytes()
+    if type(value) is tuple and all(type(d) is int for d in value):
+        return value
+    return None
 
 
 def _lasting(value) -> bool:
@@ -526,6 +549,25 @@ def _sliced_rows(slicing: Slicing, start: int, rows: int):
         part = part.squeeze(axis)
     step = desc.stride * x.strides[axis] if rows > 1 else 0
     return repeated_rows(part, rows, step)
+
+
+def _static_read(where) -> tuple:
+    """(where a static is among a run's operands, or None; its value then), as `Hoist.chunk`
+    reads it: a capture's place counted back from the end, as -1 - its index."""
+    if isinstance(where, ConstStatic):
+        return None, where.value
+    if isinstance(where, OuterStatic):
+        return where.index, None
+    if isinstance(where, CaptureStatic):
+        return -1 - where.index, None
+    raise TypeError(f"not a static the chunk reads: {where!r}")
+
+
+def _every_row(value, rows: int) -> np.ndarray:
+    """`rows` rows that are each `value` (computed once a run): one read-only view of it."""
+    if type(value) is np.ndarray:
+        return repeated_rows(value, rows, 0)
+    return np.broadcast_to(value, (rows, *np.shape(value)))
 
 
 def _rows_along(data, axis: int, start: int, rows: int):

@@ -1453,6 +1453,26 @@ def test_a_row_of_a_static_value_of_constants_is_one_object_from_run_to_run(rng)
     np.testing.assert_array_equal(second, feeds["x"] - 2 * weight)
 
 
+def test_a_static_node_of_small_values_keeps_its_results_while_the_values_stay(rng):
+    """A node run once a run whose inputs are small values the run makes afresh (a feed here; a
+    bound or a counter in exported loops) keeps the last run's results while the values are the
+    same, whatever the objects; other values, in a new array or written in place, run it
+    again."""
+    weight = rng.standard_normal(3).astype(np.float32)
+    fed = cyloop.Model(_seen_graph(None), driver="cython")
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    seen = []
+    for w in (weight.copy(), weight.copy(), 2 * weight):
+        _SEEN.clear()
+        np.testing.assert_array_equal(fed.run({"x": x, "W": w})["ys"], x - w)
+        seen.append(_SEEN[0])
+    assert np.shares_memory(seen[1], seen[0]) and not np.shares_memory(seen[2], seen[0])
+    feeds = {"x": x, "W": weight.copy()}
+    fed.run(feeds)
+    feeds["W"] *= 3  # (the caller's array, changed in place between runs)
+    np.testing.assert_array_equal(fed.run(feeds)["ys"], x - 3 * weight)
+
+
 @kernel("Recalled", domain="test.cyloop")
 def _recalled(attrs):
     """``x + w``, from a copy of w kept while the same w object comes back (as a kernel keeping
