@@ -289,8 +289,11 @@ class Model:
         choices of the kernels outside loops."""
         from .engine.plan import Plan, describe, outside_loops  # (loaded when first asked for)
 
+        memo = getattr(self._program, "memo_facts", lambda: None)()
+        steps, kept = ([], []) if memo is None else memo
         return Plan([describe(loop.facts()) for loop in self._compiled.loops],
-                    outside_loops(self._compiled))
+                    outside_loops(self._compiled),
+                    [self._compiled.steps[s].node.label for s in steps], len(kept))
 
     def counters(self) -> dict[str, dict[str, int]]:
         """Each loop's planner counters (bytes copied, allocations, ...), by loop label;

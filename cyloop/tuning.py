@@ -10,8 +10,8 @@ __all__ = ["AFFINITY_EVERY", "CHECK_LATE", "CHECK_SOON", "CHUNK_BUDGETS", "CHUNK
            "FOLDED_SIZE", "HASH_CHUNK", "HOIST_ROUNDS", "IR_CHUNK", "MAPPED_BYTES",
            "MAX_CHUNK_ROWS", "MAX_CLOCK_STRIDE", "MAX_KEYS", "MAX_ROUNDS_FACTOR", "MIN_CHUNK_ROWS",
            "OPENSSL_FROM", "PAYBACK", "PROBED_KEYS", "PROBED_VALUES", "PROGRESS_EVERY",
-           "QUIET_KEEP", "ROUNDS", "RUN_ROUNDS", "SMALL_WEIGHT_BYTES", "SPLIT_ROUNDS",
-           "TIMER_SAMPLES"]
+           "QUIET_KEEP", "ROUNDS", "RUN_ROUNDS", "SHAPE_MEMO_BYTES", "SHAPE_MEMO_KEYS",
+           "SMALL_WEIGHT_BYTES", "SPLIT_ROUNDS", "TIMER_SAMPLES"]
 
 # -- measured choices (accel/measured.py) --------------------------------------------------------
 
@@ -91,6 +91,11 @@ PROBED_KEYS = 8
 # last run's where its inputs of at most this many elements have the same values
 # (engine/chunks.py `_once`).
 PROBED_VALUES = 64
+# Shape arithmetic remembered per input shapes (engine/shape_memo.py): values of at most this
+# many bytes in all, for at most this many input shapes (a model fed ever-new shapes keeps the
+# last ones).
+SHAPE_MEMO_BYTES = 1 << 20
+SHAPE_MEMO_KEYS = 8
 # Constants folded while hoisting (engine/hoist.py), to decide what a Reshape's target holds:
 # shape arithmetic of at most this many elements (a larger value is data, not a shape).
 FOLDED_SIZE = 64

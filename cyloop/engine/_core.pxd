@@ -51,12 +51,22 @@ cdef class Program:
     cdef Py_ssize_t[::1] generation
     cdef Py_ssize_t[::1] input_slots
     cdef Py_ssize_t[::1] output_slots
+    # The shape arithmetic remembered per input shapes (engine/shape_memo.py): per step, 1 for
+    # its steps; per slot, its place among the values remembered, or -1; the inputs whose shapes
+    # key them, their slots, and the values by key (None: nothing remembered).
+    cdef signed char[::1] memo_step
+    cdef Py_ssize_t[::1] memo_place
+    cdef tuple memo_keys
+    cdef tuple memo_slots
+    cdef dict memo
 
     cdef str _label(self, Py_ssize_t s)
     cdef object _scalar_call(self, Py_ssize_t s, list slots)
     cdef object _spare_input(self, Py_ssize_t s, list slots)
     cdef object _kernel_call(self, Py_ssize_t s, list slots, list dests)
-    cdef int execute(self, list slots, list dests, RunLimits timed=*) except -1
+    cdef int execute(self, list slots, list dests, RunLimits timed=*, bint skip=*,
+                     list made=*) except -1
+    cdef _remember(self, tuple key, list made)
 
 
 cdef class _Counters:

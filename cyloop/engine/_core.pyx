@@ -109,6 +109,7 @@ from ..accel.measured import PAYBACK, Measured, untimed
 from ..kernels.registry import FIRST_INPUT, FLOATS, INTEGERS, abilities_of
 from .settings import AT_ONCE, COUNTERS, FIRST_GROWING_BYTES, PROGRESS_EVERY
 from ..tuning import AFFINITY_EVERY, CHECK_LATE, CHECK_SOON, MAX_CLOCK_STRIDE, RUN_ROUNDS
+from ..tuning import SHAPE_MEMO_BYTES, SHAPE_MEMO_KEYS
 
 cnp.import_array()
 
@@ -885,6 +886,16 @@ cdef class Program:
         self.generation = np.zeros(self.n_steps + 1, dtype=np.intp)
         self.input_slots = np.array(compiled.input_slots, dtype=np.intp)
         self.output_slots = np.array(compiled.output_slots, dtype=np.intp)
+        self.memo_step = np.zeros(self.n_steps + 1, dtype=np.int8)
+        self.memo_place = np.full(self.n_slots + 1, -1, dtype=np.intp)
+        self.memo = None
+        memo = compiled.memo
+        if memo is not None:
+            for step in memo.steps:
+                self.memo_step[<Py_ssize_t>step] = 1
+            for k, slot in enumerate(memo.slots):
+                self.memo_place[<Py_ssize_t>slot] = k
+            self.memo_keys, self.memo_slots, self.memo = memo.keys, memo.slots, {}
 
     def scalar_steps(self):
         """The indices of the steps that have taken their scalar path (two 0-d operands of one
@@ -906,20 +917,68 @@ cdef class Program:
         the `RunLimits` its loops share (None: those of the run it is part of)."""
         cdef list slots = list(self.template)
         cdef Py_ssize_t k
+        cdef tuple key = None, known = None
+        cdef list made = None
         if len(args) != self.input_slots.shape[0]:
             raise TypeError(f"program {self.compiled.name!r} takes {self.input_slots.shape[0]} "
                             f"inputs, got {len(args)}")
         for k in range(self.input_slots.shape[0]):
             slots[self.input_slots[k]] = args[k]
+        memo = self.memo
+        if memo is not None:
+            # Shape arithmetic on inputs of shapes seen before: the values it made then.
+            key = tuple([getattr(args[k], "shape", None) for k in self.memo_keys])
+            known = memo.get(key)
+            if known is not None:
+                for k in range(len(self.memo_slots)):
+                    slots[self.memo_slots[k]] = known[k]
+            else:
+                made = [None] * len(self.memo_slots)
         if limits is None:
-            self.execute(slots, None)
+            self.execute(slots, None, None, known is not None, made)
         else:  # (a run's own program: its time limit is read between its nodes too)
             entered = _enter_run(limits)
             try:
-                self.execute(slots, None, limits if limits.time_limit is not None else None)
+                self.execute(slots, None, limits if limits.time_limit is not None else None,
+                             known is not None, made)
             finally:
                 _leave_run(entered)
+        if made is not None:
+            self._remember(key, made)
         return [slots[self.output_slots[k]] for k in range(self.output_slots.shape[0])]
+
+    cdef _remember(self, tuple key, list made):
+        """Keep the values a run's shape arithmetic `made` for inputs of shapes `key`: copies,
+        read-only (a returned one is the caller's, and a copy of a read-only one is handed
+        over), at most SHAPE_MEMO_KEYS keys. Values of another kind than arrays and numpy
+        scalars, or larger than SHAPE_MEMO_BYTES in all, are not kept, nor asked for again."""
+        cdef Py_ssize_t total = 0
+        kept = []
+        for value in made:
+            if isinstance(value, np.ndarray) and not value.dtype.hasobject:
+                total += value.nbytes
+                value = value.copy()
+                value.flags.writeable = False
+            elif not (isinstance(value, np.generic) and not value.dtype.hasobject):
+                self.memo = None
+                return
+            kept.append(value)
+        if total > SHAPE_MEMO_BYTES:
+            self.memo = None
+            return
+        memo = self.memo
+        if memo is None:
+            return
+        if len(memo) >= SHAPE_MEMO_KEYS:
+            memo.pop(next(iter(memo)), None)
+        memo[key] = tuple(kept)
+
+    def memo_facts(self):
+        """(steps of shape arithmetic, input shapes remembered), or None where the graph has
+        none or its values are not kept (`_remember`)."""
+        if self.memo is None:
+            return None
+        return [s for s in range(self.n_steps) if self.memo_step[s]], list(self.memo)
 
     cdef str _label(self, Py_ssize_t s):
         """How errors name step s (made when one is raised)."""
@@ -1114,11 +1173,18 @@ cdef class Program:
                     self.generation[s] += 1
         return result
 
-    cdef int execute(self, list slots, list dests, RunLimits timed=None) except -1:
-        """Runs every step; with `timed`, reads its time limit before each step."""
+    cdef int execute(self, list slots, list dests, RunLimits timed=None, bint skip=False,
+                     list made=None) except -1:
+        """Runs every step; with `timed`, reads its time limit before each step. `skip`: the
+        shape arithmetic's values are bound already (`run`), its steps are not run; `made`
+        (else): where its values go as they are made."""
         cdef Py_ssize_t s, k, a, b, slot
         cdef object result
         for s in range(self.n_steps):
+            if skip and self.memo_step[s]:
+                for k in range(self.kill_off[s], self.kill_off[s + 1]):
+                    slots[self.kill_idx[k]] = None
+                continue
             if timed is not None:
                 timed.before(self._label(s), "it ran")
             result = None
@@ -1141,6 +1207,11 @@ cdef class Program:
                 slot = self.out_idx[a]
                 if slot >= 0:
                     slots[slot] = result
+            if made is not None and self.memo_step[s]:
+                for k in range(a, b):
+                    slot = self.out_idx[k]
+                    if slot >= 0 and self.memo_place[slot] >= 0:
+                        made[self.memo_place[slot]] = slots[slot]
             for k in range(self.kill_off[s], self.kill_off[s + 1]):
                 slots[self.kill_idx[k]] = None
         return 0

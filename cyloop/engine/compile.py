@@ -34,6 +34,7 @@ from .fuse import fuse_loop
 from .hoist import hoist_loop
 from .hoist_choice import HoistChoice
 from .settings import AT_ONCE, Settings
+from .shape_memo import ShapeMemo, shape_memo
 from .stacking import stack_appended_sequences
 
 __all__ = ["CompiledProgram", "CompiledStep", "compile_graph", "program"]
@@ -97,12 +98,12 @@ class CompiledProgram(Record):
     would cost as much as the schedule on a large model)."""
 
     _fields = ("name", "slot_names", "constants", "input_slots", "output_slots", "steps",
-               "loops", "names")
+               "loops", "names", "memo")
 
     def __init__(self, name: str, slot_names: list[str], constants: dict[int, object],
                  input_slots: tuple[int, ...], output_slots: tuple[int, ...],
                  steps: list[CompiledStep], loops: list | None = None,
-                 names: dict[str, int] | None = None):
+                 names: dict[str, int] | None = None, memo: ShapeMemo | None = None):
         self.name = name
         self.slot_names = slot_names
         self.constants = constants
@@ -111,6 +112,7 @@ class CompiledProgram(Record):
         self.steps = steps
         self.loops = [] if loops is None else loops
         self.names = {} if names is None else names
+        self.memo = memo  # (its shape arithmetic, remembered per input shapes: shape_memo.py)
 
     def slot(self, name: str) -> int:
         return self.names[name]
@@ -145,7 +147,7 @@ def compile_graph(graph: Graph, settings: Settings, captures: list[str] = (),
     if pause:
         gc.disable()
     try:
-        return _compile_graph(graph, settings, captures, opsets)
+        return _compile_graph(graph, settings, captures, opsets, top=depth == 0)
     finally:
         _nesting.depth = depth
         if pause:
@@ -172,7 +174,8 @@ def constants_folded(graph: Graph, opsets: dict[str, int]) -> Graph:
     return dataclasses.replace(graph, nodes=nodes, initializers={**graph.initializers, **folded})
 
 
-def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> CompiledProgram:
+def _compile_graph(graph: Graph, settings: Settings, captures, opsets,
+                   top: bool = False) -> CompiledProgram:
     opsets = dict(opsets or {})
     if settings.driver == "cython":  # (the reference driver runs every graph as written)
         graph = counters_as_iterations(constants_folded(stack_appended_sequences(graph), opsets))
@@ -262,8 +265,11 @@ def _compile_graph(graph: Graph, settings: Settings, captures, opsets) -> Compil
 
     names = {name: slots[name] for name in input_names}
     names.update((out.name, slots[out.name]) for out in graph.outputs)
+    # (The reference driver runs every graph as written; a subgraph's shape work is its loop's.)
+    memo = shape_memo(steps, input_slots, graph.inputs, constants, output_slots) \
+        if top and settings.driver == "cython" else None
     return CompiledProgram(graph.name, slot_names, constants, input_slots, output_slots, steps,
-                           loops, names)
+                           loops, names, memo)
 
 
 # Maps (cyloop/maps.py) are values of graph inputs and of these ops' results; they run outside

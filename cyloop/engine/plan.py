@@ -432,12 +432,20 @@ class Plan:
 
     loops: list[LoopPlan]
     choices: list[Choice] = field(default_factory=list)
+    # The nodes of shape arithmetic outside loops, run once per input shapes (engine/
+    # shape_memo.py), and how many input shapes their values are kept for.
+    shape_arithmetic: list[str] = field(default_factory=list)
+    shapes_kept: int = 0
 
     def __str__(self) -> str:
         parts = [str(loop) for loop in self.loops]
-        if self.choices:
-            parts.append("\n".join(["outside loops:"] + [
-                f"  measured: {line}" for choice in self.choices for line in choice.lines()]))
+        lines = [f"  measured: {line}" for choice in self.choices for line in choice.lines()]
+        if self.shape_arithmetic:
+            lines += textwrap.wrap(f"shape arithmetic, run once per input shapes (values kept "
+                                   f"for {self.shapes_kept}): {'; '.join(self.shape_arithmetic)}",
+                                   WIDTH, initial_indent="  ", subsequent_indent="      ")
+        if lines:
+            parts.append("\n".join(["outside loops:"] + lines))
         return "\n\n".join(parts) if parts else "no loops"
 
 
