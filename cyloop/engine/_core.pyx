@@ -886,10 +886,11 @@ cdef class Program:
         self.generation = np.zeros(self.n_steps + 1, dtype=np.intp)
         self.input_slots = np.array(compiled.input_slots, dtype=np.intp)
         self.output_slots = np.array(compiled.output_slots, dtype=np.intp)
-        self.memo_step = np.zeros(self.n_steps + 1, dtype=np.int8)
-        self.memo_place = np.full(self.n_slots + 1, -1, dtype=np.intp)
-        self.memo = None
+        # (read only where the graph has shape arithmetic: `run` never asks otherwise)
         memo = compiled.memo
+        self.memo_step = np.zeros(1 if memo is None else self.n_steps + 1, dtype=np.int8)
+        self.memo_place = np.full(1 if memo is None else self.n_slots + 1, -1, dtype=np.intp)
+        self.memo = None
         if memo is not None:
             for step in memo.steps:
                 self.memo_step[<Py_ssize_t>step] = 1
