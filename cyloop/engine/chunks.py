@@ -775,6 +775,30 @@ def with_axes(fn, batched):
     return call
 
 
+def reduced(fn, own, by_attribute: bool, noop: bool = False):
+    """A reduction of rows (engine/hoist.py `_reduced_rows`): `fn(x)` reduces every axis of a
+    chunk x but the row axis (`by_attribute`), or `fn(x, axes)` reduces the `axes` of the
+    node's own numbering (its axes input: shifted past the row axis; none, or none named, every
+    axis of a row, unless `noop`, where the node reduces none). Rows of one number each reduce
+    by `own`, the node's kernel on a row."""
+
+    def call(args, rows, reusable=()):
+        x = args[0]
+        if np.ndim(x) < 2:  # (every axis of a number is none: numpy would reduce the rows)
+            return (np.stack([own(x[k], *args[1:]) for k in range(rows)]),)
+        if by_attribute:
+            return (fn(x),)
+        axes = args[1] if len(args) > 1 else None
+        if axes is None or np.size(axes) == 0:
+            if noop:  # (no reduction: element by element, rows as they are)
+                return (fn(x, axes),)
+            return (fn(x, np.arange(1, x.ndim, dtype=np.int64)),)
+        axes = np.asarray(axes, dtype=np.int64)
+        return (fn(x, np.where(axes >= 0, axes + 1, axes)),)
+
+    return call
+
+
 def axis_shifted(fn):
     """OpenVINO's Gather `fn` on rows: its axis input shifts past the row axis (if not
     negative)."""

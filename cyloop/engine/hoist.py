@@ -660,6 +660,32 @@ def _integer(value) -> int | None:
         return None
 
 
+def _reduced_rows(node: Node, opsets, own, by_attribute: bool):
+    """A reduction's call on rows: its axes (an attribute, or a static input) shifted past the
+    row axis; none, or none named, every axis of a row, which is every axis of the chunk but the
+    row axis (or none, with noop_with_empty_axes, as on a row). Rows of one number (a chunk of
+    one axis) each reduce as the node does, a row at a time: a reduction over no axis is no
+    reduction to numpy."""
+    if by_attribute:
+        axes = node.attrs.get("axes")
+        if axes is not None and len(axes) > 0:
+            shifted = registry.build(node, opsets, dict(
+                node.attrs, axes=[a + 1 if a >= 0 else a for a in axes])).fn
+            return chunks.leading(shifted)
+        every: dict[int, object] = {}  # a chunk's rank -> the kernel over all its axes but one
+
+        def over_each_row(x):
+            kernel = every.get(x.ndim)
+            if kernel is None:
+                kernel = every[x.ndim] = registry.build(node, opsets, dict(
+                    node.attrs, axes=list(range(1, x.ndim)))).fn
+            return kernel(x)
+
+        return chunks.reduced(over_each_row, own, by_attribute=True)
+    noop = bool(node.attrs.get("noop_with_empty_axes", 0))
+    return chunks.reduced(own, own, by_attribute=False, noop=noop)
+
+
 def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
     """(hoisted step, nodes left in the body) computing `node` from batched rows; else why not,
     for a node reading no state of the loop and a row at least (a key of `plan.NOT_HOISTED`),
@@ -697,7 +723,11 @@ def _batchable(node: Node, batched, statics, opsets, taken: set[str]):
     if form == "axes" and (len(node.inputs) < 2 or not node.inputs[1]):
         return "no axes"  # squeezing every unit axis would squeeze a one-row chunk's row axis
     own = registry.build(node, opsets).fn
-    if form == "axes_attribute":
+    if form in ("reduction", "reduction_attribute"):
+        if not mask[0] or any(mask[1:]):
+            return "operand place"
+        call = _reduced_rows(node, opsets, own, form == "reduction_attribute")
+    elif form == "axes_attribute":
         axes = node.attrs.get("axes")
         if not mask[0] or any(mask[1:]):
             return "operand place"

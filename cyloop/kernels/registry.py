@@ -79,6 +79,9 @@ BATCH_FORMS = (
     "axes",         # Squeeze / Unsqueeze with axes as an input: they count the part's dims, so
                     # they shift by one
     "axes_attribute",  # the same with axes as an attribute (ONNX opsets < 13)
+    "reduction",    # a reduction with axes as an input: they shift by one, and none (every
+                    # axis of a part) reduce every axis but the row axis
+    "reduction_attribute",  # the same with axes as an attribute
     "reshape",      # Reshape: the target shape gains the row count in front
     "broadcast",    # Expand (or a Broadcast) of rows to a static target shape: the row count
                     # goes in front of the target, the rows' dims are aligned behind it

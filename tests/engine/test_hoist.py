@@ -621,9 +621,9 @@ def test_a_gather_on_a_bad_axis_fails_only_when_the_body_would_run(rng):
 
 # Regressions from a review: each a body the hoisted run must treat exactly as the body does.
 
-def _one_loop(body, x, extra=None, outputs=("y",)):
+def _one_loop(body, x, extra=None, outputs=("y",), opset=17):
     """A loop over axis 0 of `x` (invariants `extra`: name -> array) emitting `outputs`."""
-    g = GraphBuilder("g")
+    g = GraphBuilder("g", opset=opset)
     x_name = g.input("x", x.dtype, x.shape)
     inputs = [(x_name, SlicedInput(0, "x_t"))]
     extra = extra or {}
@@ -701,6 +701,41 @@ def test_a_hoisted_split_of_bad_sizes_fails_as_the_body_does():
     body.output("y")
     outcome = _same_outcome(*_one_loop(body, np.ones((5, 3, 6), np.float32)))
     assert isinstance(outcome, str) and "do not split axis 1" in outcome, outcome
+
+
+_REDUCTION_CASES = [  # (opset, axes, keepdims, noop_with_empty_axes, a row's shape)
+    (opset, axes, keepdims, noop, row_shape)
+    for opset in (11, 18) for axes in (None, [], [0], [-1], [1, 0])
+    for keepdims, noop in ((1, 0), (0, 0), (1, 1)) for row_shape in ((3, 4), ())
+    if (row_shape or axes in (None, [])) and not (noop and opset < 18)]
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceSumSquare",
+                                "ReduceL2", "ReduceLogSumExp"])
+@pytest.mark.parametrize("opset, axes, keepdims, noop, row_shape", _REDUCTION_CASES, ids=str)
+def test_reductions_of_rows_are_hoisted(rng, op, opset, axes, keepdims, noop, row_shape):
+    """A reduction of a sliced row, its axes (an attribute before opset 18, an input from it)
+    counted from the row's axes: as the reference driver runs it a row at a time, every axis of
+    a row (none named) too, and a row of one number."""
+    body = GraphBuilder("b", opset=opset)
+    x_t = body.input("x_t", np.float32)
+    attrs = {"keepdims": keepdims, **({"noop_with_empty_axes": noop} if opset >= 18 else {})}
+    if opset < 18:
+        inputs = [x_t]
+        if axes:
+            attrs["axes"] = axes
+    else:
+        inputs = [x_t] if axes is None else [x_t, body.const(np.array(axes, np.int64))]
+    reduced = body.node(op, *inputs, **attrs)
+    body.output(body.node("Add", reduced, body.const(np.float32(1)), outputs=["y"]))
+    x = (np.abs(rng.standard_normal((6, *row_shape))) + 0.5).astype(np.float32)
+    graph, feeds = _one_loop(body, x, opset=opset)
+    for rows in (None, 4):
+        with chunks_of(rows):
+            _same_outcome(graph, feeds)
+    hoisted = [r.output for w in loop_plan(cyloop.Model(graph, driver="cython")).hoisted
+               for r in w.nodes]
+    assert reduced in hoisted
 
 
 def test_a_buffer_a_view_still_reads_is_not_reused_in_place():
@@ -2191,13 +2226,14 @@ def test_a_told_shape_that_cannot_be_fails_as_its_node_fails_in_the_body(case):
 
 def test_the_plan_says_why_work_reading_no_state_stays_in_the_body(rng):
     """A node reading only the sliced row (and constants) stays in the body where its op has
-    no form on rows (Softmax) or would reduce the rows too (ReduceMean-17 without axes): the plan
+    no form on rows (Softmax) or would squeeze the rows too (Squeeze-11 without axes): the plan
     names it and the reason; a node reading the carried state, or one whose inputs stayed in
     the body, is not listed; and what stays computes what the reference driver does."""
-    body = GraphBuilder("body")
+    body = GraphBuilder("body", opset=11)
     x_t, h = body.input("x_t", np.float32), body.input("h", np.float32)
     p = body.node("Softmax", x_t, axis=-1, outputs=["p"])
-    total = body.node("ReduceMean", x_t, keepdims=1, outputs=["total"])
+    total = body.node("Squeeze", body.node("ReduceMean", x_t, axes=[0], keepdims=1),
+                      outputs=["total"])
     scaled = body.node("Mul", p, total, outputs=["scaled"])
     doubled = body.node("Add", x_t, x_t, outputs=["doubled"])  # (hoisted: no reason to give)
     body.output(body.node("Add", body.node("Add", scaled, h, outputs=["mixed"]), doubled,

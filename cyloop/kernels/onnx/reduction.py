@@ -28,9 +28,9 @@ _REDUCERS = {"ReduceSum": (in_own_type(np.add), 13, False),
 
 
 def _register_reduction(op_type, reducer, input_since, noop_reduces):
-    # (Rows of a loop's hoisted part reduce with the axes shifted past the row axis; a reduction
-    # of every axis has none to shift: it stays in the body.)
-    @kernel(op_type, since=1, batch="axes_attribute")
+    # (Rows of a loop's hoisted part reduce with the axes shifted past the row axis, and every
+    # axis of a row as every axis but the row axis: engine/hoist.py.)
+    @kernel(op_type, since=1, batch="reduction_attribute")
     def with_attribute(attrs):
         axes, keepdims = attrs.get("axes"), bool(attrs.get("keepdims", 1))
         if axes is None or len(axes) == 0:
@@ -44,7 +44,7 @@ def _register_reduction(op_type, reducer, input_since, noop_reduces):
 
         return reduce
 
-    @kernel(op_type, since=input_since)
+    @kernel(op_type, since=input_since, batch="reduction")
     def with_input(attrs):
         keepdims = bool(attrs.get("keepdims", 1))
         noop = bool(attrs.get("noop_with_empty_axes", 0))
