@@ -89,16 +89,22 @@ class Abilities(FrozenRecord):
       does (given ``out=``, as ``np.copyto(out, x, casting="unsafe")``), so that the runner may
       convert an array or scalar of a number type itself, without calling it (a loop's body
       converts its counters every iteration: engine/_core.pyx `_cast`).
+    - `row_by_index`: given an array and one integer (a numpy integer, or a 0-d integer array)
+      in range, its result has the values of the array's row at that index along axis 0 (ONNX's
+      Gather on axis 0), so that the runner may hand over a read-only view of that row instead
+      of calling it (a loop's body reads a row of a sequence each iteration: engine/_core.pyx
+      `_row_at`).
     """
 
     _fields = ("measured", "products", "cores", "recurrence", "steps_for", "steps_hold",
-               "updates_first", "gemm", "casts_to")
+               "updates_first", "gemm", "casts_to", "row_by_index")
 
     def __init__(self, measured: Any = None, products: bool = False, cores: Any = None,
                  recurrence: Recurrence | None = None,
                  steps_for: Callable[..., Callable | None] | None = None,
                  steps_hold: bool = False, updates_first: bool = False,
-                 gemm: GemmForm | None = None, casts_to: Any = None):
+                 gemm: GemmForm | None = None, casts_to: Any = None,
+                 row_by_index: bool = False):
         # (`measured`: an accel.measured.Measured, not imported here, see the module; `cores`:
         # a kernels.recurrent.sequences._Cores)
         if recurrence is not None and steps_for is None:
@@ -114,6 +120,7 @@ class Abilities(FrozenRecord):
         set_field(self, "updates_first", updates_first)
         set_field(self, "gemm", gemm)
         set_field(self, "casts_to", casts_to)  # (a numpy dtype: numpy is not imported here)
+        set_field(self, "row_by_index", row_by_index)
 
     @property
     def own_node_state(self) -> bool:

@@ -32,6 +32,7 @@ cdef class Program:
     cdef list scalar_ops
     cdef list scalar_taken
     cdef list casts
+    cdef signed char[::1] rows  # per step: 1 where its kernel takes a row by an index
     cdef Py_ssize_t n_steps
     cdef Py_ssize_t n_slots
     # Per step (a large graph has hundreds of thousands): 32-bit slot tables, 8-bit flags.

@@ -117,6 +117,7 @@ cnp.import_array()
 cdef type _NDARRAY = np.ndarray
 cdef type _GENERIC = np.generic
 cdef type _NUMPY_BOOL = np.bool_
+cdef type _INTEGER = np.integer
 
 
 cdef extern from "Python.h":
@@ -822,6 +823,40 @@ cdef object _cast(object value, cnp.dtype to, object dest):
     return dest
 
 
+cdef object _row_at(object data, object index):
+    """A step's result made here, as its kernel would (`row_by_index`): the row of array `data`
+    at `index` along axis 0, for an index that is a numpy integer or a 0-d integer array within
+    [-n, n), as a read-only view (its memory is `data`'s, which the view keeps alive: a buffer
+    the runner hands out again checks that nothing else holds it); else None, the kernel's call
+    (which raises for an index out of range). A loop's body reads a row of a sequence by the
+    iteration number every iteration: the kernel would copy it."""
+    cdef cnp.ndarray arr
+    cdef Py_ssize_t i, n
+    if type(data) is not _NDARRAY:
+        return None
+    arr = <cnp.ndarray>data
+    if cnp.PyArray_NDIM(arr) < 1:
+        return None
+    if type(index) is _NDARRAY:
+        if cnp.PyArray_NDIM(<cnp.ndarray>index) != 0 \
+                or not cnp.PyArray_ISINTEGER(<cnp.ndarray>index):
+            return None
+    elif not isinstance(index, _INTEGER):
+        return None
+    n = cnp.PyArray_DIM(arr, 0)
+    try:
+        i = index
+    except OverflowError:  # (a uint64 past the index type: out of range, the kernel says so)
+        return None
+    if i < 0:
+        i += n
+    if not 0 <= i < n:
+        return None
+    return _view(arr, cnp.PyArray_BYTES(arr) + i * cnp.PyArray_STRIDE(arr, 0),
+                 cnp.PyArray_NDIM(arr) - 1, cnp.PyArray_DIMS(arr) + 1,
+                 cnp.PyArray_STRIDES(arr) + 1, False)
+
+
 cdef class Program:
     """A compiled graph (see `compile.py`) as flat arrays, run without any dict work."""
 
@@ -865,6 +900,10 @@ cdef class Program:
         # Per step: the number type a conversion makes, which the runner makes itself (`_cast`),
         # else None.
         self.casts = [_cast_type(step) for step in steps]
+        # Per step: whether the runner takes the row its kernel would copy (`_row_at`).
+        self.rows = np.array([abilities_of(s.fn).row_by_index and len(s.inputs) == 2
+                              and min(s.inputs) >= 0 and not s.multi for s in steps] + [0],
+                             dtype=np.int8)
         # Per step, for integer operands: its `_wrapping` op; -1: its own operator (a
         # comparison); -2: the kernel (integer arithmetic where `_wrapping` cannot read bytes).
         self.wrapping = np.array([-1 if op is None or op[0] not in _WRAPPING_OPS else
@@ -1136,6 +1175,8 @@ cdef class Program:
                 try:
                     if cast is not None:
                         result = _cast(<object>argv[1], <cnp.dtype>cast, dest)
+                    elif self.rows[s] and dest is None:
+                        result = _row_at(<object>argv[1], <object>argv[2])
                     if result is not None:
                         pass
                     elif dest is None:

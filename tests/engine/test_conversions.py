@@ -7,11 +7,14 @@ the kernel, is the oracle."""
 import warnings
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+import cyloop
 from cyloop.ir import CarriedInput, ConcatOutput, GraphBuilder, InvariantInput, LastOutput
+from cyloop.kernels.registry import kernel
 
 from ..support.drivers import run_both
 
@@ -55,3 +58,75 @@ def test_conversions_agree_with_the_kernel(data, src, to, shape, transposed):
         warnings.simplefilter("ignore", RuntimeWarning)  # overflow / invalid, in both drivers
         out = run_both(_loop(src, to, shape), {"x0": x0, "k0": k0})
     assert out["emitted"].dtype == np.dtype(to) and out["kept"].dtype == np.dtype(to)
+
+
+# -- rows taken by an index ----------------------------------------------------------------------
+# A Gather on axis 0 by one integer is a row of its data, which the Cython runner hands over as a
+# read-only view (engine/_core.pyx `_row_at`) where the kernel copies it.
+
+_ROWS: list = []  # what the "RowSeen" kernel below was given, call by call
+
+
+@kernel("RowSeen", domain="test.cyloop")
+def _row_seen(attrs):
+    """Its operand, recorded, plus one."""
+    def seen(x):
+        _ROWS.append(x)
+        return x + 1
+
+    return seen
+
+
+def _gather_loop(index_dtype, offset):
+    """Each iteration i gathers row (i + offset) of `data` (an invariant), its index of
+    `index_dtype`, as a 0-d array (the iteration number cast) or a numpy scalar (the scalar
+    path's sum); the row is emitted plus one, through a kernel that records it."""
+    body = GraphBuilder("body", opsets={"test.cyloop": 1})
+    i = body.input("i", np.int64, ())
+    body.input("cond", np.bool_, ())
+    data = body.input("data", np.float32)
+    index = body.node("Add", body.node("Cast", i, to=np.dtype(index_dtype)),
+                      body.const(np.array(offset, index_dtype)))
+    row = body.node("Gather", data, index, axis=0)
+    body.output(body.node("Identity", "cond", outputs=["cond_out"]),
+                body.node("RowSeen", row, domain="test.cyloop", outputs=["y"]))
+    g = GraphBuilder("g", opsets={"test.cyloop": 1})
+    g.input("n", np.int64, ())
+    g.input("d", np.float32)
+    g.loop(body.build(), inputs=[("d", InvariantInput(0, "data"))], outputs=[ConcatOutput("y")],
+           trip_count="n", iteration_param="i", cond_param="cond", cond_result="cond_out",
+           output_names=["ys"])
+    g.output("ys")
+    return g.build()
+
+
+@pytest.mark.parametrize("index_dtype, offset", [(np.int64, 0), (np.int64, 2), (np.int64, -5),
+                                                 (np.int32, -5), (np.uint8, 2)])
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_a_row_by_an_index_is_a_view_with_the_kernels_values(rng, index_dtype, offset, layout):
+    data = rng.standard_normal((5, 3, 4)).astype(np.float32)
+    data = {"C": data, "F": np.asfortranarray(data), "strided": data[:, ::2, ::-1]}[layout]
+    n = 3 if offset >= 0 else 5
+    graph = _gather_loop(index_dtype, offset)
+    _ROWS.clear()
+    out = run_both(graph, {"n": np.array(n), "d": data}, hoist=False)
+    np.testing.assert_array_equal(out["ys"], data[np.arange(n) + offset] + 1)
+    fast = _ROWS[:n]  # (the Cython driver's calls: run_both runs it first)
+    assert all(not row.flags.writeable and row.base is not None for row in fast)
+
+
+def test_an_index_out_of_range_fails_as_the_kernel_does(rng):
+    graph = _gather_loop(np.int64, 3)
+    data = rng.standard_normal((5, 2)).astype(np.float32)
+    for n in (2, 3):  # (rows 3, 4; then 3, 4, 5: out of range)
+        outcomes = []
+        for driver in ("cython", "python"):
+            try:
+                outcomes.append(cyloop.Model(graph, driver=driver, hoist=False).run(
+                    {"n": np.array(n), "d": data})["ys"])
+            except cyloop.CyloopError as e:
+                outcomes.append(f"{type(e).__name__}: {e}")
+        if n == 2:
+            np.testing.assert_array_equal(outcomes[0], outcomes[1])
+        else:
+            assert isinstance(outcomes[0], str) and outcomes[0] == outcomes[1]

@@ -219,7 +219,8 @@ def gather(attrs):
             return data.take(indices, axis, out)  # reads a row an iteration this way)
         return np.take(data, indices, axis=axis, out=out)
 
-    return gathered
+    # (The runner takes a row by one index along axis 0 as a view: abilities.py.)
+    return declare(gathered, row_by_index=True) if axis == 0 else gathered
 
 
 @kernel("Transpose", since=1)
