@@ -122,18 +122,11 @@ class KernelDef(FrozenRecord):
                  scalar: tuple[Callable, frozenset] | None = None,
                  cell: tuple[str, int, int] | None = None, identity: bool = False,
                  stateful: bool = False):
-        set_field(self, "op_type", op_type)
-        set_field(self, "domain", domain)
-        set_field(self, "since", since)
-        set_field(self, "factory", factory)
-        set_field(self, "out", out)
-        set_field(self, "multi", multi)
-        set_field(self, "batch", batch)
-        set_field(self, "batch_if", batch_if)
-        set_field(self, "scalar", scalar)
-        set_field(self, "cell", cell)
-        set_field(self, "identity", identity)
-        set_field(self, "stateful", stateful)
+        # (one update of the instance's dict, not a `set_field` a field: every kernel module
+        # registers dozens of kernels as it loads, and a model's load imports several)
+        vars(self).update(op_type=op_type, domain=domain, since=since, factory=factory, out=out,
+                          multi=multi, batch=batch, batch_if=batch_if, scalar=scalar, cell=cell,
+                          identity=identity, stateful=stateful)
 
     def build(self, attrs: dict[str, Any], n_outputs: int = 1) -> Callable:
         """Bind `attrs`; a ``multi`` factory also learns how many outputs the node has."""
@@ -252,16 +245,23 @@ def kernel(op_type: str, domain: str = "", since: int = 1, out: bool = False, mu
         raise ValueError(f"batch must be one of {BATCH_FORMS}, not {batch!r}")
 
     def register(factory):
-        entries = _TABLE.setdefault((domain, op_type), [])
+        definition = KernelDef(op_type, domain, since, factory, out, multi, batch, batch_if,
+                               scalar, cell, identity, stateful)
+        entries = _TABLE.get((domain, op_type))
+        if entries is None:  # (most ops: their one kernel)
+            _TABLE[domain, op_type] = [definition]
+            return factory
         if any(entry.since == since for entry in entries):
             raise RuntimeError(f"kernel {domain or 'ai.onnx'}::{op_type} since {since} is "
                                "registered twice")
-        bisect.insort(entries, KernelDef(op_type, domain, since, factory, out, multi, batch,
-                                         batch_if, scalar, cell, identity, stateful),
-                      key=lambda entry: entry.since)
+        bisect.insort(entries, definition, key=_since)
         return factory
 
     return register
+
+
+def _since(definition: KernelDef) -> int:
+    return definition.since
 
 
 def lookup(domain: str, op_type: str, version: int, where: str = "") -> KernelDef:

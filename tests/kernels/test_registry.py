@@ -100,6 +100,27 @@ print(json.dumps([registry.lookup("example.custom", "Twice", 1).factory.__name__
     assert got == ["twice", "add_later", registry.lookup("", "Add", 14).factory.__module__]
 
 
+def test_versions_registered_in_any_order_are_looked_up_by_opset():
+    """An op's kernels, registered out of order: each opset finds the highest `since` at or
+    below it, and a version registered twice is refused."""
+    got = _fresh("""
+import json
+from cyloop.kernels import registry
+
+for since in (5, 2, 9):
+    registry.kernel("Versioned", domain="example.order", since=since)(lambda attrs: since)
+try:
+    registry.kernel("Versioned", domain="example.order", since=2)(lambda attrs: None)
+except RuntimeError as e:
+    twice = str(e)
+print(json.dumps([[registry.lookup("example.order", "Versioned", v).since for v in (2, 4, 5, 8,
+                                                                                   9, 20)],
+                  twice]))
+""")
+    assert got == [[2, 2, 5, 5, 9, 9], "kernel example.order::Versioned since 2 is registered "
+                                       "twice"]
+
+
 def test_a_model_loads_without_the_other_families():
     """Loading and running a model whose ops are all elementwise imports no spatial, ML or
     recurrent kernels."""
