@@ -6,11 +6,18 @@ What is kept is what a frontend makes of a model file, the format-neutral `Graph
 every process, as without the cache. An entry is keyed by
 
 - the model: the SHA-256 of its bytes (an IR's ``.xml`` and its weights);
-- what read it: cyloop's version and the size and time of each of its modules, Python's and
-  numpy's;
+- what read it: cyloop's version and directory, Python's and numpy's version;
 - the machine: its architecture, its CPU's model and flags, the cores the process may use and
   numpy's BLAS; nothing kept depends on them today, but a choice measured on one machine must
   never be used on another.
+
+cyloop's own modules are checked by their size and time, as Python checks a module's bytecode
+against its source: an entry names those of cyloop's modules the writing process had loaded,
+which made the graph (``cyloop.ir``, the frontend, and whatever they use), with their sizes and
+times, and is a miss where one of them is another file now (a source checkout edited, say).
+Stamping only those makes a hit stat the fifty-odd modules a read loads, not every file of the
+package; a module the read did not load cannot have shaped the graph (a changed one that loads
+it is a miss), and compiling, which uses the kernels, runs on every load.
 
 The optional packages a read may use, onnx (shape inference, the fallback's op classes) and
 ml_dtypes (the narrow types), are not in the key: most models are read without either. An entry
@@ -33,9 +40,9 @@ data files.
 
 Layout of an entry, ``<directory>/<key digest>.cyloop``::
 
-    MAGIC | header length (u64) | header CRC (u32) | header (a pickled dict: the key, the
-    warnings reading gave, the pickle's and the arrays' lengths and CRCs) | the pickle | the
-    arrays' bytes
+    MAGIC | header length (u64) | header CRC (u32) | header (a pickled dict: the key, cyloop's
+    modules, the optional packages, the warnings reading gave, the pickle's and the arrays'
+    lengths and CRCs) | the pickle | the arrays' bytes
 
 Arrays of the graph (weights) are not in the pickle: each is a persistent id (its dtype, shape,
 flags) and its bytes follow the pickle, read straight into an array laid out as the frontend
@@ -63,12 +70,16 @@ __all__ = ["ENVIRONMENT_VARIABLE", "FORMAT", "default_directory", "directory_of"
 # The variable naming the cache's directory, read when `cyloop.load` is given no `cache`.
 ENVIRONMENT_VARIABLE = "CYLOOP_CACHE_DIR"
 # The version of the entries' layout (part of the key: another layout is another entry).
-FORMAT = 2
+FORMAT = 3
 _MAGIC = b"cyloop-cache\r\n\x1a\n"
 _PREFIX = struct.Struct("<QI")  # header length, header CRC
 _SUFFIX = ".cyloop"
-# The most header bytes an entry may declare: a header holds a key and a few warnings.
+# The most header bytes an entry may declare: a header holds a key, the modules' stamps and a
+# few warnings.
 _HEADER_LIMIT = 1 << 20
+# The directory cyloop's modules are in (part of the key: another checkout is another entry; the
+# modules an entry names are stamped relative to it).
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
 
 def default_directory() -> str:
@@ -127,7 +138,7 @@ def read_graph(source, xml: bool, weights, directory: str) -> Graph:
         if _digests_now(model) != digests:  # (it changed while it was read)
             _warn(f"{model.name} changed while cyloop read it; it is not cached")
         else:
-            _write(directory, path, key, graph, warned, _packages_loaded())
+            _write(directory, path, key, graph, warned, _packages_loaded(), _modules_loaded())
     return graph
 
 
@@ -221,7 +232,7 @@ def _environment(format: str) -> dict:
     """The key's parts besides the model: what read it, and the machine."""
     from . import __version__
 
-    return {"frontend": format, "cyloop": __version__, "modules": _modules(),
+    return {"frontend": format, "cyloop": __version__, "package": _PACKAGE,
             "python": sys.version, "numpy": np.__version__, "machine": _machine()}
 
 
@@ -244,22 +255,35 @@ def _other_packages(recorded) -> str | None:
     return None
 
 
-@functools.cache
-def _modules() -> str:
-    """A digest of cyloop's modules' names, sizes and modification times: a changed module (in
-    a source checkout, say) makes every key another."""
-    root = os.path.dirname(os.path.abspath(__file__))
-    found, folders = [], [root]
-    while folders:
-        with os.scandir(folders.pop()) as entries:
-            for entry in entries:
-                if entry.is_dir():
-                    if entry.name != "__pycache__":
-                        folders.append(entry.path)
-                elif entry.name.endswith((".py", ".so", ".pyd")):
-                    stat = entry.stat()
-                    found.append(f"{entry.path[len(root):]} {stat.st_size} {stat.st_mtime_ns}")
-    return _digest("\n".join(sorted(found)).encode())
+def _modules_loaded() -> tuple[tuple[str, int, int], ...]:
+    """The stamps (`_stamp`) of cyloop's modules this process has loaded, by their paths in
+    `_PACKAGE`; a module loaded from elsewhere by its full path."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        if name == "cyloop" or name.startswith("cyloop."):
+            path = getattr(module, "__file__", None)
+            if path:
+                path = os.path.abspath(path)
+                if path.startswith(_PACKAGE + os.sep):
+                    path = path[len(_PACKAGE) + 1:]
+                found.append((path, *_stamp(path)))
+    return tuple(sorted(found))
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    """A module's size and modification time (nanoseconds), by its path in `_PACKAGE`; (-1, -1)
+    where there is no such file."""
+    try:
+        stat = os.stat(os.path.join(_PACKAGE, path))
+    except OSError:
+        return -1, -1
+    return stat.st_size, stat.st_mtime_ns
+
+
+def _modules_changed(stamps) -> bool:
+    """Whether one of the modules an entry names (`_modules_loaded` when it was written) is
+    another file now (docs/design.md, Start-up)."""
+    return any(_stamp(path) != (size, time) for path, size, time in stamps)
 
 
 @functools.cache
@@ -366,13 +390,18 @@ class _Unreadable(Exception):
     """Why an entry is not used."""
 
 
+class _Changed(Exception):
+    """An entry written by cyloop's modules as they were before they changed: a miss, as one
+    made for another version of cyloop is (its entry is written over)."""
+
+
 def _read(path: str, key: str):
     """(graph, warnings) from the entry at `path` made for `key`, or None: no entry, or one that
     cannot be used (a warning says why)."""
     try:
         with open(path, "rb") as file:
             return _read_entry(file, key)
-    except FileNotFoundError:
+    except (FileNotFoundError, _Changed):
         return None
     except _Unreadable as e:
         _warn(f"the entry {path} {e}; the model is read from its file")
@@ -403,6 +432,8 @@ def _read_entry(file, key: str):
     header = pickle.loads(header)
     if not isinstance(header, dict) or header.get("key") != key:
         raise _Unreadable("was made for another model, cyloop, Python, numpy or machine")
+    if _modules_changed(header["modules"]):  # (an edited checkout: not a bad entry, no warning)
+        raise _Changed
     other = _other_packages(header["packages"])
     if other is not None:
         raise _Unreadable(f"was read with {other}, not the version installed")
@@ -435,7 +466,7 @@ def _read_entry(file, key: str):
 
 
 def _write(directory: str, path: str, key: str, graph: Graph, warned: list[str],
-           packages: dict[str, str | None]) -> None:
+           packages: dict[str, str | None], modules: tuple) -> None:
     """Keep `graph` in an entry at `path`, or warn why not."""
     import tempfile
     import zlib
@@ -451,7 +482,7 @@ def _write(directory: str, path: str, key: str, graph: Graph, warned: list[str],
     for array in pickler.arrays:
         data = array.reshape(-1).view(np.uint8)
         crc, length = zlib.crc32(data, crc), length + data.nbytes
-    header = pickle.dumps({"key": key, "warned": warned, "packages": packages,
+    header = pickle.dumps({"key": key, "modules": modules, "warned": warned, "packages": packages,
                            "pickle": (len(pickled), zlib.crc32(pickled)),
                            "data": (length, crc)}, protocol=5)
     temporary = None

@@ -216,12 +216,83 @@ def test_another_cyloop_version_is_another_entry(tmp_path, monkeypatch, reads):
     assert len(reads) == 3  # (a hit, of the entry of this version)
 
 
-def test_a_changed_module_of_cyloop_is_another_entry(tmp_path, monkeypatch, reads):
+@pytest.mark.parametrize("module", ["ir.py", "frontends/onnx.py", "cache.py"])
+def test_a_changed_module_of_cyloop_is_a_miss(module, tmp_path, monkeypatch, reads):
+    """A module the read loaded, of another size or time now: a miss, without a warning, and
+    the entry written again (over the old one: the same key but for the modules)."""
     path = DATA / "rnn_scan.onnx"
     cyloop.load(path, cache=tmp_path)
-    monkeypatch.setattr(cache, "_modules", lambda: "another build")
+    stamp = cache._stamp
+    changed = os.path.join(*module.split("/"))
+    monkeypatch.setattr(cache, "_stamp", lambda name: (stamp(name)[0], stamp(name)[1] + 1)
+                        if name == changed else stamp(name))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cyloop.load(path, cache=tmp_path)
+    assert len(reads) == 2 and len(entries(tmp_path)) == 1
+    cyloop.load(path, cache=tmp_path)  # (the entry written by the modules as they are now)
+    assert len(reads) == 2
+
+
+def test_another_checkout_of_cyloop_is_another_entry(tmp_path, monkeypatch, reads):
+    path = DATA / "rnn_scan.onnx"
+    cyloop.load(path, cache=tmp_path)
+    monkeypatch.setattr(cache, "_PACKAGE", str(tmp_path / "another" / "cyloop"))
+    cyloop.load(path, cache=tmp_path)
     cyloop.load(path, cache=tmp_path)
     assert len(reads) == 2 and len(entries(tmp_path)) == 2
+
+
+def test_an_entry_names_the_modules_that_read_it(tmp_path):
+    """The modules an entry names are those loaded, stamped as they are on disk."""
+    cyloop.load(DATA / "rnn_scan.onnx", cache=tmp_path)
+    stamps = {path: (size, time) for path, size, time in cache._modules_loaded()}
+    assert {"__init__.py", "ir.py", "cache.py", os.path.join("frontends", "onnx.py")} <= \
+        set(stamps)
+    for path, (size, time) in stamps.items():
+        found = os.stat(os.path.join(os.path.dirname(cyloop.__file__), path))
+        assert (size, time) == (found.st_size, found.st_mtime_ns)
+    assert cache._stamp("no_such_module.py") == (-1, -1)
+
+
+_EDITED = """
+import os, sys
+root, directory, model, edit = sys.argv[1:5]
+if edit != "-":  # (a module edited: its time moves on)
+    found = os.stat(os.path.join(root, "cyloop", edit))
+    os.utime(os.path.join(root, "cyloop", edit),
+             ns=(found.st_atime_ns, found.st_mtime_ns + 1_000_000_000))
+import cyloop
+cyloop.load(model, cache=directory)
+print("cyloop.frontends.onnx" in sys.modules)
+"""
+
+
+def test_an_edited_checkout_is_a_miss_in_a_fresh_process(tmp_path):
+    """A copy of cyloop, loading a model in fresh processes: a module the read loaded, edited,
+    makes the next load read the model; one it did not load (the command line's) does not."""
+    import shutil
+
+    package = Path(cyloop.__file__).parent
+    shutil.copytree(package, tmp_path / "copy" / "cyloop",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "copy")}
+    env.pop(cache.ENVIRONMENT_VARIABLE, None)
+
+    def read_the_model(edit):
+        proc = subprocess.run([sys.executable, "-W", "error", "-c", _EDITED,
+                               str(tmp_path / "copy"), str(tmp_path / "cache"),
+                               str(DATA / "rnn_scan.onnx"), edit], capture_output=True,
+                              text=True, timeout=120, check=True, env=env, cwd=tmp_path)
+        return proc.stdout.split() == ["True"]
+
+    assert read_the_model("-")  # (written)
+    assert not read_the_model("-")  # (a hit)
+    assert not read_the_model("cli.py")
+    assert read_the_model("ir.py")
+    assert not read_the_model("-")
+    assert read_the_model(os.path.join("frontends", "onnx.py"))
+    assert len(entries(tmp_path / "cache")) == 1
 
 
 def test_an_entry_read_with_onnx_is_a_miss_under_another_onnx(tmp_path, monkeypatch, reads):
@@ -602,7 +673,7 @@ def test_an_entry_keeps_every_kind_of_array(tmp_path):
                          [cyloop.Value("c", np.bool_, ())], [cyloop.Value("out")], arrays,
                          {"": 17})
     path = str(tmp_path / "entry.cyloop")
-    cache._write(str(tmp_path), path, "key", graph, ["a warning"], {})
+    cache._write(str(tmp_path), path, "key", graph, ["a warning"], {}, ())
     read, warned = cache._read(path, "key")
     assert warned == ["a warning"]
     for name, value in arrays.items():
