@@ -117,8 +117,8 @@ print(json.dumps([[registry.lookup("example.order", "Versioned", v).since for v 
                                                                                    9, 20)],
                   twice]))
 """)
-    assert got == [[2, 2, 5, 5, 9, 9], "kernel example.order::Versioned since 2 is registered "
-                                       "twice"]
+    assert got == [[2, 2, 5, 5, 9, 9],
+                   "kernel example.order::Versioned since 2 is registered twice"]
 
 
 def test_a_model_loads_without_the_other_families():
