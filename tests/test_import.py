@@ -121,3 +121,27 @@ def test_the_fused_kernels_import_their_native_passes_at_their_first_call():
     proc = subprocess.run([sys.executable, "-c", _FUSED], capture_output=True, text=True,
                           timeout=120, check=True)
     assert proc.stdout.split("\n")[:3] == ["False", "[0.0, 8.0, 32.0]", "True"]
+
+
+@pytest.mark.parametrize("with_top_k", [False, True], ids=["reductions", "top k"])
+def test_the_native_selection_loads_with_a_top_k_only(with_top_k, tmp_path):
+    """A model that reduces (ReduceSum, ArgMax) runs without `accel/_selection`, TopK's heap;
+    one with a TopK loads it."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=1),
+             helper.make_node("ArgMax", ["s"], ["y"], axis=1)]
+    if with_top_k:
+        nodes.append(helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=1))
+    graph = helper.make_graph(
+        nodes, "reduce",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 40])],
+        [helper.make_tensor_value_info(name, TensorProto.INT64, None)
+         for name in ["y", "indices"][:1 + with_top_k]],
+        [helper.make_tensor("k", TensorProto.INT64, [1], [2])])
+    path = tmp_path / "reduce.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+                     .SerializeToString())
+    _, loaded = _loaded(str(path), "run")
+    assert "cyloop.kernels.onnx.reduction" in loaded
+    assert ("cyloop.accel._selection" in loaded) == with_top_k

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 
-from ...accel._selection import smallest_columns, smallest_rows
 from .. import _reductions
 from .._reductions import axes_reader, in_own_type, over_every_axis, reducing, with_identity
 from ..registry import kernel
@@ -125,6 +124,10 @@ def _smallest(keys, k: int, axis: int):
         return np.take(np.argsort(keys, axis=axis, kind="stable"), range(k), axis=axis)
     lanes = np.moveaxis(keys, axis, -1)
     if keys.dtype in _SELECTED:
+        # (the native selection loads with the first TopK that runs, not with the reductions:
+        # most models reduce without a TopK)
+        from ...accel._selection import smallest_columns, smallest_rows
+
         indices = np.empty(lanes.shape[:-1] + (k,), np.int64)
         across = np.moveaxis(keys, axis, 0)  # (lanes are columns, where that is contiguous)
         if across.flags.c_contiguous and not lanes.flags.c_contiguous:
