@@ -82,18 +82,19 @@ cdef Loop _lookup(cnp.ufunc ufunc, str signature):
     return found
 
 
-cdef Loop _find(cnp.ufunc ufunc, object dtype):
-    """`ufunc`'s inner loop over operands all of `dtype`, where it computes what the ufunc
-    computes on a sample (`_agrees`); else fn NULL, and `_declined` says why. A loop table laid
-    out otherwise than this reads it finds nothing rather than a wrong entry."""
+cdef Loop _find(cnp.ufunc ufunc, tuple sample):
+    """`ufunc`'s inner loop over operands all of the type of `sample` (`_sample`), where it
+    computes what the ufunc computes on it (`_agrees`); else fn NULL, and `_declined` says why.
+    A loop table laid out otherwise than this reads it finds nothing rather than a wrong
+    entry."""
     cdef object public = ufunc
-    code = np.dtype(dtype).char
+    code = sample[0].dtype.char
     signature = code * public.nin + "->" + code * public.nout
     cdef Loop found = _lookup(ufunc, signature)
     if found.fn == NULL:
         _declined.append(f"numpy {np.__version__}'s loop table has no {signature} loop of "
                          f"np.{public.__name__} where its public ufunc.types says")
-    elif not _agrees(found, public, dtype):
+    elif not _agrees(found, public, sample):
         found.fn = NULL
         _declined.append(f"numpy {np.__version__}'s {signature} loop of np.{public.__name__} "
                          "computes otherwise than the ufunc")
@@ -105,19 +106,27 @@ def _table_loop_computes(cnp.ufunc table, object reference, object dtype):
     `_agrees`' sample (None: `table` has no such loop): the check `_find` makes, for tests."""
     code = np.dtype(dtype).char
     cdef Loop found = _lookup(table, code * table.nin + "->" + code * table.nout)
-    return None if found.fn == NULL else bool(_agrees(found, reference, dtype))
+    if found.fn == NULL:
+        return None
+    with np.errstate(all="ignore"):
+        return bool(_agrees(found, reference, _sample(dtype)))
 
 
 cdef Loops _loops(object dtype):
+    # (one sample and one errstate for the type's eight checks: a fresh process's first pass
+    # pays for these checks, and np.linspace and np.errstate cost more than a check's loop)
+    cdef tuple sample = _sample(dtype)
     cdef Loops loops
-    loops.tanh = _find(np.tanh, dtype)
-    loops.multiply = _find(np.multiply, dtype)
-    loops.add = _find(np.add, dtype)
-    loops.subtract = _find(np.subtract, dtype)
-    loops.negative = _find(np.negative, dtype)
-    loops.minimum = _find(np.minimum, dtype)
-    loops.exp = _find(np.exp, dtype)
-    loops.reciprocal = _find(np.reciprocal, dtype)
+    memset(&loops, 0, sizeof(Loops))
+    with np.errstate(all="ignore"):
+        loops.tanh = _find(np.tanh, sample)
+        loops.multiply = _find(np.multiply, sample)
+        loops.add = _find(np.add, sample)
+        loops.subtract = _find(np.subtract, sample)
+        loops.negative = _find(np.negative, sample)
+        loops.minimum = _find(np.minimum, sample)
+        loops.exp = _find(np.exp, sample)
+        loops.reciprocal = _find(np.reciprocal, sample)
     return loops
 
 
@@ -147,11 +156,19 @@ _UFUNC_OF_PASS = ("multiply", "tanh", "multiply", "add", "multiply", "multiply",
 cdef int _WATCHED = FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID
 
 
-cdef bint _agrees(Loop loop, object ufunc, object dtype):
-    """Whether `loop` computes what `ufunc` computes, bit for bit, on a sample of `dtype` (long
-    enough for SIMD bodies and tails; no zero, so reciprocal stays finite)."""
-    cdef cnp.ndarray a = np.linspace(-2.5, 2.75, 37, dtype=dtype)
-    cdef cnp.ndarray b = np.ascontiguousarray(a[::-1])
+cdef tuple _sample(object dtype):
+    """Two operands of `dtype` for `_agrees` (long enough for SIMD bodies and tails; no zero, so
+    reciprocal stays finite)."""
+    a = np.arange(-18.5, 18.5, dtype=dtype)  # (37 halves, none of them zero)
+    a *= 0.1459  # (-2.7 to 2.55: not round numbers; np.linspace costs more at its first call)
+    return a, np.ascontiguousarray(a[::-1])
+
+
+cdef bint _agrees(Loop loop, object ufunc, tuple sample):
+    """Whether `loop` computes what `ufunc` computes, bit for bit, on `sample` (`_sample`), under
+    the caller's ``np.errstate(all="ignore")``."""
+    cdef cnp.ndarray a = sample[0]
+    cdef cnp.ndarray b = sample[1]
     cdef cnp.ndarray out = np.empty_like(a)
     cdef char *args[3]
     cdef npy_intp steps[3]
@@ -160,9 +177,8 @@ cdef bint _agrees(Loop loop, object ufunc, object dtype):
     args[0], args[1] = <char *>cnp.PyArray_DATA(a), <char *>cnp.PyArray_DATA(b)
     args[nin] = <char *>cnp.PyArray_DATA(out)
     steps[0] = steps[1] = steps[2] = cnp.PyArray_ITEMSIZE(a)
-    with np.errstate(all="ignore"):
-        loop.fn(args, &count, steps, loop.data)
-        expected = ufunc(a) if nin == 1 else ufunc(a, b)
+    loop.fn(args, &count, steps, loop.data)
+    expected = ufunc(a) if nin == 1 else ufunc(a, b)
     feclearexcept(_WATCHED)
     return out.tobytes() == expected.tobytes()
 
