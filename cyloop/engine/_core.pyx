@@ -875,12 +875,11 @@ cdef class Program:
             raise ModelError(f"program {compiled.name!r}: {self.n_slots} values, past 2^31")
 
         def flatten(field):  # a tuple field of every step, as offsets and one flat array
-            offsets = np.zeros(self.n_steps + 1, dtype=np.intc)
-            offsets[1:] = np.cumsum(np.fromiter((len(getattr(s, field)) for s in steps),
-                                                dtype=np.intc, count=self.n_steps))
-            flat = np.fromiter(itertools.chain.from_iterable(getattr(s, field) for s in steps),
-                               dtype=np.intc, count=offsets[self.n_steps])
-            return offsets, flat
+            # (made from lists: a fresh process's first np.cumsum and np.fromiter cost several
+            # times a small program's lists)
+            offsets = itertools.accumulate([len(getattr(s, field)) for s in steps], initial=0)
+            flat = [slot for s in steps for slot in getattr(s, field)]
+            return np.array(list(offsets), dtype=np.intc), np.array(flat, dtype=np.intc)
 
         self.in_off, self.in_idx = flatten("inputs")
         self.out_off, self.out_idx = flatten("outputs")
