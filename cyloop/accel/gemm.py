@@ -360,17 +360,23 @@ def _blas_bound() -> bool:
     return _bound
 
 
+# The operands of `_product_disagrees`: distinct odd integers, signed, none of them zero (so no
+# product is a signed zero), whose products and sums of seven are exact in float32 (under 2^24),
+# so that every correct product computes them bit for bit. (Made from lists: a fresh process's
+# first np.sin, np.cos and np.allclose-like test cost several times the products; nor
+# numpy.random, whose import would slow a load.)
+_LEFT = [2 * (i * 37 % 71) - 71 for i in range(70)]  # [2, 5, 7]
+_RIGHT = [2 * (i * 17 % 23) - 23 for i in range(21)]  # [7, 3]
+
+
 def _product_disagrees() -> str | None:
-    """Why products through the bound BLAS cannot be used (one of a float type disagrees with
-    np.matmul beyond rounding), or None."""
+    """Why products through the bound BLAS cannot be used (one of a float type differs from
+    np.matmul's, on operands both compute exactly), or None."""
     for dtype in (np.float32, np.float64):
-        # (operands of distinct, signed values; not numpy.random, whose import would slow a load)
-        a = np.sin(np.arange(70, dtype=dtype)).reshape(2, 5, 7)
-        b = np.cos(np.arange(21, dtype=dtype) * 1.7).reshape(7, 3)
+        a = np.array(_LEFT, dtype).reshape(2, 5, 7)
+        b = np.array(_RIGHT, dtype).reshape(7, 3)
         got = _two_core.multiply(a, b, None, False)
-        expected = np.matmul(a, b)
-        # (np.allclose's test, without its cost: it is the most of this check's time)
-        if got is not None and not (abs(got - expected) <= 1e-5 + 1e-5 * abs(expected)).all():
+        if got is not None and got.tobytes() != np.matmul(a, b).tobytes():
             return f"a {np.dtype(dtype)} product through numpy's bundled BLAS disagrees with matmul"
     return None
 

@@ -113,3 +113,28 @@ def test_a_loop_taken_from_numpy_s_table_must_compute_what_its_ufunc_computes(dt
     assert _gate_passes._table_loop_computes(np.add, np.subtract, dtype) is False
     assert _gate_passes._table_loop_computes(np.exp, np.tanh, dtype) is False
     assert _gate_passes._table_loop_computes(np.tanh, np.tanh, np.bool_) is None
+
+
+@pytest.mark.parametrize("wrong", ["transposed", "one off", "float32 only"])
+def test_a_bound_blas_whose_products_differ_from_matmul_is_refused(wrong, monkeypatch):
+    """The check products through numpy's bundled BLAS pass before they are used: a product
+    that differs from np.matmul's, in either float type, names that type; one that agrees, or
+    that declines (None), passes."""
+    from cyloop.accel import _two_core, gemm
+
+    def product(a, b, out, rows):
+        right = np.matmul(a, b)
+        if wrong == "transposed":
+            return np.matmul(a, b.T.copy().reshape(b.shape))
+        if wrong == "one off":
+            return right + 1
+        return right if a.dtype == np.float32 else right * (1 + 1e-12)
+
+    monkeypatch.setattr(_two_core, "multiply", product)
+    found = gemm._product_disagrees()
+    dtype = "float64" if wrong == "float32 only" else "float32"
+    assert found == f"a {dtype} product through numpy's bundled BLAS disagrees with matmul"
+    monkeypatch.setattr(_two_core, "multiply", lambda a, b, out, rows: np.matmul(a, b))
+    assert gemm._product_disagrees() is None
+    monkeypatch.setattr(_two_core, "multiply", lambda a, b, out, rows: None)
+    assert gemm._product_disagrees() is None
