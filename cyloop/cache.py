@@ -390,18 +390,14 @@ class _Unreadable(Exception):
     """Why an entry is not used."""
 
 
-class _Changed(Exception):
-    """An entry written by cyloop's modules as they were before they changed: a miss, as one
-    made for another version of cyloop is (its entry is written over)."""
-
-
 def _read(path: str, key: str):
-    """(graph, warnings) from the entry at `path` made for `key`, or None: no entry, or one that
-    cannot be used (a warning says why)."""
+    """(graph, warnings) from the entry at `path` made for `key`, or None: no entry, one written
+    by cyloop's modules before one of them changed, or one that cannot be used (a warning says
+    why)."""
     try:
         with open(path, "rb") as file:
             return _read_entry(file, key)
-    except (FileNotFoundError, _Changed):
+    except FileNotFoundError:
         return None
     except _Unreadable as e:
         _warn(f"the entry {path} {e}; the model is read from its file")
@@ -432,8 +428,8 @@ def _read_entry(file, key: str):
     header = pickle.loads(header)
     if not isinstance(header, dict) or header.get("key") != key:
         raise _Unreadable("was made for another model, cyloop, Python, numpy or machine")
-    if _modules_changed(header["modules"]):  # (an edited checkout: not a bad entry, no warning)
-        raise _Changed
+    if _modules_changed(header["modules"]):  # (an edited checkout: a miss, as another version
+        return None  # of cyloop is, not a bad entry: no warning; the entry is written over)
     other = _other_packages(header["packages"])
     if other is not None:
         raise _Unreadable(f"was read with {other}, not the version installed")
