@@ -5,7 +5,8 @@ What is kept is what a frontend makes of a model file, the format-neutral `Graph
 (fusion, hoisting, the plan) runs on every load, and measured choices are measured afresh in
 every process, as without the cache. An entry is keyed by
 
-- the model: the SHA-256 of its bytes (an IR's ``.xml`` and its weights);
+- the model: a digest of its bytes (an IR's ``.xml`` and its weights; BLAKE2b, or SHA-256 for
+  many bytes);
 - what read it: cyloop's version and directory, Python's and numpy's version;
 - the machine: its architecture, its CPU's model and flags, the cores the process may use and
   numpy's BLAS; nothing kept depends on them today, but a choice measured on one machine must
@@ -124,7 +125,7 @@ def read_graph(source, xml: bool, weights, directory: str) -> Graph:
     except OSError:  # (a file that cannot be read: the frontend says so, naming it)
         return model.read()[0]
     key = repr({"format": FORMAT, "model": digests, **_environment(model.format)})
-    path = os.path.join(directory, _digest(key.encode()) + _SUFFIX)
+    path = os.path.join(directory, _digest(key.encode()).partition(":")[2] + _SUFFIX)
     trusted = _trusted(directory)
     if trusted:
         found = _read(path, key)
@@ -174,7 +175,7 @@ class _Model:
             self.parts = {"xml": source, "weights": path if os.path.exists(path) else None}
 
     def digests(self) -> dict[str, str | None]:
-        """The SHA-256 of each part's bytes (None: no weights)."""
+        """The digest (`_digest`) of each part's bytes (None: no weights)."""
         return {part: None if value is None else _digest(value)
                 for part, value in self.parts.items()}
 
@@ -195,35 +196,38 @@ class _Model:
 
 
 def _digest(value) -> str:
-    """The SHA-256 of bytes, or of a file's, in hexadecimal."""
+    """A 256-bit digest of bytes, or of a file's, named by its algorithm (`_hasher`), in
+    hexadecimal."""
     if isinstance(value, (bytes, bytearray, memoryview)):
-        hasher = _sha256(len(value))
+        name, hasher = _hasher(len(value))
         hasher.update(value)
-        return hasher.hexdigest()
+        return f"{name}:{hasher.hexdigest()}"
     with open(value, "rb", buffering=0) as file:
         size = os.fstat(file.fileno()).st_size
-        hasher = _sha256(size)
+        name, hasher = _hasher(size)
         # (a small file's size: a buffer of HASH_CHUNK zeroed bytes costs a small model's read)
         buffer = memoryview(bytearray(max(1, min(size, HASH_CHUNK))))
         while count := file.readinto(buffer):
             hasher.update(buffer[:count])
-    return hasher.hexdigest()
+    return f"{name}:{hasher.hexdigest()}"
 
 
-def _sha256(size: int):
-    """A SHA-256 hasher for `size` bytes: CPython's own for a few (its ``_sha2`` module, which
-    ``hashlib`` falls back on too), OpenSSL's for more, or where hashlib is loaded already. Both
-    compute the same digests."""
-    if size < OPENSSL_FROM and "hashlib" not in sys.modules:
+def _hasher(size: int):
+    """(its name, a hasher) for `size` bytes, the algorithm chosen by the size alone, so that the
+    same bytes always have the same digest: BLAKE2b (256 bits) below `OPENSSL_FROM`, from
+    CPython's own ``_blake2`` module, which ``hashlib`` falls back on too, without the OpenSSL
+    that importing ``hashlib`` loads; SHA-256 from there on, OpenSSL's, whose hashing is faster
+    on enough bytes to pay for the import. (CPython's own SHA-256 hashes a third as fast as its
+    BLAKE2b: a model of a few hundred kilobytes took a millisecond.)"""
+    if size < OPENSSL_FROM:
         try:
-            from _sha2 import sha256
-        except ImportError:  # pragma: no cover - (a Python without it)
-            pass
-        else:
-            return sha256()
+            from _blake2 import blake2b
+        except ImportError:  # pragma: no cover - (a Python without it: hashlib's is the same)
+            from hashlib import blake2b
+        return "blake2b", blake2b(digest_size=32)
     import hashlib
 
-    return hashlib.sha256()
+    return "sha256", hashlib.sha256()
 
 
 # -- the key ------------------------------------------------------------------------------------

@@ -694,3 +694,21 @@ def cyloop_aligned(value):
     from cyloop.accel.aligned import aligned
 
     return aligned(value, SMALL_WEIGHT_BYTES, own=True)
+
+
+@pytest.mark.parametrize("size", [0, 1000, 5000], ids=["empty", "few", "many"])
+@pytest.mark.parametrize("blake2_module", [True, False], ids=["_blake2", "hashlib's"])
+def test_the_digest_of_a_model_is_chosen_by_its_size_alone(size, blake2_module, tmp_path,
+                                                           monkeypatch):
+    """Bytes and a file of them have one digest: BLAKE2b below `OPENSSL_FROM` bytes (from
+    CPython's ``_blake2``, or hashlib's, the same), SHA-256 from there on."""
+    import hashlib
+
+    monkeypatch.setattr(cache, "OPENSSL_FROM", 4096)
+    if not blake2_module:
+        monkeypatch.setitem(sys.modules, "_blake2", None)  # (its import then fails)
+    data = np.random.default_rng(size).integers(0, 256, size, np.uint8).tobytes()
+    (tmp_path / "model").write_bytes(data)
+    expected = (f"sha256:{hashlib.sha256(data).hexdigest()}" if size >= 4096 else
+                f"blake2b:{hashlib.blake2b(data, digest_size=32).hexdigest()}")
+    assert cache._digest(data) == cache._digest(str(tmp_path / "model")) == expected
