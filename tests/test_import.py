@@ -145,3 +145,41 @@ def test_the_native_selection_loads_with_a_top_k_only(with_top_k, tmp_path):
     _, loaded = _loaded(str(path), "run")
     assert "cyloop.kernels.onnx.reduction" in loaded
     assert ("cyloop.accel._selection" in loaded) == with_top_k
+
+
+@pytest.mark.parametrize("op_type, loads", [("Add", False), ("Sigmoid", True)])
+def test_the_shared_maths_loads_with_a_kernel_that_uses_it(op_type, loads, tmp_path):
+    """Elementwise ops that are numpy's ufuncs (Add) run without `kernels/_math`; one whose
+    kernel is its maths (Sigmoid) loads it as it is built."""
+    from onnx import TensorProto, helper
+
+    inputs = ["x", "x"] if op_type == "Add" else ["x"]
+    graph = helper.make_graph(
+        [helper.make_node(op_type, inputs, ["y"])], "elementwise",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "elementwise.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+                     .SerializeToString())
+    _, loaded = _loaded(str(path), "run")
+    assert "cyloop.kernels.onnx.elementwise" in loaded
+    assert ("cyloop.kernels._math" in loaded) == loads
+
+
+_FUSED_MATHS = """
+import sys
+from cyloop.accel import fused
+print("cyloop.kernels._math" in sys.modules)
+fused.product_plus_tanh({})
+print("cyloop.kernels._math" in sys.modules)
+fused.lstm_gates({"axis": -1, "blocks": [0, 1, 2, 3]}, 2)
+print("cyloop.kernels._math" in sys.modules)
+"""
+
+
+def test_the_fused_kernels_load_the_shared_maths_with_an_lstm_s_gates():
+    """accel/fused.py loads without `kernels/_math`, and builds a ProductPlusTanh without it;
+    an LSTM's gates, which use it, load it as they are built."""
+    proc = subprocess.run([sys.executable, "-c", _FUSED_MATHS], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert proc.stdout.split() == ["False", "False", "True"]

@@ -7,7 +7,6 @@ import weakref
 import numpy as np
 
 from ..ir import LOOP_DOMAIN
-from ..kernels import lstm_gate_affine, sigmoid, sigmoid_cap
 from ..kernels.registry import Recurrence, abilities_of, declare, kernel
 from .gemm import (
     Prepared,
@@ -26,7 +25,8 @@ from .measured import Measured
 _NDARRAY = np.ndarray
 # The native passes some kernels here call. This module loads with the first fused node a model
 # has, most often an AtLeast or a ProductPlus that calls none of them, so each module of them is
-# imported at the first call of one of its passes (`_at_first_call`).
+# imported at the first call of one of its passes (`_at_first_call`); and the kernels' shared
+# maths (`kernels._math`) by the factories of the LSTM and GRU steps, which use it.
 
 
 def _at_first_call(module: str, name: str):
@@ -121,6 +121,8 @@ def lstm_gates(attrs, n_outputs):
     refuses it otherwise). ``at_least``, if given, is the shape pre is broadcast to at least
     first (`_AtLeast`)."""
     axis = int(attrs["axis"])
+    from ..kernels import lstm_gate_affine, sigmoid
+
     f_at, i_at, g_at, o_at = _gate_order(attrs)
     part, even = attrs.get("part"), bool(attrs.get("even"))
     widen = _at_least(attrs)
@@ -186,6 +188,8 @@ def _gate_affine(state_shape, dtype, g_at):
     """(scale, offset) over blocked gates [4, B, H] of a [B, H] state, read-only: 1/2, 1/2 on the
     sigmoid blocks, 1, 0 on block `g_at` (see `kernels.lstm_gate_affine`), as whole arrays (a
     broadcast operand costs a ufunc call two to three times a contiguous one)."""
+    from ..kernels import lstm_gate_affine
+
     scale, offset = lstm_gate_affine(4, 2, dtype, g_at)
     shape = (4, *state_shape)
     scale, offset = np.broadcast_to(scale, shape).copy(), np.broadcast_to(offset, shape).copy()
@@ -727,6 +731,8 @@ def gru_step(attrs):
     (or [3H, H]), b [3H] or rows of one [3H] (its n block, at least), all of one float type;
     other operands run as the two as written, as do x or ``h @ r + b`` that ``x_at_least`` or
     ``r_at_least`` would broadcast. ``to``: a Cast joined (`_cast_joined`)."""
+    from ..kernels import sigmoid_cap
+
     gates = gru_gates({key: value for key, value in attrs.items() if key != "to"})
     widen_x, widen_r = _at_least(attrs, "x_at_least"), _at_least(attrs, "r_at_least")
     one_rank = int(attrs.get("one_rank", 0))  # (one call makes h' of h's rank: 2)

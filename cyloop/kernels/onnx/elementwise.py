@@ -7,8 +7,10 @@ import operator
 
 import numpy as np
 
-from .. import _math
 from ..registry import ARITHMETIC_SCALARS, BOOL_SCALARS, NUMBER_SCALARS, kernel
+
+# The maths these share with OpenVINO's (`.._math`) is imported by the factories of the kernels
+# that use it, the first time a model has one: most models use none of them.
 
 # op_type -> ufunc. ONNX versions of these ops differ only in the types they allow (and Add-1..6's
 # legacy broadcast attribute, which numpy broadcasting subsumes), so one kernel serves every opset.
@@ -98,6 +100,8 @@ def div(attrs):
 
 @kernel("Pow", batch="elementwise")
 def pow_(attrs):
+    from .. import _math
+
     return _math.power  # the base's type, whatever the exponent's
 
 
@@ -149,6 +153,8 @@ def where(attrs):
 
 @kernel("Sigmoid", out=True, batch="elementwise")
 def sigmoid(attrs):
+    from .. import _math
+
     return _math.sigmoid
 
 
@@ -175,12 +181,16 @@ def leaky_relu(attrs):
 
 @kernel("Elu", batch="elementwise")
 def elu(attrs):
+    from .. import _math
+
     alpha = float(attrs.get("alpha", 1.0))
     return lambda x: _math.elu(x, alpha)
 
 
 @kernel("HardSigmoid", batch="elementwise")
 def hard_sigmoid(attrs):
+    from .. import _math
+
     alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
     return lambda x: _math.hard_sigmoid(x, alpha, beta)
 
@@ -192,6 +202,8 @@ def softplus(attrs):
 
 @kernel("IsInf", since=10, batch="elementwise")
 def is_inf(attrs):
+    from .. import _math
+
     return _math.inf_test(bool(attrs.get("detect_negative", 1)),
                           bool(attrs.get("detect_positive", 1)))
 
@@ -208,11 +220,15 @@ def bit_shift(attrs):
 
 @kernel("Softsign", batch="elementwise")
 def softsign(attrs):
+    from .. import _math
+
     return _math.softsign
 
 
 @kernel("Selu", batch="elementwise")
 def selu(attrs):
+    from .. import _math
+
     alpha = float(attrs.get("alpha", 1.67326319217681884765625))
     gamma = float(attrs.get("gamma", 1.05070102214813232421875))
     return lambda x: _math.selu(x, alpha, gamma)
@@ -252,11 +268,15 @@ def shrink(attrs):
 
 @kernel("PRelu", since=7, batch="elementwise")
 def prelu(attrs):
+    from .. import _math
+
     return _math.prelu
 
 
 @kernel("PRelu", since=1)
 def prelu_1(attrs):
+    from .. import _math
+
     # Before opset 7 the slope is one per channel (axis 1), not broadcast from the right.
     return lambda x, slope: _math.prelu(x, slope, per_channel=True)
 
@@ -291,6 +311,8 @@ def clip_11(attrs):
 
 def _softmax_13(log):
     def factory(attrs):
+        from .. import _math
+
         axis = int(attrs.get("axis", -1))
 
         return lambda x: _math.softmax(x, axis, log)
