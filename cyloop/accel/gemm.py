@@ -623,6 +623,29 @@ def rows_plus(x: np.ndarray, w: np.ndarray, addend: np.ndarray) -> np.ndarray:
     return result.reshape(x.shape[:-1] + result.shape[-1:])
 
 
+def direct_product(a: np.ndarray, w: np.ndarray) -> bool:
+    """Whether ``a @ w`` may call numpy's own BLAS directly (`_direct`) with the values
+    ``np.matmul`` gives: 2-D float32 or float64 operands of one type, bound BLAS, and a product
+    numpy itself makes by one gemm call, not by a matrix-vector one (two rows or more in `a`,
+    two columns or more in `w`); the call checks the layouts."""
+    return a.ndim == 2 and w.ndim == 2 and a.dtype == w.dtype \
+        and a.dtype in (_FLOAT32, _FLOAT64) and a.shape[0] >= 2 and w.shape[1] >= 2 \
+        and _blas_bound()
+
+
+def _direct(a: np.ndarray, w: np.ndarray, out: np.ndarray | None) -> np.ndarray | None:
+    """``np.matmul(a, w, out=out)`` of operands `direct_product` takes, as the one gemm call numpy
+    makes for them (the same function of numpy's bundled BLAS, the same arguments: the same
+    values), made here without numpy's dispatch around it (the most of a small product's time),
+    on this thread; None where `_two_core` does not take the layouts (nothing is written then)."""
+    if out is None:
+        return _two_core.multiply(a, w, None, False)
+    return None if _two_core.product(a, w, out, None, True) == _two_core.UNFIT else out
+
+
+_FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
 def weight_product(transposed: bool = False) -> Callable:
     """``product(a, w, out=None)`` = ``a @ w`` (``a @ w^T`` if `transposed`), in the measured
     formulation when both are 2-D of one dtype and `w` is read-only; plain ``np.matmul``
@@ -682,8 +705,9 @@ def weight_product(transposed: bool = False) -> Callable:
                         label=product_label(transposed), on_settled=settled)
     # The last call settled on `rows` (its key chosen so, or every key fixed so): (a's shape,
     # a's dtype, a weak reference to w, w as `rows` multiplies it, `measured`'s fixed candidate
-    # then). A call of that shape and type on that very weight goes straight to BLAS, with no
-    # key made and looked up: a loop body's step makes one such call each iteration.
+    # then, whether `direct_product` takes such operands). A call of that shape and type on
+    # that very weight goes straight to BLAS, with no key made and looked up: a loop body's
+    # step makes one such call each iteration.
     last_rows = [None]
 
     def product(a, w, out=None):
@@ -691,6 +715,10 @@ def weight_product(transposed: bool = False) -> Callable:
         if last is not None and last[2]() is w and a.shape == last[0] and a.dtype is last[1] \
                 and not w.flags.writeable and measured._all is last[4] \
                 and not getattr(_mode, "on", False):
+            if last[5]:
+                done = _direct(a, last[3], out)
+                if done is not None:
+                    return done
             return np.matmul(a, last[3], out=out)
         if a.dtype.kind == "V" or w.dtype.kind == "V":
             return _narrow_product(a, np.swapaxes(w, -1, -2) if transposed else w, out)
@@ -703,7 +731,8 @@ def weight_product(transposed: bool = False) -> Callable:
                 return measured(a, w, out) if timed_now() else rows(a, w, out)
             if chosen == "rows":
                 derived = as_rows(w)
-                last_rows[0] = (a.shape, a.dtype, weakref.ref(w), derived, measured._all)
+                last_rows[0] = (a.shape, a.dtype, weakref.ref(w), derived, measured._all,
+                                direct_product(a, derived))
                 return np.matmul(a, derived, out=out)
             return measured.candidates[chosen](a, w, out)
         return matmul(a, np.swapaxes(w, -1, -2) if transposed else w, out=out)

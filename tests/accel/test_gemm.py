@@ -177,6 +177,32 @@ def test_a_product_settled_on_rows_goes_straight_to_blas_and_follows_every_chang
         set_products_on_two_cores(previous)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m, n", [(1, 4), (3, 1), (5, 8), (40, 33)])
+@pytest.mark.parametrize("out_layout", [None, "C", "strided"])
+def test_a_product_settled_on_rows_has_numpys_values_bit_for_bit(dtype, m, n, out_layout, rng,
+                                                                 monkeypatch):
+    """The settled `rows` product calls numpy's own BLAS directly where numpy's matmul makes one
+    gemm call (two rows and two columns or more), and leaves the rest (a matrix-vector product,
+    in numpy) to np.matmul: either way the values are np.matmul's, bit for bit."""
+    direct = []
+    real = gemm._direct
+    monkeypatch.setattr(gemm, "_direct", lambda *args: direct.append(1) or real(*args))
+    product = weight_product(True)
+    abilities_of(product).measured.fix("rows")
+    a = rng.standard_normal((m, 6)).astype(dtype)
+    w = _read_only(rng.standard_normal((n, 6)).astype(dtype))
+    out = {None: None, "C": np.empty((m, n), dtype),
+           "strided": np.full((m, 2 * n), np.nan, dtype)[:, ::2]}[out_layout]
+    for _ in range(3):  # (the first call settles the way; the next take it)
+        got = product(a, w, out=out)
+        assert got is out or out is None
+        expected = np.matmul(a, np.ascontiguousarray(w.T))
+        assert got.tobytes() == np.ascontiguousarray(expected).tobytes()
+    one_gemm = m >= 2 and n >= 2 and gemm.blas_status() is None
+    assert bool(direct) == one_gemm
+
+
 def test_prepared_is_made_once_per_read_only_weight_and_holds_it_weakly(rng):
     made = []
     prepared = Prepared(lambda w: made.append(w) or w * 2)
