@@ -277,3 +277,58 @@ cdef int _product(cnp.ndarray x, cnp.ndarray w, cnp.ndarray c, object addend, bi
     with nogil:
         cyl_two_core_product(&job, &helped)
     return helped  # (UNFIT where there is no helper: nothing ran)
+
+
+def rows_and_ones(x):
+    """`x` [..., K] (2 or 3 axes, float32 or float64, aligned, native byte order, any
+    whole-element strides) as fresh C-order rows [..., K + 1] whose last column is 1: the rows
+    a bias joins a product in as the weight of that column (kernels/recurrent/cells.py
+    `cell_projection`), made in one call; None for other arrays."""
+    if type(x) is not cnp.ndarray:
+        return None
+    cdef cnp.ndarray a = <cnp.ndarray>x
+    cdef int nd = cnp.PyArray_NDIM(a), kind = cnp.PyArray_TYPE(a)
+    if not (2 <= nd <= 3 and (kind == cnp.NPY_FLOAT32 or kind == cnp.NPY_FLOAT64)
+            and cnp.PyArray_ISNOTSWAPPED(a) and cnp.PyArray_ISALIGNED(a)):
+        return None
+    cdef int64_t item = cnp.PyArray_ITEMSIZE(a), axis
+    cdef cnp.npy_intp shape[3]
+    cdef cnp.npy_intp strides[3]  # x's, in elements
+    shape[0] = shape[1] = 1
+    strides[0] = strides[1] = 0
+    for axis in range(nd):
+        if cnp.PyArray_STRIDE(a, axis) % item:
+            return None
+        shape[3 - nd + axis] = cnp.PyArray_DIM(a, axis)
+        strides[3 - nd + axis] = cnp.PyArray_STRIDE(a, axis) // item
+    cdef cnp.npy_intp made[3]
+    for axis in range(nd):
+        made[axis] = cnp.PyArray_DIM(a, axis)
+    made[nd - 1] += 1
+    cdef cnp.ndarray rows = cnp.PyArray_EMPTY(nd, made, kind, 0)
+    if kind == cnp.NPY_FLOAT32:
+        _ones_joined(<const float *>cnp.PyArray_DATA(a), shape, strides,
+                     <float *>cnp.PyArray_DATA(rows))
+    else:
+        _ones_joined(<const double *>cnp.PyArray_DATA(a), shape, strides,
+                     <double *>cnp.PyArray_DATA(rows))
+    return rows
+
+
+ctypedef fused _real:
+    float
+    double
+
+
+cdef void _ones_joined(const _real *x, const cnp.npy_intp *shape, const cnp.npy_intp *strides,
+                       _real *rows) noexcept nogil:
+    """`rows_and_ones`' copy: x [P, M, K] (`strides` in elements) into rows [P, M, K + 1]."""
+    cdef cnp.npy_intp p, m, k, width = shape[2]
+    cdef const _real *row
+    for p in range(shape[0]):
+        for m in range(shape[1]):
+            row = x + p * strides[0] + m * strides[1]
+            for k in range(width):
+                rows[k] = row[k * strides[2]]
+            rows[width] = 1
+            rows += width + 1

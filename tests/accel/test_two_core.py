@@ -385,3 +385,23 @@ def test_numpys_blas_is_found_with_the_entry_points_it_names():
     """The entries found are the ones this numpy's bundled OpenBLAS exports (64-bit integers)."""
     found = blas.entries()
     assert found is not None and found.sgemm and found.dgemm and found.threads
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("view", ["C", "swapped", "strided", "2-D", "2-D transposed"])
+def test_rows_and_ones_are_the_rows_with_a_column_of_ones(dtype, view, rng):
+    base = rng.standard_normal((4, 6, 10)).astype(dtype)
+    x = {"C": base, "swapped": base.swapaxes(0, 1), "strided": base[:, ::2, 1::3],
+         "2-D": base[1], "2-D transposed": base[2].T}[view]
+    expected = np.concatenate([x, np.ones(x.shape[:-1] + (1,), dtype)], axis=-1)
+    got = _two_core.rows_and_ones(x)
+    assert got.flags.c_contiguous and got.dtype == dtype
+    assert got.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("case", ["1-D", "4-D", "int", "float16", "byte-swapped", "list"])
+def test_rows_and_ones_leave_other_arrays_to_numpy(case):
+    x = {"1-D": np.ones(3), "4-D": np.ones((2, 2, 2, 2)), "int": np.ones((2, 3), np.int64),
+         "float16": np.ones((2, 3), np.float16), "byte-swapped": np.ones((2, 3), ">f8"),
+         "list": [[1.0, 2.0]]}[case]
+    assert _two_core.rows_and_ones(x) is None

@@ -39,6 +39,7 @@ from ...accel._gate_passes import (
     product_tanh,
     product_tanh_steps,
 )
+from ...accel._two_core import rows_and_ones
 from ...accel.gemm import (
     Prepared,
     PreparedPair,
@@ -201,9 +202,11 @@ def cell_projection(attrs):
             return rows_plus(x, product.prepared["rows"](arranged_w(w)),
                              arranged_b(b)[:w.shape[0]])
         joined = weights(w, b)
-        rows = np.empty(x.shape[:-1] + (x.shape[-1] + 1,), x.dtype)
-        rows[..., :-1] = x
-        rows[..., -1] = 1
+        rows = rows_and_ones(x)  # (one native call where it takes x)
+        if rows is None:
+            rows = np.empty(x.shape[:-1] + (x.shape[-1] + 1,), x.dtype)
+            rows[..., :-1] = x
+            rows[..., -1] = 1
         gates = product(rows.reshape(-1, rows.shape[-1]), joined)  # a fresh [leading * B, G]
         return gates.reshape(x.shape[:-1] + (w.shape[0],))
 
