@@ -431,9 +431,12 @@ cdef void _run_pieces(cyl_job_t *job, npy_intp batch, npy_intp rows,
 
 cdef _report_raised(const int *raised, int passes, tuple ufunc_of_pass):
     """`_report` of the passes that raised flags (``raised[k]``: pass k's)."""
-    flagged = [(ufunc_of_pass[k], raised[k]) for k in range(passes) if raised[k]]
-    if flagged:
-        _report(flagged)
+    cdef int k, any_raised = 0
+    for k in range(passes):
+        any_raised |= raised[k]
+    if not any_raised:  # (the common case: no list made)
+        return
+    _report([(ufunc_of_pass[k], raised[k]) for k in range(passes) if raised[k]])
 
 
 cdef struct LstmJob:  # `lstm_product_tail` as a job of pieces, each a block of the batch's rows
@@ -689,7 +692,8 @@ cdef object _lstm_job(LstmJob *job, cnp.ndarray h, cnp.ndarray w, cnp.ndarray x,
     if out is not None and (not isinstance(out, np.ndarray)
                             or not _rows_of(out, type_num, batch, hidden, &job.h_new)
                             or not _written(out) or rows_overlap(out, h)
-                            or any(arrays_overlap(out, a) for a in (w, x, c))):
+                            or arrays_overlap(out, w) or arrays_overlap(out, x)
+                            or arrays_overlap(out, c)):
         return None
     job.rows = _piece_rows(batch, 4 * batch * inputs * hidden, inputs * hidden, two_cores)
     if job.rows == 0:
@@ -1191,7 +1195,8 @@ def gru_product_steps(cnp.ndarray h not None, cnp.ndarray w_zr not None,
     # h' rows a gemm reads as the next step's h (rows forward, at least a row apart).
     if not _native(xs, type_num) or not _native(outs, type_num) \
             or batch > 1 and (row < hidden * item or row % item) \
-            or any(arrays_overlap(outs, a) for a in (xs, w_zr, w_n, cap)) \
+            or arrays_overlap(outs, xs) or arrays_overlap(outs, w_zr) \
+            or arrays_overlap(outs, w_n) or arrays_overlap(outs, cap) \
             or bias_n is not None and arrays_overlap(outs, bias_n) \
             or not _slots_apart(outs, h, batch, hidden * item):
         return None
@@ -1252,7 +1257,8 @@ cdef object _gru_job(GruJob *job, cnp.ndarray h, cnp.ndarray w_zr, cnp.ndarray w
     if out is not None and (not isinstance(out, np.ndarray)
                             or not _rows_of(out, type_num, batch, hidden, &job.h_new)
                             or not _written(out) or rows_overlap(out, h)
-                            or any(arrays_overlap(out, a) for a in (w_zr, w_n, x))
+                            or arrays_overlap(out, w_zr) or arrays_overlap(out, w_n)
+                            or arrays_overlap(out, x)
                             or linear_before_reset and arrays_overlap(out, bias_n)):
         return None
     job.rows = _piece_rows(batch, 3 * batch * hidden * hidden, 2 * hidden * hidden, two_cores)

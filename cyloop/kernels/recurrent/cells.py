@@ -353,11 +353,9 @@ def lstm_step(attrs) -> Measured:
 
         def steps(args, rows, outs, staged):
             """`plain_step` over ``len(rows)`` steps in one call (cyloop/abilities.py
-            `Recurrence`): `lstm_product_steps`, the same job step after step."""
+            `Recurrence`): `lstm_product_steps`, the same job step after step (which checks the
+            operands' types and shapes itself)."""
             _, h, c, r = args
-            dtype = h.dtype
-            if h.ndim != 2 or dtype.kind != "f" or not rows.dtype == c.dtype == r.dtype == dtype:
-                return None
             return lstm_product_steps(rows_apart(h), weights(r), rows, rows_apart(c), outs,
                                       ARRANGED_LSTM, False, products_on_two_cores(), staged)
 
@@ -454,13 +452,13 @@ def gru_step(attrs) -> Measured:
             `gru_product_steps`, `gru_product_tail`'s job step after step."""
             _, h, r, b = args
             cap = _math.sigmoid_cap(h.dtype)
-            if h.ndim != 2 or cap is None:
+            if cap is None:
                 return None
-            hidden = h.shape[-1]
             update_reset, candidate_weights = weights(r)
+            # (the call checks the operands' types and shapes itself)
             done = gru_product_steps(rows_apart(h), update_reset, candidate_weights, rows,
-                                     b[3 * hidden:] if linear_before_reset else None, cap, outs,
-                                     products_on_two_cores(), staged)
+                                     b[3 * h.shape[-1]:] if linear_before_reset else None, cap,
+                                     outs, products_on_two_cores(), staged)
             return None if done is None else (done,)
 
         step.weights = weights
@@ -504,8 +502,7 @@ def rnn_step(attrs) -> Measured:
             """`step` over ``len(rows)`` steps in one call (cyloop/abilities.py `Recurrence`):
             `product_tanh_steps`, `product_tanh`'s job step after step."""
             _, h, r = args
-            if h.ndim != 2:
-                return None
+            # (the call checks the operands' types and shapes itself)
             done = product_tanh_steps(rows_apart(h), weights(r), rows, outs,
                                       products_on_two_cores(), staged)
             return None if done is None else (done,)
