@@ -1,6 +1,9 @@
 """ONNX RNN / GRU / LSTM and Erf / Gelu kernels against onnxruntime; the layers PyTorch exports
 against the general path too (they run on OpenVINO's layer runner)."""
 
+import gc
+import weakref
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -200,6 +203,27 @@ def test_a_layer_given_other_constant_weights_runs_on_them(op, attrs, rng, monke
         for run in runs:
             for g, w in zip(run, want):
                 np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op, attrs", LAYERS, ids=["LSTM", "GRU", "GRU-lbr", "RNN"])
+def test_a_layer_keeps_no_weight_that_is_not_constant(op, attrs, rng):
+    """Weights a caller may still change (writeable: a feed, as the engine hands one over) are
+    read afresh each call and never kept alive by the layer; a change between calls is seen."""
+    full = {"hidden_size": HIDDEN, **attrs}
+    n_outputs = 3 if op == "LSTM" else 2
+    feeds = _inputs(op, rng, 1, initial=True)
+    layer = kernels.lookup("", op, 14).build(full, n_outputs)
+    first = layer(*feeds.values())
+    feeds["W"][...] = rng.standard_normal(feeds["W"].shape)  # (the same array, new values)
+    second = layer(*feeds.values())
+    want = rnn._factory(op)(full, n_outputs)(*feeds.values())  # (a layer of its own)
+    for g, w in zip(second, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(first[0], second[0])
+    weights = [weakref.ref(feeds[name]) for name in ("W", "R", "B")]
+    del feeds, first, second, want
+    gc.collect()
+    assert all(ref() is None for ref in weights)
 
 
 @pytest.mark.parametrize("case", ["peepholes", "float16", "mixed types"])
