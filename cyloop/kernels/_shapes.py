@@ -8,7 +8,7 @@ from ..accel.measured import Measured
 from ..tuning import SPLIT_ROUNDS
 
 __all__ = ["flat_int_list", "int_list", "is_constant", "remembered", "split", "split_kernel",
-           "unsqueeze"]
+           "unsqueeze", "unsqueeze_kernel"]
 
 
 def int_list(values) -> list:
@@ -25,7 +25,7 @@ def int_list(values) -> list:
 def broadcast_shape(have: tuple, want: tuple) -> tuple:
     """np.broadcast_shapes of two shapes, in a few Python steps (its own take microseconds, as
     much as expanding a loop's small state); numpy's error where they do not broadcast."""
-    if have == want:
+    if have == want or not have:  # (a scalar broadcasts to any shape)
         return want
     n = max(len(have), len(want))
     have, want = (1,) * (n - len(have)) + have, (1,) * (n - len(want)) + want
@@ -73,24 +73,59 @@ def flat_int_list(values) -> list:
     return int_list(values)
 
 
+def _new_axes(axes, ndim: int) -> tuple[list, list | None]:
+    """`unsqueeze`'s axes as a list, and where they go in the result of an input of `ndim` axes,
+    in increasing order (None for axes numpy must judge: repeated, out of range, none)."""
+    axes = axes.tolist() if isinstance(axes, np.ndarray) else np.asarray(axes).tolist()
+    if not isinstance(axes, list):
+        axes = [axes]  # a 0-d array
+    rank = ndim + len(axes)
+    positions = sorted([a + rank if a < 0 else a for a in axes])
+    if (not positions or len(set(positions)) != len(positions) or positions[0] < 0
+            or positions[-1] >= rank):
+        return axes, None
+    return axes, positions
+
+
+def _inserted(x, positions: list):
+    """`x` reshaped with an axis of one at each of `positions` (increasing)."""
+    array = isinstance(x, np.ndarray)
+    shape = list(x.shape) if array else list(np.shape(x))
+    for a in positions:
+        shape.insert(a, 1)
+    return x.reshape(shape) if array else np.reshape(x, shape)
+
+
 def unsqueeze(x, axes):
     """``np.expand_dims(x, axes)`` as one reshape: axes index the result (negative from its end).
 
     expand_dims normalizes its axes in Python, which costs several times the reshape itself on
     the small tensors loop bodies pass around; bad axes still get numpy's own error."""
-    axes = axes.tolist() if isinstance(axes, np.ndarray) else np.asarray(axes).tolist()
-    if not isinstance(axes, list):
-        axes = [axes]  # a 0-d array
-    array = isinstance(x, np.ndarray)
-    shape = list(x.shape) if array else list(np.shape(x))
-    rank = len(shape) + len(axes)
-    positions = sorted([a + rank if a < 0 else a for a in axes])
-    if (not positions or len(set(positions)) != len(positions) or positions[0] < 0
-            or positions[-1] >= rank):
+    axes, positions = _new_axes(axes, np.ndim(x) if type(x) is not np.ndarray else x.ndim)
+    if positions is None:
         return np.expand_dims(x, tuple(axes))
-    for a in positions:
-        shape.insert(a, 1)
-    return x.reshape(shape) if array else np.reshape(x, shape)
+    return _inserted(x, positions)
+
+
+def unsqueeze_kernel():
+    """`unsqueeze` remembering where the last constant axes (`is_constant`) go in the result of
+    an array of the rank it last saw: a node's constant axes are read once, not at every call.
+    One entry, replaced whole (threads sharing the kernel never see half of one)."""
+    last = [(None, -1, None)]  # (axes, the input's rank, positions)
+
+    def unsqueezed(x, axes):
+        known, rank, positions = last[0]
+        if axes is known and type(x) is np.ndarray and x.ndim == rank:
+            return _inserted(x, positions)
+        ndim = np.ndim(x) if type(x) is not np.ndarray else x.ndim
+        listed, positions = _new_axes(axes, ndim)
+        if positions is None:
+            return np.expand_dims(x, tuple(listed))
+        if is_constant(axes):
+            last[0] = (axes, ndim, positions)
+        return _inserted(x, positions)
+
+    return unsqueezed
 
 
 def split(x, axis: int, sizes) -> tuple:

@@ -89,6 +89,32 @@ def test_kernels_follow_operands_that_change_and_keep_constant_ones(op, extra, d
             assert kernel(data, axes).shape == (1, 6)
 
 
+@pytest.mark.parametrize("domain", ["", "openvino"])
+def test_unsqueeze_follows_axes_and_ranks_that_change_and_keeps_constant_axes(domain):
+    """Unsqueeze's axes: a constant's places read once per input rank, a writeable operand or a
+    read-only view of one read again when it changes, against np.expand_dims."""
+    kernel = kernels.lookup(domain, "Unsqueeze", 13 if not domain else 1).build({})
+    inputs = [np.arange(6).reshape(2, 3), np.arange(6), np.arange(6).reshape(1, 2, 3),
+              np.arange(6).reshape(2, 3)]
+    for make in (lambda v: _read_only(np.array(v)), np.array,
+                 lambda v: _read_only(np.array([v])[0])):
+        axes = make([0, -1])
+        for data in inputs:  # (one axes array, inputs of other ranks)
+            got = kernel(data, axes)
+            assert got.shape == np.expand_dims(data, (0, -1)).shape
+            np.testing.assert_array_equal(got.ravel(), data.ravel())
+        if axes.flags.writeable:
+            axes[:] = [1, 2]
+        elif axes.base is not None:
+            axes.base[0] = [1, 2]
+        else:
+            continue
+        for data in inputs:
+            assert kernel(data, axes).shape == np.expand_dims(data, (1, 2)).shape
+    with pytest.raises(ValueError):  # (numpy's own error for repeated axes)
+        kernel(inputs[0], _read_only(np.array([1, 1])))
+
+
 @given(st.lists(st.integers(0, 3), max_size=5), st.lists(st.integers(0, 3), max_size=5))
 def test_broadcast_shape_is_numpys(have, want):
     have, want = tuple(have), tuple(want)

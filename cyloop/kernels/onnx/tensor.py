@@ -197,7 +197,7 @@ def unsqueeze_1(attrs):
 
 @kernel("Unsqueeze", since=13, batch="axes")
 def unsqueeze_13(attrs):
-    return _shapes.unsqueeze
+    return _shapes.unsqueeze_kernel()
 
 
 @kernel("Concat", since=1, out=True, batch="concat")

@@ -84,7 +84,7 @@ def squeeze(attrs):
 
 @kernel("Unsqueeze", domain=DOMAIN, since=1, batch="axes")
 def unsqueeze(attrs):
-    return _shapes.unsqueeze
+    return _shapes.unsqueeze_kernel()
 
 
 @kernel("Transpose", domain=DOMAIN, since=1)
