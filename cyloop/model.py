@@ -68,6 +68,7 @@ class Model:
         self._compiled = compile_graph(graph, self.settings)
         self._program = program(self._compiled, self.settings)
         self._output_index = {v.name: k for k, v in enumerate(graph.outputs)}
+        self._output_names = [v.name for v in graph.outputs]  # (read, never changed, by `run`)
         # An input that is also an initializer may be fed; otherwise it takes that value.
         self._defaults = {v.name: graph.initializers[v.name] for v in graph.inputs
                           if v.name in graph.initializers}
@@ -121,7 +122,7 @@ class Model:
                                  f"{self.output_names}")
         limits = RunLimits(settings.max_iterations, time_limit, settings.memory_limit)
         values = self._program.run(args, limits)
-        names = self.output_names if output_names is None else list(output_names)
+        names = self._output_names if output_names is None else list(output_names)
         handed = handed_outputs(values, names, self._output_index, args)
         if handed is not None:
             return handed
