@@ -128,34 +128,39 @@ def _on_layer_runner(op_type, attrs, n_outputs, acts_given, clip, input_forget, 
                                   for _ in range(2))
     biases = Prepared(_biases_joined(op_type, linear_before_reset))
     lstm, bias_width = op_type == "LSTM", 2 * _GATES[op_type]
-    # The last constant (`is_constant`) W, R and B and their forms for the layer: the same
-    # three, call after call, skip the three look-ups. (Held as the model holds its constants;
-    # a feed, never constant, is not kept.)
+    # The last constant (`is_constant`) W, R and B (B as given: None where left out), their
+    # type, and their forms for the layer: the same three, call after call, skip the three
+    # look-ups and their types' checks. (Held as the model holds its constants; a feed, never
+    # constant, is not kept.)
     last_constants = [None]
 
     def run(x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None):
         dtype = x.dtype
-        if p is not None or dtype not in _FLOATS or w.dtype != dtype or r.dtype != dtype \
-                or b is not None and b.dtype != dtype or h0 is not None and h0.dtype != dtype \
-                or c0 is not None and c0.dtype != dtype:
-            return general(x, w, r, b, seq_lens, h0, c0, p)
+        last = last_constants[0]
+        # (types compared by identity here, as numpy hands them out: any other, by value below)
+        if last is not None and last[0] is w and last[1] is r and last[2] is b \
+                and last[3] is dtype and p is None and (h0 is None or h0.dtype is dtype) \
+                and (c0 is None or c0.dtype is dtype):
+            w, r, b = last[4]
+        else:
+            if p is not None or dtype not in _FLOATS or w.dtype != dtype or r.dtype != dtype \
+                    or b is not None and b.dtype != dtype \
+                    or h0 is not None and h0.dtype != dtype \
+                    or c0 is not None and c0.dtype != dtype:
+                return general(x, w, r, b, seq_lens, h0, c0, p)
+            given = (w, r, b)
+            if b is None:
+                b = _zeros((n_dirs, bias_width * r.shape[-1]), dtype)
+            if input_rows is not None:
+                w, r = input_rows(w), recurrent_rows(r)
+            b = biases(b)
+            if all(is_constant(a) for a in given if a is not None):
+                last_constants[0] = (*given, dtype, (w, r, b))
         hidden = r.shape[-1]
         if h0 is None or lstm and c0 is None:
             shape = (n_dirs, x.shape[1], hidden) if layout == 0 else (x.shape[0], n_dirs, hidden)
             h0 = np.zeros(shape, dtype) if h0 is None else h0
             c0 = np.zeros(shape, dtype) if lstm and c0 is None else c0
-        if b is None:
-            b = _zeros((n_dirs, bias_width * hidden), dtype)
-        last = last_constants[0]
-        if last is not None and last[0] is w and last[1] is r and last[2] is b:
-            w, r, b = last[3]
-        else:
-            given = (w, r, b)
-            if input_rows is not None:
-                w, r = input_rows(w), recurrent_rows(r)
-            b = biases(b)
-            if all(map(is_constant, given)):
-                last_constants[0] = (*given, (w, r, b))
         if layout == 0:  # (X [T, B, I], states [D, B, H], Y [T, D, B, H]: seen batch-first)
             x = x.swapaxes(0, 1)
             batch, steps = x.shape[0], x.shape[1]

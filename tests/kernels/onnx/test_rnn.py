@@ -249,6 +249,37 @@ def test_layers_the_runner_does_not_take_take_the_general_path(case, rng, monkey
         np.testing.assert_allclose(g, e, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("case", ["peepholes", "a state of another type",
+                                  "an input of another type"])
+def test_a_layer_that_ran_on_the_runner_declines_other_operands_with_the_same_weights(
+        case, rng, monkeypatch):
+    """The same constant W, R and B as a call the runner took, with operands it declines, take
+    the general path: onnxruntime's values (the general path's float32 arithmetic, for a state
+    or an input of another type, which onnxruntime refuses)."""
+    feeds = _inputs("LSTM", rng, 1, initial=True, peep=True)
+    for value in feeds.values():  # (read-only: constants, as the engine hands them over)
+        if value is not None:
+            value.flags.writeable = False
+    full = {"hidden_size": HIDDEN}
+    layer = kernels.lookup("", "LSTM", 14).build(full, 3)
+    cells_run = []
+    monkeypatch.setattr(rnn, "_cell", lambda *args, real=rnn._cell: cells_run.append(1) or
+                        real(*args))
+    layer(*{**feeds, "P": None}.values())
+    assert not cells_run  # (the runner's)
+    declined = dict(feeds)
+    if case != "peepholes":
+        declined["P"] = None
+        name = "initial_c" if case == "a state of another type" else "X"
+        declined[name] = feeds[name].astype(np.float64)
+    got = layer(*declined.values())
+    assert len(cells_run) == SEQ
+    expected = _onnxruntime("LSTM", full, {**declined, "X": feeds["X"],
+                                           "initial_c": feeds["initial_c"]}, 3)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("op,opset,attrs", [("Erf", 13, {}), ("Gelu", 20, {}),
                                              ("Gelu", 20, {"approximate": "tanh"})])
 def test_erf_and_gelu(op, opset, attrs, rng):
