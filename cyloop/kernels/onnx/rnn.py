@@ -165,11 +165,14 @@ def _on_layer_runner(op_type, attrs, n_outputs, acts_given, clip, input_forget, 
             x = x.swapaxes(0, 1)
             batch, steps = x.shape[0], x.shape[1]
             out = np.zeros((steps, n_dirs, batch, hidden), dtype)
-            # The final states made [D, B, H] where they are written, seen [B, D, H].
-            finals = [np.empty((n_dirs, batch, hidden), dtype) for _ in range(n_states)]
-            layer(x, [h0.swapaxes(0, 1), c0.swapaxes(0, 1)] if lstm else [h0.swapaxes(0, 1)],
-                  seq_lens, w, r, b, out.transpose(2, 1, 0, 3),
-                  [f.swapaxes(0, 1) for f in finals])
+            states = [h0.swapaxes(0, 1), c0.swapaxes(0, 1)] if lstm else [h0.swapaxes(0, 1)]
+            if n_dirs == 1:  # (the layer's [B, 1, H] final states: seen [1, B, H], C order)
+                _, finals = layer(x, states, seq_lens, w, r, b, out.transpose(2, 1, 0, 3))
+                finals = [f.swapaxes(0, 1) for f in finals]
+            else:  # the final states made [D, B, H] where they are written, seen [B, D, H]
+                finals = [np.empty((n_dirs, batch, hidden), dtype) for _ in range(n_states)]
+                layer(x, states, seq_lens, w, r, b, out.transpose(2, 1, 0, 3),
+                      [f.swapaxes(0, 1) for f in finals])
         else:
             batch, steps = x.shape[0], x.shape[1]
             out = np.zeros((batch, steps, n_dirs, hidden), dtype)

@@ -96,7 +96,9 @@ def _run(states, x, lengths, w, b, reverses, project, recurrence, arguments, sta
     ``arguments(xw_t, states, r[d], b[d])`` and giving what `states_out` makes the new states of.
     Returns (Y, final states); Y is `y` if given (a zeroed [B, D, T, H] array or view, of the
     states' type), else a fresh one; the final states likewise `finals` ([B, D, H] arrays or
-    views) if given.
+    views) if given, else arrays of their own (with one direction whose every element ran every
+    step, on states of X's type: the last step's h copied out of Y, whose last row holds it, and
+    views of its other states, which no one else holds).
 
     Where every element runs every step, ``recurrence.steps_for(*args)`` may offer, for the step
     at hand, ``steps(args, xs, outs, staged)``: the rest of the direction's steps in one call (xs
@@ -117,7 +119,10 @@ def _run(states, x, lengths, w, b, reverses, project, recurrence, arguments, sta
         dtype = np.result_type(x, states[0])
     if y is None:
         y = np.zeros((batch, len(reverses), steps, hidden), dtype)
-    if finals is None:
+    # (the last step's states as the final ones: see above)
+    own = finals is None and full and steps > 0 and len(reverses) == 1 \
+        and dtype is states[0].dtype
+    if finals is None and not own:
         finals = [np.empty((batch, len(reverses), hidden), dtype) for _ in states]
     asking = full
     for d, reverse in enumerate(reverses):
@@ -155,6 +160,9 @@ def _run(states, x, lengths, w, b, reverses, project, recurrence, arguments, sta
             keep = active[:, None]
             current = [np.where(keep, n, s) for n, s in zip(new, current)]
             y[rows[active], d, at[active]] = new[0][active]
+        if own:
+            finals = [current[0][:, None].copy(), *(value[:, None] for value in current[1:])]
+            break
         for final, value in zip(finals, current):
             final[:, d] = value
             # No step run: zero states, as OpenVINO's reference has it.

@@ -205,6 +205,32 @@ def test_a_layer_given_other_constant_weights_runs_on_them(op, attrs, rng, monke
                 np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("lens", [False, [5, 5, 5], [5, 2, 4]], ids=["all", "full", "some"])
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("op, attrs", LAYERS, ids=["LSTM", "GRU", "GRU-lbr", "RNN"])
+def test_a_layers_final_states_are_arrays_of_their_own(op, attrs, direction, layout, lens, rng,
+                                                        monkeypatch):
+    """The final states share no memory with Y, the initial states or each other, and are in C
+    order (one direction's are the last step's own states, h copied out of Y): the general
+    path's values."""
+    dirs = 2 if direction == "bidirectional" else 1
+    full = {"hidden_size": HIDDEN, "direction": direction, "layout": layout, **attrs}
+    feeds = _inputs(op, rng, dirs, layout=layout, initial=True, lens=lens)
+    n_outputs = 3 if op == "LSTM" else 2
+    layer = kernels.lookup("", op, 14).build(full, n_outputs)
+    for _ in range(2):  # (the second call on the weights' forms made by the first)
+        y, *finals = layer(*feeds.values())
+        for k, final in enumerate(finals):
+            assert final.flags.c_contiguous
+            others = [y, feeds["initial_h"], feeds.get("initial_c"), *finals[k + 1:]]
+            assert not any(np.shares_memory(final, a) for a in others if a is not None)
+    _general_path(monkeypatch)
+    want = kernels.lookup("", op, 14).build(full, n_outputs)(*feeds.values())
+    for g, w in zip([y, *finals], want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("op, attrs", LAYERS, ids=["LSTM", "GRU", "GRU-lbr", "RNN"])
 def test_a_layer_keeps_no_weight_that_is_not_constant(op, attrs, rng):
     """Weights a caller may still change (writeable: a feed, as the engine hands one over) are
