@@ -9,6 +9,7 @@ not take, which the caller then hands to np.matmul.
 """
 
 cimport numpy as cnp
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int64_t
 
 from cyloop.accel.extent cimport arrays_overlap
@@ -313,6 +314,61 @@ def rows_and_ones(x):
         _ones_joined(<const double *>cnp.PyArray_DATA(a), shape, strides,
                      <double *>cnp.PyArray_DATA(rows))
     return rows
+
+
+def ones_product(x, w):
+    """``[x 1] @ w`` (`rows_and_ones`' rows of x times w) as a fresh C-order [..., N] array, by
+    the one gemm call of numpy's own BLAS that ``np.matmul(rows_and_ones(x) reshaped to [M, K +
+    1], w)`` makes (the same function, the same arguments: the same values), the rows made in a
+    scratch buffer of this call's: x as `rows_and_ones` takes it, w a [K + 1, N] array of x's
+    type with unit-strided rows, M and N at least 2 (where numpy makes a matrix-vector call
+    instead); None for other operands, or where that BLAS is not bound (nothing is made then).
+    A cell's input projection in one call (kernels/recurrent/cells.py `cell_projection`)."""
+    if type(x) is not cnp.ndarray or type(w) is not cnp.ndarray:
+        return None
+    cdef cnp.ndarray a = <cnp.ndarray>x, b = <cnp.ndarray>w
+    cdef int nd = cnp.PyArray_NDIM(a), kind = cnp.PyArray_TYPE(a)
+    if not (2 <= nd <= 3 and (kind == cnp.NPY_FLOAT32 and _has_sgemm
+                              or kind == cnp.NPY_FLOAT64 and _has_dgemm)
+            and cnp.PyArray_ISNOTSWAPPED(a) and cnp.PyArray_ISALIGNED(a)):
+        return None
+    cdef int64_t item = cnp.PyArray_ITEMSIZE(a), axis, ldb, batch
+    cdef cnp.npy_intp shape[3]
+    cdef cnp.npy_intp strides[3]  # x's, in elements
+    shape[0] = shape[1] = 1
+    strides[0] = strides[1] = 0
+    for axis in range(nd):
+        if cnp.PyArray_STRIDE(a, axis) % item:
+            return None
+        shape[3 - nd + axis] = cnp.PyArray_DIM(a, axis)
+        strides[3 - nd + axis] = cnp.PyArray_STRIDE(a, axis) // item
+    cdef int64_t m = shape[0] * shape[1], k = shape[2] + 1
+    if cnp.PyArray_NDIM(b) != 2 or cnp.PyArray_TYPE(b) != kind or cnp.PyArray_DIM(b, 0) != k \
+            or not _matrix(b, item, &ldb, &batch):
+        return None
+    cdef int64_t n = cnp.PyArray_DIM(b, 1)
+    if m < 2 or n < 2:
+        return None
+    cdef cnp.npy_intp made[3]
+    for axis in range(nd - 1):
+        made[axis] = cnp.PyArray_DIM(a, axis)
+    made[nd - 1] = n
+    cdef cnp.ndarray c = cnp.PyArray_EMPTY(nd, made, kind, 0)
+    cdef char *rows = <char *>PyMem_Malloc(m * k * item)
+    if rows == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            if kind == cnp.NPY_FLOAT32:
+                _ones_joined(<const float *>cnp.PyArray_DATA(a), shape, strides, <float *>rows)
+            else:
+                _ones_joined(<const double *>cnp.PyArray_DATA(a), shape, strides,
+                             <double *>rows)
+            cyl_gemm(kind == cnp.NPY_FLOAT64, m, n, k, rows, k,
+                     <const char *>cnp.PyArray_DATA(b), ldb, <char *>cnp.PyArray_DATA(c), n, 0)
+    finally:
+        PyMem_Free(rows)
+    return c
 
 
 ctypedef fused _real:

@@ -737,5 +737,18 @@ def weight_product(transposed: bool = False) -> Callable:
             return measured.candidates[chosen](a, w, out)
         return matmul(a, np.swapaxes(w, -1, -2) if transposed else w, out=out)
 
+    def direct_weight(w, rows, dtype):
+        """The weight as `rows` multiplies it where ``product(a, w)`` of `rows` rows of `dtype`
+        would take the way straight to BLAS by `_direct` (the last call's: see `last_rows`),
+        else None: for a caller that makes `a` and the product in one call of its own (the
+        same gemm call, `_two_core.ones_product`)."""
+        last = last_rows[0]
+        if last is not None and last[5] and last[2]() is w and last[0][0] == rows \
+                and last[1] is dtype and measured._all is last[4] and not w.flags.writeable \
+                and not getattr(_mode, "on", False):
+            return last[3]
+        return None
+
     product.prepared = prepared  # each formulation's `Prepared` weight (tests look at them)
+    product.direct_weight = direct_weight
     return declare(product, measured=measured, products=True)

@@ -39,7 +39,7 @@ from ...accel._gate_passes import (
     product_tanh,
     product_tanh_steps,
 )
-from ...accel._two_core import rows_and_ones
+from ...accel._two_core import ones_product, rows_and_ones
 from ...accel.gemm import (
     Prepared,
     PreparedPair,
@@ -202,6 +202,14 @@ def cell_projection(attrs):
             return rows_plus(x, product.prepared["rows"](arranged_w(w)),
                              arranged_b(b)[:w.shape[0]])
         joined = weights(w, b)
+        # Where the product of the rows goes straight to BLAS (`weight_product`'s `rows`,
+        # settled), the rows and the product in one native call, its gates shaped [..., G].
+        direct = product.direct_weight(joined, x.size // x.shape[-1] if x.shape[-1] else 0,
+                                       x.dtype)
+        if direct is not None:
+            gates = ones_product(x, direct)
+            if gates is not None:
+                return gates
         rows = rows_and_ones(x)  # (one native call where it takes x)
         if rows is None:
             rows = np.empty(x.shape[:-1] + (x.shape[-1] + 1,), x.dtype)

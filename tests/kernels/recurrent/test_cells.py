@@ -204,3 +204,50 @@ def test_the_projection_adds_its_bias_in_the_gemm_or_after(x_type, w_type, rng):
     arranged = projection_for("LSTMCellRecurrence", {})(x, w, b)
     np.testing.assert_allclose(arranged, np.concatenate([f / 2, i / 2, o / 2, c], axis=-1),
                                rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("x_shape", [(3, 2, 5), (4, 5), (1, 5)], ids=["3-D", "2-D", "one row"])
+@pytest.mark.parametrize("layout", ["C", "strided"])
+def test_a_settled_projection_makes_its_rows_and_product_in_one_call(dtype, x_shape, layout,
+                                                                    rng, monkeypatch):
+    """Once the projection's product settles on `rows` (here fixed), a call of the shape of the
+    call before makes the rows of ones and the product in one native call, with the values
+    of the rows' np.matmul bit for bit; one row (a matrix-vector product in numpy) is left to
+    numpy."""
+    from cyloop.abilities import abilities_of
+    from cyloop.accel import _two_core, gemm
+    from cyloop.kernels.recurrent import cells
+
+    if gemm.blas_status() is not None:
+        pytest.skip(gemm.blas_status())
+    calls = []
+    monkeypatch.setattr(cells, "ones_product",
+                        lambda *args: calls.append(1) or _two_core.ones_product(*args))
+    project = cells.projection_for("RNNCellRecurrence", {})
+    abilities_of(project).measured.fix("rows")
+    base = rng.standard_normal(x_shape[:-1] + (2 * x_shape[-1],)).astype(dtype)
+    x = base[..., ::2] if layout == "strided" else base[..., :x_shape[-1]]
+    w, b = (np.ascontiguousarray(rng.standard_normal(shape).astype(dtype))
+            for shape in ((8, x_shape[-1]), (8,)))
+    w.flags.writeable = b.flags.writeable = False
+    rows = np.concatenate([x, np.ones(x.shape[:-1] + (1,), dtype)], axis=-1).reshape(-1, 6)
+    want = np.matmul(rows, np.ascontiguousarray(np.concatenate([w, b[:, None]], axis=1).T))
+    for _ in range(3):
+        got = project(x, w, b)
+        assert got.shape == x.shape[:-1] + (8,) and got.flags.c_contiguous
+        assert got.tobytes() == want.tobytes()
+    assert len(calls) == (0 if x.size == x.shape[-1] else 2)
+
+
+def test_ones_product_declines_what_numpy_would_not_multiply_by_one_gemm(rng):
+    from cyloop.accel import _two_core, gemm
+
+    if gemm.blas_status() is not None:
+        pytest.skip(gemm.blas_status())
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    w = rng.standard_normal((4, 5)).astype(np.float32)
+    assert _two_core.ones_product(x, w) is not None
+    for args in ((x[:1], w), (x, w[:, :1]), (x, w[:3]), (x, w.astype(np.float64)),
+                 (x.astype(np.float16), w), (x[0], w), (x, np.asfortranarray(w)), (x, [1.0])):
+        assert _two_core.ones_product(*args) is None
