@@ -240,7 +240,8 @@ class Prepared:
         self._remembered = _Remembered()
 
     def __call__(self, w: np.ndarray) -> np.ndarray:
-        refs, derived, *_ = self._remembered.last
+        last = self._remembered.last
+        refs, derived = last[0], last[1]
         if refs and refs[0]() is w:  # (the common case, first: one weight, call after call)
             return w if derived is None else derived
         if not w.flags.writeable:
@@ -277,9 +278,10 @@ class PreparedPair:
         self._remembered = _Remembered()
 
     def __call__(self, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-        refs, derived, *_ = self._remembered.last
+        last = self._remembered.last
+        refs = last[0]
         if refs and refs[0]() is w and refs[1]() is b:  # (the common case, first)
-            return derived
+            return last[1]
         read_only = not (w.flags.writeable or b.flags.writeable)
         if read_only:
             derived = self._remembered.recall((w, b))
