@@ -161,7 +161,7 @@ def _run(states, x, lengths, w, b, reverses, project, recurrence, arguments, sta
             current = [np.where(keep, n, s) for n, s in zip(new, current)]
             y[rows[active], d, at[active]] = new[0][active]
         if own:
-            finals = [current[0][:, None].copy(), *(value[:, None] for value in current[1:])]
+            finals = [current[0][:, None].copy()] + [value[:, None] for value in current[1:]]
             break
         for final, value in zip(finals, current):
             final[:, d] = value
