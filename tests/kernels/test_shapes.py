@@ -89,6 +89,25 @@ def test_kernels_follow_operands_that_change_and_keep_constant_ones(op, extra, d
             assert kernel(data, axes).shape == (1, 6)
 
 
+def test_reshape_follows_shapes_that_change_and_keeps_constant_ones():
+    """Reshape's shape: a constant read once, a writeable operand or a read-only view of one
+    read again when it changes (a 0 copying the input's dimension), against numpy's reshape."""
+    kernel = kernels.lookup("", "Reshape", 14).build({})
+    data = np.arange(24).reshape(2, 3, 4)
+    for make in (lambda v: _read_only(np.array(v)), np.array,
+                 lambda v: _read_only(np.array([v, v])[0])):
+        shape = make([0, -1, 1])
+        np.testing.assert_array_equal(kernel(data, shape), data.reshape(2, 12, 1))
+        if shape.flags.writeable:
+            shape[:] = [4, 0, -1]
+        elif shape.base is not None:
+            shape.base[0] = [4, 0, -1]
+        else:
+            np.testing.assert_array_equal(kernel(data.T, shape), data.T.reshape(4, 6, 1))
+            continue
+        np.testing.assert_array_equal(kernel(data, shape), data.reshape(4, 3, 2))
+
+
 @pytest.mark.parametrize("domain", ["", "openvino"])
 def test_unsqueeze_follows_axes_and_ranks_that_change_and_keeps_constant_axes(domain):
     """Unsqueeze's axes: a constant's places read once per input rank, a writeable operand or a

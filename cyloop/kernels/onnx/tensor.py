@@ -134,13 +134,18 @@ def bit_cast(attrs):
     return reinterpret
 
 
+_INT64 = np.dtype(np.int64)
+
+
 @kernel("Shape")
 def shape(attrs):
     start, end = attrs.get("start", 0), attrs.get("end")
+    whole = start == 0 and end is None
 
     def shape_of(x):  # (an array's own shape: np.shape is a Python wrapper)
         dims = x.shape if isinstance(x, np.ndarray) else np.shape(x)
-        return np.array(dims[start:end], dtype=np.int64)
+        # (the dtype as a positional, a dtype already: np.array parses a keyword slowly)
+        return np.array(dims if whole else dims[start:end], _INT64)
 
     return shape_of
 
@@ -158,8 +163,10 @@ def reshape_1(attrs):
 def reshape(attrs):
     allow_zero = bool(attrs.get("allowzero", 0))
 
+    dims_of = _shapes.remembered(_shapes.int_list)  # (a constant shape read once)
+
     def reshaped(data, new_shape):
-        dims = _shapes.int_list(new_shape)
+        dims = dims_of(new_shape)
         if not allow_zero and 0 in dims:
             # ONNX: a 0 copies the input's dimension at that position.
             dims = [np.shape(data)[k] if d == 0 else d for k, d in enumerate(dims)]
