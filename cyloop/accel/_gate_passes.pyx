@@ -539,6 +539,16 @@ def lstm_product_tail(cnp.ndarray h, cnp.ndarray w, cnp.ndarray x, cnp.ndarray c
     return h_out, c_out
 
 
+cdef cnp.ndarray _rows_apart(cnp.ndarray state):
+    """A state as the steps take it, rows of contiguous elements: a C-order copy of one whose
+    last axis is strided (a gate-major step hands on transposed views), else itself (what
+    accel/gemm.py `rows_apart` makes of it)."""
+    cdef int nd = cnp.PyArray_NDIM(state)
+    if nd >= 1 and cnp.PyArray_STRIDE(state, nd - 1) != cnp.PyArray_ITEMSIZE(state):
+        return cnp.PyArray_GETCONTIGUOUS(state)
+    return state
+
+
 def lstm_product_steps(cnp.ndarray h not None, cnp.ndarray w not None, cnp.ndarray xs not None,
                        cnp.ndarray c not None, cnp.ndarray outs not None, object order,
                        bint halve, bint two_cores, bint staged=False):
@@ -551,7 +561,8 @@ def lstm_product_steps(cnp.ndarray h not None, cnp.ndarray w not None, cnp.ndarr
 
     xs [S, B, 4H] and outs [S, B, H] (S >= 1) hold, step after step, operands step 0 would take
     as x and ``out`` (each step's at one stride from the one before), and h' must fit h's place:
-    K = H. The slots of outs share no byte, with each other nor with any operand, unless `h` is
+    K = H; a state whose last axis is strided is taken as a C-order copy (`_rows_apart`). The
+    slots of outs share no byte, with each other nor with any operand, unless `h` is
     the slot just before ``outs[0]`` of the same layout (an output's previous slot). The c' of
     each step but the last is a buffer of this call's, written over two steps later; the last
     is a fresh array, and the h' returned is ``outs[-1]``. With `staged`, each step makes its h'
@@ -569,6 +580,7 @@ def lstm_product_steps(cnp.ndarray h not None, cnp.ndarray w not None, cnp.ndarr
     cdef Rows slot
     if not _steps_of(xs, outs):
         return None
+    h, c = _rows_apart(h), _rows_apart(c)
     steps = cnp.PyArray_DIM(xs, 0)
     gates = _lstm_job(&job, h, w, xs[0], c, outs[0], order, halve, two_cores, raised)
     type_num, batch, hidden, item = cnp.PyArray_TYPE(c), job.batch, job.hidden, job.item
@@ -813,7 +825,8 @@ def product_tanh_steps(cnp.ndarray h not None, cnp.ndarray r not None,
 
     xs [S, B, N] and outs [S, B, N] (S >= 1) hold, step after step, operands step 0 would take
     as x and ``out`` (each step's at one stride from the one before), and h' must fit h's place:
-    K = N. The slots of outs share no byte, with each other nor with any operand, unless `h` is
+    K = N; an h whose last axis is strided is taken as a C-order copy (`_rows_apart`). The
+    slots of outs share no byte, with each other nor with any operand, unless `h` is
     the slot just before ``outs[0]`` of the same layout (an output's previous slot). The h'
     returned is ``outs[-1]``; `staged` as `lstm_product_steps`'; the floating-point report is
     made once, after the last step, of every step's flags."""
@@ -825,7 +838,10 @@ def product_tanh_steps(cnp.ndarray h not None, cnp.ndarray r not None,
     cdef const char *x_data
     cdef Rows made[2]
     cdef Rows slot
-    if not _steps_of(xs, outs) or not _tanh_job(&job, h, r, xs[0], outs[0], two_cores, raised):
+    if not _steps_of(xs, outs):
+        return None
+    h = _rows_apart(h)
+    if not _tanh_job(&job, h, r, xs[0], outs[0], two_cores, raised):
         return None
     steps, item, row = cnp.PyArray_DIM(xs, 0), job.item, cnp.PyArray_STRIDE(outs, 1)
     # Every step's operands as step 0's, one stride on (aligned: whole elements apart), and
@@ -1169,7 +1185,8 @@ def gru_product_steps(cnp.ndarray h not None, cnp.ndarray w_zr not None,
     each, value for value, without returning to Python between them.
 
     xs [S, B, 3H] and outs [S, B, H] (S >= 1) hold, step after step, operands step 0 would take
-    as x and ``out`` (each step's at one stride from the one before). The slots of outs share no
+    as x and ``out`` (each step's at one stride from the one before); an h whose last axis is
+    strided is taken as a C-order copy (`_rows_apart`). The slots of outs share no
     byte, with each other nor with any operand, unless `h` is the slot just before ``outs[0]``
     of the same layout (an output's previous slot). The h' returned is ``outs[-1]``; `staged`
     as `lstm_product_steps`'; the floating-point report is made once, after the last step, of
@@ -1185,6 +1202,7 @@ def gru_product_steps(cnp.ndarray h not None, cnp.ndarray w_zr not None,
     cdef Rows slot
     if not _steps_of(xs, outs):
         return None
+    h = _rows_apart(h)
     buffers = _gru_job(&job, h, w_zr, w_n, xs[0], bias_n, cap, outs[0], two_cores,
                        gates_raised, blend_raised)
     if buffers is None:

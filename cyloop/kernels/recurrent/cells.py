@@ -46,7 +46,6 @@ from ...accel.gemm import (
     matmul,
     matmul_plus,
     products_on_two_cores,
-    rows_apart,
     rows_plus,
     splits_now,
     weight_product,
@@ -362,10 +361,10 @@ def lstm_step(attrs) -> Measured:
         def steps(args, rows, outs, staged):
             """`plain_step` over ``len(rows)`` steps in one call (cyloop/abilities.py
             `Recurrence`): `lstm_product_steps`, the same job step after step (which checks the
-            operands' types and shapes itself)."""
+            operands' types and shapes itself, and takes states of any layout)."""
             _, h, c, r = args
-            return lstm_product_steps(rows_apart(h), weights(r), rows, rows_apart(c), outs,
-                                      ARRANGED_LSTM, False, products_on_two_cores(), staged)
+            return lstm_product_steps(h, weights(r), rows, c, outs, ARRANGED_LSTM, False,
+                                      products_on_two_cores(), staged)
 
         plain_step.weights = weights
         return declare(plain_step, steps_for=lambda *args: steps)
@@ -463,8 +462,8 @@ def gru_step(attrs) -> Measured:
             if cap is None:
                 return None
             update_reset, candidate_weights = weights(r)
-            # (the call checks the operands' types and shapes itself)
-            done = gru_product_steps(rows_apart(h), update_reset, candidate_weights, rows,
+            # (the call checks the operands' types and shapes itself, and takes any layout)
+            done = gru_product_steps(h, update_reset, candidate_weights, rows,
                                      b[3 * h.shape[-1]:] if linear_before_reset else None, cap,
                                      outs, products_on_two_cores(), staged)
             return None if done is None else (done,)
@@ -510,9 +509,9 @@ def rnn_step(attrs) -> Measured:
             """`step` over ``len(rows)`` steps in one call (cyloop/abilities.py `Recurrence`):
             `product_tanh_steps`, `product_tanh`'s job step after step."""
             _, h, r = args
-            # (the call checks the operands' types and shapes itself)
-            done = product_tanh_steps(rows_apart(h), weights(r), rows, outs,
-                                      products_on_two_cores(), staged)
+            # (the call checks the operands' types and shapes itself, and takes any layout)
+            done = product_tanh_steps(h, weights(r), rows, outs, products_on_two_cores(),
+                                      staged)
             return None if done is None else (done,)
 
         step.weights = weights
