@@ -48,10 +48,14 @@ _EXP_CAPS = _ByType(lambda dtype: _read_only(np.asarray(_exp_cap(dtype)))
 _ONES = _ByType(lambda dtype: _read_only(np.ones((), dtype)))
 
 
+_UNSEEN = object()
+
+
 def sigmoid_cap(dtype):
     """The cap `sigmoid` puts on exp's argument for `dtype` (a read-only 0-d array), or None where
     it has none (it then computes another way: float16 in float32)."""
-    return _EXP_CAPS[np.dtype(dtype)]
+    cap = _EXP_CAPS.get(dtype, _UNSEEN)  # (a dtype looked up before: no conversion, a step's)
+    return _EXP_CAPS[np.dtype(dtype)] if cap is _UNSEEN else cap
 
 
 def sigmoid(x, out=None):
