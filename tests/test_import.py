@@ -139,12 +139,19 @@ def test_the_native_selection_loads_with_a_top_k_only(with_top_k, tmp_path):
         [helper.make_tensor_value_info(name, TensorProto.INT64, None)
          for name in ["y", "indices"][:1 + with_top_k]],
         [helper.make_tensor("k", TensorProto.INT64, [1], [2])])
-    path = tmp_path / "reduce.onnx"
-    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-                     .SerializeToString())
-    _, loaded = _loaded(str(path), "run")
+    _, loaded = _loaded(_written(tmp_path, graph), "run")
     assert "cyloop.kernels.onnx.reduction" in loaded
     assert ("cyloop.accel._selection" in loaded) == with_top_k
+
+
+def _written(tmp_path, graph) -> str:
+    """The path of an opset-17 model of `graph` written in `tmp_path`."""
+    from onnx import helper
+
+    path = tmp_path / f"{graph.name}.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+                     .SerializeToString())
+    return str(path)
 
 
 @pytest.mark.parametrize("op_type, loads", [("Add", False), ("Sigmoid", True)])
@@ -158,10 +165,7 @@ def test_the_shared_maths_loads_with_a_kernel_that_uses_it(op_type, loads, tmp_p
         [helper.make_node(op_type, inputs, ["y"])], "elementwise",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    path = tmp_path / "elementwise.onnx"
-    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-                     .SerializeToString())
-    _, loaded = _loaded(str(path), "run")
+    _, loaded = _loaded(_written(tmp_path, graph), "run")
     assert "cyloop.kernels.onnx.elementwise" in loaded
     assert ("cyloop.kernels._math" in loaded) == loads
 

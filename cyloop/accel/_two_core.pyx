@@ -280,6 +280,21 @@ cdef int _product(cnp.ndarray x, cnp.ndarray w, cnp.ndarray c, object addend, bi
     return helped  # (UNFIT where there is no helper: nothing ran)
 
 
+cdef bint _as_three_axes(cnp.ndarray a, int64_t item, cnp.npy_intp *shape,
+                         cnp.npy_intp *strides):
+    """`a`'s 2 or 3 axes as 3 (leading ones of size 1), its strides in elements; False where a
+    stride is not a whole number of elements."""
+    cdef int nd = cnp.PyArray_NDIM(a), axis
+    shape[0] = shape[1] = 1
+    strides[0] = strides[1] = 0
+    for axis in range(nd):
+        if cnp.PyArray_STRIDE(a, axis) % item:
+            return False
+        shape[3 - nd + axis] = cnp.PyArray_DIM(a, axis)
+        strides[3 - nd + axis] = cnp.PyArray_STRIDE(a, axis) // item
+    return True
+
+
 def rows_and_ones(x):
     """`x` [..., K] (2 or 3 axes, float32 or float64, aligned, native byte order, any
     whole-element strides) as fresh C-order rows [..., K + 1] whose last column is 1: the rows
@@ -295,13 +310,8 @@ def rows_and_ones(x):
     cdef int64_t item = cnp.PyArray_ITEMSIZE(a), axis
     cdef cnp.npy_intp shape[3]
     cdef cnp.npy_intp strides[3]  # x's, in elements
-    shape[0] = shape[1] = 1
-    strides[0] = strides[1] = 0
-    for axis in range(nd):
-        if cnp.PyArray_STRIDE(a, axis) % item:
-            return None
-        shape[3 - nd + axis] = cnp.PyArray_DIM(a, axis)
-        strides[3 - nd + axis] = cnp.PyArray_STRIDE(a, axis) // item
+    if not _as_three_axes(a, item, shape, strides):
+        return None
     cdef cnp.npy_intp made[3]
     for axis in range(nd):
         made[axis] = cnp.PyArray_DIM(a, axis)
@@ -335,13 +345,8 @@ def ones_product(x, w):
     cdef int64_t item = cnp.PyArray_ITEMSIZE(a), axis, ldb, batch
     cdef cnp.npy_intp shape[3]
     cdef cnp.npy_intp strides[3]  # x's, in elements
-    shape[0] = shape[1] = 1
-    strides[0] = strides[1] = 0
-    for axis in range(nd):
-        if cnp.PyArray_STRIDE(a, axis) % item:
-            return None
-        shape[3 - nd + axis] = cnp.PyArray_DIM(a, axis)
-        strides[3 - nd + axis] = cnp.PyArray_STRIDE(a, axis) // item
+    if not _as_three_axes(a, item, shape, strides):
+        return None
     cdef int64_t m = shape[0] * shape[1], k = shape[2] + 1
     if cnp.PyArray_NDIM(b) != 2 or cnp.PyArray_TYPE(b) != kind or cnp.PyArray_DIM(b, 0) != k \
             or not _matrix(b, item, &ldb, &batch):
