@@ -7,11 +7,11 @@ from __future__ import annotations
 
 __all__ = ["AFFINITY_EVERY", "CHECK_LATE", "CHECK_SOON", "CHUNK_BUDGETS", "CHUNK_ROUNDS", "CLEAR",
            "CLOSE", "COLUMNS_SCRATCH", "EARLY_ROUNDS", "FIRST_CHUNK_ROWS", "FIRST_GROWING_BYTES",
-           "FOLDED_SIZE", "HASH_CHUNK", "HOIST_ROUNDS", "IR_CHUNK", "MAPPED_BYTES",
-           "MAX_CHUNK_ROWS", "MAX_CLOCK_STRIDE", "MAX_KEYS", "MAX_ROUNDS_FACTOR", "MIN_CHUNK_ROWS",
-           "OPENSSL_FROM", "PAYBACK", "PROBED_KEYS", "PROBED_VALUES", "PROGRESS_EVERY",
-           "QUIET_KEEP", "ROUNDS", "RUN_ROUNDS", "SHAPE_MEMO_BYTES", "SHAPE_MEMO_KEYS",
-           "SMALL_WEIGHT_BYTES", "SPLIT_ROUNDS", "TIMER_SAMPLES"]
+           "FOLDED_SIZE", "HASH_CHUNK", "HOIST_ROUNDS", "HOIST_WAIT_RUNS", "IR_CHUNK",
+           "MAPPED_BYTES", "MAX_CHUNK_ROWS", "MAX_CLOCK_STRIDE", "MAX_KEYS", "MAX_ROUNDS_FACTOR",
+           "MIN_CHUNK_ROWS", "OPENSSL_FROM", "PAYBACK", "PROBED_KEYS", "PROBED_VALUES",
+           "PROGRESS_EVERY", "QUIET_KEEP", "ROUNDS", "RUN_ROUNDS", "SHAPE_MEMO_BYTES",
+           "SHAPE_MEMO_KEYS", "SMALL_WEIGHT_BYTES", "SPLIT_ROUNDS", "TIMER_SAMPLES"]
 
 # -- measured choices (accel/measured.py) --------------------------------------------------------
 
@@ -25,6 +25,10 @@ RUN_ROUNDS = 2
 # ... whether a loop hoists (engine/hoist_choice.py), whole runs too: the loops it matters on are
 # short ones of small steps, whose runs cost little each and move more from run to run.
 HOIST_ROUNDS = 4
+# Runs that choice leaves to a loop driver's own trials before it counts runs again: a trial of a
+# kernel the driver calls every run ends within a few dozen runs (three candidates of ROUNDS
+# samples and a warm-up each); one whose key no later run meets would hold the choice for good.
+HOIST_WAIT_RUNS = 64
 # ... the hoisted chunks' size (engine/chunks.py): a sample is a chunk and the iterations that
 # read it, many rows already, and three sizes take turns.
 CHUNK_ROUNDS = 3

@@ -11,8 +11,9 @@ The drivers are compared as they run once their own choices are made: when the t
 do the trials of the hoisting driver's own choices that still wait for their work to pay, and
 those of the other driver after its first run; while one of a driver's own choices is on trial,
 the runs are that driver's and this choice counts none (a driver timed on its default kernels can
-be twice as slow as it settles: tf2onnx's small tf.scan). Both compute the same values: the
-hoisted rows are what the body would compute each iteration.
+be twice as slow as it settles: tf2onnx's small tf.scan), for at most HOIST_WAIT_RUNS runs in
+all. Both compute the same values: the hoisted rows are what the body would compute each
+iteration.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import threading
 
 from ..abilities import abilities_of
 from ..accel.measured import Measured
-from ..tuning import HOIST_ROUNDS
+from ..tuning import HOIST_ROUNDS, HOIST_WAIT_RUNS
 from ._core import operand_key
 
 __all__ = ["HOISTED", "IN_THE_LOOP", "HoistChoice"]
@@ -43,6 +44,7 @@ class HoistChoice:
         self._inner = None  # (the hoisting driver's own measured choices, found at the first run)
         self._plain_inner = None  # (the other driver's, found after its first run)
         self._decided = False  # (the choice made on every key met: no inner trial is waited for)
+        self._waited = 0  # (runs left to the drivers' own trials, uncounted: HOIST_WAIT_RUNS)
         # (A whole run of the loop a sample; two candidates within 10% cost within 10% whichever
         # is kept: no more rounds for them. Each candidate's first run warms up.)
         self.choice = Measured({HOISTED: hoisted, IN_THE_LOOP: self._run_plain},
@@ -61,12 +63,15 @@ class HoistChoice:
     def __call__(self, *args):
         if self._decided:
             return self.choice(*args)
-        if self._inner_trial_open():
-            # (A trial of the hoisting driver's own is timing its runs: this one waits, and
-            # its own calls are not counted meanwhile.)
-            return self.hoisted(*args)
-        if self._plain is not None and self._plain_trial_open():
-            return self._plain(*args)  # (the same, for the other driver's)
+        if self._waited < HOIST_WAIT_RUNS:
+            if self._inner_trial_open():
+                # (A trial of the hoisting driver's own is timing its runs: this one waits, and
+                # its own calls are not counted meanwhile.)
+                self._waited += 1
+                return self.hoisted(*args)
+            if self._plain is not None and self._plain_trial_open():
+                self._waited += 1
+                return self._plain(*args)  # (the same, for the other driver's)
         trials = self.choice.trials
         self._decided = bool(trials) and all(t.choice is not None for t in trials.values())
         opening = self._plain is None

@@ -109,3 +109,38 @@ def test_the_other_driver_settles_its_own_choices_before_its_runs_count(rng):
         runs += 1
         assert runs < 2000, "the choice was never made"
     assert trial.samples[IN_THE_LOOP]  # (the other driver's runs were timed, once settled)
+
+
+def test_a_trial_no_run_meets_holds_the_choice_a_bounded_number_of_runs(rng, monkeypatch):
+    """A driver's own trial on a key no later run meets (an earlier feed's shapes, say) would hold
+    the choice for good: after HOIST_WAIT_RUNS runs left to the drivers' trials, it counts runs
+    again."""
+    from cyloop.accel.measured import Trial
+    from cyloop.engine import hoist_choice
+
+    model = cyloop.load(lstm_loop_model().SerializeToString(), driver="cython")
+    (choice,) = model._compiled.loops
+    feeds = _feeds(rng, steps=2)
+    runs = 0
+    while choice._plain is None:
+        model.run(feeds)
+        runs += 1
+        assert runs < 2000, "the choice never ran the other driver"
+    while choice._plain_trial_open():  # (its own trials, which end)
+        model.run(feeds)
+        runs += 1
+        assert runs < 2000, "the other driver's trials never ended"
+    waited = choice._waited
+    monkeypatch.setattr(hoist_choice, "HOIST_WAIT_RUNS", waited + 6)
+    measured = choice._plain_inner[0]
+    measured.trials["a key no run meets"] = Trial("a key no run meets",
+                                                  list(measured.candidates), 1)  # (open)
+    assert choice._plain_trial_open()
+    (trial,) = choice.choice.trials.values()
+    for _ in range(6):
+        model.run(feeds)
+    assert choice._waited == waited + 6 and choice._plain_trial_open()
+    samples = sum(map(len, trial.samples.values()))
+    for _ in range(8):
+        model.run(feeds)
+    assert trial.choice is not None or sum(map(len, trial.samples.values())) > samples
