@@ -89,25 +89,19 @@ def test_the_other_driver_settles_its_own_choices_before_its_runs_count(rng):
     model = cyloop.load(lstm_loop_model().SerializeToString(), driver="cython")
     (choice,) = model._compiled.loops
     feeds = _feeds(rng, steps=2)
-    runs = 0
-    while choice._plain is None:
-        model.run(feeds)
-        runs += 1
-        assert runs < 2000, "the choice never ran the other driver"
+    _run_until(model, feeds, lambda: choice._plain is not None, "ran the other driver")
     trials = [t for measured in choice._plain_inner for t in measured.trials.values()]
     assert trials and all(t.open or t.choice is not None for t in trials)
     assert choice._plain_trial_open()  # (at its first run, none of them could end)
     (trial,) = choice.choice.trials.values()
     samples = {name: len(times) for name, times in trial.samples.items()}
-    while choice._plain_trial_open():
-        model.run(feeds)
+
+    def settled():
         assert {name: len(times) for name, times in trial.samples.items()} == samples
-        runs += 1
-        assert runs < 2000, "the other driver's trials never ended"
-    while trial.choice is None:
-        model.run(feeds)
-        runs += 1
-        assert runs < 2000, "the choice was never made"
+        return not choice._plain_trial_open()
+
+    _run_until(model, feeds, settled, "ended the other driver's trials")
+    _run_until(model, feeds, lambda: trial.choice is not None, "made the choice")
     assert trial.samples[IN_THE_LOOP]  # (the other driver's runs were timed, once settled)
 
 
@@ -121,15 +115,9 @@ def test_a_trial_no_run_meets_holds_the_choice_a_bounded_number_of_runs(rng, mon
     model = cyloop.load(lstm_loop_model().SerializeToString(), driver="cython")
     (choice,) = model._compiled.loops
     feeds = _feeds(rng, steps=2)
-    runs = 0
-    while choice._plain is None:
-        model.run(feeds)
-        runs += 1
-        assert runs < 2000, "the choice never ran the other driver"
-    while choice._plain_trial_open():  # (its own trials, which end)
-        model.run(feeds)
-        runs += 1
-        assert runs < 2000, "the other driver's trials never ended"
+    _run_until(model, feeds, lambda: choice._plain is not None, "ran the other driver")
+    _run_until(model, feeds, lambda: not choice._plain_trial_open(),
+               "ended the other driver's trials")
     waited = choice._waited
     monkeypatch.setattr(hoist_choice, "HOIST_WAIT_RUNS", waited + 6)
     measured = choice._plain_inner[0]
@@ -144,3 +132,12 @@ def test_a_trial_no_run_meets_holds_the_choice_a_bounded_number_of_runs(rng, mon
     for _ in range(8):
         model.run(feeds)
     assert trial.choice is not None or sum(map(len, trial.samples.values())) > samples
+
+
+def _run_until(model, feeds, done, what: str, most: int = 2000) -> None:
+    """Run `model` on `feeds` until `done()` (checked before each run), at most `most` runs."""
+    for _ in range(most):
+        if done():
+            return
+        model.run(feeds)
+    raise AssertionError(f"{most} runs never {what}")
