@@ -135,6 +135,6 @@ IR_CHUNK = 1 << 16
 # The on-disk cache (cache.py) hashes and checksums a model file this many bytes at a time.
 HASH_CHUNK = 1 << 20
 # Bytes from which the cache hashes with hashlib's SHA-256 (OpenSSL's) rather than CPython's own
-# BLAKE2b: importing hashlib loads OpenSSL, about 3 ms, which its faster hashing (1.7 GB/s against
-# 0.9 on a Zen 4) pays for from about 6 MB.
+# BLAKE2b: importing hashlib loads OpenSSL, whose faster hashing pays that import back only on a
+# file of several MB (docs/performance.md, "A fresh process's first result").
 OPENSSL_FROM = 8 << 20
